@@ -1,0 +1,1 @@
+//! Stampede's load engine.
