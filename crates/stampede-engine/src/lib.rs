@@ -1,1 +1,26 @@
 //! Stampede's load engine.
+//!
+//! It owns the scenario model and its validation ([`scenario`], [`parse`], [`plan`]),
+//! templating ([`template`]), a lean HTTP/1.1 client ([`http1`]), the closed workload
+//! models ([`executor`]), HDR latency metrics ([`metrics`]), reports ([`report`]) and the
+//! built-in target server ([`target`]). [`session`] ties them into one run.
+
+pub mod duration;
+pub mod error;
+pub mod executor;
+pub mod http1;
+pub mod metrics;
+pub mod parse;
+pub mod plan;
+pub mod report;
+pub mod scenario;
+pub mod session;
+pub mod sysstat;
+pub mod target;
+pub mod template;
+
+pub use error::{Problem, RunError, ScenarioError};
+pub use executor::{RunOptions, Tick};
+pub use plan::{CompileOptions, Plan};
+pub use report::Report;
+pub use scenario::ScenarioFile;

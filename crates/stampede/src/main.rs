@@ -1,1 +1,276 @@
-fn main() {}
+//! `stampede`: run a load test on this machine, serve the built-in target, validate files.
+//!
+//! Exit codes: 0 the run completed, 1 thresholds failed, 2 invalid input, 3 could not run.
+
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use stampede_engine::duration::{Dur, parse_duration};
+use stampede_engine::metrics::IntervalStats;
+use stampede_engine::scenario::{LoadSpec, ScenarioFile};
+use stampede_engine::{CompileOptions, RunOptions, Tick, parse, session};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(name = "stampede", version, about = "Load testing that fits Kubernetes: fast, correct numbers, one binary")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario file and print a summary.
+    Run(RunArgs),
+    /// Check a scenario file without running it.
+    Validate {
+        /// Scenario file (YAML).
+        file: PathBuf,
+    },
+    /// Serve the built-in target (a fast httpbin-like test server).
+    Target(TargetArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Scenario file (YAML).
+    file: PathBuf,
+    /// Run this many VUs (constant-vus), overriding the file's `load`.
+    #[arg(long)]
+    vus: Option<u32>,
+    /// Run for this long (e.g. 30s), overriding the file's `load`.
+    #[arg(long, value_parser = parse_dur)]
+    duration: Option<Dur>,
+    /// Run this many iterations in total, overriding the file's `load`.
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Seconds between progress lines.
+    #[arg(long, default_value_t = 2, value_name = "SECONDS")]
+    progress_every: u64,
+    /// Replace the file's baseUrl.
+    #[arg(long)]
+    base_url: Option<String>,
+}
+
+#[derive(Args)]
+struct TargetArgs {
+    /// Port to listen on.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+}
+
+fn parse_dur(s: &str) -> Result<Dur, String> {
+    parse_duration(s).map(Dur)
+}
+
+/// A failure and the exit code it maps to.
+enum Failure {
+    Invalid(anyhow::Error),
+    CouldNotRun(anyhow::Error),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Validate { file } => validate(&file),
+        Command::Target(args) => target(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Failure::Invalid(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(Failure::CouldNotRun(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn load(file: &Path) -> Result<ScenarioFile, Failure> {
+    parse::load_file(file).map_err(|e| Failure::Invalid(e.into()))
+}
+
+fn validate(file: &Path) -> Result<ExitCode, Failure> {
+    let scenario = load(file)?;
+    let plan =
+        session::validate(&scenario, file, &CompileOptions::default()).map_err(|e| Failure::Invalid(e.into()))?;
+    let steps: usize = plan.scenarios.iter().map(|s| s.steps.len()).sum();
+    println!(
+        "{}: ok — `{}`, {} scenario(s), {} step(s), {} up to {} VUs",
+        file.display(),
+        plan.name,
+        plan.scenarios.len(),
+        steps,
+        plan.load.executor_name(),
+        plan.load.max_vus()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Applies `--vus`, `--duration` and `--iterations` to the file's load model.
+fn apply_overrides(load: &mut LoadSpec, args: &RunArgs) {
+    if args.vus.is_none() && args.duration.is_none() && args.iterations.is_none() {
+        return;
+    }
+    let (file_vus, file_duration, file_iterations, file_grace) = match load {
+        LoadSpec::ConstantVus { vus, duration, iterations, graceful_stop } => {
+            (*vus, *duration, *iterations, *graceful_stop)
+        }
+        LoadSpec::RampingVus { start_vus, stages, graceful_stop, .. } => {
+            (stages.iter().map(|s| s.target).chain([*start_vus]).max().unwrap_or(1), None, None, *graceful_stop)
+        }
+    };
+    let (duration, iterations) = match (args.duration, args.iterations) {
+        (Some(d), Some(i)) => (Some(d), Some(i)),
+        (Some(d), None) => (Some(d), None),
+        (None, Some(i)) => (None, Some(i)),
+        (None, None) => (file_duration, file_iterations),
+    };
+    *load =
+        LoadSpec::ConstantVus { vus: args.vus.unwrap_or(file_vus), duration, iterations, graceful_stop: file_grace };
+}
+
+fn run(args: RunArgs) -> Result<ExitCode, Failure> {
+    let mut scenario = load(&args.file)?;
+    apply_overrides(&mut scenario.load, &args);
+    let opts = CompileOptions { base_url: args.base_url.clone(), env: None };
+    let prepared = session::prepare(&scenario, &args.file, opts).map_err(|e| match e {
+        session::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
+        session::PrepareError::Run(e) => Failure::CouldNotRun(e.into()),
+    })?;
+    let interrupt = Arc::new(AtomicBool::new(false));
+    watch_ctrl_c(interrupt.clone());
+    let mut run_opts = RunOptions { interrupt, ..RunOptions::default() };
+    if let Some(t) = args.threads {
+        run_opts.threads = t.max(1);
+    }
+    let plan = prepared.plan.clone();
+    if !args.quiet {
+        eprintln!(
+            "stampede: running `{}` ({}, up to {} VUs, {} threads) against {}",
+            plan.name,
+            plan.load.executor_name(),
+            plan.load.max_vus(),
+            run_opts.threads.min(plan.load.max_vus().max(1) as usize),
+            plan.base_url.as_deref().unwrap_or("the URLs in the file")
+        );
+    }
+    let mut progress = Progress::new(args.progress_every.max(1), args.quiet);
+    let report = session::execute(prepared, &run_opts, &mut |t| progress.tick(t))
+        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
+    print!("{}", report.render_table());
+    let _ = std::io::stdout().flush();
+    if let Some(out) = &args.out {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::CouldNotRun(e.into()))?;
+        std::fs::write(out, text + "\n")
+            .with_context(|| format!("cannot write the report to {}", out.display()))
+            .map_err(Failure::CouldNotRun)?;
+        if !args.quiet {
+            eprintln!("report written to {}", out.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a progress line every few ticks: elapsed, active VUs, req/s, errors, p99.
+struct Progress {
+    every: u64,
+    quiet: bool,
+    window: IntervalStats,
+    window_len: Duration,
+}
+
+impl Progress {
+    fn new(every: u64, quiet: bool) -> Self {
+        Progress { every, quiet, window: IntervalStats::default(), window_len: Duration::ZERO }
+    }
+
+    fn tick(&mut self, t: &Tick) {
+        self.window.merge(&t.stats);
+        self.window_len += t.length;
+        if !t.index.is_multiple_of(self.every) {
+            return;
+        }
+        if !self.quiet {
+            let secs = self.window_len.as_secs_f64().max(1e-9);
+            let p99 = if self.window.latency.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.3} ms", self.window.latency.value_at_quantile(0.99) as f64 / 1000.0)
+            };
+            eprintln!(
+                "[{:>6.1}s] vus {:>5} | {:>10.1} req/s | errors {:>6} | p99 {}",
+                t.elapsed.as_secs_f64(),
+                t.active_vus,
+                self.window.requests as f64 / secs,
+                self.window.errors,
+                p99
+            );
+        }
+        self.window.reset();
+        self.window_len = Duration::ZERO;
+    }
+}
+
+/// First Ctrl-C stops the run and keeps the partial results; a second one exits at once.
+fn watch_ctrl_c(flag: Arc<AtomicBool>) {
+    let _ = std::thread::Builder::new().name("stampede-signal".into()).spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nstopping: partial results follow (Ctrl-C again to quit now)");
+                flag.store(true, Ordering::Relaxed);
+            }
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        });
+    });
+}
+
+fn target(args: TargetArgs) -> Result<ExitCode, Failure> {
+    let addr = SocketAddr::new(args.host, args.port);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start a runtime")
+        .map_err(Failure::CouldNotRun)?;
+    eprintln!("stampede target listening on http://{addr} (Ctrl-C to stop)");
+    rt.block_on(stampede_engine::target::TargetServer::serve_until(addr, async {
+        let _ = tokio::signal::ctrl_c().await;
+    }))
+    .with_context(|| format!("cannot serve on {addr}"))
+    .map_err(Failure::CouldNotRun)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,523 @@
+//! Closed workload models: `constant-vus` and `ramping-vus`.
+//!
+//! The run is split over worker threads, each with its own single-threaded tokio runtime.
+//! Virtual user *i* lives on worker *i mod threads*, owns its connection, its buffers and
+//! its random generator, and records into its worker's metrics through a `RefCell`: no
+//! lock, atomic or channel per request. The only shared state touched per *iteration* is
+//! one relaxed atomic counter, and only when the run is bounded by an iteration count.
+//! Once per reporting interval each worker sends a snapshot of that interval to the
+//! reporter (the calling thread), which merges them into ticks.
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::error::RunError;
+use crate::http1::{self, Connection, ExchangeError, ResponseInfo};
+use crate::metrics::{ErrorKind, IntervalStats, WorkerMetrics};
+use crate::plan::{LoadPlan, Plan, RequestPlan, StepPlan, Target};
+use crate::sysstat;
+
+/// How often a worker's controller looks at the ramp and the clock.
+const CONTROL_TICK: Duration = Duration::from_millis(25);
+/// First failures kept per worker, with their messages, for the report.
+const ERROR_SAMPLES_PER_WORKER: usize = 5;
+
+/// How to run a plan.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Worker threads (at least 1; more than the VU count is pointless).
+    pub threads: usize,
+    /// Reporting interval (ticks).
+    pub tick: Duration,
+    /// Set to stop the run early (Ctrl-C): in-flight requests are abandoned.
+    pub interrupt: Arc<AtomicBool>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            tick: Duration::from_secs(1),
+            interrupt: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// One reporting interval, merged over all workers.
+#[derive(Clone, Debug)]
+pub struct Tick {
+    /// 1-based interval number.
+    pub index: u64,
+    /// Time since the start at the end of this interval.
+    pub elapsed: Duration,
+    /// Length of this interval (the last one may be short).
+    pub length: Duration,
+    /// VUs running at the end of the interval.
+    pub active_vus: u32,
+    pub stats: IntervalStats,
+}
+
+/// A failure kept with its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorSample {
+    pub metric: usize,
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub metrics: WorkerMetrics,
+    pub started_at: SystemTime,
+    pub duration: Duration,
+    pub threads: usize,
+    /// CPU time of the worker threads together.
+    pub worker_cpu: Duration,
+    pub ticks: Vec<Tick>,
+    pub max_active_vus: u32,
+    pub interrupted: bool,
+    pub error_samples: Vec<ErrorSample>,
+}
+
+struct Shared {
+    plan: Arc<Plan>,
+    start: Instant,
+    /// No iteration starts after this.
+    deadline: Option<Instant>,
+    /// In-flight iterations are abandoned at this instant.
+    hard_stop: Option<Instant>,
+    iteration_limit: Option<u64>,
+    iterations_claimed: AtomicU64,
+    interrupt: Arc<AtomicBool>,
+    tick: Duration,
+    /// Cumulative scenario weights, for picking a scenario per iteration.
+    cumulative_weights: Vec<u64>,
+}
+
+impl Shared {
+    fn stopping(&self, now: Instant) -> bool {
+        self.interrupt.load(Ordering::Relaxed)
+            || self.deadline.is_some_and(|d| now >= d)
+            || self.iteration_limit.is_some_and(|l| self.iterations_claimed.load(Ordering::Relaxed) >= l)
+    }
+
+    fn claim_iteration(&self) -> bool {
+        match self.iteration_limit {
+            None => true,
+            Some(limit) => self.iterations_claimed.fetch_add(1, Ordering::Relaxed) < limit,
+        }
+    }
+
+    fn pick_scenario(&self, rng: &mut fastrand::Rng) -> usize {
+        let total = *self.cumulative_weights.last().unwrap_or(&0);
+        if self.cumulative_weights.len() == 1 || total == 0 {
+            return 0;
+        }
+        let r = rng.u64(0..total);
+        self.cumulative_weights.partition_point(|&c| c <= r)
+    }
+}
+
+enum WorkerMsg {
+    Tick { worker: usize, index: u64, active: u32, stats: IntervalStats },
+    Done { worker: usize, index: u64, stats: IntervalStats },
+}
+
+struct WorkerResult {
+    metrics: WorkerMetrics,
+    cpu: Duration,
+    max_active: u32,
+    error_samples: Vec<ErrorSample>,
+}
+
+/// What one worker's tasks share (single thread: `Rc`/`Cell`/`RefCell`).
+struct WorkerLocal {
+    metrics: RefCell<WorkerMetrics>,
+    active: Cell<u32>,
+    max_active: Cell<u32>,
+    error_samples: RefCell<Vec<ErrorSample>>,
+}
+
+/// Counts a VU as active for as long as it lives, even when it is aborted.
+struct ActiveGuard(Rc<WorkerLocal>);
+
+impl ActiveGuard {
+    fn new(local: Rc<WorkerLocal>) -> Self {
+        let n = local.active.get() + 1;
+        local.active.set(n);
+        local.max_active.set(local.max_active.get().max(n));
+        ActiveGuard(local)
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.active.set(self.0.active.get().saturating_sub(1));
+    }
+}
+
+/// Runs `plan` to completion on worker threads; `on_tick` sees each merged interval.
+pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<RunOutcome, RunError> {
+    let max_vus = plan.load.max_vus().max(1) as usize;
+    let threads = opts.threads.clamp(1, max_vus);
+    let mut cumulative = 0u64;
+    let cumulative_weights = plan
+        .scenarios
+        .iter()
+        .map(|s| {
+            cumulative += u64::from(s.weight);
+            cumulative
+        })
+        .collect();
+    let iteration_limit = match &plan.load {
+        LoadPlan::ConstantVus { iterations, .. } => *iterations,
+        LoadPlan::RampingVus { .. } => None,
+    };
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let deadline = plan.load.planned_duration().map(|d| start + d);
+    let hard_stop = deadline.map(|d| d + plan.load.graceful_stop());
+    let shared = Arc::new(Shared {
+        plan,
+        start,
+        deadline,
+        hard_stop,
+        iteration_limit,
+        iterations_claimed: AtomicU64::new(0),
+        interrupt: opts.interrupt.clone(),
+        tick: opts.tick,
+        cumulative_weights,
+    });
+
+    let (tx, rx) = mpsc::channel::<WorkerMsg>();
+    let mut handles = Vec::with_capacity(threads);
+    for id in 0..threads {
+        let shared = shared.clone();
+        let tx = tx.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("stampede-worker-{id}"))
+            .spawn(move || worker_main(id, threads, shared, tx))
+            .map_err(RunError::Threads)?;
+        handles.push(handle);
+    }
+    drop(tx);
+
+    // Reporter: merge each interval once every live worker has sent it.
+    let mut pending: BTreeMap<u64, (Vec<bool>, IntervalStats, u32)> = BTreeMap::new();
+    let mut done = vec![false; threads];
+    let mut ticks = Vec::new();
+    let mut emit = |index: u64, stats: IntervalStats, active: u32, ticks: &mut Vec<Tick>, now: Duration| {
+        let prev_end = ticks.last().map(|t: &Tick| t.elapsed).unwrap_or_default();
+        let elapsed = (shared.tick * index as u32).min(now).max(prev_end);
+        let tick = Tick { index, elapsed, length: elapsed - prev_end, active_vus: active, stats };
+        on_tick(&tick);
+        ticks.push(tick);
+    };
+    for msg in rx {
+        let (worker, index, stats, active) = match msg {
+            WorkerMsg::Tick { worker, index, active, stats } => (worker, index, stats, active),
+            WorkerMsg::Done { worker, index, stats } => {
+                done[worker] = true;
+                (worker, index, stats, 0)
+            }
+        };
+        let entry = pending.entry(index).or_insert_with(|| (vec![false; threads], IntervalStats::default(), 0));
+        entry.0[worker] = true;
+        entry.1.merge(&stats);
+        entry.2 += active;
+        while let Some(first) = pending.first_entry() {
+            let complete = first.get().0.iter().zip(&done).all(|(seen, done)| *seen || *done);
+            if !complete {
+                break;
+            }
+            let (index, (_, stats, active)) = first.remove_entry();
+            emit(index, stats, active, &mut ticks, start.elapsed());
+        }
+    }
+    let duration = start.elapsed();
+    for (index, (_, stats, active)) in std::mem::take(&mut pending) {
+        emit(index, stats, active, &mut ticks, duration);
+    }
+
+    let mut merged: Option<WorkerMetrics> = None;
+    let mut worker_cpu = Duration::ZERO;
+    let mut max_active_vus = 0;
+    let mut error_samples = Vec::new();
+    for handle in handles {
+        let result = handle
+            .join()
+            .map_err(|_| RunError::Worker("a worker thread panicked".into()))?
+            .map_err(RunError::Worker)?;
+        worker_cpu += result.cpu;
+        max_active_vus += result.max_active;
+        error_samples.extend(result.error_samples);
+        match &mut merged {
+            None => merged = Some(result.metrics),
+            Some(m) => m.merge(&result.metrics),
+        }
+    }
+    let plan = &shared.plan;
+    Ok(RunOutcome {
+        metrics: merged.unwrap_or_else(|| WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
+        started_at,
+        duration,
+        threads,
+        worker_cpu,
+        max_active_vus,
+        ticks,
+        interrupted: shared.interrupt.load(Ordering::Relaxed),
+        error_samples,
+    })
+}
+
+fn worker_main(
+    id: usize,
+    threads: usize,
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<WorkerMsg>,
+) -> Result<WorkerResult, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot build a runtime: {e}"))?;
+    let plan = &shared.plan;
+    let local = Rc::new(WorkerLocal {
+        metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
+        active: Cell::new(0),
+        max_active: Cell::new(0),
+        error_samples: RefCell::new(Vec::new()),
+    });
+    let set = tokio::task::LocalSet::new();
+    set.block_on(&rt, worker_loop(id, threads, shared.clone(), local.clone(), tx));
+    drop(set);
+    let metrics = local.metrics.replace(WorkerMetrics::new(0, 0));
+    let error_samples = local.error_samples.take();
+    Ok(WorkerResult { metrics, cpu: sysstat::this_thread().cpu(), max_active: local.max_active.get(), error_samples })
+}
+
+struct RunningVu {
+    vu: u32,
+    retire: Rc<Cell<bool>>,
+    retiring_since: Option<Instant>,
+    abort: AbortHandle,
+}
+
+async fn worker_loop(
+    id: usize,
+    threads: usize,
+    shared: Arc<Shared>,
+    local: Rc<WorkerLocal>,
+    tx: mpsc::Sender<WorkerMsg>,
+) {
+    let max_vus = shared.plan.load.max_vus();
+    let owned: Vec<u32> = (0..max_vus).filter(|i| *i as usize % threads == id).collect();
+    let ramp_down_grace = match &shared.plan.load {
+        LoadPlan::RampingVus { graceful_ramp_down, .. } => *graceful_ramp_down,
+        LoadPlan::ConstantVus { .. } => Duration::ZERO,
+    };
+    let ticker = tokio::task::spawn_local(ticker(id, shared.clone(), local.clone(), tx.clone()));
+    let mut set: JoinSet<()> = JoinSet::new();
+    let mut running: HashMap<tokio::task::Id, RunningVu> = HashMap::new();
+    let mut by_vu: HashMap<u32, tokio::task::Id> = HashMap::new();
+    loop {
+        let now = Instant::now();
+        if shared.interrupt.load(Ordering::Relaxed) || shared.hard_stop.is_some_and(|h| now >= h) {
+            set.abort_all();
+            while set.join_next().await.is_some() {}
+            break;
+        }
+        let stopping = shared.stopping(now);
+        if !stopping {
+            let target = shared.plan.load.target_vus_at(now - shared.start);
+            for &vu in &owned {
+                match by_vu.get(&vu).and_then(|id| running.get_mut(id)) {
+                    None if vu < target => {
+                        let retire = Rc::new(Cell::new(false));
+                        let abort = set.spawn_local(vu_task(vu, shared.clone(), local.clone(), retire.clone()));
+                        by_vu.insert(vu, abort.id());
+                        running.insert(abort.id(), RunningVu { vu, retire, retiring_since: None, abort });
+                    }
+                    Some(r) if vu >= target && r.retiring_since.is_none() => {
+                        r.retire.set(true);
+                        r.retiring_since = Some(now);
+                    }
+                    Some(r) if vu < target && r.retiring_since.is_some() => {
+                        // Wanted again before it left: keep it.
+                        r.retire.set(false);
+                        r.retiring_since = None;
+                    }
+                    _ => {}
+                }
+            }
+            for r in running.values() {
+                if r.retiring_since.is_some_and(|t| now - t >= ramp_down_grace) {
+                    r.abort.abort();
+                }
+            }
+        } else if set.is_empty() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(CONTROL_TICK) => {}
+            Some(res) = set.join_next_with_id(), if !set.is_empty() => {
+                let id = match res {
+                    Ok((id, ())) => id,
+                    Err(e) => e.id(),
+                };
+                if let Some(r) = running.remove(&id) {
+                    by_vu.remove(&r.vu);
+                }
+            }
+        }
+    }
+    ticker.abort();
+    let elapsed = shared.start.elapsed();
+    let index = (elapsed.as_nanos() / shared.tick.as_nanos().max(1)) as u64 + 1;
+    let stats = std::mem::take(&mut local.metrics.borrow_mut().interval);
+    let _ = tx.send(WorkerMsg::Done { worker: id, index, stats });
+}
+
+async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, tx: mpsc::Sender<WorkerMsg>) {
+    let start = tokio::time::Instant::from_std(shared.start);
+    let mut index: u64 = 1;
+    loop {
+        tokio::time::sleep_until(start + shared.tick * index as u32).await;
+        let stats = std::mem::take(&mut local.metrics.borrow_mut().interval);
+        if tx.send(WorkerMsg::Tick { worker: id, index, active: local.active.get(), stats }).is_err() {
+            return;
+        }
+        index += 1;
+    }
+}
+
+/// A virtual user's own state.
+struct Vu {
+    conn: Option<Connection>,
+    slots: Vec<String>,
+    rng: fastrand::Rng,
+    request_buf: Vec<u8>,
+}
+
+async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
+    let _active = ActiveGuard::new(local.clone());
+    let mut vu = Vu {
+        conn: None,
+        slots: vec![String::new(); shared.plan.slot_count],
+        rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        request_buf: Vec::new(),
+    };
+    loop {
+        if retire.get() || shared.stopping(Instant::now()) || !shared.claim_iteration() {
+            break;
+        }
+        let sc = shared.pick_scenario(&mut vu.rng);
+        let scenario = &shared.plan.scenarios[sc];
+        for step in &scenario.steps {
+            run_step(&mut vu, step, &local).await;
+            if let Some(think) = &step.think {
+                tokio::time::sleep(think.pick(&mut vu.rng)).await;
+            }
+        }
+        let mut m = local.metrics.borrow_mut();
+        m.iterations[sc] += 1;
+        m.interval.iterations += 1;
+    }
+}
+
+async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) {
+    let started = Instant::now();
+    let result = send(vu, &step.request).await;
+    let micros = started.elapsed().as_micros() as u64;
+    let mut guard = local.metrics.borrow_mut();
+    let m = &mut *guard;
+    let s = &mut m.steps[step.metric];
+    s.requests += 1;
+    m.interval.requests += 1;
+    let failure = match result {
+        Ok((info, sent)) => {
+            s.bytes_sent += sent;
+            s.bytes_received += info.bytes_received;
+            s.record_latency_us(micros);
+            m.interval.latency.saturating_record(micros.max(1));
+            s.record_status(info.status);
+            (!step.check.passes(info.status))
+                .then(|| (ErrorKind::Check, format!("status {} is not accepted by the check", info.status)))
+        }
+        Err((e, sent)) => {
+            s.bytes_sent += sent;
+            Some((e.kind, e.message))
+        }
+    };
+    if let Some((kind, message)) = failure {
+        s.record_error(kind);
+        m.interval.errors += 1;
+        let mut samples = local.error_samples.borrow_mut();
+        if samples.len() < ERROR_SAMPLES_PER_WORKER
+            && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric)
+        {
+            samples.push(ErrorSample { metric: step.metric, kind, message });
+        }
+    }
+}
+
+/// Sends one request on the VU's connection (opening one when needed) and reads the
+/// answer. A request that fails on a reused connection before any byte of answer came
+/// back is retried once on a new connection: the server had closed the idle connection.
+async fn send(vu: &mut Vu, req: &RequestPlan) -> Result<(ResponseInfo, u64), (ExchangeError, u64)> {
+    let Vu { conn, slots, request_buf, .. } = vu;
+    let (target, bytes): (Cow<'_, Target>, &[u8]) = match &req.fixed {
+        Some(fixed) => (Cow::Borrowed(&fixed.target), &fixed.bytes),
+        None => {
+            request_buf.clear();
+            match req.render(slots, request_buf) {
+                Ok(t) => (Cow::Owned(t), request_buf.as_slice()),
+                Err(message) => return Err((ExchangeError { kind: ErrorKind::Protocol, message, answered: false }, 0)),
+            }
+        }
+    };
+    let sent = bytes.len() as u64;
+    let exchange = async {
+        let mut retried = false;
+        loop {
+            let reused = conn.as_ref().is_some_and(|c| c.serves(&target));
+            if !reused {
+                *conn = None;
+                *conn = Some(http1::connect(&target, req.connect_timeout).await.map_err(|e| (e, 0))?);
+            }
+            let Some(c) = conn.as_mut() else { unreachable!("connection was just set") };
+            match c.exchange(bytes, req.is_head(), None).await {
+                Ok(info) => {
+                    if !info.keep_alive {
+                        *conn = None;
+                    }
+                    return Ok((info, sent));
+                }
+                Err(e) => {
+                    *conn = None;
+                    if reused && !e.answered && !retried {
+                        retried = true;
+                        continue;
+                    }
+                    return Err((e, sent));
+                }
+            }
+        }
+    };
+    match tokio::time::timeout(req.timeout, exchange).await {
+        Ok(r) => r,
+        Err(_) => {
+            *conn = None;
+            let message = format!("no complete answer within {:?}", req.timeout);
+            Err((ExchangeError { kind: ErrorKind::Timeout, message, answered: false }, sent))
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Latency histograms and counters.
+//!
+//! Each worker thread owns one [`StepStats`] per (scenario, step) and records into it
+//! without locks; a reporter merges the workers' stats. Percentiles of a merged run come
+//! only from merged histograms, never from averaging percentiles.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Highest latency a histogram tracks (10 minutes, in µs); larger values saturate.
+pub const MAX_LATENCY_US: u64 = 600_000_000;
+/// Significant decimal digits kept by every latency histogram.
+pub const SIGFIG: u8 = 3;
+
+/// A new latency histogram in microseconds.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, SIGFIG).expect("valid histogram bounds")
+}
+
+/// Why a request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorKind {
+    /// The connection was refused or the host unreachable.
+    Connect,
+    /// The host name did not resolve.
+    Dns,
+    /// The request (or its connect) ran past its time limit.
+    Timeout,
+    /// The connection was reset or closed mid-exchange.
+    Reset,
+    /// The server's answer was not valid HTTP.
+    Protocol,
+    /// A check on the response failed.
+    Check,
+    /// Any other local I/O error.
+    Io,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::Connect,
+        ErrorKind::Dns,
+        ErrorKind::Timeout,
+        ErrorKind::Reset,
+        ErrorKind::Protocol,
+        ErrorKind::Check,
+        ErrorKind::Io,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Dns => "dns",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Reset => "reset",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Check => "check",
+            ErrorKind::Io => "io",
+        }
+    }
+}
+
+const KINDS: usize = ErrorKind::ALL.len();
+
+/// Status codes 100–599 counted in a flat array.
+const STATUS_MIN: u16 = 100;
+const STATUS_SLOTS: usize = 500;
+
+/// Everything recorded for one (scenario, step).
+#[derive(Clone, Debug)]
+pub struct StepStats {
+    /// Total latency of answered requests, µs.
+    pub latency: Histogram<u64>,
+    /// Requests attempted.
+    pub requests: u64,
+    /// Requests that failed, by kind.
+    pub errors: [u64; KINDS],
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    status: Vec<u64>,
+}
+
+impl Default for StepStats {
+    fn default() -> Self {
+        StepStats {
+            latency: new_histogram(),
+            requests: 0,
+            errors: [0; KINDS],
+            bytes_sent: 0,
+            bytes_received: 0,
+            status: vec![0; STATUS_SLOTS],
+        }
+    }
+}
+
+impl StepStats {
+    #[inline]
+    pub fn record_latency_us(&mut self, us: u64) {
+        self.latency.saturating_record(us.max(1));
+    }
+
+    #[inline]
+    pub fn record_status(&mut self, status: u16) {
+        if let Some(slot) = status.checked_sub(STATUS_MIN).map(usize::from)
+            && slot < STATUS_SLOTS
+        {
+            self.status[slot] += 1;
+        }
+    }
+
+    #[inline]
+    pub fn record_error(&mut self, kind: ErrorKind) {
+        self.errors[kind.index()] += 1;
+    }
+
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Status codes seen, with counts, in ascending order.
+    pub fn status_counts(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.status.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (i as u16 + STATUS_MIN, *n))
+    }
+
+    /// Adds another worker's stats into these.
+    pub fn merge(&mut self, other: &StepStats) {
+        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.requests += other.requests;
+        for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
+            *a += b;
+        }
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
+            *a += b;
+        }
+    }
+}
+
+/// What one worker records in one reporting interval (all steps together).
+#[derive(Clone, Debug)]
+pub struct IntervalStats {
+    pub latency: Histogram<u64>,
+    pub requests: u64,
+    pub errors: u64,
+    pub iterations: u64,
+}
+
+impl Default for IntervalStats {
+    fn default() -> Self {
+        IntervalStats { latency: new_histogram(), requests: 0, errors: 0, iterations: 0 }
+    }
+}
+
+impl IntervalStats {
+    pub fn merge(&mut self, other: &IntervalStats) {
+        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.requests += other.requests;
+        self.errors += other.errors;
+        self.iterations += other.iterations;
+    }
+
+    pub fn reset(&mut self) {
+        self.latency.reset();
+        self.requests = 0;
+        self.errors = 0;
+        self.iterations = 0;
+    }
+}
+
+/// All of one worker's recordings.
+#[derive(Clone, Debug)]
+pub struct WorkerMetrics {
+    /// Indexed by the plan's step metric index.
+    pub steps: Vec<StepStats>,
+    /// Completed iterations per scenario.
+    pub iterations: Vec<u64>,
+    /// The current reporting interval.
+    pub interval: IntervalStats,
+}
+
+impl WorkerMetrics {
+    pub fn new(steps: usize, scenarios: usize) -> Self {
+        WorkerMetrics {
+            steps: (0..steps).map(|_| StepStats::default()).collect(),
+            iterations: vec![0; scenarios],
+            interval: IntervalStats::default(),
+        }
+    }
+
+    pub fn merge(&mut self, other: &WorkerMetrics) {
+        for (a, b) in self.steps.iter_mut().zip(other.steps.iter()) {
+            a.merge(b);
+        }
+        for (a, b) in self.iterations.iter_mut().zip(other.iterations.iter()) {
+            *a += b;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per-worker histograms merged give exactly the percentiles of one histogram of all
+    /// samples.
+    #[test]
+    fn merged_worker_histograms_equal_one_histogram_of_all_samples() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let samples: Vec<u64> = (0..30_000)
+            .map(|i| match i % 10 {
+                0 => rng.u64(50_000..2_000_000), // a slow tail
+                _ => rng.u64(80..2_000),
+            })
+            .collect();
+        let mut all = StepStats::default();
+        let mut workers: Vec<StepStats> = (0..4).map(|_| StepStats::default()).collect();
+        for (i, &s) in samples.iter().enumerate() {
+            all.record_latency_us(s);
+            // Uneven split: worker 0 gets most of the slow tail.
+            let w = if s > 50_000 { i % 2 } else { i % 4 };
+            workers[w].record_latency_us(s);
+        }
+        let mut merged = StepStats::default();
+        for w in &workers {
+            merged.merge(w);
+        }
+        for q in [0.5, 0.75, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(merged.latency.value_at_quantile(q), all.latency.value_at_quantile(q), "q={q}");
+        }
+        assert_eq!(merged.latency.len(), samples.len() as u64);
+        assert_eq!(merged.latency.min(), all.latency.min());
+        assert_eq!(merged.latency.max(), all.latency.max());
+        assert!((merged.latency.mean() - all.latency.mean()).abs() < 1e-6);
+        // Averaging the workers' p99s would be wrong: it differs from the true p99.
+        let avg_p99: f64 = workers.iter().map(|w| w.latency.value_at_quantile(0.99) as f64).sum::<f64>() / 4.0;
+        assert_ne!(avg_p99 as u64, all.latency.value_at_quantile(0.99));
+        // The percentiles match the exact order statistics within histogram precision.
+        let mut sorted = samples.clone();
+        sorted.sort_unstable();
+        let exact_p99 = sorted[(sorted.len() as f64 * 0.99).ceil() as usize - 1];
+        let hdr_p99 = merged.latency.value_at_quantile(0.99);
+        assert!(hdr_p99.abs_diff(exact_p99) as f64 <= exact_p99 as f64 * 0.001 + 1.0, "{hdr_p99} vs {exact_p99}");
+    }
+
+    #[test]
+    fn counts_statuses_and_errors() {
+        let mut s = StepStats::default();
+        s.record_status(200);
+        s.record_status(200);
+        s.record_status(503);
+        s.record_status(42); // out of range: ignored
+        s.record_error(ErrorKind::Timeout);
+        assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, 2), (503, 1)]);
+        assert_eq!(s.error_total(), 1);
+    }
+}

@@ -1,0 +1,59 @@
+//! Loading scenario files: YAML text to [`ScenarioFile`], with errors that name the file,
+//! the line and column, and the path of the offending field.
+
+use std::path::Path;
+
+use crate::error::ScenarioError;
+use crate::scenario::ScenarioFile;
+
+/// Reads and parses a scenario file.
+pub fn load_file(path: &Path) -> Result<ScenarioFile, ScenarioError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { file: path.to_path_buf(), source })?;
+    parse_str(&text, path)
+}
+
+/// Parses scenario YAML; `file` is only used in messages.
+pub fn parse_str(text: &str, file: &Path) -> Result<ScenarioFile, ScenarioError> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let location = inner.location();
+        let mut message = inner.to_string();
+        if let Some(loc) = &location {
+            let suffix = format!(" at line {} column {}", loc.line(), loc.column());
+            if let Some(stripped) = message.strip_suffix(&suffix) {
+                message = stripped.to_string();
+            }
+        }
+        // serde_yaml prefixes its own path ("scenarios[0]: ..."); ours is more complete.
+        if let Some((prefix, rest)) = message.split_once(": ")
+            && !prefix.contains(' ')
+            && path.ends_with(prefix)
+        {
+            message = rest.to_string();
+        }
+        if message.contains("did not match any variant of untagged enum") {
+            message = untagged_hint(&path);
+        }
+        ScenarioError::Parse {
+            file: file.to_path_buf(),
+            line: location.as_ref().map(|l| l.line()),
+            column: location.as_ref().map(|l| l.column()),
+            path,
+            message,
+        }
+    })
+}
+
+/// Untagged enums fail with a generic message; say what the field accepts instead.
+fn untagged_hint(path: &str) -> String {
+    let field = path.rsplit('.').next().unwrap_or(path);
+    let field = field.split('[').next().unwrap_or(field);
+    match field {
+        "status" => "expected a status code (200), a class (2xx), a range (200-299) or a list of these".into(),
+        "think" => "expected a duration (500ms) or a range {min: 1s, max: 3s}".into(),
+        _ => format!("`{field}` has an unexpected shape"),
+    }
+}

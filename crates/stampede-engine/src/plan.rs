@@ -1,0 +1,656 @@
+//! Validation and compilation: a [`ScenarioFile`] becomes a [`Plan`], the immutable,
+//! ready-to-run form shared by every worker. Templates are compiled here once; requests
+//! made only of constants are serialized here once.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use crate::duration::Dur;
+use crate::error::Problem;
+use crate::scenario::{LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
+use crate::template::{Escape, Scope, Template};
+
+/// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// The ready-to-run form of a scenario file.
+#[derive(Debug)]
+pub struct Plan {
+    pub name: String,
+    /// `baseUrl` after resolution (the built-in target's address when `builtin`).
+    pub base_url: Option<String>,
+    pub load: LoadPlan,
+    pub scenarios: Vec<ScenarioPlan>,
+    /// (scenario, step) names by metric index.
+    pub step_keys: Vec<StepKey>,
+    /// Number of per-VU value slots (extracted values).
+    pub slot_count: usize,
+}
+
+/// Names of a step, for reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepKey {
+    pub scenario: String,
+    pub step: String,
+}
+
+/// The workload model with defaults applied.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoadPlan {
+    ConstantVus { vus: u32, duration: Option<Duration>, iterations: Option<u64>, graceful_stop: Duration },
+    RampingVus { start_vus: u32, stages: Vec<(Duration, u32)>, graceful_ramp_down: Duration, graceful_stop: Duration },
+}
+
+impl LoadPlan {
+    /// The most VUs the model ever runs at once.
+    pub fn max_vus(&self) -> u32 {
+        match self {
+            LoadPlan::ConstantVus { vus, .. } => *vus,
+            LoadPlan::RampingVus { start_vus, stages, .. } => {
+                stages.iter().map(|s| s.1).chain([*start_vus]).max().unwrap_or(0)
+            }
+        }
+    }
+
+    /// Planned length of the run, excluding grace periods (`None`: bounded by iterations).
+    pub fn planned_duration(&self) -> Option<Duration> {
+        match self {
+            LoadPlan::ConstantVus { duration, .. } => *duration,
+            LoadPlan::RampingVus { stages, .. } => Some(stages.iter().map(|s| s.0).sum()),
+        }
+    }
+
+    pub fn graceful_stop(&self) -> Duration {
+        match self {
+            LoadPlan::ConstantVus { graceful_stop, .. } | LoadPlan::RampingVus { graceful_stop, .. } => *graceful_stop,
+        }
+    }
+
+    pub fn executor_name(&self) -> &'static str {
+        match self {
+            LoadPlan::ConstantVus { .. } => "constant-vus",
+            LoadPlan::RampingVus { .. } => "ramping-vus",
+        }
+    }
+
+    /// Target VU count `elapsed` into a ramp: linear within each stage, rounded down.
+    pub fn target_vus_at(&self, elapsed: Duration) -> u32 {
+        match self {
+            LoadPlan::ConstantVus { vus, .. } => *vus,
+            LoadPlan::RampingVus { start_vus, stages, .. } => ramp_target(*start_vus, stages, elapsed),
+        }
+    }
+}
+
+/// VUs wanted `elapsed` into a ramp of `stages` starting at `start`.
+pub fn ramp_target(start: u32, stages: &[(Duration, u32)], elapsed: Duration) -> u32 {
+    let mut from = start;
+    let mut t0 = Duration::ZERO;
+    for &(len, to) in stages {
+        let t1 = t0 + len;
+        if elapsed < t1 {
+            let frac = (elapsed - t0).as_secs_f64() / len.as_secs_f64();
+            let v = from as f64 + (to as f64 - from as f64) * frac;
+            return v.floor().max(0.0) as u32;
+        }
+        from = to;
+        t0 = t1;
+    }
+    from
+}
+
+/// One user flow.
+#[derive(Debug)]
+pub struct ScenarioPlan {
+    pub name: String,
+    pub weight: u32,
+    pub steps: Vec<StepPlan>,
+}
+
+/// One compiled step.
+#[derive(Debug)]
+pub struct StepPlan {
+    pub name: String,
+    /// Index into per-step metrics.
+    pub metric: usize,
+    pub request: RequestPlan,
+    pub check: StatusCheck,
+    pub think: Option<ThinkPlan>,
+}
+
+/// Accepted status ranges (inclusive).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCheck {
+    pub ranges: Vec<(u16, u16)>,
+}
+
+impl StatusCheck {
+    pub fn passes(&self, status: u16) -> bool {
+        self.ranges.iter().any(|&(lo, hi)| status >= lo && status <= hi)
+    }
+}
+
+/// Think time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ThinkPlan {
+    Fixed(Duration),
+    Uniform(Duration, Duration),
+}
+
+impl ThinkPlan {
+    pub fn pick(&self, rng: &mut fastrand::Rng) -> Duration {
+        match *self {
+            ThinkPlan::Fixed(d) => d,
+            ThinkPlan::Uniform(lo, hi) => {
+                let span = (hi - lo).as_micros() as u64;
+                lo + Duration::from_micros(if span == 0 { 0 } else { rng.u64(0..=span) })
+            }
+        }
+    }
+}
+
+/// Where a request goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub host: String,
+    pub port: u16,
+    /// `host[:port]` as sent in the Host header.
+    pub authority: String,
+    pub path_and_query: String,
+}
+
+impl Target {
+    /// Parses an absolute `http://` URL.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
+        match parsed.scheme() {
+            "http" => {}
+            "https" => return Err(format!("`{url}`: https needs TLS, which this version does not support yet")),
+            other => return Err(format!("`{url}`: unsupported scheme `{other}` (use http)")),
+        }
+        let host = match parsed.host() {
+            Some(url::Host::Domain(d)) => d.to_string(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            None => return Err(format!("`{url}` has no host")),
+        };
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let authority = match parsed.port() {
+            Some(p) if parsed.host_str().is_some() => format!("{}:{p}", parsed.host_str().unwrap_or_default()),
+            _ => parsed.host_str().unwrap_or_default().to_string(),
+        };
+        let mut path_and_query = parsed.path().to_string();
+        if let Some(q) = parsed.query() {
+            path_and_query.push('?');
+            path_and_query.push_str(q);
+        }
+        Ok(Target { host, port, authority, path_and_query })
+    }
+}
+
+/// Body of a request.
+#[derive(Debug)]
+pub struct BodyPlan {
+    pub template: Template,
+    /// Content type implied by the body kind, unless the user set one.
+    pub content_type: Option<&'static str>,
+}
+
+/// A compiled request.
+#[derive(Debug)]
+pub struct RequestPlan {
+    pub method: String,
+    pub url: Template,
+    /// Query parameters (name already percent-encoded, value encoded at render time).
+    pub query: Vec<(String, Template)>,
+    pub headers: Vec<(String, Template)>,
+    pub body: Option<BodyPlan>,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// The whole request, serialized once, when nothing in it varies per VU.
+    pub fixed: Option<FixedRequest>,
+}
+
+/// A request that is the same every time.
+#[derive(Debug, Clone)]
+pub struct FixedRequest {
+    pub target: Target,
+    pub bytes: bytes::Bytes,
+}
+
+impl RequestPlan {
+    pub fn is_head(&self) -> bool {
+        self.method == "HEAD"
+    }
+
+    /// Serializes the request for one VU into `out`, returning where it goes.
+    pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<Target, String> {
+        let mut url = self.url.render(slots);
+        append_query(&mut url, &self.query, slots);
+        let target = Target::parse(&url)?;
+        let mut body = Vec::new();
+        if let Some(b) = &self.body {
+            b.template.render_into(slots, &mut body);
+        }
+        write_request(self, &target, slots, &body, out);
+        Ok(target)
+    }
+}
+
+fn append_query(url: &mut String, query: &[(String, Template)], slots: &[String]) {
+    for (i, (name, value)) in query.iter().enumerate() {
+        let sep = if i == 0 && !url.contains('?') { '?' } else { '&' };
+        url.push(sep);
+        url.push_str(name);
+        url.push('=');
+        let v = value.render(slots);
+        url.extend(form_urlencoded::byte_serialize(v.as_bytes()));
+    }
+}
+
+/// Writes an HTTP/1.1 request head and body.
+fn write_request(plan: &RequestPlan, target: &Target, slots: &[String], body: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(plan.method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.path_and_query.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(target.authority.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let has = |name: &str| plan.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    if !has("user-agent") {
+        out.extend_from_slice(concat!("user-agent: stampede/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
+    }
+    if !has("accept") {
+        out.extend_from_slice(b"accept: */*\r\n");
+    }
+    for (name, value) in &plan.headers {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        value.render_into(slots, out);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(ct) = plan.body.as_ref().and_then(|b| b.content_type)
+        && !has("content-type")
+    {
+        out.extend_from_slice(b"content-type: ");
+        out.extend_from_slice(ct.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if plan.body.is_some() || matches!(plan.method.as_str(), "POST" | "PUT" | "PATCH") {
+        out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
+/// Options for compiling a scenario file.
+#[derive(Debug, Default, Clone)]
+pub struct CompileOptions {
+    /// Replaces the file's `baseUrl` (used for `builtin` and by runners).
+    pub base_url: Option<String>,
+    /// Environment for `{{env.NAME}}`; `None` reads the process environment.
+    pub env: Option<HashMap<String, String>>,
+}
+
+/// Placeholder base URL used to validate a `builtin` scenario without starting a server.
+pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
+
+/// Validates and compiles a scenario file, collecting every problem found.
+pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let load = compile_load(&file.load, &mut problems);
+
+    let mut scope = Scope { env: opts.env.clone(), ..Scope::default() };
+    // baseUrl: may use env; `builtin` must be replaced by the caller.
+    let base_url = match (&opts.base_url, &file.base_url) {
+        (Some(b), _) => Some(b.trim_end_matches('/').to_string()),
+        (None, Some(b)) if b == "builtin" => Some(BUILTIN_PLACEHOLDER.to_string()),
+        (None, Some(b)) => match Template::compile(b, &scope, Escape::None) {
+            Ok(t) => {
+                let value = t.as_const().unwrap_or_default().trim_end_matches('/').to_string();
+                if let Err(e) = Target::parse(&value) {
+                    problems.push(Problem::new("baseUrl", e));
+                }
+                Some(value)
+            }
+            Err(e) => {
+                problems.push(Problem::new("baseUrl", e.to_string()));
+                None
+            }
+        },
+        (None, None) => None,
+    };
+    if let Some(b) = &base_url {
+        scope.consts.insert("baseUrl".into(), b.clone());
+    }
+    for (name, value) in &file.vars {
+        if name == "baseUrl" || name.starts_with("env.") || name.is_empty() {
+            problems.push(Problem::new(format!("vars.{name}"), "this name is reserved"));
+            continue;
+        }
+        match Template::compile(value, &scope, Escape::None) {
+            Ok(t) => {
+                scope.consts.insert(name.clone(), t.as_const().unwrap_or_default().to_string());
+            }
+            Err(e) => problems.push(Problem::new(format!("vars.{name}"), e.to_string())),
+        }
+    }
+
+    if file.scenarios.is_empty() {
+        problems.push(Problem::new("scenarios", "at least one scenario is needed"));
+    } else if file.scenarios.iter().all(|s| s.weight == 0) {
+        problems.push(Problem::new("scenarios", "all scenario weights are 0, so no scenario would ever run"));
+    }
+
+    let mut scenarios = Vec::new();
+    let mut step_keys = Vec::new();
+    let mut scenario_names = HashSet::new();
+    for (si, sc) in file.scenarios.iter().enumerate() {
+        let sc_loc = if sc.name.trim().is_empty() {
+            problems.push(Problem::new(format!("scenarios[{si}].name"), "a scenario needs a name"));
+            format!("scenarios[{si}]")
+        } else {
+            format!("scenario `{}`", sc.name)
+        };
+        if !scenario_names.insert(sc.name.as_str()) {
+            problems.push(Problem::new(&sc_loc, "another scenario has the same name"));
+        }
+        if sc.steps.is_empty() {
+            problems.push(Problem::new(&sc_loc, "a scenario needs at least one step"));
+        }
+        let mut step_names = HashSet::new();
+        let mut steps = Vec::new();
+        for (ti, step) in sc.steps.iter().enumerate() {
+            let loc = if step.name.trim().is_empty() {
+                problems.push(Problem::new(format!("{sc_loc}, steps[{ti}].name"), "a step needs a name"));
+                format!("{sc_loc}, steps[{ti}]")
+            } else {
+                format!("{sc_loc}, step `{}`", step.name)
+            };
+            if !step_names.insert(step.name.as_str()) {
+                problems.push(Problem::new(&loc, "another step of this scenario has the same name"));
+            }
+            let metric = step_keys.len();
+            step_keys.push(StepKey { scenario: sc.name.clone(), step: step.name.clone() });
+            let request = compile_request(&step.request, file, &scope, &loc, &mut problems);
+            let check = match step.check.as_ref().and_then(|c| c.status.as_ref()) {
+                Some(spec) => compile_status(spec, &format!("{loc}: check.status"), &mut problems),
+                None => StatusCheck { ranges: vec![(200, 399)] },
+            };
+            let think = step.think.as_ref().map(|t| match t {
+                Think::Fixed(d) => ThinkPlan::Fixed(d.get()),
+                Think::Range(r) => {
+                    if r.min > r.max {
+                        problems.push(Problem::new(format!("{loc}: think"), "min is greater than max"));
+                    }
+                    ThinkPlan::Uniform(r.min.get(), r.max.get().max(r.min.get()))
+                }
+            });
+            if let Some(request) = request {
+                steps.push(StepPlan { name: step.name.clone(), metric, request, check, think });
+            }
+        }
+        scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
+    }
+
+    match (problems.is_empty(), load) {
+        (true, Some(load)) => {
+            Ok(Plan { name: file.name.clone(), base_url, load, scenarios, step_keys, slot_count: scope.slots.len() })
+        }
+        _ => Err(problems),
+    }
+}
+
+fn compile_load(spec: &LoadSpec, problems: &mut Vec<Problem>) -> Option<LoadPlan> {
+    let grace = |d: &Option<Dur>| d.map(Dur::get).unwrap_or(DEFAULT_GRACE);
+    let before = problems.len();
+    let plan = match spec {
+        LoadSpec::ConstantVus { vus, duration, iterations, graceful_stop } => {
+            if *vus == 0 {
+                problems.push(Problem::new("load.vus", "must be at least 1"));
+            }
+            if duration.is_none() && iterations.is_none() {
+                problems.push(Problem::new("load", "constant-vus needs `duration`, `iterations` or both"));
+            }
+            if duration.is_some_and(Dur::is_zero) {
+                problems.push(Problem::new("load.duration", "must be longer than 0s"));
+            }
+            if *iterations == Some(0) {
+                problems.push(Problem::new("load.iterations", "must be at least 1"));
+            }
+            LoadPlan::ConstantVus {
+                vus: *vus,
+                duration: duration.map(Dur::get),
+                iterations: *iterations,
+                graceful_stop: grace(graceful_stop),
+            }
+        }
+        LoadSpec::RampingVus { start_vus, stages, graceful_ramp_down, graceful_stop } => {
+            if stages.is_empty() {
+                problems.push(Problem::new("load.stages", "ramping-vus needs at least one stage"));
+            }
+            for (i, s) in stages.iter().enumerate() {
+                if s.duration.is_none() {
+                    problems.push(Problem::new(format!("load.stages[{i}]"), "stage has no `duration`"));
+                }
+            }
+            if stages.iter().all(|s| s.target == 0) && *start_vus == 0 && !stages.is_empty() {
+                problems.push(Problem::new("load.stages", "every target is 0, so no VU would ever run"));
+            }
+            if !stages.is_empty()
+                && stages.iter().map(|s| s.duration.unwrap_or_default().get()).sum::<Duration>().is_zero()
+            {
+                problems.push(Problem::new("load.stages", "the stages last 0s in total"));
+            }
+            LoadPlan::RampingVus {
+                start_vus: *start_vus,
+                stages: stages.iter().map(|s| (s.duration.unwrap_or_default().get(), s.target)).collect(),
+                graceful_ramp_down: grace(graceful_ramp_down),
+                graceful_stop: grace(graceful_stop),
+            }
+        }
+    };
+    (problems.len() == before).then_some(plan)
+}
+
+fn compile_request(
+    req: &RequestSpec,
+    file: &ScenarioFile,
+    scope: &Scope,
+    loc: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<RequestPlan> {
+    let before = problems.len();
+    let mut tpl = |field: &str, src: &str, escape: Escape| -> Template {
+        Template::compile(src, scope, escape).unwrap_or_else(|e| {
+            problems.push(Problem::new(format!("{loc}: {field}"), e.to_string()));
+            Template::literal("")
+        })
+    };
+    let method = req.method.trim().to_ascii_uppercase();
+    let url = tpl("request.url", &req.url, Escape::None);
+    let mut headers: Vec<(String, Template)> = Vec::new();
+    for (name, value) in
+        file.http.headers.iter().filter(|(n, _)| !req.headers.keys().any(|k| k.eq_ignore_ascii_case(n)))
+    {
+        headers.push((name.to_ascii_lowercase(), tpl(&format!("http.headers.{name}"), value, Escape::None)));
+    }
+    for (name, value) in &req.headers {
+        headers.push((name.to_ascii_lowercase(), tpl(&format!("request.headers.{name}"), value, Escape::None)));
+    }
+    let query: Vec<(String, Template)> = req
+        .query
+        .iter()
+        .map(|(k, v)| {
+            (
+                form_urlencoded::byte_serialize(k.as_bytes()).collect(),
+                tpl(&format!("request.query.{k}"), v, Escape::None),
+            )
+        })
+        .collect();
+    let body = match (&req.body, &req.json) {
+        (Some(_), Some(_)) => {
+            problems.push(Problem::new(format!("{loc}: request"), "set either `body` or `json`, not both"));
+            None
+        }
+        (Some(text), None) => Some(BodyPlan { template: tpl("request.body", text, Escape::None), content_type: None }),
+        (None, Some(json)) => {
+            let text = serde_json::to_string(json).unwrap_or_default();
+            Some(BodyPlan {
+                template: tpl("request.json", &text, Escape::JsonString),
+                content_type: Some("application/json"),
+            })
+        }
+        (None, None) => None,
+    };
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_') {
+        problems
+            .push(Problem::new(format!("{loc}: request.method"), format!("`{}` is not an HTTP method", req.method)));
+    }
+    for (name, value) in &headers {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+            problems
+                .push(Problem::new(format!("{loc}: request.headers"), format!("`{name}` is not a valid header name")));
+        }
+        if value.as_const().is_some_and(|v| v.contains(['\r', '\n'])) {
+            problems.push(Problem::new(
+                format!("{loc}: request.headers.{name}"),
+                "a header value must not contain line breaks",
+            ));
+        }
+        if matches!(name.as_str(), "host" | "content-length" | "transfer-encoding") {
+            problems.push(Problem::new(format!("{loc}: request.headers.{name}"), "this header is set by Stampede"));
+        }
+    }
+    // A URL made only of constants must be valid now; one with per-VU parts is checked when sent.
+    if let Some(u) = url.as_const() {
+        if !u.is_empty()
+            && let Err(e) = Target::parse(u)
+        {
+            problems.push(Problem::new(format!("{loc}: request.url"), e));
+        } else if u.is_empty() {
+            problems.push(Problem::new(format!("{loc}: request.url"), "the URL is empty"));
+        }
+    }
+    let timeout = req.timeout.unwrap_or(file.http.timeout).get();
+    if timeout.is_zero() {
+        problems.push(Problem::new(format!("{loc}: request.timeout"), "must be longer than 0s"));
+    }
+    if problems.len() != before {
+        return None;
+    }
+    let mut plan = RequestPlan {
+        method,
+        url,
+        query,
+        headers,
+        body,
+        timeout,
+        connect_timeout: file.http.connect_timeout.get().min(timeout),
+        fixed: None,
+    };
+    let all_fixed = plan.url.as_const().is_some()
+        && plan.query.iter().all(|(_, v)| v.as_const().is_some())
+        && plan.headers.iter().all(|(_, v)| v.as_const().is_some())
+        && plan.body.as_ref().is_none_or(|b| b.template.as_const().is_some());
+    if all_fixed {
+        let mut bytes = Vec::new();
+        match plan.render(&[], &mut bytes) {
+            Ok(target) => plan.fixed = Some(FixedRequest { target, bytes: bytes.into() }),
+            Err(e) => {
+                problems.push(Problem::new(format!("{loc}: request.url"), e));
+                return None;
+            }
+        }
+    }
+    Some(plan)
+}
+
+fn compile_status(spec: &StatusSpec, loc: &str, problems: &mut Vec<Problem>) -> StatusCheck {
+    let items: Vec<&StatusItem> = match spec {
+        StatusSpec::One(i) => vec![i],
+        StatusSpec::Many(v) => v.iter().collect(),
+    };
+    if items.is_empty() {
+        problems.push(Problem::new(loc, "the list of accepted statuses is empty"));
+    }
+    let mut ranges = Vec::new();
+    for item in items {
+        match parse_status_item(item) {
+            Ok(r) => ranges.push(r),
+            Err(e) => problems.push(Problem::new(loc, e)),
+        }
+    }
+    StatusCheck { ranges }
+}
+
+fn parse_status_item(item: &StatusItem) -> Result<(u16, u16), String> {
+    let valid = |c: u16| (100..=599).contains(&c);
+    match item {
+        StatusItem::Code(c) if valid(*c) => Ok((*c, *c)),
+        StatusItem::Code(c) => Err(format!("{c} is not an HTTP status (100-599)")),
+        StatusItem::Pattern(p) => {
+            let p = p.trim();
+            let bad = || format!("`{p}` is not a status, a class like 2xx, or a range like 200-299");
+            if let Some(class) = p.strip_suffix("xx").or_else(|| p.strip_suffix("XX")) {
+                let d: u16 = class.parse().map_err(|_| bad())?;
+                if (1..=5).contains(&d) {
+                    return Ok((d * 100, d * 100 + 99));
+                }
+                return Err(bad());
+            }
+            if let Some((a, b)) = p.split_once('-') {
+                let lo: u16 = a.trim().parse().map_err(|_| bad())?;
+                let hi: u16 = b.trim().parse().map_err(|_| bad())?;
+                if valid(lo) && valid(hi) && lo <= hi {
+                    return Ok((lo, hi));
+                }
+                return Err(bad());
+            }
+            let c: u16 = p.parse().map_err(|_| bad())?;
+            if valid(c) { Ok((c, c)) } else { Err(bad()) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ramp_interpolates_linearly_and_holds_the_last_target() {
+        let stages = vec![(Duration::from_secs(10), 10), (Duration::from_secs(10), 10), (Duration::from_secs(5), 0)];
+        assert_eq!(ramp_target(0, &stages, Duration::ZERO), 0);
+        assert_eq!(ramp_target(0, &stages, Duration::from_millis(4_999)), 4);
+        assert_eq!(ramp_target(0, &stages, Duration::from_secs(5)), 5);
+        assert_eq!(ramp_target(0, &stages, Duration::from_secs(15)), 10);
+        assert_eq!(ramp_target(0, &stages, Duration::from_millis(22_500)), 5);
+        assert_eq!(ramp_target(0, &stages, Duration::from_secs(60)), 0);
+        // A zero-length stage jumps at once.
+        let jump = vec![(Duration::ZERO, 7), (Duration::from_secs(1), 7)];
+        assert_eq!(ramp_target(1, &jump, Duration::ZERO), 7);
+    }
+
+    #[test]
+    fn status_patterns() {
+        let p = |s: &str| parse_status_item(&StatusItem::Pattern(s.into()));
+        assert_eq!(p("2xx"), Ok((200, 299)));
+        assert_eq!(p("200-204"), Ok((200, 204)));
+        assert_eq!(p("404"), Ok((404, 404)));
+        assert!(p("7xx").is_err());
+        assert!(p("300-200").is_err());
+        assert!(parse_status_item(&StatusItem::Code(42)).is_err());
+    }
+
+    #[test]
+    fn targets_keep_explicit_ports_in_the_host_header() {
+        let t = Target::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.port, t.authority.as_str(), t.path_and_query.as_str()),
+            ("127.0.0.1", 8080, "127.0.0.1:8080", "/a/b?x=1")
+        );
+        let t = Target::parse("http://localhost/").unwrap();
+        assert_eq!((t.port, t.authority.as_str()), (80, "localhost"));
+        assert!(Target::parse("ftp://x/").is_err());
+    }
+}

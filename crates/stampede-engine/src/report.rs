@@ -1,0 +1,400 @@
+//! The run report: one summary per step plus a total, the run facts and a timeline.
+//! Rendered as a terminal table and as JSON (schema: `schemas/report.schema.json`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::executor::RunOutcome;
+use crate::metrics::{ErrorKind, StepStats};
+use crate::plan::Plan;
+
+/// Version of the JSON report layout.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// The whole report of one run.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Layout version of this document (currently 1).
+    pub schema_version: u32,
+    /// The scenario file's `name`.
+    pub name: String,
+    /// Start of the run, RFC 3339 (UTC).
+    pub started_at: String,
+    pub run: RunFacts,
+    /// All steps together.
+    pub total: StepSummary,
+    /// One entry per (scenario, step), in file order.
+    pub steps: Vec<StepSummary>,
+    /// Iterations completed per scenario.
+    pub scenarios: Vec<ScenarioSummary>,
+    /// One point per reporting interval (1 s).
+    pub timeline: Vec<TimelinePoint>,
+    /// The first failures of each kind per step, with their messages.
+    pub error_samples: Vec<ErrorSampleReport>,
+}
+
+/// Facts about the run and the generator itself.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunFacts {
+    pub executor: String,
+    /// Wall-clock length of the run, seconds.
+    pub duration_seconds: f64,
+    /// Length the load model planned (without grace periods); absent for iteration-bounded runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_duration_seconds: Option<f64>,
+    /// Most virtual users the load model runs at once.
+    pub vus_max: u32,
+    /// Worker threads used.
+    pub threads: usize,
+    /// Iterations completed.
+    pub iterations: u64,
+    /// The run was stopped early (Ctrl-C).
+    pub interrupted: bool,
+    /// Base URL of the system under test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The built-in target served this run in-process (its CPU is excluded below).
+    pub builtin_target: bool,
+    pub generator: GeneratorFacts,
+}
+
+/// The load generator's own resource use.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorFacts {
+    /// CPU time (user + system) divided by wall time, in percent of one core.
+    pub cpu_percent: f64,
+    /// CPU time used by the generator, seconds.
+    pub cpu_seconds: f64,
+    /// CPU microseconds per request.
+    pub cpu_micros_per_request: f64,
+    /// Peak resident memory of the process, bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// Latency statistics in milliseconds (µs precision).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct LatencySummary {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    #[serde(rename = "p99.9")]
+    pub p999: f64,
+}
+
+/// Statistics of one step, or of all of them (`total`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StepSummary {
+    /// Scenario name (absent in the total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
+    /// Step name (absent in the total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Requests attempted: the table's `samples`.
+    pub requests: u64,
+    /// Requests that got an answer (latency samples).
+    pub responses: u64,
+    /// Failed requests of any kind.
+    pub errors: u64,
+    /// `errors / requests`, 0–1.
+    pub error_rate: f64,
+    /// Failed requests by kind: connect, dns, timeout, reset, protocol, check, io.
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Answers by HTTP status.
+    pub status_codes: BTreeMap<String, u64>,
+    /// Total latency of answered requests, ms.
+    pub latency_ms: LatencySummary,
+    /// Requests per second over the run.
+    pub rps: f64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    pub received_per_sec: f64,
+    pub sent_per_sec: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScenarioSummary {
+    pub name: String,
+    pub iterations: u64,
+}
+
+/// One reporting interval.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelinePoint {
+    /// Seconds since the start, at the end of the interval.
+    pub t: f64,
+    pub active_vus: u32,
+    pub requests: u64,
+    pub rps: f64,
+    pub errors: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorSampleReport {
+    pub scenario: String,
+    pub step: String,
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+/// Rounds to 3 decimals (µs precision for milliseconds).
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn ms(us: u64) -> f64 {
+    round3(us as f64 / 1000.0)
+}
+
+/// Latency summary of a µs histogram.
+pub fn latency_summary(h: &Histogram<u64>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    let q = |q: f64| ms(h.value_at_quantile(q));
+    LatencySummary {
+        mean: round3(h.mean() / 1000.0),
+        min: ms(h.min()),
+        max: ms(h.max()),
+        p50: q(0.50),
+        p75: q(0.75),
+        p90: q(0.90),
+        p95: q(0.95),
+        p99: q(0.99),
+        p999: q(0.999),
+    }
+}
+
+fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Option<String>) -> StepSummary {
+    let errors = stats.error_total();
+    let per_sec = |n: u64| if seconds > 0.0 { round3(n as f64 / seconds) } else { 0.0 };
+    StepSummary {
+        scenario,
+        step,
+        requests: stats.requests,
+        responses: stats.latency.len(),
+        errors,
+        error_rate: if stats.requests > 0 { errors as f64 / stats.requests as f64 } else { 0.0 },
+        errors_by_kind: ErrorKind::ALL
+            .iter()
+            .filter(|k| stats.errors[k.index()] > 0)
+            .map(|k| (k.name().to_string(), stats.errors[k.index()]))
+            .collect(),
+        status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+        latency_ms: latency_summary(&stats.latency),
+        rps: per_sec(stats.requests),
+        bytes_received: stats.bytes_received,
+        bytes_sent: stats.bytes_sent,
+        received_per_sec: per_sec(stats.bytes_received),
+        sent_per_sec: per_sec(stats.bytes_sent),
+    }
+}
+
+impl Report {
+    /// Builds the report of a finished run. `generator` carries the process's own CPU and memory.
+    pub fn build(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, generator: GeneratorFacts) -> Report {
+        let seconds = outcome.duration.as_secs_f64();
+        let steps: Vec<StepSummary> = plan
+            .step_keys
+            .iter()
+            .zip(&outcome.metrics.steps)
+            .map(|(key, stats)| summarize(stats, seconds, Some(key.scenario.clone()), Some(key.step.clone())))
+            .collect();
+        let mut total_stats = StepStats::default();
+        for s in &outcome.metrics.steps {
+            total_stats.merge(s);
+        }
+        let total = summarize(&total_stats, seconds, None, None);
+        let started_at = time::OffsetDateTime::from(outcome.started_at)
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        let timeline = outcome
+            .ticks
+            .iter()
+            .map(|t| TimelinePoint {
+                t: round3(t.elapsed.as_secs_f64()),
+                active_vus: t.active_vus,
+                requests: t.stats.requests,
+                rps: if t.length > Duration::ZERO {
+                    round3(t.stats.requests as f64 / t.length.as_secs_f64())
+                } else {
+                    0.0
+                },
+                errors: t.stats.errors,
+                p50_ms: if t.stats.latency.is_empty() { 0.0 } else { ms(t.stats.latency.value_at_quantile(0.5)) },
+                p99_ms: if t.stats.latency.is_empty() { 0.0 } else { ms(t.stats.latency.value_at_quantile(0.99)) },
+                max_ms: if t.stats.latency.is_empty() { 0.0 } else { ms(t.stats.latency.max()) },
+            })
+            .collect();
+        let error_samples = outcome
+            .error_samples
+            .iter()
+            .map(|e| ErrorSampleReport {
+                scenario: plan.step_keys[e.metric].scenario.clone(),
+                step: plan.step_keys[e.metric].step.clone(),
+                kind: e.kind,
+                message: e.message.clone(),
+            })
+            .collect();
+        let mut generator = generator;
+        if total.requests > 0 {
+            generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
+        }
+        Report {
+            schema_version: REPORT_SCHEMA_VERSION,
+            name: plan.name.clone(),
+            started_at,
+            run: RunFacts {
+                executor: plan.load.executor_name().to_string(),
+                duration_seconds: round3(seconds),
+                planned_duration_seconds: plan.load.planned_duration().map(|d| round3(d.as_secs_f64())),
+                vus_max: plan.load.max_vus(),
+                threads: outcome.threads,
+                iterations: outcome.metrics.iterations.iter().sum(),
+                interrupted: outcome.interrupted,
+                base_url: plan.base_url.clone(),
+                builtin_target,
+                generator,
+            },
+            total,
+            steps,
+            scenarios: plan
+                .scenarios
+                .iter()
+                .zip(&outcome.metrics.iterations)
+                .map(|(s, n)| ScenarioSummary { name: s.name.clone(), iterations: *n })
+                .collect(),
+            timeline,
+            error_samples,
+        }
+    }
+
+    /// The terminal summary: run facts, then one row per step and a total.
+    pub fn render_table(&self) -> String {
+        let mut out = String::new();
+        let r = &self.run;
+        let _ = writeln!(out, "\n{} · {}{}", self.name, r.executor, if r.interrupted { " · INTERRUPTED" } else { "" });
+        let _ = writeln!(
+            out,
+            "duration {:.2}s · VUs {} · threads {} · iterations {} · generator CPU {:.1}% ({:.2} µs/req) · peak RSS {}",
+            r.duration_seconds,
+            r.vus_max,
+            r.threads,
+            r.iterations,
+            r.generator.cpu_percent,
+            r.generator.cpu_micros_per_request,
+            human_bytes(r.generator.peak_rss_bytes as f64),
+        );
+        if let Some(base) = &r.base_url {
+            let _ = writeln!(out, "target {base}{}", if r.builtin_target { " (built-in)" } else { "" });
+        }
+        let _ = writeln!(out);
+        let headers = [
+            "step", "samples", "mean", "min", "max", "p50", "p75", "p90", "p99", "p99.9", "req/s", "errors", "error %",
+            "recv/s", "sent/s",
+        ];
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        let multi = self.scenarios.len() > 1;
+        for s in &self.steps {
+            let name = match (&s.scenario, &s.step) {
+                (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
+                (_, Some(st)) => st.clone(),
+                _ => String::new(),
+            };
+            rows.push(table_row(name, s));
+        }
+        rows.push(table_row("TOTAL".into(), &self.total));
+        let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: &[String], out: &mut String| {
+            for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+                if i == 0 {
+                    let _ = write!(out, "{cell:<w$}");
+                } else {
+                    let _ = write!(out, "  {cell:>w$}");
+                }
+            }
+            out.push('\n');
+        };
+        line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &mut out);
+        let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+        let n = rows.len();
+        for (i, row) in rows.iter().enumerate() {
+            if i + 1 == n {
+                let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+            }
+            line(row, &mut out);
+        }
+        let _ = writeln!(out, "latency in ms; samples = requests sent; error % = errors / samples");
+        if !self.total.errors_by_kind.is_empty() {
+            let kinds: Vec<String> = self.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
+            for e in &self.error_samples {
+                let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
+            }
+        }
+        if !self.total.status_codes.is_empty() {
+            let codes: Vec<String> = self.total.status_codes.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            let _ = writeln!(out, "status codes: {}", codes.join(", "));
+        }
+        out
+    }
+}
+
+fn table_row(name: String, s: &StepSummary) -> Vec<String> {
+    let l = &s.latency_ms;
+    let f = |x: f64| format!("{x:.3}");
+    vec![
+        name,
+        s.requests.to_string(),
+        f(l.mean),
+        f(l.min),
+        f(l.max),
+        f(l.p50),
+        f(l.p75),
+        f(l.p90),
+        f(l.p99),
+        f(l.p999),
+        format!("{:.1}", s.rps),
+        s.errors.to_string(),
+        format!("{:.2}", s.error_rate * 100.0),
+        format!("{}/s", human_bytes(s.received_per_sec)),
+        format!("{}/s", human_bytes(s.sent_per_sec)),
+    ]
+}
+
+/// `1.2 MB`, `640 B`, decimal units.
+pub fn human_bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1000.0 && u < UNITS.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 { format!("{v:.0} {}", UNITS[u]) } else { format!("{v:.1} {}", UNITS[u]) }
+}

@@ -1,0 +1,231 @@
+//! The scenario file model (YAML, version 1): what users write.
+//!
+//! Every struct rejects unknown fields so a typo is an error, not a silently ignored
+//! setting. Field doc comments become the published JSON Schema's descriptions.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Dur;
+
+/// A Stampede scenario file.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScenarioFile {
+    /// Name of the test, shown in reports.
+    pub name: String,
+    /// Base URL of the system under test, available to templates as `{{baseUrl}}`.
+    /// `builtin` starts Stampede's built-in target server on a free loopback port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// How many virtual users run, and for how long.
+    pub load: LoadSpec,
+    /// HTTP client defaults for every request.
+    #[serde(default)]
+    pub http: HttpDefaults,
+    /// Constant variables for templates: `{{name}}`. Values may use `{{env.NAME}}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vars: BTreeMap<String, String>,
+    /// The user flows. Each iteration of a virtual user picks one by weight.
+    pub scenarios: Vec<Scenario>,
+}
+
+/// The workload model (executor). Names follow k6's executors.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(tag = "executor", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum LoadSpec {
+    /// A fixed number of virtual users loop over iterations for a duration, or until a
+    /// total number of iterations (shared by all VUs) has run.
+    #[serde(rename_all = "camelCase")]
+    ConstantVus {
+        /// Number of virtual users.
+        vus: u32,
+        /// How long to run. Stops at whichever of `duration` and `iterations` comes first.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration: Option<Dur>,
+        /// Total iterations across all VUs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        iterations: Option<u64>,
+        /// Time in-flight iterations get to finish after the duration ends (default 30s).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        graceful_stop: Option<Dur>,
+    },
+    /// Virtual users ramp linearly through stages, each to a target count.
+    #[serde(rename_all = "camelCase")]
+    RampingVus {
+        /// VUs at the start (default 0).
+        #[serde(default)]
+        start_vus: u32,
+        /// Stages run in order: over `duration`, move linearly from the previous target to `target`.
+        stages: Vec<Stage>,
+        /// Time an iteration of a retiring VU gets to finish when the target drops (default 30s).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        graceful_ramp_down: Option<Dur>,
+        /// Time in-flight iterations get to finish after the last stage (default 30s).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        graceful_stop: Option<Dur>,
+    },
+}
+
+/// One stage of a ramp.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Stage {
+    /// How long this stage lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// VU count reached at the end of the stage.
+    pub target: u32,
+}
+
+/// HTTP client defaults.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HttpDefaults {
+    /// Time limit for a whole request: connect, send and receive (default 10s).
+    #[serde(default = "default_timeout")]
+    pub timeout: Dur,
+    /// Time limit to open a connection (default 5s).
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: Dur,
+    /// HTTP version. Version 1 of the engine speaks HTTP/1.1.
+    #[serde(default)]
+    pub version: HttpVersion,
+    /// Headers sent with every request (a step's own headers win).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl Default for HttpDefaults {
+    fn default() -> Self {
+        HttpDefaults {
+            timeout: default_timeout(),
+            connect_timeout: default_connect_timeout(),
+            version: HttpVersion::default(),
+            headers: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_timeout() -> Dur {
+    Dur::from_secs(10)
+}
+
+fn default_connect_timeout() -> Dur {
+    Dur::from_secs(5)
+}
+
+/// HTTP protocol version.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/1.1 with keep-alive.
+    #[default]
+    #[serde(rename = "1.1")]
+    Http11,
+}
+
+/// A user flow: ordered steps run once per iteration.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    /// Name shown in reports.
+    pub name: String,
+    /// Relative share of iterations (default 1). 0 disables the scenario.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Steps, run in order.
+    pub steps: Vec<Step>,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+/// One named request and what to do with its answer.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Step {
+    /// Name shown in reports; unique within its scenario.
+    pub name: String,
+    /// The HTTP request.
+    pub request: RequestSpec,
+    /// What a good answer looks like. Without it, any status below 400 passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckSpec>,
+    /// Pause after this step (think time): `500ms`, or a range `{min: 1s, max: 3s}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think: Option<Think>,
+}
+
+/// An HTTP request. Every string may use `{{name}}` templates.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RequestSpec {
+    /// HTTP method (default GET).
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Absolute URL, usually `{{baseUrl}}/path`.
+    pub url: String,
+    /// Request headers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Query parameters, appended to the URL (percent-encoded).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, String>,
+    /// A raw text body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// A JSON body: any YAML structure, sent as JSON with `content-type: application/json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+    /// Time limit for this request, overriding `http.timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+}
+
+fn default_method() -> String {
+    "GET".to_string()
+}
+
+/// Checks on the response. A failed check counts as an error of kind `check`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CheckSpec {
+    /// Accepted status: a code (`200`), a class (`2xx`), a range (`200-299`) or a list of these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusSpec>,
+}
+
+/// Accepted status codes.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum StatusSpec {
+    One(StatusItem),
+    Many(Vec<StatusItem>),
+}
+
+/// One accepted status: a code, a class such as `2xx`, or a range such as `200-204`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum StatusItem {
+    Code(u16),
+    Pattern(String),
+}
+
+/// Think time: fixed, or uniformly random within a range.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum Think {
+    Fixed(Dur),
+    Range(ThinkRange),
+}
+
+/// A uniformly random think time.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ThinkRange {
+    pub min: Dur,
+    pub max: Dur,
+}

@@ -1,0 +1,76 @@
+//! One run from start to report: start the built-in target when asked, compile, run,
+//! measure the generator itself, build the report.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{RunError, ScenarioError};
+use crate::executor::{self, RunOptions, Tick};
+use crate::plan::{self, CompileOptions, Plan};
+use crate::report::{GeneratorFacts, Report, round3};
+use crate::scenario::ScenarioFile;
+use crate::sysstat;
+use crate::target::TargetServer;
+
+/// A plan ready to run, with the built-in target when the scenario asked for it.
+#[derive(Debug)]
+pub struct Prepared {
+    pub plan: Arc<Plan>,
+    pub target: Option<TargetServer>,
+}
+
+/// Why a scenario could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    Invalid(#[from] ScenarioError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// Whether the file asks for the built-in target.
+pub fn wants_builtin(file: &ScenarioFile) -> bool {
+    file.base_url.as_deref() == Some("builtin")
+}
+
+/// Validates without running anything (`builtin` is checked against a placeholder address).
+pub fn validate(file: &ScenarioFile, path: &Path, opts: &CompileOptions) -> Result<Plan, ScenarioError> {
+    plan::compile(file, opts).map_err(|problems| ScenarioError::Invalid { file: path.to_path_buf(), problems })
+}
+
+/// Compiles the file, starting the built-in target first when `baseUrl: builtin`.
+pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Result<Prepared, PrepareError> {
+    // Validate before starting anything.
+    validate(file, path, &opts)?;
+    let mut target = None;
+    if wants_builtin(file) && opts.base_url.is_none() {
+        let server = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).map_err(RunError::Target)?;
+        opts.base_url = Some(server.base_url());
+        target = Some(server);
+    }
+    let plan = validate(file, path, &opts)?;
+    Ok(Prepared { plan: Arc::new(plan), target })
+}
+
+/// Runs a prepared plan and builds its report. The built-in target's own CPU time is
+/// left out of the generator's figures.
+pub fn execute(prepared: Prepared, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<Report, RunError> {
+    let before = sysstat::process();
+    let wall = Instant::now();
+    let outcome = executor::run(prepared.plan.clone(), opts, on_tick);
+    let wall = wall.elapsed();
+    let after = sysstat::process();
+    let builtin = prepared.target.is_some();
+    let target_cpu = prepared.target.map(TargetServer::stop).unwrap_or_default();
+    let outcome = outcome?;
+    let cpu = (after.cpu().saturating_sub(before.cpu())).saturating_sub(target_cpu);
+    let generator = GeneratorFacts {
+        cpu_percent: round3(cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9) * 100.0),
+        cpu_seconds: round3(cpu.as_secs_f64()),
+        cpu_micros_per_request: 0.0,
+        peak_rss_bytes: after.max_rss_bytes,
+    };
+    Ok(Report::build(&prepared.plan, &outcome, builtin, generator))
+}

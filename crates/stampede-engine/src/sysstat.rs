@@ -1,0 +1,55 @@
+//! The generator watches itself: CPU time (process and per thread) and peak RSS.
+
+use std::time::Duration;
+
+use nix::sys::resource::{UsageWho, getrusage};
+
+/// CPU time and peak memory at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub user: Duration,
+    pub system: Duration,
+    /// Peak resident set size in bytes (process-wide).
+    pub max_rss_bytes: u64,
+}
+
+impl Usage {
+    pub fn cpu(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+fn read(who: UsageWho) -> Usage {
+    match getrusage(who) {
+        Ok(u) => {
+            let tv = |t: nix::sys::time::TimeVal| {
+                Duration::from_secs(t.tv_sec().max(0) as u64) + Duration::from_micros(t.tv_usec().max(0) as u64)
+            };
+            Usage {
+                user: tv(u.user_time()),
+                system: tv(u.system_time()),
+                max_rss_bytes: (u.max_rss().max(0) as u64) * 1024,
+            }
+        }
+        Err(_) => Usage::default(),
+    }
+}
+
+/// Usage of the whole process so far.
+pub fn process() -> Usage {
+    read(UsageWho::RUSAGE_SELF)
+}
+
+/// CPU time of the calling thread so far.
+pub fn this_thread() -> Usage {
+    read(UsageWho::RUSAGE_THREAD)
+}
+
+/// Current resident set size in bytes, from /proc (0 where unavailable).
+pub fn current_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}

@@ -1,0 +1,380 @@
+//! The built-in target: a small, fast hyper server to test against without setting one up.
+//!
+//! `/` serves a static page like nginx's test page; `/get`, `/post`, `/put`, `/patch`,
+//! `/delete` and `/anything` echo the request as JSON in httpbin's shape (args, headers,
+//! form, files, data, json); `/status/{code}`, `/delay/{ms}` and `/bytes/{n}` do what they
+//! say; `/stats` counts requests served.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::sysstat;
+
+/// The page served at `/`.
+pub const INDEX_HTML: &str = "<html>\n<body>\n<p><em>Hello,World!</em></p>\n</body>\n</html>\n";
+const MAX_DELAY_MS: u64 = 60_000;
+const MAX_BYTES: usize = 64 * 1024 * 1024;
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// Counters shared by the server's threads.
+#[derive(Debug, Default)]
+pub struct TargetStats {
+    requests: AtomicU64,
+}
+
+impl TargetStats {
+    /// Requests served so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+/// A running built-in target.
+#[derive(Debug)]
+pub struct TargetServer {
+    addr: SocketAddr,
+    stats: Arc<TargetStats>,
+    shutdown: watch::Sender<bool>,
+    threads: Vec<std::thread::JoinHandle<Duration>>,
+}
+
+impl TargetServer {
+    /// Binds `addr` (port 0 picks a free port) and serves on `threads` threads.
+    pub fn start(addr: SocketAddr, threads: usize) -> std::io::Result<TargetServer> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stats = Arc::new(TargetStats::default());
+        let (shutdown, rx) = watch::channel(false);
+        let mut handles = Vec::new();
+        for i in 0..threads.max(1) {
+            let listener = listener.try_clone()?;
+            let stats = stats.clone();
+            let rx = rx.clone();
+            let handle = std::thread::Builder::new().name(format!("stampede-target-{i}")).spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!("target runtime: {e}");
+                        return Duration::ZERO;
+                    }
+                };
+                rt.block_on(serve(listener, stats, rx));
+                drop(rt);
+                sysstat::this_thread().cpu()
+            })?;
+            handles.push(handle);
+        }
+        Ok(TargetServer { addr, stats, shutdown, threads: handles })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn stats(&self) -> Arc<TargetStats> {
+        self.stats.clone()
+    }
+
+    /// Stops serving and returns the CPU time the server's threads used.
+    pub fn stop(self) -> Duration {
+        let _ = self.shutdown.send(true);
+        self.threads.into_iter().map(|h| h.join().unwrap_or_default()).sum()
+    }
+
+    /// Serves until `shutdown` resolves, on the current tokio runtime (for `stampede target`).
+    pub async fn serve_until(addr: SocketAddr, shutdown: impl std::future::Future<Output = ()>) -> std::io::Result<()> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let (tx, rx) = watch::channel(false);
+        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), rx));
+        shutdown.await;
+        let _ = tx.send(true);
+        let _ = server.await;
+        Ok(())
+    }
+}
+
+async fn serve(listener: std::net::TcpListener, stats: Arc<TargetStats>, mut shutdown: watch::Receiver<bool>) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("target listener: {e}");
+            return;
+        }
+    };
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                let stats = stats.clone();
+                let mut stop = shutdown.clone();
+                conns.spawn(async move {
+                    let service = service_fn(move |req| {
+                        let stats = stats.clone();
+                        async move { Ok::<_, Infallible>(handle(req, peer, &stats).await) }
+                    });
+                    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = stop.changed() => {}
+                    }
+                });
+            }
+            _ = shutdown.changed() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.abort_all();
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(header::SERVER, HeaderValue::from_static("stampede-target"));
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Resp {
+    let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
+    body.push(b'\n');
+    respond(status, "application/json", body)
+}
+
+async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -> Resp {
+    stats.requests.fetch_add(1, Ordering::Relaxed);
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    match (path.as_str(), &method) {
+        ("/" | "/index.html", &Method::GET | &Method::HEAD) => respond(StatusCode::OK, "text/html", INDEX_HTML),
+        ("/get", &Method::GET | &Method::HEAD)
+        | ("/post", &Method::POST)
+        | ("/put", &Method::PUT)
+        | ("/patch", &Method::PATCH)
+        | ("/delete", &Method::DELETE) => echo(req, peer).await,
+        ("/get" | "/post" | "/put" | "/patch" | "/delete", _) => {
+            respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n")
+        }
+        ("/stats", _) => json_response(StatusCode::OK, &json!({"requests": stats.requests()})),
+        _ if path == "/anything" || path.starts_with("/anything/") => echo(req, peer).await,
+        _ => {
+            if let Some(code) = path.strip_prefix("/status/") {
+                return match code.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
+                    Some(status) => respond(status, "text/plain", ""),
+                    None => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid status code\n"),
+                };
+            }
+            if let Some(ms) = path.strip_prefix("/delay/") {
+                return match ms.parse::<u64>() {
+                    Ok(ms) => {
+                        tokio::time::sleep(Duration::from_millis(ms.min(MAX_DELAY_MS))).await;
+                        echo(req, peer).await
+                    }
+                    Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid delay\n"),
+                };
+            }
+            if let Some(n) = path.strip_prefix("/bytes/") {
+                return match n.parse::<usize>() {
+                    Ok(n) => {
+                        let body: Vec<u8> = (0..n.min(MAX_BYTES)).map(|i| (i.wrapping_mul(31) % 251) as u8).collect();
+                        respond(StatusCode::OK, "application/octet-stream", body)
+                    }
+                    Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid length\n"),
+                };
+            }
+            respond(StatusCode::NOT_FOUND, "text/plain", "not found\n")
+        }
+    }
+}
+
+/// httpbin-style echo of the request.
+async fn echo(req: Request<Incoming>, peer: SocketAddr) -> Resp {
+    let (parts, body) = req.into_parts();
+    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return respond(StatusCode::PAYLOAD_TOO_LARGE, "text/plain", "body too large\n"),
+    };
+    let mut headers = Map::new();
+    for (name, value) in &parts.headers {
+        let v = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match headers.get_mut(&title_case(name.as_str())) {
+            Some(Value::String(existing)) => {
+                existing.push(',');
+                existing.push_str(&v);
+            }
+            _ => {
+                headers.insert(title_case(name.as_str()), Value::String(v));
+            }
+        }
+    }
+    let args = multi_map(
+        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned())),
+    );
+    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let mut form = Vec::new();
+    let mut files = Vec::new();
+    let mut data = String::new();
+    if content_type.starts_with("application/x-www-form-urlencoded") {
+        form.extend(form_urlencoded::parse(&body).map(|(k, v)| (k.into_owned(), v.into_owned())));
+    } else if let Some(boundary) =
+        content_type.starts_with("multipart/form-data").then(|| multipart_boundary(&content_type)).flatten()
+    {
+        for part in parse_multipart(&body, &boundary) {
+            let text = String::from_utf8_lossy(&part.data).into_owned();
+            if part.filename.is_some() {
+                files.push((part.name, text));
+            } else {
+                form.push((part.name, text));
+            }
+        }
+    } else {
+        data = String::from_utf8_lossy(&body).into_owned();
+    }
+    let json_body = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
+    let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    let v = json!({
+        "args": args,
+        "data": data,
+        "files": multi_map(files),
+        "form": multi_map(form),
+        "headers": headers,
+        "json": json_body,
+        "method": parts.method.as_str(),
+        "origin": peer.ip().to_string(),
+        "url": format!("http://{host}{}", parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")),
+    });
+    json_response(StatusCode::OK, &v)
+}
+
+/// httpbin's shape: a single value is a string, repeated names become a list.
+fn multi_map(pairs: impl IntoIterator<Item = (String, String)>) -> Value {
+    let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (k, v) in pairs {
+        map.entry(k).or_default().push(v);
+    }
+    Value::Object(
+        map.into_iter()
+            .map(|(k, mut v)| (k, if v.len() == 1 { Value::String(v.remove(0)) } else { json!(v) }))
+            .collect(),
+    )
+}
+
+/// `user-agent` → `User-Agent`.
+fn title_case(name: &str) -> String {
+    name.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+fn multipart_boundary(content_type: &str) -> Option<String> {
+    content_type
+        .split(';')
+        .map(str::trim)
+        .find_map(|p| p.strip_prefix("boundary="))
+        .map(|b| b.trim_matches('"').to_string())
+}
+
+struct Part {
+    name: String,
+    filename: Option<String>,
+    data: Vec<u8>,
+}
+
+fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
+    let delimiter = format!("--{boundary}");
+    let mut parts = Vec::new();
+    let mut pieces = memchr::memmem::find_iter(body, delimiter.as_bytes()).collect::<Vec<_>>();
+    pieces.push(body.len());
+    for w in pieces.windows(2) {
+        let mut chunk = &body[w[0] + delimiter.len()..w[1]];
+        if chunk.starts_with(b"--") {
+            break;
+        }
+        chunk = chunk.strip_prefix(b"\r\n").unwrap_or(chunk);
+        chunk = chunk.strip_suffix(b"\r\n").unwrap_or(chunk);
+        let Some(split) = memchr::memmem::find(chunk, b"\r\n\r\n") else { continue };
+        let head = String::from_utf8_lossy(&chunk[..split]);
+        let data = chunk[split + 4..].to_vec();
+        let mut name = None;
+        let mut filename = None;
+        for line in head.lines() {
+            let Some((k, v)) = line.split_once(':') else { continue };
+            if !k.trim().eq_ignore_ascii_case("content-disposition") {
+                continue;
+            }
+            for param in v.split(';').map(str::trim) {
+                if let Some(n) = param.strip_prefix("name=") {
+                    name = Some(n.trim_matches('"').to_string());
+                } else if let Some(f) = param.strip_prefix("filename=") {
+                    filename = Some(f.trim_matches('"').to_string());
+                }
+            }
+        }
+        if let Some(name) = name {
+            parts.push(Part { name, filename, data });
+        }
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_multipart_fields_and_files() {
+        let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"key21\"\r\n\r\nkey22\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.json\"\r\nContent-Type: application/json\r\n\r\n{\"a\":1}\r\n--XyZ--\r\n";
+        let parts = parse_multipart(body, "XyZ");
+        assert_eq!(parts.len(), 2);
+        assert_eq!(
+            (parts[0].name.as_str(), parts[0].data.as_slice(), parts[0].filename.is_none()),
+            ("key21", &b"key22"[..], true)
+        );
+        assert_eq!((parts[1].name.as_str(), parts[1].data.as_slice()), ("file", &b"{\"a\":1}"[..]));
+        assert_eq!(parts[1].filename.as_deref(), Some("a.json"));
+    }
+
+    #[test]
+    fn header_names_are_title_cased_like_httpbin() {
+        assert_eq!(title_case("user-agent"), "User-Agent");
+        assert_eq!(title_case("authorization"), "Authorization");
+        assert_eq!(
+            multi_map([("a".into(), "1".into()), ("a".into(), "2".into()), ("b".into(), "x".into())]),
+            json!({"a": ["1", "2"], "b": "x"})
+        );
+    }
+}
