@@ -15,9 +15,21 @@ pub fn load_file(path: &Path) -> Result<ScenarioFile, ScenarioError> {
 
 /// Parses scenario YAML; `file` is only used in messages.
 pub fn parse_str(text: &str, file: &Path) -> Result<ScenarioFile, ScenarioError> {
+    if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+        return Err(ScenarioError::Parse {
+            file: file.to_path_buf(),
+            line: None,
+            column: None,
+            path: String::new(),
+            message: "the file is empty; a scenario needs `name`, `load` and `scenarios`".into(),
+        });
+    }
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|err| {
-        let path = err.path().to_string();
+        let mut path = err.path().to_string();
+        if path.contains('?') {
+            path.clear(); // a syntax error: no field to name
+        }
         let inner = err.into_inner();
         let location = inner.location();
         let mut message = inner.to_string();
@@ -30,7 +42,7 @@ pub fn parse_str(text: &str, file: &Path) -> Result<ScenarioFile, ScenarioError>
         // serde_yaml prefixes its own path ("scenarios[0]: ..."); ours is more complete.
         if let Some((prefix, rest)) = message.split_once(": ")
             && !prefix.contains(' ')
-            && path.ends_with(prefix)
+            && (path.starts_with(prefix) || path.is_empty())
         {
             message = rest.to_string();
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::duration::Dur;
 use crate::error::Problem;
-use crate::scenario::{LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
+use crate::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
 use crate::template::{Escape, Scope, Template};
 
 /// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
@@ -91,7 +91,8 @@ pub fn ramp_target(start: u32, stages: &[(Duration, u32)], elapsed: Duration) ->
         if elapsed < t1 {
             let frac = (elapsed - t0).as_secs_f64() / len.as_secs_f64();
             let v = from as f64 + (to as f64 - from as f64) * frac;
-            return v.floor().max(0.0) as u32;
+            // The epsilon keeps 5.9999999 (float error at a stage's exact boundary) at 6.
+            return (v + 1e-9).floor().max(0.0) as u32;
         }
         from = to;
         t0 = t1;
@@ -315,7 +316,8 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             }
             Err(e) => {
                 problems.push(Problem::new("baseUrl", e.to_string()));
-                None
+                // Keep later templates from failing for the same reason.
+                Some(BUILTIN_PLACEHOLDER.to_string())
             }
         },
         (None, None) => None,
@@ -402,30 +404,47 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
 }
 
 fn compile_load(spec: &LoadSpec, problems: &mut Vec<Problem>) -> Option<LoadPlan> {
-    let grace = |d: &Option<Dur>| d.map(Dur::get).unwrap_or(DEFAULT_GRACE);
+    let grace = |d: Option<Dur>| d.map(Dur::get).unwrap_or(DEFAULT_GRACE);
     let before = problems.len();
-    let plan = match spec {
-        LoadSpec::ConstantVus { vus, duration, iterations, graceful_stop } => {
-            if *vus == 0 {
+    let name = spec.executor.name();
+    let mut not_for = |field: &str, set: bool| {
+        if set {
+            problems.push(Problem::new(format!("load.{field}"), format!("does not apply to {name}")));
+        }
+    };
+    let plan = match spec.executor {
+        Executor::ConstantVus => {
+            not_for("startVus", spec.start_vus.is_some());
+            not_for("stages", !spec.stages.is_empty());
+            not_for("gracefulRampDown", spec.graceful_ramp_down.is_some());
+            let vus = spec.vus.unwrap_or(0);
+            if spec.vus.is_none() {
+                problems.push(Problem::new("load.vus", "constant-vus needs `vus`"));
+            } else if vus == 0 {
                 problems.push(Problem::new("load.vus", "must be at least 1"));
             }
-            if duration.is_none() && iterations.is_none() {
+            if spec.duration.is_none() && spec.iterations.is_none() {
                 problems.push(Problem::new("load", "constant-vus needs `duration`, `iterations` or both"));
             }
-            if duration.is_some_and(Dur::is_zero) {
+            if spec.duration.is_some_and(Dur::is_zero) {
                 problems.push(Problem::new("load.duration", "must be longer than 0s"));
             }
-            if *iterations == Some(0) {
+            if spec.iterations == Some(0) {
                 problems.push(Problem::new("load.iterations", "must be at least 1"));
             }
             LoadPlan::ConstantVus {
-                vus: *vus,
-                duration: duration.map(Dur::get),
-                iterations: *iterations,
-                graceful_stop: grace(graceful_stop),
+                vus,
+                duration: spec.duration.map(Dur::get),
+                iterations: spec.iterations,
+                graceful_stop: grace(spec.graceful_stop),
             }
         }
-        LoadSpec::RampingVus { start_vus, stages, graceful_ramp_down, graceful_stop } => {
+        Executor::RampingVus => {
+            not_for("vus", spec.vus.is_some());
+            not_for("duration", spec.duration.is_some());
+            not_for("iterations", spec.iterations.is_some());
+            let stages = &spec.stages;
+            let start_vus = spec.start_vus.unwrap_or(0);
             if stages.is_empty() {
                 problems.push(Problem::new("load.stages", "ramping-vus needs at least one stage"));
             }
@@ -434,19 +453,20 @@ fn compile_load(spec: &LoadSpec, problems: &mut Vec<Problem>) -> Option<LoadPlan
                     problems.push(Problem::new(format!("load.stages[{i}]"), "stage has no `duration`"));
                 }
             }
-            if stages.iter().all(|s| s.target == 0) && *start_vus == 0 && !stages.is_empty() {
+            if !stages.is_empty() && stages.iter().all(|s| s.target == 0) && start_vus == 0 {
                 problems.push(Problem::new("load.stages", "every target is 0, so no VU would ever run"));
             }
             if !stages.is_empty()
+                && stages.iter().all(|s| s.duration.is_some())
                 && stages.iter().map(|s| s.duration.unwrap_or_default().get()).sum::<Duration>().is_zero()
             {
                 problems.push(Problem::new("load.stages", "the stages last 0s in total"));
             }
             LoadPlan::RampingVus {
-                start_vus: *start_vus,
+                start_vus,
                 stages: stages.iter().map(|s| (s.duration.unwrap_or_default().get(), s.target)).collect(),
-                graceful_ramp_down: grace(graceful_ramp_down),
-                graceful_stop: grace(graceful_stop),
+                graceful_ramp_down: grace(spec.graceful_ramp_down),
+                graceful_stop: grace(spec.graceful_stop),
             }
         }
     };
@@ -468,6 +488,7 @@ fn compile_request(
         })
     };
     let method = req.method.trim().to_ascii_uppercase();
+    let url_ok = Template::compile(&req.url, scope, Escape::None).is_ok();
     let url = tpl("request.url", &req.url, Escape::None);
     let mut headers: Vec<(String, Template)> = Vec::new();
     for (name, value) in
@@ -523,7 +544,7 @@ fn compile_request(
         }
     }
     // A URL made only of constants must be valid now; one with per-VU parts is checked when sent.
-    if let Some(u) = url.as_const() {
+    if let Some(u) = url.as_const().filter(|_| url_ok) {
         if !u.is_empty()
             && let Err(e) = Target::parse(u)
         {

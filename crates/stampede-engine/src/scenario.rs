@@ -32,41 +32,53 @@ pub struct ScenarioFile {
     pub scenarios: Vec<Scenario>,
 }
 
-/// The workload model (executor). Names follow k6's executors.
+/// The workload model. Executor names follow k6's; each executor uses some of the fields.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
-#[serde(tag = "executor", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum LoadSpec {
-    /// A fixed number of virtual users loop over iterations for a duration, or until a
-    /// total number of iterations (shared by all VUs) has run.
-    #[serde(rename_all = "camelCase")]
-    ConstantVus {
-        /// Number of virtual users.
-        vus: u32,
-        /// How long to run. Stops at whichever of `duration` and `iterations` comes first.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        duration: Option<Dur>,
-        /// Total iterations across all VUs.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        iterations: Option<u64>,
-        /// Time in-flight iterations get to finish after the duration ends (default 30s).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        graceful_stop: Option<Dur>,
-    },
-    /// Virtual users ramp linearly through stages, each to a target count.
-    #[serde(rename_all = "camelCase")]
-    RampingVus {
-        /// VUs at the start (default 0).
-        #[serde(default)]
-        start_vus: u32,
-        /// Stages run in order: over `duration`, move linearly from the previous target to `target`.
-        stages: Vec<Stage>,
-        /// Time an iteration of a retiring VU gets to finish when the target drops (default 30s).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        graceful_ramp_down: Option<Dur>,
-        /// Time in-flight iterations get to finish after the last stage (default 30s).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        graceful_stop: Option<Dur>,
-    },
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LoadSpec {
+    /// Which workload model runs the scenarios.
+    pub executor: Executor,
+    /// constant-vus: number of virtual users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vus: Option<u32>,
+    /// constant-vus: how long to run. With `iterations` too, whichever comes first ends the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// constant-vus: total iterations, shared by all VUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u64>,
+    /// ramping-vus: VUs at the start (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_vus: Option<u32>,
+    /// ramping-vus: stages run in order; over `duration`, VUs move linearly from the
+    /// previous target to `target`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<Stage>,
+    /// ramping-vus: time an iteration of a retiring VU gets to finish when the target drops (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graceful_ramp_down: Option<Dur>,
+    /// Time in-flight iterations get to finish when the run ends (default 30s); then they are cut off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graceful_stop: Option<Dur>,
+}
+
+/// Workload models.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Executor {
+    /// A fixed number of VUs loop over iterations for a duration or an iteration count.
+    ConstantVus,
+    /// VUs ramp linearly through stages.
+    RampingVus,
+}
+
+impl Executor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Executor::ConstantVus => "constant-vus",
+            Executor::RampingVus => "ramping-vus",
+        }
+    }
 }
 
 /// One stage of a ramp.

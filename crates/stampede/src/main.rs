@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use stampede_engine::duration::{Dur, parse_duration};
 use stampede_engine::metrics::IntervalStats;
-use stampede_engine::scenario::{LoadSpec, ScenarioFile};
+use stampede_engine::scenario::{Executor, LoadSpec, ScenarioFile};
 use stampede_engine::{CompileOptions, RunOptions, Tick, parse, session};
 
 #[global_allocator]
@@ -138,32 +138,43 @@ fn validate(file: &Path) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Applies `--vus`, `--duration` and `--iterations` to the file's load model.
+/// Applies `--vus`, `--duration` and `--iterations` to the file's load model. Any of them
+/// turns the run into `constant-vus` (as k6's flags do); what is not given is kept from
+/// the file (a ramp keeps its peak as the VU count).
 fn apply_overrides(load: &mut LoadSpec, args: &RunArgs) {
     if args.vus.is_none() && args.duration.is_none() && args.iterations.is_none() {
         return;
     }
-    let (file_vus, file_duration, file_iterations, file_grace) = match load {
-        LoadSpec::ConstantVus { vus, duration, iterations, graceful_stop } => {
-            (*vus, *duration, *iterations, *graceful_stop)
-        }
-        LoadSpec::RampingVus { start_vus, stages, graceful_stop, .. } => {
-            (stages.iter().map(|s| s.target).chain([*start_vus]).max().unwrap_or(1), None, None, *graceful_stop)
-        }
-    };
+    let peak = load.stages.iter().map(|s| s.target).chain(load.start_vus).chain(load.vus).max().unwrap_or(1);
     let (duration, iterations) = match (args.duration, args.iterations) {
-        (Some(d), Some(i)) => (Some(d), Some(i)),
-        (Some(d), None) => (Some(d), None),
-        (None, Some(i)) => (None, Some(i)),
-        (None, None) => (file_duration, file_iterations),
+        (None, None) if load.executor == Executor::ConstantVus => (load.duration, load.iterations),
+        (None, None) => (Some(Dur(load.stages.iter().filter_map(|s| s.duration).map(Dur::get).sum())), None),
+        given => given,
     };
-    *load =
-        LoadSpec::ConstantVus { vus: args.vus.unwrap_or(file_vus), duration, iterations, graceful_stop: file_grace };
+    *load = LoadSpec {
+        executor: Executor::ConstantVus,
+        vus: Some(args.vus.unwrap_or(peak)),
+        duration,
+        iterations,
+        start_vus: None,
+        stages: Vec::new(),
+        graceful_ramp_down: None,
+        graceful_stop: load.graceful_stop,
+    };
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     let mut scenario = load(&args.file)?;
     apply_overrides(&mut scenario.load, &args);
+    // Open the report file first: a long run must not end in a report that cannot be saved.
+    let out_file = match &args.out {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot write the report to {}", path.display()))
+                .map_err(Failure::CouldNotRun)?,
+        ),
+        None => None,
+    };
     let opts = CompileOptions { base_url: args.base_url.clone(), env: None };
     let prepared = session::prepare(&scenario, &args.file, opts).map_err(|e| match e {
         session::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
@@ -191,13 +202,14 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
     print!("{}", report.render_table());
     let _ = std::io::stdout().flush();
-    if let Some(out) = &args.out {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::CouldNotRun(e.into()))?;
-        std::fs::write(out, text + "\n")
-            .with_context(|| format!("cannot write the report to {}", out.display()))
+    if let (Some(mut file), Some(path)) = (out_file, &args.out) {
+        serde_json::to_writer_pretty(&mut file, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| file.write_all(b"\n"))
+            .with_context(|| format!("cannot write the report to {}", path.display()))
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {
-            eprintln!("report written to {}", out.display());
+            eprintln!("report written to {}", path.display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,119 @@
+//! Scenario files users write: every example validates, every malformed file gets the
+//! message we promise (file, line and column, field path, scenario and step), and no
+//! input makes the parser or the compiler panic.
+
+use std::path::{Path, PathBuf};
+
+use stampede_engine::plan::{CompileOptions, compile};
+use stampede_engine::{parse, session};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Parses and validates like `stampede validate`, returning the error text.
+fn check(path: &Path, text: &str) -> Result<(), String> {
+    let file = parse::parse_str(text, path).map_err(|e| e.to_string())?;
+    session::validate(&file, path, &CompileOptions::default()).map(|_| ()).map_err(|e| e.to_string())
+}
+
+#[test]
+fn every_example_validates() {
+    let examples = yaml_files(&repo_root().join("examples"));
+    assert!(!examples.is_empty());
+    for path in examples {
+        let text = std::fs::read_to_string(&path).unwrap();
+        if let Err(e) = check(&path, &text) {
+            panic!("{} does not validate: {e}", path.display());
+        }
+    }
+}
+
+#[test]
+fn malformed_files_get_messages_naming_file_field_and_reason() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/invalid");
+    let files = yaml_files(&dir);
+    assert!(files.len() >= 15, "only {} malformed files", files.len());
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expected: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# expect: ")).collect();
+        assert!(!expected.is_empty(), "{} has no `# expect:` line", path.display());
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let err = match check(Path::new(name), &text) {
+            Ok(()) => panic!("{name} was accepted"),
+            Err(e) => e,
+        };
+        assert!(err.starts_with(name), "{name}: the message does not start with the file name: {err}");
+        for e in expected {
+            assert!(err.contains(e), "{name}: expected `{e}` in:\n{err}");
+        }
+    }
+}
+
+/// Every prefix of every file we have, and a few byte-level mutations of them, goes
+/// through parsing and compilation without a panic.
+#[test]
+fn no_input_makes_the_parser_or_compiler_panic() {
+    let root = repo_root();
+    let mut files = yaml_files(&root.join("examples"));
+    files.extend(yaml_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/invalid")));
+    let mut inputs = 0;
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cuts: Vec<usize> = (0..=text.len()).filter(|i| text.is_char_boundary(*i)).collect();
+        for &cut in &cuts {
+            let _ = check(&path, &text[..cut]);
+            inputs += 1;
+        }
+        for (i, replacement) in cuts
+            .iter()
+            .step_by(7)
+            .zip(["{", "}", "-", ":", "\"", "{{", "0", "\n  ", "[", "*a", "&a", "!!x "].iter().cycle())
+        {
+            let mut mutated = text.clone();
+            if *i < mutated.len() {
+                mutated.insert_str(*i, replacement);
+                let _ = check(&path, &mutated);
+                inputs += 1;
+            }
+        }
+    }
+    assert!(inputs > 1000, "only {inputs} inputs tried");
+}
+
+#[test]
+fn compile_folds_constant_requests_into_bytes_once() {
+    let text = r#"
+name: fixed
+baseUrl: http://127.0.0.1:8080/
+load: {executor: constant-vus, vus: 1, iterations: 1}
+vars: {item: tea}
+scenarios:
+  - name: s
+    steps:
+      - name: order
+        request:
+          method: post
+          url: "{{baseUrl}}/post"
+          query: {q: "a b"}
+          json: {item: "{{item}}"}
+"#;
+    let file = parse::parse_str(text, Path::new("fixed.yaml")).unwrap();
+    let plan = compile(&file, &CompileOptions::default()).unwrap();
+    let req = &plan.scenarios[0].steps[0].request;
+    let fixed = req.fixed.as_ref().expect("a request made of constants is serialized at compile time");
+    let text = std::str::from_utf8(&fixed.bytes).unwrap();
+    assert!(text.starts_with("POST /post?q=a+b HTTP/1.1\r\nhost: 127.0.0.1:8080\r\n"), "{text}");
+    assert!(text.contains("content-type: application/json\r\n"), "{text}");
+    assert!(text.ends_with("content-length: 14\r\n\r\n{\"item\":\"tea\"}"), "{text}");
+}

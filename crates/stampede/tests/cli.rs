@@ -1,0 +1,168 @@
+//! The `stampede` binary as a user runs it: exit codes, the summary table, the JSON report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn stampede(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stampede")).args(args).current_dir(repo_root()).output().expect("stampede runs")
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The cells of the table row whose first cell is `name`.
+fn table_row(stdout: &str, name: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no `{name}` row in:\n{stdout}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Asserts the table row shows exactly the JSON summary's figures.
+fn assert_row_matches(row: &[String], summary: &Value) {
+    let lat = &summary["latencyMs"];
+    let f3 = |v: &Value| format!("{:.3}", v.as_f64().unwrap());
+    assert_eq!(row[1], summary["requests"].to_string(), "samples");
+    for (i, key) in ["mean", "min", "max", "p50", "p75", "p90", "p99", "p99.9"].iter().enumerate() {
+        assert_eq!(row[2 + i], f3(&lat[key]), "{key}");
+    }
+    assert_eq!(row[10], format!("{:.1}", summary["rps"].as_f64().unwrap()), "req/s");
+    assert_eq!(row[11], summary["errors"].to_string(), "errors");
+    assert_eq!(row[12], format!("{:.2}", summary["errorRate"].as_f64().unwrap() * 100.0), "error %");
+}
+
+#[test]
+fn quickstart_runs_clean_and_its_json_matches_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let run = stampede(&["run", "examples/quickstart.yaml", "--out", out.to_str().unwrap()]);
+    let stdout = text(&run.stdout);
+    let stderr = text(&run.stderr);
+    assert!(run.status.success(), "exit {:?}\n{stdout}\n{stderr}", run.status.code());
+    // Progress lines came while it ran.
+    assert!(stderr.lines().filter(|l| l.contains("req/s") && l.contains("p99")).count() >= 3, "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["schemaVersion"], 1);
+    let total = &report["total"];
+    assert_eq!(total["errors"], 0, "{stdout}");
+    assert!(total["requests"].as_u64().unwrap() > 1000, "{stdout}");
+    assert_row_matches(&table_row(&stdout, "TOTAL"), total);
+    for step in report["steps"].as_array().unwrap() {
+        assert_row_matches(&table_row(&stdout, step["step"].as_str().unwrap()), step);
+    }
+    // The run facts above the table.
+    let run_facts = &report["run"];
+    assert!(stdout.contains(&format!("VUs {}", run_facts["vusMax"])));
+    assert!(stdout.contains(&format!("threads {}", run_facts["threads"])));
+    assert!(run_facts["generator"]["cpuPercent"].as_f64().unwrap() > 0.0);
+    assert!(run_facts["generator"]["peakRssBytes"].as_u64().unwrap() > 1_000_000);
+    let duration = run_facts["durationSeconds"].as_f64().unwrap();
+    assert!((10.0..11.0).contains(&duration), "ran {duration}s");
+}
+
+fn write_scenario(dir: &Path, yaml: &str) -> PathBuf {
+    let path = dir.join("scenario.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+#[test]
+fn a_closed_port_shows_connect_errors_in_table_and_json() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            "name: refused\nbaseUrl: http://127.0.0.1:{port}\nload: {{executor: constant-vus, vus: 2, iterations: 50}}\n\
+             scenarios:\n  - name: s\n    steps:\n      - {{name: home, request: {{url: \"{{{{baseUrl}}}}/\"}}}}\n"
+        ),
+    );
+    let out = dir.path().join("r.json");
+    let run = stampede(&["run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["total"]["errorsByKind"]["connect"], 50);
+    assert_eq!(report["total"]["errors"], 50);
+    let row = table_row(&stdout, "TOTAL");
+    assert_eq!((row[1].as_str(), row[11].as_str(), row[12].as_str()), ("50", "50", "100.00"));
+    assert!(stdout.contains("errors by kind: connect 50"), "{stdout}");
+    assert!(stdout.contains("refused"), "the first failure's message is shown: {stdout}");
+}
+
+#[test]
+fn invalid_input_exits_2_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let file =
+        write_scenario(dir.path(), "name: x\nload: {executor: constant-vus, vus: 1, duration: 1s}\nscenarios: []\n");
+    for cmd in ["run", "validate"] {
+        let run = stampede(&[cmd, file.to_str().unwrap()]);
+        assert_eq!(run.status.code(), Some(2), "{cmd}");
+        let stderr = text(&run.stderr);
+        assert!(stderr.contains("scenario.yaml") && stderr.contains("at least one scenario"), "{stderr}");
+    }
+    let missing = stampede(&["run", "no/such/file.yaml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing.stderr).contains("no/such/file.yaml: cannot read the file"));
+}
+
+#[test]
+fn validate_accepts_the_examples() {
+    let run = stampede(&["validate", "examples/quickstart.yaml"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert!(text(&run.stdout).contains("ok"));
+}
+
+#[test]
+fn an_unwritable_report_path_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_scenario(
+        dir.path(),
+        "name: x\nbaseUrl: builtin\nload: {executor: constant-vus, vus: 1, iterations: 3}\n\
+         scenarios:\n  - name: s\n    steps:\n      - {name: a, request: {url: \"{{baseUrl}}/\"}}\n",
+    );
+    let out = dir.path().join("missing-dir/r.json");
+    let run = stampede(&["run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains("cannot write the report"));
+}
+
+#[test]
+fn overrides_turn_a_ramp_into_a_fixed_iteration_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_scenario(
+        dir.path(),
+        "name: x\nbaseUrl: builtin\nload: {executor: ramping-vus, stages: [{duration: 1h, target: 50}]}\n\
+         scenarios:\n  - name: s\n    steps:\n      - {name: a, request: {url: \"{{baseUrl}}/get\"}}\n",
+    );
+    let out = dir.path().join("r.json");
+    let run = stampede(&[
+        "run",
+        file.to_str().unwrap(),
+        "--quiet",
+        "--vus",
+        "4",
+        "--iterations",
+        "120",
+        "--threads",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["total"]["requests"], 120);
+    assert_eq!(report["run"]["vusMax"], 4);
+    assert_eq!(report["run"]["executor"], "constant-vus");
+    assert_eq!(report["run"]["threads"], 1);
+}
