@@ -36,3 +36,9 @@ quickstart:
 
 bench:
 	bash bench/run.sh
+
+# Rewrites everything generated from the code; tests fail when committed copies drift.
+generate:
+	mkdir -p schemas
+	$(CARGO) run -q -p stampede -- schema scenario > schemas/scenario.schema.json
+	$(CARGO) run -q -p stampede -- schema report > schemas/report.schema.json

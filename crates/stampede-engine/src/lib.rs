@@ -14,6 +14,7 @@ pub mod parse;
 pub mod plan;
 pub mod report;
 pub mod scenario;
+pub mod schema;
 pub mod session;
 pub mod sysstat;
 pub mod target;

@@ -117,3 +117,29 @@ scenarios:
     assert!(text.contains("content-type: application/json\r\n"), "{text}");
     assert!(text.ends_with("content-length: 14\r\n\r\n{\"item\":\"tea\"}"), "{text}");
 }
+
+/// `make generate` writes the schemas; the committed copies must match the types.
+#[test]
+fn committed_json_schemas_match_the_types() {
+    let root = repo_root();
+    for (file, generated) in [
+        ("schemas/scenario.schema.json", stampede_engine::schema::scenario_schema()),
+        ("schemas/report.schema.json", stampede_engine::schema::report_schema()),
+    ] {
+        let committed = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+        assert!(committed == generated, "{file} is out of date: run `make generate`");
+    }
+}
+
+/// Examples carry the schema modeline so editors autocomplete them.
+#[test]
+fn examples_name_the_schema_for_editors() {
+    for path in yaml_files(&repo_root().join("examples")) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("# yaml-language-server: $schema=../schemas/scenario.schema.json"),
+            "{} lacks the schema modeline",
+            path.display()
+        );
+    }
+}

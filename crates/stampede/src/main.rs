@@ -38,6 +38,17 @@ enum Command {
     },
     /// Serve the built-in target (a fast httpbin-like test server).
     Target(TargetArgs),
+    /// Print a JSON Schema: of scenario files or of the JSON report.
+    Schema {
+        #[arg(value_enum)]
+        which: SchemaKind,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SchemaKind {
+    Scenario,
+    Report,
 }
 
 #[derive(Args)]
@@ -103,6 +114,16 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
+        Command::Schema { which } => {
+            print!(
+                "{}",
+                match which {
+                    SchemaKind::Scenario => stampede_engine::schema::scenario_schema(),
+                    SchemaKind::Report => stampede_engine::schema::report_schema(),
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
