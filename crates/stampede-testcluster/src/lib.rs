@@ -1,0 +1,22 @@
+//! Test support for running Stampede against a real Kubernetes control plane on this machine.
+//!
+//! `tests/cluster/` builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+//! kubectl from Go modules and starts them on 127.0.0.1. There is no kubelet and no container
+//! runtime; this crate supplies the rest:
+//!
+//! * [`agent`]: the node agent (binary `stampede-node-agent`), which registers a Node and runs
+//!   the pods bound to it as local processes, with real ServiceAccount tokens and real exit codes;
+//! * [`cluster::TestCluster`]: how integration tests reach the running control plane;
+//! * [`env`] and [`images`]: the pure parts of running a pod (environment, argv).
+//!
+//! Cluster tests are `#[ignore]`d so that `cargo test --workspace` never needs a cluster;
+//! `make e2e` starts one and runs them with `-- --ignored`.
+
+pub mod agent;
+pub mod cluster;
+pub mod env;
+pub mod error;
+pub mod images;
+
+pub use cluster::{TestCluster, wait_for};
+pub use error::{Error, Result};
