@@ -768,6 +768,7 @@ async fn run_container(
                 };
                 // Like a container runtime: when the main process ends, the rest of the group goes.
                 signal_group(pid, Signal::SIGKILL);
+                wait_group_gone(pid).await;
                 let _ = std::fs::remove_file(&pid_path);
                 let code = match status {
                     Ok(s) => exit_code(s),
@@ -821,6 +822,17 @@ fn signal_group(pgid: u32, signal: Signal) {
         && pgid > 1
     {
         let _ = killpg(Pid::from_raw(pgid), signal);
+    }
+}
+
+/// Waits (up to 2 s) until no process of group `pgid` is left.
+async fn wait_group_gone(pgid: u32) {
+    let Ok(pgid) = i32::try_from(pgid) else { return };
+    for _ in 0..40 {
+        if killpg(Pid::from_raw(pgid), None).is_err() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{Error, IoContext, Result};
 
-/// Environment variable naming the cluster's state folder (default: `tests/cluster/.run` in the
+/// Environment variable naming the cluster's state folder (default: `tests/cluster/.run/dev` in the
 /// workspace).
 pub const CLUSTER_DIR_ENV: &str = "STAMPEDE_CLUSTER_DIR";
 
@@ -149,10 +149,24 @@ where
     }
 }
 
+/// Waits up to `timeout` until object `name` no longer exists.
+pub async fn wait_deleted<K>(api: &Api<K>, name: &str, timeout: Duration) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let what = format!("{} {name} to be deleted", K::kind(&K::DynamicType::default()));
+    match tokio::time::timeout(timeout, await_condition(api.clone(), name, |o: Option<&K>| o.is_none())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::Config(format!("watching {what}: {e}"))),
+        Err(_) => Err(Error::Timeout { what, secs: timeout.as_secs() }),
+    }
+}
+
 fn default_dir() -> PathBuf {
     match std::env::var_os(CLUSTER_DIR_ENV) {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/cluster/.run"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/cluster/.run/dev"),
     }
 }
 

@@ -18,5 +18,5 @@ pub mod env;
 pub mod error;
 pub mod images;
 
-pub use cluster::{TestCluster, wait_for};
+pub use cluster::{TestCluster, wait_deleted, wait_for};
 pub use error::{Error, Result};

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Starts the local Kubernetes control plane for the e2e tests, on 127.0.0.1 only:
+#   etcd -> kube-apiserver (own CA, service-account keys, RBAC, admin identity) -> /readyz ->
+#   kube-controller-manager, kube-scheduler -> stampede-node-agent (the Node that runs pods).
+# Every process is recorded in $STATE/pids ("name pid start-time") and down.sh stops exactly those.
+# Idempotent: when the recorded cluster is up and ready it does nothing; leftovers of a cluster
+# that is not are stopped and wiped first. Writes $STATE/kubeconfig (cluster-admin) and
+# $STATE/cluster.env (read by stampede_testcluster::TestCluster).
+#
+# Environment: STAMPEDE_CLUSTER_DIR (state folder, default tests/cluster/.run/dev; make e2e uses .run/e2e),
+# STAMPEDE_NODE_AGENT (agent binary; default: built here with cargo), STAMPEDE_AGENT_IMAGES
+# (extra image-table entries for the agent), CARGO_TARGET_DIR.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=versions.env
+source "$here/versions.env"
+state="${STAMPEDE_CLUSTER_DIR:-$here/.run/dev}"
+node_name="stampede-node"
+t_start=$(date +%s.%N)
+
+log() { echo "cluster-up: $*" >&2; }
+
+if "$here/down.sh" --check-running 2>/dev/null; then
+  log "already running (state in $state)"
+  exit 0
+fi
+"$here/down.sh" --quiet || true
+
+bin="$("$here/build.sh")"
+kubectl="$bin/kubectl"
+if [[ -z "${STAMPEDE_NODE_AGENT:-}" ]]; then
+  log "building the node agent"
+  (cd "$repo" && cargo build --quiet -p stampede-testcluster --bin stampede-node-agent)
+  STAMPEDE_NODE_AGENT="${CARGO_TARGET_DIR:-$repo/target}/debug/stampede-node-agent"
+fi
+[[ -x "$STAMPEDE_NODE_AGENT" ]] || { log "node agent $STAMPEDE_NODE_AGENT not found"; exit 1; }
+
+t_ready_to_start=$(date +%s.%N)
+rm -rf "$state"
+mkdir -p "$state"/{pki,logs,etcd,agent}
+chmod 700 "$state"
+state="$(cd "$state" && pwd)"
+pki="$state/pki"
+
+fail() {
+  log "FAILED: $*"
+  for f in "$state"/logs/*.log; do
+    [[ -f "$f" ]] || continue
+    echo "----- last lines of $f" >&2
+    tail -n 25 "$f" >&2
+  done
+  "$here/down.sh" --quiet || true
+  exit 1
+}
+trap 'fail "unexpected error at line $LINENO"' ERR
+
+# --- free ports on 127.0.0.1 --------------------------------------------------------------------
+taken=" "
+free_port() {
+  local p
+  for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 30000))
+    [[ "$taken" == *" $p "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      taken+="$p "
+      echo "$p"
+      return
+    fi
+  done
+  fail "no free port found on 127.0.0.1"
+}
+etcd_port=$(free_port); etcd_peer_port=$(free_port); api_port=$(free_port)
+kcm_port=$(free_port); sched_port=$(free_port)
+api="https://127.0.0.1:$api_port"
+
+# --- PKI: a CA, the API server's serving cert, client certs, service-account keys ----------------
+(
+  cd "$pki"
+  exec 2>>"$state/logs/pki.log" >&2
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+    -keyout ca.key -out ca.crt -subj "/CN=stampede-test-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
+  cert() { # name subject extensions
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2"
+    printf '%b' "$3" > "$1.ext"
+    openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 -extfile "$1.ext" -out "$1.crt"
+    rm -f "$1.csr" "$1.ext"
+  }
+  client="basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n"
+  cert apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n"
+  cert admin "/O=system:masters/CN=stampede-admin" "$client"
+  cert node-agent "/O=system:masters/CN=stampede-node-agent" "$client"
+  cert controller-manager "/CN=system:kube-controller-manager" "$client"
+  cert scheduler "/CN=system:kube-scheduler" "$client"
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key
+  openssl pkey -in sa.key -pubout -out sa.pub
+  chmod 600 ./*.key
+)
+
+kubeconfig() { # file user
+  local ca crt key
+  ca=$(base64 -w0 < "$pki/ca.crt"); crt=$(base64 -w0 < "$pki/$2.crt"); key=$(base64 -w0 < "$pki/$2.key")
+  cat > "$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: stampede-local
+  cluster:
+    server: $api
+    certificate-authority-data: $ca
+users:
+- name: $2
+  user:
+    client-certificate-data: $crt
+    client-key-data: $key
+contexts:
+- name: stampede-local
+  context:
+    cluster: stampede-local
+    user: $2
+current-context: stampede-local
+EOF
+  chmod 600 "$1"
+}
+kubeconfig "$state/kubeconfig" admin
+kubeconfig "$state/node-agent.kubeconfig" node-agent
+kubeconfig "$state/controller-manager.kubeconfig" controller-manager
+kubeconfig "$state/scheduler.kubeconfig" scheduler
+
+# --- processes ----------------------------------------------------------------------------------
+start() { # name command...
+  local name=$1; shift
+  setsid "$@" >"$state/logs/$name.log" 2>&1 < /dev/null &
+  local pid=$!
+  local start_time
+  start_time=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $20}')
+  echo "$name $pid $start_time" >> "$state/pids"
+  eval "${name//-/_}_pid=$pid"
+}
+alive() { kill -0 "$1" 2>/dev/null; }
+wait_until() { # what seconds pid command...
+  local what=$1 secs=$2 pid=$3; shift 3
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    alive "$pid" || fail "$what: the process exited"
+    (( SECONDS < deadline )) || fail "$what: not ready after ${secs}s"
+    sleep 0.2
+  done
+}
+k() { "$kubectl" --kubeconfig="$state/kubeconfig" "$@"; }
+
+start etcd "$bin/etcd" --name=stampede --data-dir="$state/etcd" \
+  --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+  --initial-cluster="stampede=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level=warn
+etcd_health() ( exec 3<>"/dev/tcp/127.0.0.1/$etcd_port" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3 )
+wait_until "etcd" 30 "$etcd_pid" etcd_health
+
+start kube-apiserver "$bin/kube-apiserver" \
+  --etcd-servers="http://127.0.0.1:$etcd_port" \
+  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+  --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+  --client-ca-file="$pki/ca.crt" --cert-dir="$pki/apiserver-generated" \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+  --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
+  --endpoint-reconciler-type=none --profiling=false --v=1
+wait_until "kube-apiserver /readyz" 120 "$kube_apiserver_pid" k get --raw=/readyz
+t_api=$(date +%s.%N)
+
+start kube-controller-manager "$bin/kube-controller-manager" \
+  --kubeconfig="$state/controller-manager.kubeconfig" \
+  --authentication-kubeconfig="$state/controller-manager.kubeconfig" \
+  --authorization-kubeconfig="$state/controller-manager.kubeconfig" \
+  --bind-address=127.0.0.1 --secure-port="$kcm_port" --cert-dir="$pki/controller-manager-generated" \
+  --leader-elect=false --use-service-account-credentials=true \
+  --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+  --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+  --controllers='*' --profiling=false --v=1
+start kube-scheduler "$bin/kube-scheduler" \
+  --kubeconfig="$state/scheduler.kubeconfig" \
+  --authentication-kubeconfig="$state/scheduler.kubeconfig" \
+  --authorization-kubeconfig="$state/scheduler.kubeconfig" \
+  --bind-address=127.0.0.1 --secure-port="$sched_port" --cert-dir="$pki/scheduler-generated" \
+  --leader-elect=false --profiling=false --v=1
+images="busybox=/bin/sh alpine=/bin/sh registry.k8s.io/kubectl=$kubectl bitnami/kubectl=$kubectl ${STAMPEDE_AGENT_IMAGES:-}"
+start node-agent "$STAMPEDE_NODE_AGENT" --extra-images="$images" \
+  --kubeconfig="$state/node-agent.kubeconfig" --node-name="$node_name" --work-dir="$state/agent" \
+  --pod-path="$bin:/usr/local/bin:/usr/bin:/bin"
+
+kcm_healthy() { k get --raw=/api/v1/namespaces/default/serviceaccounts/default; }
+node_schedulable() {
+  [[ "$(k get node "$node_name" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.spec.taints}')" == "True " ]]
+}
+scheduler_healthy() ( exec 3<>"/dev/tcp/127.0.0.1/$sched_port" )
+wait_until "kube-controller-manager (default ServiceAccount)" 90 "$kube_controller_manager_pid" kcm_healthy
+wait_until "kube-scheduler" 60 "$kube_scheduler_pid" scheduler_healthy
+wait_until "node $node_name Ready and untainted" 60 "$node_agent_pid" node_schedulable
+t_end=$(date +%s.%N)
+
+cat > "$state/cluster.env" <<EOF
+# Written by tests/cluster/up.sh; read by stampede_testcluster::TestCluster.
+K8S_VERSION=$K8S_VERSION
+KUBECONFIG=$state/kubeconfig
+KUBECTL=$kubectl
+K8S_BIN=$bin
+API_SERVER=$api
+NODE_NAME=$node_name
+AGENT_DIR=$state/agent
+APISERVER_PID=$kube_apiserver_pid
+ETCD_URL=http://127.0.0.1:$etcd_port
+EOF
+trap - ERR
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+log "Kubernetes $K8S_VERSION up at $api: apiserver ready in $(secs "$t_ready_to_start" "$t_api") s," \
+  "whole control plane + node in $(secs "$t_ready_to_start" "$t_end") s (script total $(secs "$t_start" "$t_end") s)"
+log "export KUBECONFIG=$state/kubeconfig   # kubectl: $kubectl"
