@@ -332,3 +332,52 @@ async fn deleting_a_running_pod_stops_its_processes() {
     }
     panic!("a process of the deleted pod's group is still running");
 }
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn on_failure_restarts_the_container_and_the_job_then_completes() {
+    let (_, client, ns) = setup("e2e-restart").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    // Fails on its first run, succeeds on the second ($HOME is the pod's folder, kept across restarts).
+    let mut j = job("flaky", "test -f \"$HOME/ran-once\" || { touch \"$HOME/ran-once\"; exit 3; }", 1, 0);
+    j.spec.as_mut().unwrap().template.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+    jobs.create(&PostParams::default(), &j).await.unwrap();
+    let done = wait_for(&jobs, "flaky", JOB_TIMEOUT, |j: Option<&Job>| {
+        j.is_some_and(|j| job_condition(j, "Complete").is_some() || job_condition(j, "Failed").is_some())
+    })
+    .await
+    .unwrap();
+    assert!(job_condition(&done, "Complete").is_some(), "{:?}", done.status);
+
+    let pods = job_pods(&client, &ns, "flaky").await;
+    assert_eq!(pods.len(), 1, "the container restarted in place, no new pod");
+    let status = &pods[0].status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
+    assert_eq!(status.restart_count, 1);
+    let last = status.last_state.as_ref().and_then(|s| s.terminated.as_ref()).expect("last state is terminated");
+    assert_eq!(last.exit_code, 3);
+    assert_eq!(exit_code(&pods[0]), Some(0));
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn an_image_the_node_does_not_have_leaves_the_pod_pending() {
+    let (_, client, ns) = setup("e2e-image").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "nginx"},
+        "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "command": ["nginx"]}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let waiting_reason = |p: &Pod| -> Option<String> {
+        let s = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
+        s.state.as_ref()?.waiting.as_ref()?.reason.clone()
+    };
+    let pending = wait_for(&pods, "nginx", SHORT, |p: Option<&Pod>| {
+        p.and_then(waiting_reason).is_some_and(|r| r != "ContainerCreating")
+    })
+    .await
+    .unwrap();
+    assert_eq!(waiting_reason(&pending).as_deref(), Some("ErrImagePull"));
+    assert_eq!(pending.status.unwrap().phase.as_deref(), Some("Pending"));
+}
