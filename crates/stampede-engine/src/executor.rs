@@ -23,6 +23,7 @@ use crate::error::RunError;
 use crate::http1::{self, Connection, ExchangeError, ResponseInfo};
 use crate::metrics::{ErrorKind, IntervalStats, WorkerMetrics};
 use crate::plan::{LoadPlan, Plan, RequestPlan, StepPlan, Target};
+use crate::report::TimelinePoint;
 use crate::sysstat;
 
 /// How often a worker's controller looks at the ramp and the clock.
@@ -82,7 +83,8 @@ pub struct RunOutcome {
     pub threads: usize,
     /// CPU time of the worker threads together.
     pub worker_cpu: Duration,
-    pub ticks: Vec<Tick>,
+    /// One point per interval (the merged histograms are summarized, not kept).
+    pub timeline: Vec<TimelinePoint>,
     pub max_active_vus: u32,
     pub interrupted: bool,
     pub error_samples: Vec<ErrorSample>,
@@ -214,13 +216,14 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
     // Reporter: merge each interval once every live worker has sent it.
     let mut pending: BTreeMap<u64, (Vec<bool>, IntervalStats, u32)> = BTreeMap::new();
     let mut done = vec![false; threads];
-    let mut ticks = Vec::new();
-    let mut emit = |index: u64, stats: IntervalStats, active: u32, ticks: &mut Vec<Tick>, now: Duration| {
-        let prev_end = ticks.last().map(|t: &Tick| t.elapsed).unwrap_or_default();
+    let mut timeline: Vec<TimelinePoint> = Vec::new();
+    let mut prev_end = Duration::ZERO;
+    let mut emit = |index: u64, stats: IntervalStats, active: u32, now: Duration| {
         let elapsed = (shared.tick * index as u32).min(now).max(prev_end);
         let tick = Tick { index, elapsed, length: elapsed - prev_end, active_vus: active, stats };
         on_tick(&tick);
-        ticks.push(tick);
+        timeline.push(TimelinePoint::of(&tick));
+        prev_end = elapsed;
     };
     for msg in rx {
         let (worker, index, stats, active) = match msg {
@@ -240,12 +243,12 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
                 break;
             }
             let (index, (_, stats, active)) = first.remove_entry();
-            emit(index, stats, active, &mut ticks, start.elapsed());
+            emit(index, stats, active, start.elapsed());
         }
     }
     let duration = start.elapsed();
     for (index, (_, stats, active)) in std::mem::take(&mut pending) {
-        emit(index, stats, active, &mut ticks, duration);
+        emit(index, stats, active, duration);
     }
 
     let mut merged: Option<WorkerMetrics> = None;
@@ -273,7 +276,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         threads,
         worker_cpu,
         max_active_vus,
-        ticks,
+        timeline,
         interrupted: shared.interrupt.load(Ordering::Relaxed),
         error_samples,
     })

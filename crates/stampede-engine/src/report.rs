@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::executor::RunOutcome;
+use crate::executor::{RunOutcome, Tick};
 use crate::metrics::{ErrorKind, StepStats};
 use crate::plan::Plan;
 
@@ -157,6 +157,24 @@ pub struct ErrorSampleReport {
     pub message: String,
 }
 
+impl TimelinePoint {
+    /// Summarizes one merged interval.
+    pub fn of(t: &Tick) -> TimelinePoint {
+        let h = &t.stats.latency;
+        let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
+        TimelinePoint {
+            t: round3(t.elapsed.as_secs_f64()),
+            active_vus: t.active_vus,
+            requests: t.stats.requests,
+            rps: if t.length > Duration::ZERO { round3(t.stats.requests as f64 / t.length.as_secs_f64()) } else { 0.0 },
+            errors: t.stats.errors,
+            p50_ms: q(0.5),
+            p99_ms: q(0.99),
+            max_ms: if h.is_empty() { 0.0 } else { ms(h.max()) },
+        }
+    }
+}
+
 /// Rounds to 3 decimals (µs precision for milliseconds).
 pub fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
@@ -228,24 +246,7 @@ impl Report {
         let started_at = time::OffsetDateTime::from(outcome.started_at)
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default();
-        let timeline = outcome
-            .ticks
-            .iter()
-            .map(|t| TimelinePoint {
-                t: round3(t.elapsed.as_secs_f64()),
-                active_vus: t.active_vus,
-                requests: t.stats.requests,
-                rps: if t.length > Duration::ZERO {
-                    round3(t.stats.requests as f64 / t.length.as_secs_f64())
-                } else {
-                    0.0
-                },
-                errors: t.stats.errors,
-                p50_ms: if t.stats.latency.is_empty() { 0.0 } else { ms(t.stats.latency.value_at_quantile(0.5)) },
-                p99_ms: if t.stats.latency.is_empty() { 0.0 } else { ms(t.stats.latency.value_at_quantile(0.99)) },
-                max_ms: if t.stats.latency.is_empty() { 0.0 } else { ms(t.stats.latency.max()) },
-            })
-            .collect();
+        let timeline = outcome.timeline.clone();
         let error_samples = outcome
             .error_samples
             .iter()

@@ -17,9 +17,6 @@ use stampede_engine::metrics::IntervalStats;
 use stampede_engine::scenario::{Executor, LoadSpec, ScenarioFile};
 use stampede_engine::{CompileOptions, RunOptions, Tick, parse, session};
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(name = "stampede", version, about = "Load testing that fits Kubernetes: fast, correct numbers, one binary")]
 struct Cli {
