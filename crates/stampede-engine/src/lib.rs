@@ -19,6 +19,7 @@ pub mod session;
 pub mod sysstat;
 pub mod target;
 pub mod template;
+pub mod threshold;
 
 pub use error::{Problem, RunError, ScenarioError};
 pub use executor::{RunOptions, Tick};

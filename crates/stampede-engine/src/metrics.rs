@@ -82,6 +82,9 @@ pub struct StepStats {
     pub errors: [u64; KINDS],
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Exact smallest and largest latency, µs (the histogram rounds within its precision).
+    pub min_us: u64,
+    pub max_us: u64,
     status: Vec<u64>,
 }
 
@@ -93,6 +96,8 @@ impl Default for StepStats {
             errors: [0; KINDS],
             bytes_sent: 0,
             bytes_received: 0,
+            min_us: u64::MAX,
+            max_us: 0,
             status: vec![0; STATUS_SLOTS],
         }
     }
@@ -101,7 +106,20 @@ impl Default for StepStats {
 impl StepStats {
     #[inline]
     pub fn record_latency_us(&mut self, us: u64) {
-        self.latency.saturating_record(us.max(1));
+        let us = us.max(1);
+        self.latency.saturating_record(us);
+        self.min_us = self.min_us.min(us);
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// Latency at quantile `q` (0–1) in µs, never above the exact maximum.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        if self.latency.is_empty() { 0 } else { self.latency.value_at_quantile(q).min(self.max_us) }
+    }
+
+    /// Exact smallest latency in µs (0 when there is none).
+    pub fn min_latency_us(&self) -> u64 {
+        if self.latency.is_empty() { 0 } else { self.min_us }
     }
 
     #[inline]
@@ -136,6 +154,8 @@ impl StepStats {
         }
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
+        self.min_us = self.min_us.min(other.min_us);
+        self.max_us = self.max_us.max(other.max_us);
         for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
             *a += b;
         }
@@ -236,6 +256,8 @@ mod tests {
         assert_eq!(merged.latency.len(), samples.len() as u64);
         assert_eq!(merged.latency.min(), all.latency.min());
         assert_eq!(merged.latency.max(), all.latency.max());
+        assert_eq!(merged.max_us, *samples.iter().max().unwrap());
+        assert_eq!(merged.min_latency_us(), *samples.iter().min().unwrap());
         assert!((merged.latency.mean() - all.latency.mean()).abs() < 1e-6);
         // Averaging the workers' p99s would be wrong: it differs from the true p99.
         let avg_p99: f64 = workers.iter().map(|w| w.latency.value_at_quantile(0.99) as f64).sum::<f64>() / 4.0;

@@ -9,6 +9,7 @@ use crate::duration::Dur;
 use crate::error::Problem;
 use crate::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
 use crate::template::{Escape, Scope, Template};
+use crate::threshold::{self, Threshold};
 
 /// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
@@ -25,6 +26,8 @@ pub struct Plan {
     pub step_keys: Vec<StepKey>,
     /// Number of per-VU value slots (extracted values).
     pub slot_count: usize,
+    /// Pass/fail criteria evaluated on the merged results.
+    pub thresholds: Vec<Threshold>,
 }
 
 /// Names of a step, for reports.
@@ -395,10 +398,24 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
     }
 
-    match (problems.is_empty(), load) {
-        (true, Some(load)) => {
-            Ok(Plan { name: file.name.clone(), base_url, load, scenarios, step_keys, slot_count: scope.slots.len() })
+    let mut thresholds = Vec::new();
+    for (i, src) in file.thresholds.iter().enumerate() {
+        match threshold::parse(src).and_then(|t| t.check_selectors(&step_keys).map(|()| t)) {
+            Ok(t) => thresholds.push(t),
+            Err(e) => problems.push(Problem::new(format!("thresholds[{i}] `{src}`"), e.0)),
         }
+    }
+
+    match (problems.is_empty(), load) {
+        (true, Some(load)) => Ok(Plan {
+            name: file.name.clone(),
+            base_url,
+            load,
+            scenarios,
+            step_keys,
+            slot_count: scope.slots.len(),
+            thresholds,
+        }),
         _ => Err(problems),
     }
 }

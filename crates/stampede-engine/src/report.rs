@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::executor::{RunOutcome, Tick};
 use crate::metrics::{ErrorKind, StepStats};
 use crate::plan::Plan;
+use crate::threshold::Verdict;
 
 /// Version of the JSON report layout.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -37,6 +37,8 @@ pub struct Report {
     pub timeline: Vec<TimelinePoint>,
     /// The first failures of each kind per step, with their messages.
     pub error_samples: Vec<ErrorSampleReport>,
+    /// Threshold verdicts, in file order.
+    pub thresholds: Vec<Verdict>,
 }
 
 /// Facts about the run and the generator itself.
@@ -184,16 +186,16 @@ fn ms(us: u64) -> f64 {
     round3(us as f64 / 1000.0)
 }
 
-/// Latency summary of a µs histogram.
-pub fn latency_summary(h: &Histogram<u64>) -> LatencySummary {
-    if h.is_empty() {
+/// Latency summary of a step's stats: exact min and max, percentiles from the histogram.
+pub fn latency_summary(s: &StepStats) -> LatencySummary {
+    if s.latency.is_empty() {
         return LatencySummary::default();
     }
-    let q = |q: f64| ms(h.value_at_quantile(q));
+    let q = |q: f64| ms(s.quantile_us(q));
     LatencySummary {
-        mean: round3(h.mean() / 1000.0),
-        min: ms(h.min()),
-        max: ms(h.max()),
+        mean: round3(s.latency.mean() / 1000.0),
+        min: ms(s.min_latency_us()),
+        max: ms(s.max_us),
         p50: q(0.50),
         p75: q(0.75),
         p90: q(0.90),
@@ -219,7 +221,7 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
             .map(|k| (k.name().to_string(), stats.errors[k.index()]))
             .collect(),
         status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
-        latency_ms: latency_summary(&stats.latency),
+        latency_ms: latency_summary(stats),
         rps: per_sec(stats.requests),
         bytes_received: stats.bytes_received,
         bytes_sent: stats.bytes_sent,
@@ -257,6 +259,8 @@ impl Report {
                 message: e.message.clone(),
             })
             .collect();
+        let thresholds =
+            plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &outcome.metrics.steps, seconds)).collect();
         let mut generator = generator;
         if total.requests > 0 {
             generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
@@ -287,7 +291,13 @@ impl Report {
                 .collect(),
             timeline,
             error_samples,
+            thresholds,
         }
+    }
+
+    /// Whether every threshold passed (true when there are none).
+    pub fn thresholds_passed(&self) -> bool {
+        self.thresholds.iter().all(|v| v.passed)
     }
 
     /// The terminal summary: run facts, then one row per step and a total.
@@ -356,6 +366,14 @@ impl Report {
             let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
             for e in &self.error_samples {
                 let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
+            }
+        }
+        if !self.thresholds.is_empty() {
+            let failed = self.thresholds.iter().filter(|v| !v.passed).count();
+            let _ = writeln!(out, "\nthresholds: {} passed, {failed} failed", self.thresholds.len() - failed);
+            for v in &self.thresholds {
+                let _ =
+                    writeln!(out, "  {} {}  (actual {})", if v.passed { "✓" } else { "✗" }, v.threshold, v.actual_text);
             }
         }
         if !self.total.status_codes.is_empty() {

@@ -30,6 +30,11 @@ pub struct ScenarioFile {
     pub vars: BTreeMap<String, String>,
     /// The user flows. Each iteration of a virtual user picks one by weight.
     pub scenarios: Vec<Scenario>,
+    /// Pass/fail criteria checked at the end of the run, e.g. `latency{step:login}.p99 < 250ms`,
+    /// `errors.rate < 1%`, `checks.rate > 99.9%`, `requests.rate >= 100`. Any failure makes
+    /// `stampede run` exit with code 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<String>,
 }
 
 /// The workload model. Executor names follow k6's; each executor uses some of the fields.

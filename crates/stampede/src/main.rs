@@ -230,6 +230,10 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
             eprintln!("report written to {}", path.display());
         }
     }
+    if !report.thresholds_passed() {
+        eprintln!("stampede: thresholds failed");
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

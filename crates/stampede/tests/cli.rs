@@ -166,3 +166,31 @@ fn overrides_turn_a_ramp_into_a_fixed_iteration_count() {
     assert_eq!(report["run"]["executor"], "constant-vus");
     assert_eq!(report["run"]["threads"], 1);
 }
+
+#[test]
+fn failed_thresholds_exit_1_and_show_their_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "name: t\nbaseUrl: builtin\nload: {executor: constant-vus, vus: 2, iterations: 40}\n\
+         scenarios:\n  - name: s\n    steps:\n      - {name: ok, request: {url: \"{{baseUrl}}/\"}}\n      \
+         - {name: broken, request: {url: \"{{baseUrl}}/status/500\"}}\n";
+    let passing = write_scenario(
+        dir.path(),
+        &format!("{base}thresholds:\n  - \"latency{{step:ok}}.p99 < 5s\"\n  - \"errors{{step:ok}}.rate == 0%\"\n"),
+    );
+    let out = dir.path().join("r.json");
+    let run = stampede(&["run", passing.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", text(&run.stdout), text(&run.stderr));
+    assert!(text(&run.stdout).contains("thresholds: 2 passed, 0 failed"), "{}", text(&run.stdout));
+
+    let failing =
+        write_scenario(dir.path(), &format!("{base}thresholds:\n  - \"errors.rate < 1%\"\n  - \"latency.p99 < 5s\"\n"));
+    let run = stampede(&["run", failing.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("✗ errors.rate < 1%  (actual 50.000%)"), "{stdout}");
+    assert!(stdout.contains("✓ latency.p99 < 5s"), "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["thresholds"][0]["passed"], false);
+    assert_eq!(report["thresholds"][0]["actual"], 50.0);
+    assert_eq!(report["thresholds"][1]["passed"], true);
+}
