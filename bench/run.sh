@@ -4,6 +4,8 @@
 #   bash bench/run.sh                  # full run: 3 rounds x 10 s per generator and level (~10 min)
 #   QUICK=1 bash bench/run.sh          # smoke test: 1 round x 3 s (~1.5 min, results under bench/out/)
 #   IDLE_LOAD=0.6 bash bench/run.sh    # first wait (up to IDLE_WAIT_MAX s) for 1-min load < 0.6
+#   PROFILE=50 bash bench/run.sh       # instead: perf profile of stampede at 50 connections for
+#                                      # PROFILE_DURATION (3) s -> bench/out/profile-50.txt
 #
 # nginx (one worker) is pinned to CPU $SERVER_CPU, every generator to CPU $GEN_CPU with one
 # thread. Each generator runs under /usr/bin/time, so CPU time and peak RSS are measured the
@@ -31,6 +33,8 @@ PAUSE=${PAUSE:-1}                        # seconds of quiet between two runs
 IDLE_LOAD=${IDLE_LOAD:-}                 # e.g. 0.6: wait for a quiet machine before measuring
 IDLE_WAIT_MAX=${IDLE_WAIT_MAX:-4200}     # give up waiting after this many seconds, then run anyway
 IDLE_POLL=${IDLE_POLL:-60}
+PROFILE=${PROFILE:-}                     # connections: profile stampede with perf, no matrix
+PROFILE_DURATION=${PROFILE_DURATION:-3}
 OHA_VERSION=${OHA_VERSION:-1.16.0}
 TOOLS_ROOT=${TOOLS_ROOT:-$HOME/.cache/stampede/tools}
 OUT_ROOT=${OUT_ROOT:-$BENCH/out}
@@ -62,7 +66,14 @@ command -v wrk >/dev/null || missing+=(wrk)
 command -v taskset >/dev/null || missing+=(util-linux)
 command -v python3 >/dev/null || missing+=(python3)
 command -v curl >/dev/null || missing+=(curl)
+if [[ -n "$PROFILE" ]]; then
+    [[ "$PROFILE" =~ ^[1-9][0-9]*$ ]] || die "PROFILE must be a number of connections"
+    command -v perf >/dev/null || missing+=(linux-perf)
+fi
 if (( ${#missing[@]} )); then apt_install "${missing[@]}"; fi
+if [[ -n "$PROFILE" ]]; then
+    perf stat -e cpu-clock -o /dev/null true 2>/dev/null || die "perf cannot count cpu-clock here (perf_event_paranoid?)"
+fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 OHA="$TOOLS_ROOT/bin/oha"
@@ -236,6 +247,39 @@ run_one() {
     (( rc == 0 )) || log "  $tool exited with $rc (see $prefix.err)"
     python3 "$BENCH/summarize.py" --one "$tool" "$prefix" >&2 || true
 }
+
+# PROFILE=N: where stampede spends its CPU at N connections (perf's cpu-clock samples; the
+# accelerator-less VMs this runs on have no hardware counters). Flat profile by symbol.
+if [[ -n "$PROFILE" ]]; then
+    prefix="$RAW/profile-c$PROFILE"
+    text="$OUT_ROOT/profile-$PROFILE.txt"
+    taskset -c "$GEN_CPU" timeout 10 wrk -t1 -c10 -d1s "$URL" >/dev/null 2>&1 || true
+    log "perf record: stampede at $PROFILE connections for ${PROFILE_DURATION}s"
+    taskset -c "$GEN_CPU" timeout -k 5 $((PROFILE_DURATION + 60)) \
+        perf record -e cpu-clock -F 4999 -o "$prefix.data" -- \
+        "$STAMPEDE" run "$SCENARIO" --threads 1 --vus "$PROFILE" --duration "${PROFILE_DURATION}s" --quiet \
+        --out "$prefix.json" --base-url "http://127.0.0.1:$PORT" >"$prefix.out" 2>"$prefix.err" \
+        || { cat "$prefix.err" >&2; die "perf record failed"; }
+    {
+        echo "# perf profile of stampede at $PROFILE connections, ${PROFILE_DURATION} s ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+        echo "# stampede $("$STAMPEDE" --version | cut -d' ' -f2) ($STAMPEDE_DESC); nginx 1 worker on CPU $SERVER_CPU, stampede --threads 1 on CPU $GEN_CPU"
+        echo "# perf record -e cpu-clock -F 4999; load at end: $(cat /proc/loadavg)"
+        python3 - "$prefix.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+g = t["run"]["generator"]
+print(f"# {t['total']['requests']} requests, {t['total']['rps']:.0f} req/s, {g['cpuSeconds']} CPU s, "
+      f"{g['cpuMicrosPerRequest']} CPU-us/req (stampede's own count, perf overhead included)")
+PY
+        echo "# top 30 symbols, self time (perf report --no-children --sort dso,symbol):"
+        perf report -i "$prefix.data" --stdio --no-children --sort dso,symbol --percent-limit 0 \
+            >"$prefix.report.txt" 2>/dev/null
+        awk '!/^#/ && NF { sub(/([[:space:]]+-)+[[:space:]]*$/, ""); print; if (++n == 30) exit }' "$prefix.report.txt"
+    } >"$text"
+    log "wrote $text"
+    cat "$text"
+    exit 0
+fi
 
 read -ra tools <<<"$TOOLS"
 read -ra levels <<<"$CONNS"
