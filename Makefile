@@ -54,3 +54,4 @@ generate:
 	mkdir -p schemas
 	$(CARGO) run -q -p stampede -- schema scenario > schemas/scenario.schema.json
 	$(CARGO) run -q -p stampede -- schema report > schemas/report.schema.json
+	$(CARGO) run -q -p stampede -- crd > crds/loadtest.yaml

@@ -1,4 +1,408 @@
-//! The `LoadTest` custom resource (group `stampede.dev`, version `v1alpha1`).
+//! The `LoadTest` custom resource (group `stampede.dev`, version `v1alpha1`), its status,
+//! the names of the objects the operator creates for it, and the result format runners
+//! write back.
 //!
-//! A skeleton until the operator issue lands: the CRD types, their status and the
-//! `crdgen` output will live here, built on the engine's scenario and summary types.
+//! Field doc comments become the CRD's descriptions, shown by `kubectl explain loadtest.spec`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvFromSource, EnvVar, LocalObjectReference, ResourceRequirements, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use kube::core::crd::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use stampede_engine::portable::{PortableMetrics, PortableStep};
+use stampede_engine::report::GeneratorFacts;
+use stampede_engine::threshold::Verdict;
+
+/// Field manager name for server-side apply.
+pub const MANAGER: &str = "stampede-operator";
+/// Default runner image.
+pub const DEFAULT_IMAGE: &str = "ghcr.io/stampede-dev/stampede:0.1.0";
+
+/// A load test: a scenario run by `runners` pods that start together; the merged
+/// result and the threshold verdicts are written to `.status`.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "stampede.dev",
+    version = "v1alpha1",
+    kind = "LoadTest",
+    namespaced,
+    shortname = "lt",
+    status = "LoadTestStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Runners","type":"integer","jsonPath":".spec.runners"}"#,
+    printcolumn = r#"{"name":"RPS","type":"number","jsonPath":".status.summary.rps"}"#,
+    printcolumn = r#"{"name":"P99","type":"string","jsonPath":".status.summary.p99"}"#,
+    printcolumn = r#"{"name":"Errors","type":"string","jsonPath":".status.summary.errors"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    validation = "has(self.spec.scenario) != has(self.spec.scenarioFrom)"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadTestSpec {
+    /// Number of runner pods. VUs and iteration counts are split between them so that the
+    /// parts add up exactly.
+    #[schemars(range(min = 1, max = 1000))]
+    pub runners: i32,
+    /// The scenario, inline: the same schema as a Stampede scenario file
+    /// (`stampede schema scenario`). Set this or `scenarioFrom`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "scenario_schema")]
+    pub scenario: Option<serde_json::Value>,
+    /// The scenario from a ConfigMap key, as YAML. Set this or `scenario`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_from: Option<ConfigMapKey>,
+    /// Data files (e.g. CSV) from ConfigMaps, available to the scenario by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<DataFile>,
+    /// Runner image (default: the Stampede release image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Runner image pull policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(Always|IfNotPresent|Never)$"))]
+    pub image_pull_policy: Option<String>,
+    /// Secrets for pulling the runner image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// CPU and memory for each runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Node selector for runner pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations for runner pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Affinity for runner pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Environment for runners (`{{env.NAME}}` in the scenario). Use `valueFrom.secretKeyRef`
+    /// for secrets: they are passed by reference, never copied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Environment from ConfigMaps or Secrets, by reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
+    /// Extra labels for runner pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_labels: BTreeMap<String, String>,
+    /// Extra annotations for runner pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_annotations: BTreeMap<String, String>,
+    /// Run at most one runner per node (pod anti-affinity on the node name).
+    #[serde(default)]
+    pub separate: bool,
+    /// Longest wait for all runners to be ready before the run fails (default 5m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub start_timeout: Option<String>,
+    /// Longest run, from the start instant, before it fails (default: the scenario's
+    /// planned length plus 5m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub run_timeout: Option<String>,
+    /// What to delete when the test ends.
+    #[serde(default)]
+    pub cleanup: CleanupPolicy,
+    /// Delete the LoadTest itself this many seconds after it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+    /// Set to true to stop the runners gracefully; the test ends Aborted with partial results.
+    #[serde(default)]
+    pub abort: bool,
+}
+
+/// A key of a ConfigMap in the LoadTest's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapKey {
+    /// ConfigMap name.
+    pub name: String,
+    /// Key in the ConfigMap's data.
+    pub key: String,
+}
+
+/// A data file for the scenario, from a ConfigMap key.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataFile {
+    /// File name the scenario refers to (e.g. `users.csv`).
+    pub name: String,
+    /// Where the content comes from.
+    pub config_map: ConfigMapKey,
+}
+
+/// What to delete when the test ends.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupPolicy {
+    /// After success: `none` keeps everything, `runners` deletes the Job and its pods (the
+    /// default), `all` also deletes ConfigMaps, RBAC objects and results.
+    #[serde(default = "runners")]
+    pub on_success: CleanupMode,
+    /// After failure or abort (default `none`, to keep the evidence).
+    #[serde(default = "none")]
+    pub on_failure: CleanupMode,
+}
+
+impl Default for CleanupPolicy {
+    fn default() -> Self {
+        CleanupPolicy { on_success: CleanupMode::Runners, on_failure: CleanupMode::None }
+    }
+}
+
+fn runners() -> CleanupMode {
+    CleanupMode::Runners
+}
+
+fn none() -> CleanupMode {
+    CleanupMode::None
+}
+
+/// What a cleanup deletes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CleanupMode {
+    None,
+    Runners,
+    All,
+}
+
+/// The scenario's schema in the CRD: the parts the API server can check at admission
+/// (executor names, VU counts, duration syntax); the engine validates the rest and reports
+/// problems as the `Valid` condition.
+fn scenario_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let duration = serde_json::json!({"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$|^0$"});
+    schemars::json_schema!({
+        "description": "The scenario, inline: the same schema as a Stampede scenario file.",
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "required": ["name", "load", "scenarios"],
+        "properties": {
+            "name": {"type": "string"},
+            "baseUrl": {"type": "string"},
+            "load": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "required": ["executor"],
+                "properties": {
+                    "executor": {"type": "string", "enum": ["constant-vus", "ramping-vus"]},
+                    "vus": {"type": "integer", "minimum": 1},
+                    "iterations": {"type": "integer", "minimum": 1},
+                    "startVus": {"type": "integer", "minimum": 0},
+                    "duration": duration,
+                    "gracefulStop": duration,
+                    "gracefulRampDown": duration,
+                    "stages": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["duration", "target"],
+                            "properties": {"duration": duration, "target": {"type": "integer", "minimum": 0}}
+                        }
+                    }
+                }
+            },
+            "scenarios": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            },
+            "thresholds": {"type": "array", "items": {"type": "string"}}
+        }
+    })
+}
+
+/// Lifecycle of a LoadTest.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum Phase {
+    /// Accepted, nothing created yet.
+    #[default]
+    Pending,
+    /// Runners are being created and prepare themselves.
+    Initializing,
+    /// Runners started at `startAt` and are running.
+    Running,
+    /// All runners finished and every threshold passed.
+    Succeeded,
+    /// The spec is invalid, a runner failed, a timeout passed or a threshold failed.
+    Failed,
+    /// Stopped by `spec.abort`.
+    Aborted,
+}
+
+impl Phase {
+    pub fn is_finished(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed | Phase::Aborted)
+    }
+}
+
+/// Observed state of a LoadTest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadTestStatus {
+    #[serde(default)]
+    pub phase: Phase,
+    /// The spec generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Valid, RunnersReady, Started, Completed, ThresholdsPassed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default)]
+    pub runners: RunnerCounts,
+    /// The instant all runners start at (RFC 3339), set once every runner is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// Merged results: live while running, final when finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// Threshold verdicts on the merged results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<Verdict>,
+    /// What went wrong, or what is happening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Runner pods by state.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerCounts {
+    pub desired: i32,
+    pub ready: i32,
+    pub running: i32,
+    pub succeeded: i32,
+    pub failed: i32,
+}
+
+/// Merged results of all runners.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// False while the test runs (interim figures), true once every runner reported.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    pub requests: u64,
+    pub rps: f64,
+    /// Failed requests / requests, 0–1.
+    pub error_rate: f64,
+    /// Error rate as text for `kubectl get` (e.g. `0.12%`).
+    pub errors: String,
+    /// p99 latency as text for `kubectl get` (e.g. `12.3ms`).
+    pub p99: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors_by_kind: BTreeMap<String, u64>,
+    pub latency_ms: stampede_engine::report::LatencySummary,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    pub iterations: u64,
+    pub duration_seconds: f64,
+    /// Per step (final summary only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepResult>,
+}
+
+/// One step's merged figures.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    pub scenario: String,
+    pub step: String,
+    pub requests: u64,
+    pub errors: u64,
+    pub rps: f64,
+    pub latency_ms: stampede_engine::report::LatencySummary,
+}
+
+/// Where a runner is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RunnerState {
+    /// Prepared (scenario parsed, data loaded, names resolved), waiting for `startAt`.
+    Ready,
+    /// Running; `result` holds interim figures.
+    Running,
+    /// Finished; `result` is final.
+    Done,
+    /// Could not run; `message` says why.
+    Failed,
+}
+
+/// What a runner writes to its result ConfigMap (key [`RESULT_KEY`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerReport {
+    pub index: u32,
+    pub state: RunnerState,
+    /// When the runner actually started sending (RFC 3339 with µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Seconds the runner ran.
+    #[serde(default)]
+    pub duration_seconds: f64,
+    /// Per-step counters and histograms (final), or one `total` step (interim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<PortableMetrics>,
+    /// Interim total while running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<PortableStep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<GeneratorFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Data key of the runner report in a result ConfigMap.
+pub const RESULT_KEY: &str = "result.json";
+/// Data key of the resolved scenario in the scenario ConfigMap.
+pub const SCENARIO_KEY: &str = "scenario.yaml";
+
+/// Names of the objects created for a LoadTest.
+pub mod names {
+    /// The immutable ConfigMap holding the resolved scenario.
+    pub fn scenario_config_map(lt: &str) -> String {
+        format!("{lt}-scenario")
+    }
+
+    /// The ConfigMap runner `index` writes its report to.
+    pub fn result_config_map(lt: &str, index: u32) -> String {
+        format!("{lt}-result-{index}")
+    }
+
+    /// The Indexed Job running the runners.
+    pub fn job(lt: &str) -> String {
+        format!("{lt}-runners")
+    }
+
+    /// The ServiceAccount (and Role, RoleBinding) of the runners.
+    pub fn runner_account(lt: &str) -> String {
+        format!("{lt}-runner")
+    }
+}
+
+/// Environment variables a runner reads.
+pub mod env {
+    pub const LOADTEST: &str = "STAMPEDE_LOADTEST";
+    pub const NAMESPACE: &str = "STAMPEDE_NAMESPACE";
+    pub const RUNNER_INDEX: &str = "JOB_COMPLETION_INDEX";
+    pub const RUNNERS: &str = "STAMPEDE_RUNNERS";
+}
+
+/// The CRD as YAML (`stampede crd`, `crds/loadtest.yaml`).
+pub fn crd_yaml() -> String {
+    let crd = LoadTest::crd();
+    format!(
+        "# Generated by `make generate` (stampede crd); do not edit.\n{}",
+        serde_yaml::to_string(&crd).unwrap_or_default()
+    )
+}

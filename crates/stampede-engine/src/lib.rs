@@ -12,6 +12,7 @@ pub mod http1;
 pub mod metrics;
 pub mod parse;
 pub mod plan;
+pub mod portable;
 pub mod report;
 pub mod scenario;
 pub mod schema;

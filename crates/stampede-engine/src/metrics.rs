@@ -131,6 +131,15 @@ impl StepStats {
         }
     }
 
+    /// Adds `n` answers with `status`.
+    pub fn add_status(&mut self, status: u16, n: u64) {
+        if let Some(slot) = status.checked_sub(STATUS_MIN).map(usize::from)
+            && slot < STATUS_SLOTS
+        {
+            self.status[slot] += n;
+        }
+    }
+
     #[inline]
     pub fn record_error(&mut self, kind: ErrorKind) {
         self.errors[kind.index()] += 1;

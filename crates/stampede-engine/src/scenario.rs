@@ -246,3 +246,93 @@ pub struct ThinkRange {
     pub min: Dur,
     pub max: Dur,
 }
+
+/// Runner `index`'s part of `total` when it is split over `count` runners: the parts
+/// differ by at most one and always add up to `total` exactly.
+pub fn split_evenly(total: u64, count: u32, index: u32) -> u64 {
+    let count = u64::from(count.max(1));
+    let index = u64::from(index);
+    total / count + u64::from(index < total % count)
+}
+
+impl LoadSpec {
+    /// The part of this load that runner `index` of `count` runs: VU counts, iteration
+    /// counts and every stage target are split with [`split_evenly`]; durations are kept.
+    pub fn share(&self, index: u32, count: u32) -> LoadSpec {
+        let split32 = |v: u32| split_evenly(u64::from(v), count, index) as u32;
+        LoadSpec {
+            executor: self.executor,
+            vus: self.vus.map(split32),
+            duration: self.duration,
+            iterations: self.iterations.map(|n| split_evenly(n, count, index)),
+            start_vus: self.start_vus.map(split32),
+            stages: self.stages.iter().map(|s| Stage { duration: s.duration, target: split32(s.target) }).collect(),
+            graceful_ramp_down: self.graceful_ramp_down,
+            graceful_stop: self.graceful_stop,
+        }
+    }
+
+    /// Whether this (share of the) load runs any VU at all.
+    pub fn has_work(&self) -> bool {
+        self.vus.unwrap_or(0) > 0 && self.iterations != Some(0) && self.executor == Executor::ConstantVus
+            || self.executor == Executor::RampingVus
+                && (self.start_vus.unwrap_or(0) > 0 || self.stages.iter().any(|s| s.target > 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_add_up_exactly_for_awkward_counts() {
+        for total in [0u64, 1, 7, 100, 1000, 1001, 99_999] {
+            for count in [1u32, 2, 3, 7, 13, 64] {
+                let parts: Vec<u64> = (0..count).map(|i| split_evenly(total, count, i)).collect();
+                assert_eq!(parts.iter().sum::<u64>(), total, "{total}/{count}");
+                let (min, max) = (parts.iter().min().unwrap(), parts.iter().max().unwrap());
+                assert!(max - min <= 1, "{total}/{count}: {parts:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn shares_split_vus_iterations_and_stage_targets() {
+        let spec = LoadSpec {
+            executor: Executor::RampingVus,
+            vus: None,
+            duration: None,
+            iterations: None,
+            start_vus: Some(5),
+            stages: vec![
+                Stage { duration: Some(Dur::from_secs(10)), target: 1000 },
+                Stage { duration: Some(Dur::from_secs(5)), target: 7 },
+            ],
+            graceful_ramp_down: None,
+            graceful_stop: Some(Dur::from_secs(3)),
+        };
+        let shares: Vec<LoadSpec> = (0..7).map(|i| spec.share(i, 7)).collect();
+        assert_eq!(shares.iter().map(|s| s.start_vus.unwrap()).sum::<u32>(), 5);
+        assert_eq!(shares.iter().map(|s| s.stages[0].target).sum::<u32>(), 1000);
+        assert_eq!(shares.iter().map(|s| s.stages[1].target).sum::<u32>(), 7);
+        assert!(
+            shares
+                .iter()
+                .all(|s| s.stages[0].duration == Some(Dur::from_secs(10)) && s.graceful_stop == spec.graceful_stop)
+        );
+        assert!(shares.iter().all(LoadSpec::has_work));
+
+        let fixed = LoadSpec {
+            executor: Executor::ConstantVus,
+            vus: Some(2),
+            iterations: Some(11),
+            stages: vec![],
+            start_vus: None,
+            ..spec
+        };
+        let shares: Vec<LoadSpec> = (0..3).map(|i| fixed.share(i, 3)).collect();
+        assert_eq!(shares.iter().map(|s| s.vus.unwrap()).collect::<Vec<_>>(), vec![1, 1, 0]);
+        assert_eq!(shares.iter().map(|s| s.iterations.unwrap()).sum::<u64>(), 11);
+        assert!(!shares[2].has_work(), "a runner with 0 VUs has nothing to do");
+    }
+}

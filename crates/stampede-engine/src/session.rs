@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{RunError, ScenarioError};
-use crate::executor::{self, RunOptions, Tick};
+use crate::executor::{self, RunOptions, RunOutcome, Tick};
 use crate::plan::{self, CompileOptions, Plan};
 use crate::report::{GeneratorFacts, Report, round3};
 use crate::scenario::ScenarioFile;
@@ -57,6 +57,16 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
 /// Runs a prepared plan and builds its report. The built-in target's own CPU time is
 /// left out of the generator's figures.
 pub fn execute(prepared: Prepared, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<Report, RunError> {
+    execute_full(prepared, opts, on_tick).map(|(report, _)| report)
+}
+
+/// Like [`execute`], also returning the raw outcome (merged per-step histograms), which a
+/// runner ships to the operator.
+pub fn execute_full(
+    prepared: Prepared,
+    opts: &RunOptions,
+    on_tick: &mut dyn FnMut(&Tick),
+) -> Result<(Report, RunOutcome), RunError> {
     let before = sysstat::process();
     let wall = Instant::now();
     let outcome = executor::run(prepared.plan.clone(), opts, on_tick);
@@ -72,5 +82,6 @@ pub fn execute(prepared: Prepared, opts: &RunOptions, on_tick: &mut dyn FnMut(&T
         cpu_micros_per_request: 0.0,
         peak_rss_bytes: after.max_rss_bytes,
     };
-    Ok(Report::build(&prepared.plan, &outcome, builtin, generator))
+    let report = Report::build(&prepared.plan, &outcome, builtin, generator);
+    Ok((report, outcome))
 }

@@ -35,6 +35,8 @@ enum Command {
     },
     /// Serve the built-in target (a fast httpbin-like test server).
     Target(TargetArgs),
+    /// Print the LoadTest CustomResourceDefinition (YAML).
+    Crd,
     /// Print a JSON Schema: of scenario files or of the JSON report.
     Schema {
         #[arg(value_enum)]
@@ -111,6 +113,10 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
+        Command::Crd => {
+            print!("{}", stampede_api::crd_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Schema { which } => {
             print!(
                 "{}",

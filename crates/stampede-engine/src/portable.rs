@@ -1,0 +1,208 @@
+//! Results that travel: a runner's counters and HDR histograms in a form that can be
+//! stored in a Kubernetes object and merged exactly by the operator.
+//!
+//! Histograms use the HdrHistogram V2 format with deflate, in base64. Merging decodes
+//! them and adds them bin by bin, so merged percentiles equal those of one histogram of
+//! all samples (within HDR precision); percentiles are never averaged.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{ErrorKind, StepStats, WorkerMetrics};
+use crate::plan::StepKey;
+
+/// One step's stats in portable form.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableStep {
+    pub scenario: String,
+    pub step: String,
+    pub requests: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub status: BTreeMap<String, u64>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Exact smallest latency, µs (absent without samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_us: Option<u64>,
+    pub max_us: u64,
+    /// Total latency histogram (µs), HdrHistogram V2 + deflate, base64.
+    pub histogram: String,
+}
+
+/// A run's (or a runner's) counters and histograms.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableMetrics {
+    pub steps: Vec<PortableStep>,
+    /// Completed iterations by scenario name.
+    pub iterations: BTreeMap<String, u64>,
+}
+
+/// Why portable metrics could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum PortableError {
+    #[error("step `{scenario}/{step}`: histogram is not valid base64: {source}")]
+    Base64 { scenario: String, step: String, source: base64::DecodeError },
+    #[error("step `{scenario}/{step}`: histogram cannot be decoded: {message}")]
+    Histogram { scenario: String, step: String, message: String },
+    #[error("unknown error kind `{0}`")]
+    ErrorKind(String),
+}
+
+impl PortableMetrics {
+    /// Encodes per-step stats named by `keys`, and iterations per scenario.
+    pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[String]) -> PortableMetrics {
+        let steps = keys
+            .iter()
+            .zip(&metrics.steps)
+            .map(|(key, s)| {
+                let mut raw = Vec::new();
+                let _ = V2DeflateSerializer::new().serialize(&s.latency, &mut raw);
+                PortableStep {
+                    scenario: key.scenario.clone(),
+                    step: key.step.clone(),
+                    requests: s.requests,
+                    errors: ErrorKind::ALL
+                        .iter()
+                        .filter(|k| s.errors[k.index()] > 0)
+                        .map(|k| (k.name().to_string(), s.errors[k.index()]))
+                        .collect(),
+                    status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+                    bytes_sent: s.bytes_sent,
+                    bytes_received: s.bytes_received,
+                    min_us: (!s.latency.is_empty()).then_some(s.min_us),
+                    max_us: s.max_us,
+                    histogram: STANDARD.encode(raw),
+                }
+            })
+            .collect();
+        let iterations = scenario_names.iter().cloned().zip(metrics.iterations.iter().copied()).collect();
+        PortableMetrics { steps, iterations }
+    }
+
+    /// Adds these metrics into `into`, matching steps by (scenario, step) name; steps
+    /// unknown to `keys` are skipped.
+    pub fn merge_into(
+        &self,
+        keys: &[StepKey],
+        scenario_names: &[String],
+        into: &mut WorkerMetrics,
+    ) -> Result<(), PortableError> {
+        for p in &self.steps {
+            let Some(index) = keys.iter().position(|k| k.scenario == p.scenario && k.step == p.step) else {
+                continue;
+            };
+            let stats = decode_step(p)?;
+            into.steps[index].merge(&stats);
+        }
+        for (name, n) in &self.iterations {
+            if let Some(i) = scenario_names.iter().position(|s| s == name) {
+                into.iterations[i] += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
+    let raw = STANDARD.decode(&p.histogram).map_err(|source| PortableError::Base64 {
+        scenario: p.scenario.clone(),
+        step: p.step.clone(),
+        source,
+    })?;
+    let mut s = StepStats::default();
+    if !raw.is_empty() {
+        let h: hdrhistogram::Histogram<u64> = Deserializer::new().deserialize(&mut Cursor::new(raw)).map_err(|e| {
+            PortableError::Histogram { scenario: p.scenario.clone(), step: p.step.clone(), message: format!("{e:?}") }
+        })?;
+        s.latency.add(&h).map_err(|e| PortableError::Histogram {
+            scenario: p.scenario.clone(),
+            step: p.step.clone(),
+            message: format!("{e:?}"),
+        })?;
+    }
+    s.requests = p.requests;
+    for (kind, n) in &p.errors {
+        let k =
+            ErrorKind::ALL.iter().find(|k| k.name() == kind).ok_or_else(|| PortableError::ErrorKind(kind.clone()))?;
+        s.errors[k.index()] += n;
+    }
+    for (code, n) in &p.status {
+        if let Ok(code) = code.parse::<u16>() {
+            s.add_status(code, *n);
+        }
+    }
+    s.bytes_sent = p.bytes_sent;
+    s.bytes_received = p.bytes_received;
+    s.min_us = p.min_us.unwrap_or(u64::MAX);
+    s.max_us = p.max_us;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runners' results, encoded and merged, give the percentiles of all samples together.
+    #[test]
+    fn merged_runner_results_equal_the_union_of_all_samples() {
+        let keys = vec![StepKey { scenario: "s".into(), step: "a".into() }];
+        let names = vec!["s".to_string()];
+        let mut rng = fastrand::Rng::with_seed(42);
+        let mut union = StepStats::default();
+        let mut merged = WorkerMetrics::new(1, 1);
+        for runner in 0..5u64 {
+            let mut m = WorkerMetrics::new(1, 1);
+            for _ in 0..(2_000 + runner * 700) {
+                // Each runner sees a different latency profile.
+                let us = rng.u64(100..(1_000 + runner * 50_000));
+                m.steps[0].record_latency_us(us);
+                m.steps[0].requests += 1;
+                m.steps[0].record_status(200);
+                union.record_latency_us(us);
+            }
+            m.steps[0].record_error(ErrorKind::Timeout);
+            m.iterations[0] = 10 + runner;
+            let portable = PortableMetrics::encode(&keys, &m, &names);
+            let json = serde_json::to_string(&portable).unwrap();
+            let back: PortableMetrics = serde_json::from_str(&json).unwrap();
+            back.merge_into(&keys, &names, &mut merged).unwrap();
+        }
+        let s = &merged.steps[0];
+        for q in [0.5, 0.9, 0.95, 0.99, 0.999] {
+            assert_eq!(s.quantile_us(q), union.quantile_us(q), "q={q}");
+        }
+        assert_eq!(s.max_us, union.max_us);
+        assert_eq!(s.min_latency_us(), union.min_latency_us());
+        assert_eq!(s.latency.len(), union.latency.len());
+        assert_eq!(s.errors[ErrorKind::Timeout.index()], 5);
+        assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, union.latency.len())]);
+        assert_eq!(merged.iterations[0], 10 + 11 + 12 + 13 + 14);
+    }
+
+    #[test]
+    fn corrupt_histograms_are_errors_not_panics() {
+        let keys = vec![StepKey { scenario: "s".into(), step: "a".into() }];
+        let names = vec!["s".to_string()];
+        let bad = PortableMetrics {
+            steps: vec![PortableStep {
+                scenario: "s".into(),
+                step: "a".into(),
+                histogram: "AAAA".into(),
+                ..Default::default()
+            }],
+            iterations: BTreeMap::new(),
+        };
+        let mut m = WorkerMetrics::new(1, 1);
+        assert!(bad.merge_into(&keys, &names, &mut m).is_err());
+    }
+}
