@@ -30,7 +30,7 @@ if complete; then
 fi
 
 command -v go >/dev/null || { echo "k8s-bins: Go is required (go >= 1.24)" >&2; exit 1; }
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS_BUILD:--p=2} -mod=mod -buildvcs=false"
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS_BUILD:--p=2} -mod=readonly -buildvcs=false"
 start=$(date +%s)
 mkdir -p "$dest"
 tmp="$(mktemp -d "$dest/build.XXXXXX")"

@@ -381,3 +381,24 @@ async fn an_image_the_node_does_not_have_leaves_the_pod_pending() {
     assert_eq!(waiting_reason(&pending).as_deref(), Some("ErrImagePull"));
     assert_eq!(pending.status.unwrap().phase.as_deref(), Some("Pending"));
 }
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn the_node_stays_ready_and_renews_its_lease() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Node;
+    let cluster = TestCluster::shared();
+    let client = cluster.client().await.unwrap();
+    let node: Node = Api::all(client.clone()).get(cluster.node_name()).await.unwrap();
+    let ready = node.status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "True");
+
+    let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+    let renew_time = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+    let before = renew_time(&leases.get(cluster.node_name()).await.unwrap()).expect("the lease was renewed");
+    wait_for(&leases, cluster.node_name(), SHORT, |l: Option<&Lease>| {
+        l.and_then(renew_time).is_some_and(|t| t > before)
+    })
+    .await
+    .expect("the lease is renewed again within 30 s");
+}
