@@ -462,7 +462,7 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) {
     };
     if let Some((kind, message)) = failure {
         s.record_error(kind);
-        m.interval.errors += 1;
+        m.interval.record_error(kind);
         let mut samples = local.error_samples.borrow_mut();
         if samples.len() < ERROR_SAMPLES_PER_WORKER
             && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric)

@@ -176,21 +176,34 @@ impl StepStats {
 pub struct IntervalStats {
     pub latency: Histogram<u64>,
     pub requests: u64,
+    /// Failed requests, all kinds together.
     pub errors: u64,
+    /// Failed requests by kind (indexed by [`ErrorKind::index`]); they add up to `errors`.
+    pub errors_by_kind: [u64; KINDS],
     pub iterations: u64,
 }
 
 impl Default for IntervalStats {
     fn default() -> Self {
-        IntervalStats { latency: new_histogram(), requests: 0, errors: 0, iterations: 0 }
+        IntervalStats { latency: new_histogram(), requests: 0, errors: 0, errors_by_kind: [0; KINDS], iterations: 0 }
     }
 }
 
 impl IntervalStats {
+    /// Counts one failed request of `kind`.
+    #[inline]
+    pub fn record_error(&mut self, kind: ErrorKind) {
+        self.errors += 1;
+        self.errors_by_kind[kind.index()] += 1;
+    }
+
     pub fn merge(&mut self, other: &IntervalStats) {
         self.latency.add(&other.latency).expect("histograms share bounds");
         self.requests += other.requests;
         self.errors += other.errors;
+        for (a, b) in self.errors_by_kind.iter_mut().zip(other.errors_by_kind.iter()) {
+            *a += b;
+        }
         self.iterations += other.iterations;
     }
 
@@ -198,6 +211,7 @@ impl IntervalStats {
         self.latency.reset();
         self.requests = 0;
         self.errors = 0;
+        self.errors_by_kind = [0; KINDS];
         self.iterations = 0;
     }
 }

@@ -14,7 +14,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerial
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{ErrorKind, StepStats, WorkerMetrics};
+use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics};
 use crate::plan::StepKey;
 
 /// One step's stats in portable form.
@@ -56,6 +56,33 @@ pub enum PortableError {
     Histogram { scenario: String, step: String, message: String },
     #[error("unknown error kind `{0}`")]
     ErrorKind(String),
+}
+
+impl PortableStep {
+    /// Encodes interval stats (all steps together, e.g. a runner's running total) as one
+    /// step named `scenario`/`step`. Intervals carry no byte or status counts, so those stay
+    /// zero/empty; min and max come from the histogram (within its precision).
+    pub fn from_interval(scenario: &str, step: &str, stats: &IntervalStats) -> PortableStep {
+        let mut raw = Vec::new();
+        let _ = V2DeflateSerializer::new().serialize(&stats.latency, &mut raw);
+        let empty = stats.latency.is_empty();
+        PortableStep {
+            scenario: scenario.to_string(),
+            step: step.to_string(),
+            requests: stats.requests,
+            errors: ErrorKind::ALL
+                .iter()
+                .filter(|k| stats.errors_by_kind[k.index()] > 0)
+                .map(|k| (k.name().to_string(), stats.errors_by_kind[k.index()]))
+                .collect(),
+            status: BTreeMap::new(),
+            bytes_sent: 0,
+            bytes_received: 0,
+            min_us: (!empty).then(|| stats.latency.min()),
+            max_us: if empty { 0 } else { stats.latency.max() },
+            histogram: STANDARD.encode(raw),
+        }
+    }
 }
 
 impl PortableMetrics {
@@ -187,6 +214,43 @@ mod tests {
         assert_eq!(s.errors[ErrorKind::Timeout.index()], 5);
         assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, union.latency.len())]);
         assert_eq!(merged.iterations[0], 10 + 11 + 12 + 13 + 14);
+    }
+
+    /// A runner's running total (interval stats) travels as one step and decodes to the
+    /// same counts and percentiles.
+    #[test]
+    fn interval_totals_encode_as_one_step() {
+        let mut total = IntervalStats::default();
+        for tick in 0..3u64 {
+            let mut t = IntervalStats::default();
+            for i in 0..1_000 {
+                t.latency.saturating_record(200 + i * (tick + 1));
+                t.requests += 1;
+            }
+            t.record_error(ErrorKind::Timeout);
+            t.record_error(ErrorKind::Check);
+            t.requests += 1;
+            t.iterations += 500;
+            total.merge(&t);
+        }
+        let step = PortableStep::from_interval("", "total", &total);
+        assert_eq!((step.scenario.as_str(), step.step.as_str()), ("", "total"));
+        assert_eq!(step.requests, 3_003);
+        assert_eq!(step.errors, BTreeMap::from([("check".to_string(), 3), ("timeout".to_string(), 3)]));
+        assert_eq!(step.min_us, Some(200));
+        let json = serde_json::to_string(&step).unwrap();
+        let back: PortableStep = serde_json::from_str(&json).unwrap();
+        let decoded = decode_step(&back).unwrap();
+        assert_eq!(decoded.requests, 3_003);
+        assert_eq!(decoded.error_total(), 6);
+        assert_eq!(decoded.latency.len(), 3_000);
+        for q in [0.5, 0.99] {
+            assert_eq!(decoded.latency.value_at_quantile(q), total.latency.value_at_quantile(q));
+        }
+
+        let empty = PortableStep::from_interval("", "total", &IntervalStats::default());
+        assert_eq!((empty.requests, empty.min_us, empty.max_us), (0, None, 0));
+        assert!(decode_step(&empty).is_ok());
     }
 
     #[test]
