@@ -15,7 +15,7 @@ mode="${1:-stop}"
 
 say() { [[ "$mode" == "--quiet" ]] || echo "cluster-down: $*" >&2; }
 
-start_time() { [[ -r "/proc/$1/stat" ]] && sed 's/.*) //' "/proc/$1/stat" | awk '{print $20}'; }
+start_time() { sed "s/.*) //" "/proc/$1/stat" 2>/dev/null | awk "{print \$20}"; }
 # Alive and still the process we recorded.
 ours() { [[ -n "$1" && "$1" != 0 && "$(start_time "$1")" == "$2" ]]; }
 

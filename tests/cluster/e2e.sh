@@ -28,10 +28,12 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+trap 'exit 130' INT   # run cleanup on Ctrl-C and kill too: the cluster runs in its own sessions
+trap 'exit 143' TERM
 "$here/down.sh" --quiet   # a previous run's leftovers, if any
 t1=$(date +%s.%N)
 "$here/up.sh"
 t_up=$(secs "$t1")
 t2=$(date +%s.%N)
-"$CARGO" test --workspace --test 'e2e*' -- --ignored "$@"
+"$CARGO" test --workspace --no-fail-fast --test 'e2e*' -- --ignored "$@"
 t_tests=$(secs "$t2")

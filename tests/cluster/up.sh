@@ -10,7 +10,7 @@
 # Environment: STAMPEDE_CLUSTER_DIR (state folder, default tests/cluster/.run/dev; make e2e uses .run/e2e),
 # STAMPEDE_NODE_AGENT (agent binary; default: built here with cargo), STAMPEDE_AGENT_IMAGES
 # (extra image-table entries for the agent), CARGO_TARGET_DIR.
-set -euo pipefail
+set -Eeuo pipefail   # -E: the ERR trap (stop what started, show logs) also fires inside functions
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 # shellcheck source=versions.env
@@ -44,6 +44,7 @@ state="$(cd "$state" && pwd)"
 pki="$state/pki"
 
 fail() {
+  trap - ERR
   log "FAILED: $*"
   for f in "$state"/logs/*.log; do
     [[ -f "$f" ]] || continue
@@ -134,7 +135,8 @@ start() { # name command...
   setsid "$@" >"$state/logs/$name.log" 2>&1 < /dev/null &
   local pid=$!
   local start_time
-  start_time=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $20}')
+  start_time=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $20}') || true
+  [[ -n "$start_time" ]] || fail "$name exited as soon as it started"
   echo "$name $pid $start_time" >> "$state/pids"
   eval "${name//-/_}_pid=$pid"
 }
