@@ -1,4 +1,32 @@
-//! The LoadTest operator: pure functions compute the desired runner objects from a
-//! `LoadTest` spec, a thin shell applies them and merges runner results into status.
-//!
-//! A skeleton until the operator issue lands.
+//! The LoadTest operator: pure functions compute the desired runner objects
+//! ([`desired`]), the next status ([`lifecycle`]) and merged results ([`results`]) from a
+//! `LoadTest` and what was observed; a thin shell ([`controller`]) does the I/O.
+
+pub mod controller;
+pub mod desired;
+pub mod lifecycle;
+pub mod results;
+
+/// Errors of the operator's shell.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("cannot serialize: {0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    /// A short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Serialize(_) => "serialize",
+            Error::Other(_) => "other",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

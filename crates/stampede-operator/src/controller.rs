@@ -1,0 +1,307 @@
+//! The shell: watches LoadTests and their children, gathers what [`lifecycle::decide`]
+//! needs, and carries out its decision (server-side apply, deletes, Events, status).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use stampede_api::{LoadTest, MANAGER, RESULT_KEY, RunnerReport, names};
+use stampede_engine::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
+use stampede_engine::{parse, session};
+use time::OffsetDateTime;
+
+use crate::desired::{self, LOADTEST_LABEL};
+use crate::lifecycle::{self, Action, JobState, Observed};
+use crate::{Error, Result};
+
+/// Counters the operator exports.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub reconciles: AtomicU64,
+    pub errors: AtomicU64,
+    /// Total reconcile time, µs.
+    pub reconcile_micros: AtomicU64,
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Runs the controller until a shutdown signal.
+pub async fn run(client: Client, metrics: Arc<Metrics>, namespace: Option<String>) {
+    let (lts, jobs, cms) = match &namespace {
+        Some(ns) => (
+            Api::<LoadTest>::namespaced(client.clone(), ns),
+            Api::<Job>::namespaced(client.clone(), ns),
+            Api::<ConfigMap>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::<LoadTest>::all(client.clone()),
+            Api::<Job>::all(client.clone()),
+            Api::<ConfigMap>::all(client.clone()),
+        ),
+    };
+    let managed = format!("app.kubernetes.io/managed-by={MANAGER}");
+    let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+    let ctx = Arc::new(Context { client: client.clone(), recorder: Recorder::new(client, reporter), metrics });
+    Controller::new(lts, watcher::Config::default())
+        .owns(jobs, watcher::Config::default().labels(&managed))
+        .owns(cms, watcher::Config::default().labels(&managed))
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("reconcile: {e}");
+            }
+        })
+        .await;
+}
+
+fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    ctx.metrics.errors.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(loadtest = %lt.name_any(), kind = error.metric_label(), "reconcile failed: {error}");
+    Requeue::requeue(Duration::from_secs(5))
+}
+
+#[tracing::instrument(skip(lt, ctx), fields(loadtest = %lt.name_any()))]
+async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Requeue> {
+    let started = std::time::Instant::now();
+    ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+    let result = reconcile_inner(&lt, &ctx).await;
+    ctx.metrics.reconcile_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    result
+}
+
+async fn reconcile_inner(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
+    if lt.metadata.deletion_timestamp.is_some() {
+        return Ok(Requeue::await_change());
+    }
+    let client = &ctx.client;
+    let ns = lt.namespace().ok_or_else(|| Error::Other("a LoadTest is namespaced".into()))?;
+    let name = lt.name_any();
+    let (scenario_yaml, plan) = resolve_scenario(client, lt, &ns).await;
+    let started = lt.status.as_ref().is_some_and(|s| s.phase != stampede_api::Phase::Pending);
+    let (reports, job) = if started { observe(client, &ns, &name, lt.spec.runners).await? } else { (Vec::new(), None) };
+    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, job };
+    let decision = lifecycle::decide(lt, &observed);
+
+    for action in &decision.actions {
+        match action {
+            Action::ApplyChildren => {
+                apply_children(client, lt, &ns, scenario_yaml.as_deref().unwrap_or_default()).await?
+            }
+            Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
+            Action::DeleteAll => delete_all(client, &ns, &name, lt.spec.runners).await?,
+            Action::DeleteLoadTest => delete::<LoadTest>(client, &ns, &name).await?,
+            Action::Event { warning, reason, note } => {
+                let ev = Event {
+                    type_: if *warning { EventType::Warning } else { EventType::Normal },
+                    reason: reason.clone(),
+                    note: Some(truncate(note, 1000)),
+                    action: "Reconcile".into(),
+                    secondary: None,
+                };
+                if let Err(e) = ctx.recorder.publish(&ev, &lt.object_ref(&())).await {
+                    tracing::warn!("cannot record event {reason}: {e}");
+                }
+            }
+        }
+    }
+    if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
+        let api: Api<LoadTest> = Api::namespaced(client.clone(), &ns);
+        let patch = serde_json::json!({
+            "apiVersion": LoadTest::api_version(&()),
+            "kind": LoadTest::kind(&()),
+            "status": decision.status,
+        });
+        api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await?;
+    }
+    Ok(match decision.requeue {
+        Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
+        None => Requeue::await_change(),
+    })
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The scenario as YAML, and the engine's verdict on it.
+async fn resolve_scenario(client: &Client, lt: &LoadTest, ns: &str) -> (Option<String>, Result<Arc<Plan>, String>) {
+    let source = format!("LoadTest {ns}/{}", lt.name_any());
+    let yaml = match (&lt.spec.scenario, &lt.spec.scenario_from) {
+        (Some(inline), _) => serde_yaml::to_string(inline).map_err(|e| format!("spec.scenario: {e}")),
+        (None, Some(from)) => {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+            match api.get_opt(&from.name).await {
+                Ok(Some(cm)) => cm
+                    .data
+                    .and_then(|d| d.get(&from.key).cloned())
+                    .ok_or_else(|| format!("spec.scenarioFrom: ConfigMap `{}` has no key `{}`", from.name, from.key)),
+                Ok(None) => Err(format!("spec.scenarioFrom: ConfigMap `{}` not found", from.name)),
+                Err(e) => Err(format!("spec.scenarioFrom: cannot read ConfigMap `{}`: {e}", from.name)),
+            }
+        }
+        (None, None) => Err("set spec.scenario or spec.scenarioFrom".into()),
+    };
+    let yaml = match yaml {
+        Ok(y) => y,
+        Err(e) => return (None, Err(e)),
+    };
+    let plan = validate(lt, &yaml, &source);
+    (Some(yaml), plan)
+}
+
+/// Validates the scenario as a runner would, with the environment the runners get.
+pub fn validate(lt: &LoadTest, yaml: &str, source: &str) -> Result<Arc<Plan>, String> {
+    let file = parse::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
+    // Runners see spec.env; values from Secrets are unknown here, so any value will do.
+    let env = lt.spec.env.iter().map(|e| (e.name.clone(), e.value.clone().unwrap_or_else(|| "x".into()))).collect();
+    let base_url = session::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
+    session::validate(&file, Path::new(source), &CompileOptions { base_url, env: Some(env) })
+        .map(Arc::new)
+        .map_err(|e| e.problems().join("; "))
+}
+
+async fn observe(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    runners: i32,
+) -> Result<(Vec<Option<RunnerReport>>, Option<JobState>)> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let selector = format!("{LOADTEST_LABEL}={name}");
+    let list = cms.list(&ListParams::default().labels(&selector)).await?;
+    let by_name: BTreeMap<String, ConfigMap> = list.items.into_iter().map(|cm| (cm.name_any(), cm)).collect();
+    let reports = (0..runners.max(1) as u32)
+        .map(|i| {
+            by_name
+                .get(&names::result_config_map(name, i))
+                .and_then(|cm| cm.data.as_ref()?.get(RESULT_KEY).cloned())
+                .and_then(|text| serde_json::from_str::<RunnerReport>(&text).ok())
+        })
+        .collect();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let job = match jobs.get_opt(&names::job(name)).await? {
+        None => None,
+        Some(job) => {
+            let status = job.status.unwrap_or_default();
+            let mut state = JobState {
+                active: status.active.unwrap_or(0),
+                succeeded: status.succeeded.unwrap_or(0),
+                failed: status.failed.unwrap_or(0),
+                failures: Vec::new(),
+            };
+            if state.failed > 0 {
+                state.failures = pod_failures(client, ns, &selector).await?;
+            }
+            Some(state)
+        }
+    };
+    Ok((reports, job))
+}
+
+/// Why runner pods failed: `runner 2: OOMKilled (exit 137)`.
+async fn pod_failures(client: &Client, ns: &str, selector: &str) -> Result<Vec<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let list = pods.list(&ListParams::default().labels(selector)).await?;
+    let mut out = Vec::new();
+    for pod in list.items {
+        let status = pod.status.clone().unwrap_or_default();
+        if status.phase.as_deref() != Some("Failed") {
+            continue;
+        }
+        let index =
+            pod.annotations().get("batch.kubernetes.io/job-completion-index").cloned().unwrap_or_else(|| "?".into());
+        let why =
+            status
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .find_map(|c| {
+                    c.state.as_ref()?.terminated.as_ref().map(|t| {
+                        format!("{} (exit {})", t.reason.clone().unwrap_or_else(|| "Error".into()), t.exit_code)
+                    })
+                })
+                .or(status.reason)
+                .unwrap_or_else(|| "failed".into());
+        out.push(format!("runner {index}: {why}"));
+    }
+    out.sort();
+    Ok(out)
+}
+
+async fn apply<K>(client: &Client, ns: &str, obj: &K) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let name = obj.meta().name.clone().unwrap_or_default();
+    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
+    Ok(())
+}
+
+async fn apply_children(client: &Client, lt: &LoadTest, ns: &str, scenario_yaml: &str) -> Result<()> {
+    let d = desired::desired(lt, scenario_yaml);
+    apply(client, ns, &d.account).await?;
+    apply(client, ns, &d.role).await?;
+    apply(client, ns, &d.binding).await?;
+    apply(client, ns, &d.scenario).await?;
+    for cm in &d.results {
+        apply(client, ns, cm).await?;
+    }
+    apply(client, ns, &d.job).await
+}
+
+async fn delete<K>(client: &Client, ns: &str, name: &str) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn delete_all(client: &Client, ns: &str, name: &str, runners: i32) -> Result<()> {
+    delete::<Job>(client, ns, &names::job(name)).await?;
+    delete::<ConfigMap>(client, ns, &names::scenario_config_map(name)).await?;
+    for i in 0..runners.max(1) as u32 {
+        delete::<ConfigMap>(client, ns, &names::result_config_map(name, i)).await?;
+    }
+    delete::<RoleBinding>(client, ns, &names::runner_account(name)).await?;
+    delete::<Role>(client, ns, &names::runner_account(name)).await?;
+    delete::<ServiceAccount>(client, ns, &names::runner_account(name)).await
+}

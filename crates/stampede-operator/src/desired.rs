@@ -1,0 +1,214 @@
+//! Desired state, computed without I/O: the objects a LoadTest needs.
+//!
+//! Every object carries an owner reference to the LoadTest (so deleting it deletes them)
+//! and the labels `stampede.dev/loadtest` and `app.kubernetes.io/managed-by`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, ConfigMap, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext, ServiceAccount,
+};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use kube::Resource;
+use stampede_api::{DEFAULT_IMAGE, LoadTest, RESULT_KEY, SCENARIO_KEY, env, names};
+
+/// Label naming the LoadTest an object belongs to.
+pub const LOADTEST_LABEL: &str = "stampede.dev/loadtest";
+/// Label naming what a pod does.
+pub const ROLE_LABEL: &str = "stampede.dev/role";
+
+/// Everything a LoadTest needs, in creation order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    pub scenario: ConfigMap,
+    pub results: Vec<ConfigMap>,
+    pub account: ServiceAccount,
+    pub role: Role,
+    pub binding: RoleBinding,
+    pub job: Job,
+}
+
+fn owner(lt: &LoadTest) -> OwnerReference {
+    OwnerReference {
+        api_version: LoadTest::api_version(&()).into_owned(),
+        kind: LoadTest::kind(&()).into_owned(),
+        name: lt.metadata.name.clone().unwrap_or_default(),
+        uid: lt.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn labels(lt_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LOADTEST_LABEL.to_string(), lt_name.to_string()),
+        ("app.kubernetes.io/name".to_string(), "stampede".to_string()),
+        ("app.kubernetes.io/managed-by".to_string(), stampede_api::MANAGER.to_string()),
+    ])
+}
+
+fn meta(lt: &LoadTest, name: String) -> ObjectMeta {
+    let lt_name = lt.metadata.name.clone().unwrap_or_default();
+    ObjectMeta {
+        name: Some(name),
+        namespace: lt.metadata.namespace.clone(),
+        labels: Some(labels(&lt_name)),
+        owner_references: Some(vec![owner(lt)]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The objects for `lt`, whose scenario resolved to `scenario_yaml`.
+pub fn desired(lt: &LoadTest, scenario_yaml: &str) -> Desired {
+    let name = lt.metadata.name.clone().unwrap_or_default();
+    let namespace = lt.metadata.namespace.clone().unwrap_or_default();
+    let runners = lt.spec.runners.max(1);
+    let scenario = ConfigMap {
+        metadata: meta(lt, names::scenario_config_map(&name)),
+        data: Some(BTreeMap::from([(SCENARIO_KEY.to_string(), scenario_yaml.to_string())])),
+        immutable: Some(true),
+        ..ConfigMap::default()
+    };
+    let results = (0..runners as u32)
+        .map(|i| ConfigMap { metadata: meta(lt, names::result_config_map(&name, i)), ..ConfigMap::default() })
+        .collect::<Vec<_>>();
+    let account_name = names::runner_account(&name);
+    let account = ServiceAccount { metadata: meta(lt, account_name.clone()), ..ServiceAccount::default() };
+    let result_names: Vec<String> = (0..runners as u32).map(|i| names::result_config_map(&name, i)).collect();
+    let role = Role {
+        metadata: meta(lt, account_name.clone()),
+        rules: Some(vec![
+            PolicyRule {
+                api_groups: Some(vec!["stampede.dev".into()]),
+                resources: Some(vec!["loadtests".into()]),
+                resource_names: Some(vec![name.clone()]),
+                verbs: vec!["get".into(), "list".into(), "watch".into()],
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["configmaps".into()]),
+                resource_names: Some(vec![names::scenario_config_map(&name)]),
+                verbs: vec!["get".into()],
+                ..PolicyRule::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["configmaps".into()]),
+                resource_names: Some(result_names),
+                verbs: vec!["get".into(), "patch".into()],
+                ..PolicyRule::default()
+            },
+        ]),
+    };
+    let binding = RoleBinding {
+        metadata: meta(lt, account_name.clone()),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: account_name.clone(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account_name.clone(),
+            namespace: Some(namespace),
+            ..Subject::default()
+        }]),
+    };
+    Desired { scenario, results, account, role, binding, job: job(lt, &name, runners, &account_name) }
+}
+
+fn job(lt: &LoadTest, name: &str, runners: i32, account: &str) -> Job {
+    let spec = &lt.spec;
+    // The user's labels first: ours win, so selectors keep working.
+    let mut pod_labels = spec.pod_labels.clone();
+    pod_labels.extend(labels(name));
+    pod_labels.insert(ROLE_LABEL.into(), "runner".into());
+    let mut env_vars = vec![
+        EnvVar { name: env::LOADTEST.into(), value: Some(name.to_string()), ..EnvVar::default() },
+        EnvVar {
+            name: env::NAMESPACE.into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector { field_path: "metadata.namespace".into(), ..Default::default() }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        },
+        EnvVar { name: env::RUNNERS.into(), value: Some(runners.to_string()), ..EnvVar::default() },
+    ];
+    env_vars.extend(spec.env.iter().cloned());
+    let mut affinity = spec.affinity.clone();
+    if spec.separate {
+        // One runner per node: no two runners of this test on the same host.
+        let term = PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(LOADTEST_LABEL.to_string(), name.to_string())])),
+                ..LabelSelector::default()
+            }),
+            topology_key: "kubernetes.io/hostname".into(),
+            ..PodAffinityTerm::default()
+        };
+        let a = affinity.get_or_insert_with(Affinity::default);
+        let anti = a.pod_anti_affinity.get_or_insert_with(PodAntiAffinity::default);
+        anti.required_during_scheduling_ignored_during_execution.get_or_insert_with(Vec::new).push(term);
+    }
+    let container = Container {
+        name: "runner".into(),
+        image: Some(spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.to_string())),
+        image_pull_policy: spec.image_pull_policy.clone(),
+        args: Some(vec!["runner".into()]),
+        env: Some(env_vars),
+        env_from: (!spec.env_from.is_empty()).then(|| spec.env_from.clone()),
+        resources: spec.resources.clone(),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Capabilities::default() }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    Job {
+        metadata: meta(lt, names::job(name)),
+        spec: Some(JobSpec {
+            completion_mode: Some("Indexed".into()),
+            completions: Some(runners),
+            parallelism: Some(runners),
+            backoff_limit: Some(0),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    annotations: (!spec.pod_annotations.is_empty()).then(|| spec.pod_annotations.clone()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".into()),
+                    service_account_name: Some(account.to_string()),
+                    containers: vec![container],
+                    image_pull_secrets: (!spec.image_pull_secrets.is_empty()).then(|| spec.image_pull_secrets.clone()),
+                    node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),
+                    tolerations: (!spec.tolerations.is_empty()).then(|| spec.tolerations.clone()),
+                    affinity,
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(65532),
+                        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
+                        ..PodSecurityContext::default()
+                    }),
+                    ..PodSpec::default()
+                }),
+            },
+            ..JobSpec::default()
+        }),
+        ..Job::default()
+    }
+}
+
+/// Whether a result ConfigMap holds a report.
+pub fn has_report(cm: &ConfigMap) -> bool {
+    cm.data.as_ref().is_some_and(|d| d.contains_key(RESULT_KEY))
+}

@@ -1,0 +1,401 @@
+//! The LoadTest lifecycle as a pure function: from the LoadTest and what was observed of
+//! its children, the next status and the actions the shell must take.
+//!
+//! `Pending → Initializing → Running → Succeeded | Failed | Aborted`
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use stampede_api::{CleanupMode, LoadTest, LoadTestStatus, Phase, RunnerCounts, RunnerReport, RunnerState};
+use stampede_engine::plan::Plan;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::results;
+
+/// How far ahead of "all ready" the common start instant is set.
+pub const START_DELAY: Duration = Duration::from_secs(3);
+/// Default longest wait for runners to be ready.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(300);
+/// Margin added to the planned run length for the default run timeout.
+pub const RUN_TIMEOUT_MARGIN: Duration = Duration::from_secs(300);
+/// Longest wait for runners to report after an abort.
+pub const ABORT_GRACE: Duration = Duration::from_secs(30);
+
+/// What the shell observed of a LoadTest's children.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    pub now: OffsetDateTime,
+    /// The scenario compiled by the engine, or why it is invalid.
+    pub plan: Result<Arc<Plan>, String>,
+    /// Runner reports by index (`None`: nothing reported yet).
+    pub reports: Vec<Option<RunnerReport>>,
+    pub job: Option<JobState>,
+}
+
+/// The runner Job's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobState {
+    pub active: i32,
+    pub succeeded: i32,
+    pub failed: i32,
+    /// Why runner pods failed, e.g. `runner 2: OOMKilled (exit 137)`.
+    pub failures: Vec<String>,
+}
+
+/// Something the shell must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Create or update the children (server-side apply).
+    ApplyChildren,
+    /// Delete the runner Job and its pods.
+    DeleteRunners,
+    /// Delete every child except the LoadTest.
+    DeleteAll,
+    /// Delete the LoadTest (TTL after finished).
+    DeleteLoadTest,
+    /// Record an Event on the LoadTest.
+    Event { warning: bool, reason: String, note: String },
+}
+
+/// The outcome of one lifecycle step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub status: LoadTestStatus,
+    pub actions: Vec<Action>,
+    pub requeue: Option<Duration>,
+}
+
+fn fmt(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+fn parse(t: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(t, &Rfc3339).ok()
+}
+
+fn duration_spec(text: Option<&str>) -> Option<Duration> {
+    text.and_then(|t| stampede_engine::duration::parse_duration(t).ok())
+}
+
+/// Sets a condition, keeping its transition time when the status does not change.
+pub fn set_condition(
+    conds: &mut Vec<Condition>,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    now: OffsetDateTime,
+    generation: Option<i64>,
+) {
+    let status = if ok { "True" } else { "False" };
+    let now_time = Time(jiff_now(now));
+    match conds.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now_time;
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message.into();
+            c.observed_generation = generation;
+        }
+        None => conds.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: now_time,
+            observed_generation: generation,
+        }),
+    }
+}
+
+fn jiff_now(now: OffsetDateTime) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_nanosecond(now.unix_timestamp_nanos())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+fn condition_since(conds: &[Condition], type_: &str) -> Option<OffsetDateTime> {
+    conds
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+        .and_then(|c| OffsetDateTime::from_unix_timestamp_nanos(c.last_transition_time.0.as_nanosecond()).ok())
+}
+
+/// The next status and actions for `lt`.
+pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
+    let mut st = lt.status.clone().unwrap_or_default();
+    let generation = lt.metadata.generation;
+    let now = obs.now;
+    let mut actions = Vec::new();
+    let runners = lt.spec.runners.max(1);
+    let event = |warning: bool, reason: &str, note: String| Action::Event { warning, reason: reason.into(), note };
+    st.observed_generation = generation;
+    st.runners = counts(runners, &obs.reports, obs.job.as_ref());
+
+    // Finished: only cleanup and TTL remain.
+    if st.phase.is_finished() {
+        let mut requeue = None;
+        if let (Some(ttl), Some(done)) =
+            (lt.spec.ttl_seconds_after_finished, st.completion_time.as_deref().and_then(parse))
+        {
+            let expires = done + Duration::from_secs(ttl.max(0) as u64);
+            if now >= expires {
+                actions.push(Action::DeleteLoadTest);
+            } else {
+                requeue = Some((expires - now).try_into().unwrap_or(Duration::from_secs(1)));
+            }
+        }
+        return Decision { status: st, actions, requeue };
+    }
+
+    // Validation.
+    let plan = match &obs.plan {
+        Ok(plan) => plan.clone(),
+        Err(problems) => {
+            set_condition(&mut st.conditions, "Valid", false, "InvalidSpec", problems, now, generation);
+            st.phase = Phase::Failed;
+            st.message = Some(format!("invalid scenario: {problems}"));
+            st.completion_time = Some(fmt(now));
+            actions.push(event(true, "InvalidSpec", format!("invalid scenario: {problems}")));
+            return Decision { status: st, actions, requeue: None };
+        }
+    };
+
+    if st.phase == Phase::Pending {
+        set_condition(&mut st.conditions, "Valid", true, "Valid", "the scenario is valid", now, generation);
+        st.phase = Phase::Initializing;
+        st.message = Some(format!("starting {runners} runner(s)"));
+        actions.push(Action::ApplyChildren);
+        actions.push(event(false, "Initializing", format!("creating {runners} runner(s)")));
+        return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) };
+    }
+
+    let reports: Vec<&RunnerReport> = obs.reports.iter().flatten().collect();
+    let done: Vec<&RunnerReport> = reports.iter().copied().filter(|r| r.state == RunnerState::Done).collect();
+    let job = obs.job.clone().unwrap_or_default();
+    let failed_reports: Vec<&RunnerReport> =
+        reports.iter().copied().filter(|r| r.state == RunnerState::Failed).collect();
+
+    // The common start instant has passed: the runners are running.
+    if let Some(start_at) = st.start_at.as_deref().and_then(parse)
+        && now >= start_at
+        && st.phase != Phase::Running
+    {
+        st.phase = Phase::Running;
+        st.start_time = st.start_at.clone();
+        set_condition(&mut st.conditions, "Started", true, "Started", "runners started together", now, generation);
+        st.message = Some("running".into());
+        actions.push(event(false, "Started", format!("{runners} runner(s) started")));
+    }
+
+    // Abort.
+    if lt.spec.abort {
+        let started = st.start_at.is_some();
+        let settled = done.len() + failed_reports.len() + job.failed as usize >= runners as usize;
+        // Runners that never report are not waited for forever.
+        let waited_too_long = condition_since(&st.conditions, "Aborting").is_some_and(|t| now - t > ABORT_GRACE);
+        if !started || settled || waited_too_long {
+            finish(&mut st, &plan, &done, Phase::Aborted, "Aborted", "aborted by spec.abort".into(), now, generation);
+            actions.push(Action::DeleteRunners);
+            actions.push(event(true, "Aborted", "the test was aborted; partial results are in status".into()));
+            return Decision { status: st, actions, requeue: None };
+        }
+        set_condition(
+            &mut st.conditions,
+            "Aborting",
+            true,
+            "AbortRequested",
+            "waiting for runners to stop",
+            now,
+            generation,
+        );
+        st.message = Some("aborting: waiting for runners to stop".into());
+        return Decision { status: st, actions, requeue: Some(Duration::from_secs(1)) };
+    }
+
+    // A runner failed.
+    if job.failed > 0 || !failed_reports.is_empty() {
+        let mut why: Vec<String> = job.failures.clone();
+        why.extend(
+            failed_reports.iter().map(|r| format!("runner {}: {}", r.index, r.message.clone().unwrap_or_default())),
+        );
+        let message =
+            format!("runner failed: {}", if why.is_empty() { "a runner pod failed".into() } else { why.join("; ") });
+        finish(&mut st, &plan, &done, Phase::Failed, "RunnerFailed", message.clone(), now, generation);
+        actions.push(event(true, "RunnerFailed", message));
+        actions.extend(cleanup(lt, Phase::Failed));
+        return Decision { status: st, actions, requeue: None };
+    }
+
+    match st.start_at.as_deref().and_then(parse) {
+        None => {
+            let ready = st.runners.ready;
+            if ready >= runners {
+                let at = now + START_DELAY;
+                st.start_at = Some(fmt_micros(at));
+                set_condition(
+                    &mut st.conditions,
+                    "RunnersReady",
+                    true,
+                    "AllReady",
+                    &format!("{runners} runner(s) ready"),
+                    now,
+                    generation,
+                );
+                st.message = Some(format!("all {runners} runner(s) ready; starting at {}", fmt(at)));
+                actions.push(event(false, "StartScheduled", format!("all runners ready; start at {}", fmt_micros(at))));
+                return Decision { status: st, actions, requeue: Some(START_DELAY) };
+            }
+            let since = condition_since(&st.conditions, "Valid").unwrap_or(now);
+            let limit = duration_spec(lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
+            if now - since > limit {
+                let message = format!(
+                    "only {ready} of {runners} runner(s) were ready after {}",
+                    stampede_engine::duration::Dur(limit)
+                );
+                finish(&mut st, &plan, &done, Phase::Failed, "StartTimeout", message.clone(), now, generation);
+                actions.push(Action::DeleteRunners);
+                actions.push(event(true, "StartTimeout", message));
+                return Decision { status: st, actions, requeue: None };
+            }
+            set_condition(
+                &mut st.conditions,
+                "RunnersReady",
+                false,
+                "Waiting",
+                &format!("{ready} of {runners} ready"),
+                now,
+                generation,
+            );
+            Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) }
+        }
+        Some(start_at) => {
+            if now < start_at {
+                return Decision {
+                    status: st,
+                    actions,
+                    requeue: Some((start_at - now).try_into().unwrap_or(Duration::ZERO)),
+                };
+            }
+            if done.len() >= runners as usize {
+                match results::final_summary(&plan, &done) {
+                    Ok((summary, verdicts)) => {
+                        let failed: Vec<&str> =
+                            verdicts.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
+                        st.summary = Some(summary);
+                        st.thresholds = verdicts.clone();
+                        let passed = failed.is_empty();
+                        set_condition(
+                            &mut st.conditions,
+                            "ThresholdsPassed",
+                            passed,
+                            if passed { "Passed" } else { "ThresholdsFailed" },
+                            &failed.join(", "),
+                            now,
+                            generation,
+                        );
+                        set_condition(
+                            &mut st.conditions,
+                            "Completed",
+                            true,
+                            "Completed",
+                            "all runners finished",
+                            now,
+                            generation,
+                        );
+                        st.phase = if passed { Phase::Succeeded } else { Phase::Failed };
+                        st.completion_time = Some(fmt(now));
+                        st.message = Some(if passed {
+                            "all thresholds passed".into()
+                        } else {
+                            format!("thresholds failed: {}", failed.join(", "))
+                        });
+                        actions.push(if passed {
+                            event(false, "Succeeded", "the test finished and every threshold passed".into())
+                        } else {
+                            event(true, "ThresholdsFailed", format!("thresholds failed: {}", failed.join(", ")))
+                        });
+                        actions.extend(cleanup(lt, st.phase));
+                    }
+                    Err(e) => {
+                        let message = format!("cannot merge runner results: {e}");
+                        finish(&mut st, &plan, &[], Phase::Failed, "ResultsInvalid", message.clone(), now, generation);
+                        actions.push(event(true, "ResultsInvalid", message));
+                    }
+                }
+                return Decision { status: st, actions, requeue: None };
+            }
+            let limit = duration_spec(lt.spec.run_timeout.as_deref()).unwrap_or_else(|| {
+                plan.load.planned_duration().unwrap_or(Duration::ZERO) + plan.load.graceful_stop() + RUN_TIMEOUT_MARGIN
+            });
+            if now - start_at > limit {
+                let message = format!("the run passed its timeout of {}", stampede_engine::duration::Dur(limit));
+                finish(&mut st, &plan, &done, Phase::Failed, "RunTimeout", message.clone(), now, generation);
+                actions.push(Action::DeleteRunners);
+                actions.push(event(true, "RunTimeout", message));
+                return Decision { status: st, actions, requeue: None };
+            }
+            if let Ok(live) = results::live_summary(&reports)
+                && live.requests > 0
+            {
+                st.summary = Some(live);
+            }
+            Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) }
+        }
+    }
+}
+
+/// RFC 3339 with microseconds: runners start at this instant.
+fn fmt_micros(t: OffsetDateTime) -> String {
+    let t = t.replace_nanosecond(t.nanosecond() / 1000 * 1000).unwrap_or(t);
+    fmt(t)
+}
+
+fn counts(desired: i32, reports: &[Option<RunnerReport>], job: Option<&JobState>) -> RunnerCounts {
+    let state = |s: RunnerState| reports.iter().flatten().filter(|r| r.state == s).count() as i32;
+    RunnerCounts {
+        desired,
+        ready: reports.iter().flatten().filter(|r| r.state != RunnerState::Failed).count() as i32,
+        running: state(RunnerState::Running),
+        succeeded: job.map(|j| j.succeeded).unwrap_or(0).max(state(RunnerState::Done)),
+        failed: job.map(|j| j.failed).unwrap_or(0).max(state(RunnerState::Failed)),
+    }
+}
+
+/// Ends the test with `phase`, keeping the partial results of runners that finished.
+#[allow(clippy::too_many_arguments)] // one place that writes every field of a finished status
+fn finish(
+    st: &mut LoadTestStatus,
+    plan: &Plan,
+    done: &[&RunnerReport],
+    phase: Phase,
+    reason: &str,
+    message: String,
+    now: OffsetDateTime,
+    generation: Option<i64>,
+) {
+    if !done.is_empty()
+        && let Ok((summary, verdicts)) = results::final_summary(plan, done)
+    {
+        st.summary = Some(Summary { is_final: false, ..summary });
+        st.thresholds = verdicts;
+    }
+    st.phase = phase;
+    st.message = Some(message.clone());
+    st.completion_time = Some(fmt(now));
+    set_condition(&mut st.conditions, "Completed", false, reason, &message, now, generation);
+}
+
+use stampede_api::Summary;
+
+fn cleanup(lt: &LoadTest, phase: Phase) -> Vec<Action> {
+    let mode = if phase == Phase::Succeeded { lt.spec.cleanup.on_success } else { lt.spec.cleanup.on_failure };
+    match mode {
+        CleanupMode::None => vec![],
+        CleanupMode::Runners => vec![Action::DeleteRunners],
+        CleanupMode::All => vec![Action::DeleteAll],
+    }
+}

@@ -1,0 +1,94 @@
+//! `stampede-operator`: reconciles LoadTests. Serves `/healthz`, `/readyz` and `/metrics`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use clap::Parser;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client};
+use stampede_operator::controller::{self, Metrics};
+
+#[derive(Parser)]
+#[command(name = "stampede-operator", version, about = "Runs LoadTests on Kubernetes")]
+struct Args {
+    /// Address for /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "STAMPEDE_HTTP_ADDR")]
+    http_addr: SocketAddr,
+    /// Watch only this namespace (default: all).
+    #[arg(long, env = "STAMPEDE_WATCH_NAMESPACE")]
+    namespace: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let client = Client::try_default().await.context("cannot reach the Kubernetes API")?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds.get_opt("loadtests.stampede.dev").await.context("cannot check for the LoadTest CRD")?.is_none() {
+        anyhow::bail!(
+            "the LoadTest CRD (loadtests.stampede.dev) is not installed: run `stampede crd | kubectl apply -f -` \
+             or `kubectl apply -f crds/loadtest.yaml`, or install the Helm chart with crds.enabled=true"
+        );
+    }
+    let metrics = Arc::new(Metrics::default());
+    let listener = tokio::net::TcpListener::bind(args.http_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.http_addr))?;
+    tracing::info!("serving /healthz, /readyz and /metrics on {}", listener.local_addr()?);
+    let served = metrics.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let metrics = served.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let metrics = metrics.clone();
+                    async move { Ok::<_, Infallible>(probe(req.uri().path(), &metrics)) }
+                });
+                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    tracing::info!("watching LoadTests in {}", args.namespace.as_deref().unwrap_or("all namespaces"));
+    controller::run(client, metrics, args.namespace).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn probe(path: &str, m: &Metrics) -> Response<Full<Bytes>> {
+    let body = match path {
+        "/healthz" | "/readyz" => "ok\n".to_string(),
+        "/metrics" => format!(
+            "# HELP stampede_operator_reconciles_total Reconciles run.\n# TYPE stampede_operator_reconciles_total counter\n\
+             stampede_operator_reconciles_total {}\n\
+             # HELP stampede_operator_reconcile_errors_total Reconciles that failed.\n# TYPE stampede_operator_reconcile_errors_total counter\n\
+             stampede_operator_reconcile_errors_total {}\n\
+             # HELP stampede_operator_reconcile_seconds_total Time spent reconciling.\n# TYPE stampede_operator_reconcile_seconds_total counter\n\
+             stampede_operator_reconcile_seconds_total {}\n",
+            m.reconciles.load(Ordering::Relaxed),
+            m.errors.load(Ordering::Relaxed),
+            m.reconcile_micros.load(Ordering::Relaxed) as f64 / 1e6
+        ),
+        _ => {
+            let mut r = Response::new(Full::new(Bytes::from_static(b"not found\n")));
+            *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+            return r;
+        }
+    };
+    Response::new(Full::new(Bytes::from(body)))
+}

@@ -1,0 +1,286 @@
+//! The operator's pure core: desired objects (golden files), the lifecycle table, merging.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use stampede_api::{LoadTest, LoadTestSpec, Phase, RunnerReport, RunnerState};
+use stampede_engine::metrics::{ErrorKind, WorkerMetrics};
+use stampede_engine::plan::Plan;
+use stampede_engine::portable::{PortableMetrics, PortableStep};
+use stampede_operator::controller::validate;
+use stampede_operator::desired::desired;
+use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, decide};
+use time::OffsetDateTime;
+
+const SCENARIO: &str = r#"
+name: shop
+baseUrl: http://my-service.default.svc
+load: {executor: constant-vus, vus: 10, duration: 30s}
+scenarios:
+  - name: buy
+    steps:
+      - {name: home, request: {url: "{{baseUrl}}/"}}
+thresholds: ["latency.p99 < 100ms", "errors.rate < 1%"]
+"#;
+
+fn loadtest(runners: i32) -> LoadTest {
+    let scenario: serde_json::Value = serde_yaml::from_str(SCENARIO).unwrap();
+    let spec: LoadTestSpec =
+        serde_json::from_value(serde_json::json!({"runners": runners, "scenario": scenario})).unwrap();
+    let mut lt = LoadTest::new("shop", spec);
+    lt.metadata.namespace = Some("perf".into());
+    lt.metadata.uid = Some("0b0b0b0b-1111-2222-3333-444444444444".into());
+    lt.metadata.generation = Some(1);
+    lt
+}
+
+fn plan(lt: &LoadTest) -> Arc<Plan> {
+    validate(lt, &serde_yaml::to_string(&lt.spec.scenario).unwrap(), "test").unwrap()
+}
+
+/// Sets the start instant a second before `now`.
+fn started(lt: &mut LoadTest, now: OffsetDateTime) {
+    let at = (now - Duration::from_secs(1)).format(&time::format_description::well_known::Rfc3339).unwrap();
+    lt.status.as_mut().unwrap().start_at = Some(at);
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(expected == actual, "{name} differs from the golden file (UPDATE_GOLDEN=1 to accept):\n{actual}");
+}
+
+#[test]
+fn desired_objects_match_the_golden_files() {
+    let mut lt = loadtest(3);
+    lt.spec.separate = true;
+    lt.spec.image = Some("registry.example/stampede:1.2.3".into());
+    lt.spec.pod_labels.insert("team".into(), "checkout".into());
+    let d = desired(&lt, SCENARIO);
+    golden("job.yaml", &serde_yaml::to_string(&d.job).unwrap());
+    golden("role.yaml", &serde_yaml::to_string(&d.role).unwrap());
+    assert_eq!(d.results.len(), 3);
+    assert_eq!(d.scenario.immutable, Some(true));
+    for obj in [&d.scenario.metadata, &d.account.metadata, &d.binding.metadata, &d.job.metadata] {
+        let owner = &obj.owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("LoadTest", "shop", Some(true)));
+    }
+}
+
+fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> RunnerReport {
+    let lt = loadtest(1);
+    let plan = plan(&lt);
+    let mut m = WorkerMetrics::new(1, 1);
+    for i in 0..requests {
+        m.steps[0].requests += 1;
+        m.steps[0].record_latency_us(if i % 100 == 99 { slow_us } else { 1_000 });
+        m.steps[0].record_status(200);
+    }
+    m.iterations[0] = requests;
+    let names = vec!["buy".to_string()];
+    RunnerReport {
+        index,
+        state,
+        started_at: None,
+        duration_seconds: 10.0,
+        result: (state == RunnerState::Done).then(|| PortableMetrics::encode(&plan.step_keys, &m, &names)),
+        live: None,
+        generator: None,
+        message: None,
+    }
+}
+
+fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
+    Observed { now, plan: Ok(plan(&loadtest(1))), reports, job }
+}
+
+/// Applies a decision's status to the LoadTest, as the shell does.
+fn step(lt: &mut LoadTest, obs: &Observed) -> Vec<Action> {
+    let d = decide(lt, obs);
+    lt.status = Some(d.status);
+    d.actions
+}
+
+#[test]
+fn the_lifecycle_runs_pending_initializing_running_succeeded() {
+    let mut lt = loadtest(2);
+    let t0 = OffsetDateTime::now_utc();
+    let actions = step(&mut lt, &observed(t0, vec![], None));
+    assert!(actions.contains(&Action::ApplyChildren));
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Initializing);
+
+    // One runner ready: keep waiting, no start instant.
+    let ready = |i| Some(report(i, RunnerState::Ready, 0, 0));
+    step(&mut lt, &observed(t0 + Duration::from_secs(1), vec![ready(0), None], None));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!((st.phase, st.start_at.is_none(), st.runners.ready), (Phase::Initializing, true, 1));
+
+    // Both ready: a common start instant a moment ahead.
+    let t2 = t0 + Duration::from_secs(2);
+    let actions = step(&mut lt, &observed(t2, vec![ready(0), ready(1)], None));
+    let st = lt.status.clone().unwrap();
+    let start_at =
+        OffsetDateTime::parse(st.start_at.as_deref().unwrap(), &time::format_description::well_known::Rfc3339).unwrap();
+    assert!((start_at - (t2 + START_DELAY)).abs() < Duration::from_micros(1), "{start_at} vs {t2}");
+    assert!(actions.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "StartScheduled")));
+
+    // Past the start: Running.
+    let t3 = start_at + Duration::from_millis(10);
+    step(&mut lt, &observed(t3, vec![Some(report(0, RunnerState::Running, 0, 0)), ready(1)], None));
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Running);
+
+    // Both done: merged results, thresholds pass (1% of samples at 50 ms: p99 = 1 ms).
+    let t4 = t3 + Duration::from_secs(30);
+    let done = vec![Some(report(0, RunnerState::Done, 1000, 50_000)), Some(report(1, RunnerState::Done, 500, 50_000))];
+    let actions = step(&mut lt, &observed(t4, done, Some(JobState { succeeded: 2, ..JobState::default() })));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    let summary = st.summary.as_ref().unwrap();
+    assert!(summary.is_final);
+    assert_eq!(summary.requests, 1500);
+    assert_eq!(summary.iterations, 1500);
+    assert_eq!(summary.rps, 150.0);
+    assert_eq!(st.thresholds.len(), 2);
+    assert!(st.thresholds.iter().all(|v| v.passed));
+    assert!(actions.contains(&Action::DeleteRunners), "default cleanup on success deletes the runners");
+    let cond = |t: &str| st.conditions.iter().find(|c| c.type_ == t).map(|c| c.status.clone());
+    assert_eq!(cond("Completed").as_deref(), Some("True"));
+    assert_eq!(cond("ThresholdsPassed").as_deref(), Some("True"));
+}
+
+#[test]
+fn failed_thresholds_fail_the_test_with_their_reason() {
+    let mut lt = loadtest(1);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    // 5% of samples at 500 ms: p99 = 500 ms > 100 ms.
+    let mut r = report(0, RunnerState::Done, 100, 500_000);
+    if let Some(res) = r.result.as_mut() {
+        let mut m = WorkerMetrics::new(1, 1);
+        for i in 0..100 {
+            m.steps[0].requests += 1;
+            m.steps[0].record_latency_us(if i % 20 == 0 { 500_000 } else { 1_000 });
+        }
+        m.steps[0].record_error(ErrorKind::Timeout);
+        m.steps[0].record_error(ErrorKind::Timeout);
+        m.steps[0].requests += 2;
+        *res = PortableMetrics::encode(&plan(&lt).step_keys, &m, &["buy".to_string()]);
+    }
+    let actions = step(&mut lt, &observed(now, vec![Some(r)], None));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert!(st.message.as_deref().unwrap().contains("latency.p99 < 100ms"), "{:?}", st.message);
+    assert!(!st.thresholds[0].passed && !st.thresholds[1].passed);
+    let cond = st.conditions.iter().find(|c| c.type_ == "ThresholdsPassed").unwrap();
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "ThresholdsFailed"));
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Event { warning: true, reason, .. } if reason == "ThresholdsFailed"))
+    );
+    assert!(!actions.contains(&Action::DeleteRunners), "failures keep their evidence by default");
+}
+
+#[test]
+fn an_invalid_scenario_fails_with_valid_false_an_event_and_no_children() {
+    let mut lt = loadtest(1);
+    let obs = Observed {
+        now: OffsetDateTime::now_utc(),
+        plan: Err("scenario `buy`, step `home`: request.url: unknown variable `nope`".into()),
+        reports: vec![],
+        job: None,
+    };
+    let actions = step(&mut lt, &obs);
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    let valid = st.conditions.iter().find(|c| c.type_ == "Valid").unwrap();
+    assert_eq!((valid.status.as_str(), valid.reason.as_str()), ("False", "InvalidSpec"));
+    assert!(valid.message.contains("unknown variable `nope`"));
+    assert!(!actions.contains(&Action::ApplyChildren));
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Event { warning: true, reason, .. } if reason == "InvalidSpec"))
+    );
+}
+
+#[test]
+fn a_failed_runner_fails_the_test_and_keeps_the_others_results() {
+    let mut lt = loadtest(3);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let reports = vec![
+        Some(report(0, RunnerState::Done, 300, 2_000)),
+        Some(report(1, RunnerState::Done, 200, 2_000)),
+        Some(report(2, RunnerState::Running, 0, 0)),
+    ];
+    let job = JobState { active: 0, succeeded: 2, failed: 1, failures: vec!["runner 2: OOMKilled (exit 137)".into()] };
+    step(&mut lt, &observed(now, reports, Some(job)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert!(st.message.as_deref().unwrap().contains("runner 2: OOMKilled (exit 137)"), "{:?}", st.message);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 500, "the finished runners' results are kept");
+    assert_eq!(st.conditions.iter().find(|c| c.type_ == "Completed").unwrap().reason, "RunnerFailed");
+}
+
+#[test]
+fn abort_before_the_start_ends_at_once_and_after_it_waits_for_partial_results() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    let mut early = lt.clone();
+    early.spec.abort = true;
+    let actions = step(&mut early, &observed(now, vec![None, None], None));
+    assert_eq!(early.status.as_ref().unwrap().phase, Phase::Aborted);
+    assert!(actions.contains(&Action::DeleteRunners));
+
+    started(&mut lt, now);
+    lt.spec.abort = true;
+    let running = vec![Some(report(0, RunnerState::Done, 50, 1_000)), Some(report(1, RunnerState::Running, 0, 0))];
+    step(&mut lt, &observed(now, running, None));
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Running, "waits for the runners to stop");
+    let stopped = vec![Some(report(0, RunnerState::Done, 50, 1_000)), Some(report(1, RunnerState::Done, 70, 1_000))];
+    step(&mut lt, &observed(now, stopped, None));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Aborted);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 120);
+}
+
+#[test]
+fn runners_not_ready_in_time_fail_with_start_timeout() {
+    let mut lt = loadtest(2);
+    lt.spec.start_timeout = Some("10s".into());
+    let t0 = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(t0, vec![], None));
+    step(&mut lt, &observed(t0 + Duration::from_secs(11), vec![Some(report(0, RunnerState::Ready, 0, 0)), None], None));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert!(st.message.as_deref().unwrap().contains("only 1 of 2"), "{:?}", st.message);
+}
+
+#[test]
+fn live_summaries_merge_the_runners_interim_totals() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let live = |n: u64| {
+        let mut m = WorkerMetrics::new(1, 0);
+        for _ in 0..n {
+            m.steps[0].requests += 1;
+            m.steps[0].record_latency_us(2_000);
+        }
+        let keys = vec![stampede_engine::plan::StepKey { scenario: String::new(), step: "total".into() }];
+        let p: PortableStep = PortableMetrics::encode(&keys, &m, &[]).steps.remove(0);
+        RunnerReport { live: Some(p), duration_seconds: 5.0, ..report(0, RunnerState::Running, 0, 0) }
+    };
+    step(&mut lt, &observed(now, vec![Some(live(100)), Some(live(150))], None));
+    let s = lt.status.as_ref().unwrap().summary.clone().unwrap();
+    assert!(!s.is_final);
+    assert_eq!((s.requests, s.rps), (250, 50.0));
+    assert_eq!(s.p99, "2.0ms");
+}
