@@ -29,7 +29,8 @@ if complete; then
   exit 0
 fi
 
-command -v go >/dev/null || { echo "k8s-bins: Go is required (go >= 1.24)" >&2; exit 1; }
+command -v go >/dev/null || [[ ! -x /usr/local/go/bin/go ]] || PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "k8s-bins: Go >= 1.24 is required to build the control plane" >&2; exit 1; }
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS_BUILD:--p=2} -mod=readonly -buildvcs=false"
 start=$(date +%s)
 mkdir -p "$dest"

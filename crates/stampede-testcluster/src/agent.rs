@@ -35,6 +35,7 @@ use tracing::{debug, info, warn};
 use crate::env::{self, LOCAL_IP, Referenced};
 use crate::error::{Error, IoContext, Result};
 use crate::images::ImageTable;
+use crate::volumes::{self, VolumeContent};
 
 /// The field manager of everything the agent writes.
 pub const FIELD_MANAGER: &str = "stampede-node-agent";
@@ -579,7 +580,10 @@ impl PodRunner {
         tokio::fs::create_dir_all(&self.dir).await.context(|| format!("creating {}", self.dir.display()))?;
 
         let inits = spec.init_containers.clone().unwrap_or_default();
-        let refs = env::references(inits.iter().chain(spec.containers.iter()));
+        let mut refs = env::references(inits.iter().chain(spec.containers.iter()));
+        let volume_refs = volumes::references(pod);
+        refs.config_maps.extend(volume_refs.config_maps);
+        refs.secrets.extend(volume_refs.secrets);
         let mut referenced = Referenced::default();
         let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
         for cm in &refs.config_maps {
@@ -608,16 +612,35 @@ impl PodRunner {
             ("KUBERNETES_SERVICE_PORT_HTTPS".into(), port.clone()),
             ("KUBERNETES_PORT".into(), format!("tcp://{LOCAL_IP}:{port}")),
         ];
-        if spec.automount_service_account_token != Some(false) {
-            let kubeconfig = self.write_kubeconfig(pod).await?;
-            base.push(("KUBECONFIG".into(), kubeconfig.to_string_lossy().into_owned()));
+        let automount = spec.automount_service_account_token != Some(false);
+        let projects_token = spec.volumes.iter().flatten().any(|v| {
+            v.projected.iter().flat_map(|p| p.sources.iter().flatten()).any(|s| s.service_account_token.is_some())
+        });
+        let mut token = None;
+        if automount || projects_token {
+            let (kubeconfig, t) = self.write_kubeconfig(pod).await?;
+            if automount {
+                base.push(("KUBECONFIG".into(), kubeconfig.to_string_lossy().into_owned()));
+            }
+            token = Some(t);
         }
+        let vols = volumes::contents(pod, &referenced, token.as_deref())?;
+        let volumes_root = self.dir.join("volumes");
+        write_volumes(&volumes_root, &vols)?;
 
         let prepare = |c: &Container| -> Result<Prepared> {
-            let env = env::resolve(pod, c, &base, &referenced)?;
-            let argv = self.cfg.images.argv(c, &env)?;
-            let cwd =
-                c.working_dir.as_ref().map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or_else(|| self.dir.clone());
+            let mounts = volumes::mount_table(c, &vols, &volumes_root)?;
+            let mut env = env::resolve(pod, c, &base, &referenced)?;
+            for (_, value) in &mut env {
+                *value = volumes::rewrite(value, &mounts);
+            }
+            let argv = self.cfg.images.argv(c, &env)?.iter().map(|a| volumes::rewrite(a, &mounts)).collect();
+            let cwd = c
+                .working_dir
+                .as_ref()
+                .map(|d| PathBuf::from(volumes::rewrite(d, &mounts)))
+                .filter(|d| d.is_dir())
+                .unwrap_or_else(|| self.dir.clone());
             Ok(Prepared { argv, env, cwd })
         };
         let init = inits.iter().map(prepare).collect::<Result<Vec<_>>>()?;
@@ -627,7 +650,7 @@ impl PodRunner {
 
     /// Requests a token for the pod's ServiceAccount, bound to the pod, and writes a kubeconfig
     /// that uses it.
-    async fn write_kubeconfig(&self, pod: &Pod) -> Result<PathBuf> {
+    async fn write_kubeconfig(&self, pod: &Pod) -> Result<(PathBuf, String)> {
         let spec = pod.spec.as_ref();
         let ns = pod.namespace().unwrap_or_default();
         let sa = spec.and_then(|s| s.service_account_name.clone()).unwrap_or_else(|| "default".into());
@@ -647,19 +670,10 @@ impl PodRunner {
         };
         let token = sas.create_token_request(&sa, &PostParams::default(), &request).await?;
         let token = token.status.map(|s| s.token).unwrap_or_default();
-        let config = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {
-                "server": self.cfg.api_server, "certificate-authority-data": self.cfg.ca_data}}],
-            "users": [{"name": format!("system:serviceaccount:{ns}:{sa}"), "user": {"token": token}}],
-            "contexts": [{"name": "pod", "context": {
-                "cluster": "local", "user": format!("system:serviceaccount:{ns}:{sa}"), "namespace": ns}}],
-            "current-context": "pod",
-        });
+        let config = token_kubeconfig(&self.cfg.api_server, &self.cfg.ca_data, &ns, &sa, &token);
         let path = self.dir.join("kubeconfig");
         write_private(&path, serde_json::to_string_pretty(&config).unwrap_or_default().as_bytes())?;
-        Ok(path)
+        Ok((path, token))
     }
 
     fn set_condition(&mut self, ty: &'static str, value: bool) {
@@ -707,7 +721,28 @@ impl PodRunner {
     }
 }
 
-fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+/// Writes each volume's files under `root/<volume>/`.
+fn write_volumes(root: &Path, vols: &BTreeMap<String, VolumeContent>) -> Result<()> {
+    for (name, content) in vols {
+        let VolumeContent::Files(files) = content else { continue };
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).context(|| format!("creating {}", dir.display()))?;
+        for f in files {
+            let path = dir.join(&f.path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).context(|| format!("creating {}", parent.display()))?;
+            }
+            if f.private {
+                write_private(&path, &f.contents)?;
+            } else {
+                std::fs::write(&path, &f.contents).context(|| format!("writing {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -718,6 +753,21 @@ fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
         .open(path)
         .context(|| format!("writing {}", path.display()))?;
     f.write_all(contents).context(|| format!("writing {}", path.display()))
+}
+
+/// A kubeconfig (as JSON, which kubeconfig readers accept) that authenticates with a
+/// ServiceAccount `token` against `api_server`, trusting the base64 PEM CA `ca_data`, with
+/// `namespace` as the default namespace.
+pub fn token_kubeconfig(api_server: &str, ca_data: &str, namespace: &str, service_account: &str, token: &str) -> Value {
+    let user = format!("system:serviceaccount:{namespace}:{service_account}");
+    json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": api_server, "certificate-authority-data": ca_data}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "pod", "context": {"cluster": "local", "user": user, "namespace": namespace}}],
+        "current-context": "pod",
+    })
 }
 
 /// The start time of a process (field 22 of /proc/PID/stat), which tells a recorded PID from a

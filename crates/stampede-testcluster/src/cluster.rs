@@ -117,6 +117,36 @@ impl TestCluster {
         }
     }
 
+    /// Requests a token (TokenRequest, 1 h) for ServiceAccount `service_account` in `namespace`
+    /// and writes a kubeconfig that uses it to `path` (mode 0600), as the node agent does for a
+    /// pod: a process started with `KUBECONFIG=path` is subject to that account's RBAC.
+    pub async fn service_account_kubeconfig(
+        &self,
+        client: &Client,
+        namespace: &str,
+        service_account: &str,
+        path: &Path,
+    ) -> Result<PathBuf> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let admin = Kubeconfig::read_from(&self.kubeconfig)
+            .map_err(|e| Error::Kubeconfig { path: self.kubeconfig.clone(), source: Box::new(e) })?;
+        let ca_data =
+            admin.clusters.iter().find_map(|c| c.cluster.as_ref()?.certificate_authority_data.clone()).ok_or_else(
+                || Error::Config(format!("{} has no certificate-authority-data", self.kubeconfig.display())),
+            )?;
+        let request = TokenRequest {
+            spec: TokenRequestSpec { audiences: vec![], expiration_seconds: Some(3600), bound_object_ref: None },
+            ..TokenRequest::default()
+        };
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+        let token = sas.create_token_request(service_account, &PostParams::default(), &request).await?;
+        let token = token.status.map(|s| s.token).unwrap_or_default();
+        let config = crate::agent::token_kubeconfig(&self.api_server, &ca_data, namespace, service_account, &token);
+        crate::agent::write_private(path, serde_json::to_string_pretty(&config).unwrap_or_default().as_bytes())?;
+        Ok(path.to_path_buf())
+    }
+
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }

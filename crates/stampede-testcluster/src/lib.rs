@@ -7,7 +7,8 @@
 //! * [`agent`]: the node agent (binary `stampede-node-agent`), which registers a Node and runs
 //!   the pods bound to it as local processes, with real ServiceAccount tokens and real exit codes;
 //! * [`cluster::TestCluster`]: how integration tests reach the running control plane;
-//! * [`env`] and [`images`]: the pure parts of running a pod (environment, argv).
+//! * [`env`], [`images`] and [`volumes`]: the pure parts of running a pod (environment, argv,
+//!   volume files and mount-path rewriting).
 //!
 //! Cluster tests are `#[ignore]`d so that `cargo test --workspace` never needs a cluster;
 //! `make e2e` starts one and runs them with `-- --ignored`.
@@ -17,6 +18,7 @@ pub mod cluster;
 pub mod env;
 pub mod error;
 pub mod images;
+pub mod volumes;
 
 pub use cluster::{TestCluster, wait_deleted, wait_for};
 pub use error::{Error, Result};

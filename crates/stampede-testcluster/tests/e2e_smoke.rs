@@ -402,3 +402,39 @@ async fn the_node_stays_ready_and_renews_its_lease() {
     .await
     .expect("the lease is renewed again within 30 s");
 }
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn mounted_config_map_and_service_account_files_are_readable_at_their_mount_paths() {
+    let (cluster, client, ns) = setup("e2e-volumes").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "scenario"}, "data": {"scenario.yaml": "name: smoke\n"}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "reader"},
+        "spec": {
+            "restartPolicy": "Never",
+            "volumes": [{"name": "scenario", "configMap": {"name": "scenario"}}],
+            "containers": [{
+                "name": "main", "image": "busybox", "command": ["cat"],
+                "args": ["/etc/stampede/scenario.yaml", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"],
+                "volumeMounts": [{"name": "scenario", "mountPath": "/etc/stampede", "readOnly": true}],
+            }],
+        }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let done = wait_for(&pods, "reader", SHORT, |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref()?.phase.clone()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+    })
+    .await
+    .unwrap();
+    let log = cluster.read_container_log(&ns, "reader", "main").unwrap();
+    assert_eq!(exit_code(&done), Some(0), "{log}");
+    // The ConfigMap's file, then the namespace file of the projected kube-api-access volume that
+    // the ServiceAccount admission plugin added.
+    assert_eq!(log, format!("name: smoke\n{ns}"));
+}
