@@ -187,7 +187,9 @@ start kube-scheduler "$bin/kube-scheduler" \
   --authorization-kubeconfig="$state/scheduler.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$sched_port" --cert-dir="$pki/scheduler-generated" \
   --leader-elect=false --profiling=false --v=1
-images="busybox=/bin/sh alpine=/bin/sh registry.k8s.io/kubectl=$kubectl bitnami/kubectl=$kubectl ${STAMPEDE_AGENT_IMAGES:-}"
+# Stampede's own image runs the stampede binary built in this workspace (runner pods).
+stampede_bin="${CARGO_TARGET_DIR:-$repo/target}/debug/stampede"
+images="busybox=/bin/sh alpine=/bin/sh registry.k8s.io/kubectl=$kubectl bitnami/kubectl=$kubectl ghcr.io/stampede-dev/stampede=$stampede_bin ${STAMPEDE_AGENT_IMAGES:-}"
 start node-agent "$STAMPEDE_NODE_AGENT" --extra-images="$images" \
   --kubeconfig="$state/node-agent.kubeconfig" --node-name="$node_name" --work-dir="$state/agent" \
   --pod-path="$bin:/usr/local/bin:/usr/bin:/bin"
@@ -201,6 +203,13 @@ wait_until "kube-controller-manager (default ServiceAccount)" 90 "$kube_controll
 wait_until "kube-scheduler" 60 "$kube_scheduler_pid" scheduler_healthy
 wait_until "node $node_name Ready and untainted" 60 "$node_agent_pid" node_schedulable
 t_end=$(date +%s.%N)
+
+# The project rule: the control plane listens on 127.0.0.1 only. Check every listening socket of
+# every recorded process.
+while read -r name pid _; do
+  exposed=$(ss -Hltnp 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | grep -v '^127\.0\.0\.1:' || true)
+  [[ -z "$exposed" ]] || fail "$name (pid $pid) listens beyond 127.0.0.1: $exposed"
+done < "$state/pids"
 
 cat > "$state/cluster.env" <<EOF
 # Written by tests/cluster/up.sh; read by stampede_testcluster::TestCluster.
