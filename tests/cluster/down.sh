@@ -13,6 +13,11 @@ state="${STAMPEDE_CLUSTER_DIR:-$here/.run/dev}"
 pids="$state/pids"
 mode="${1:-stop}"
 
+if [[ "${STAMPEDE_CLUSTER_LOCKED:-}" != 1 && -d "$(dirname "$state")" ]]; then
+  exec 9>"$state.lock"   # serialised with up.sh (which sets STAMPEDE_CLUSTER_LOCKED for its calls)
+  flock -w 900 9 || { echo "cluster-down: $state.lock is held by another up/down" >&2; exit 1; }
+fi
+
 say() { [[ "$mode" == "--quiet" ]] || echo "cluster-down: $*" >&2; }
 
 start_time() { sed "s/.*) //" "/proc/$1/stat" 2>/dev/null | awk "{print \$20}"; }

@@ -21,6 +21,13 @@ t_start=$(date +%s.%N)
 
 log() { echo "cluster-up: $*" >&2; }
 
+# One up/down at a time per state folder: two concurrent starts would wipe each other's records
+# and orphan processes. The started daemons must not inherit the lock's descriptor (see start).
+mkdir -p "$(dirname "$state")"
+exec 9>"$state.lock"
+flock -w 900 9 || { log "$state.lock is held by another up/down for 15 min; giving up"; exit 1; }
+export STAMPEDE_CLUSTER_LOCKED=1
+
 if "$here/down.sh" --check-running 2>/dev/null; then
   log "already running (state in $state)"
   exit 0
@@ -132,7 +139,7 @@ kubeconfig "$state/scheduler.kubeconfig" scheduler
 # --- processes ----------------------------------------------------------------------------------
 start() { # name command...
   local name=$1; shift
-  setsid "$@" >"$state/logs/$name.log" 2>&1 < /dev/null &
+  setsid "$@" >"$state/logs/$name.log" 2>&1 < /dev/null 9>&- &
   local pid=$!
   local start_time
   start_time=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $20}') || true
