@@ -4,6 +4,7 @@
 
 pub mod controller;
 pub mod desired;
+pub mod leader;
 pub mod lifecycle;
 pub mod results;
 

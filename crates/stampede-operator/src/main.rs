@@ -26,6 +26,12 @@ struct Args {
     /// Watch only this namespace (default: all).
     #[arg(long, env = "STAMPEDE_WATCH_NAMESPACE")]
     namespace: Option<String>,
+    /// Elect a leader among replicas with a Lease in this namespace (the operator's own).
+    #[arg(long, env = "STAMPEDE_LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// This replica's identity for leader election (default: $POD_NAME or the host name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
 }
 
 #[tokio::main]
@@ -64,8 +70,20 @@ async fn main() -> anyhow::Result<()> {
             });
         }
     });
-    tracing::info!("watching LoadTests in {}", args.namespace.as_deref().unwrap_or("all namespaces"));
-    controller::run(client, metrics, args.namespace).await;
+    if let Some(lease_ns) = &args.leader_election_namespace {
+        let me = args.identity.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "stampede-operator".into()).trim().to_string()
+        });
+        let lost = stampede_operator::leader::lead(client.clone(), lease_ns, "stampede-operator", &me).await;
+        tracing::info!("watching LoadTests in {}", args.namespace.as_deref().unwrap_or("all namespaces"));
+        tokio::select! {
+            () = controller::run(client, metrics, args.namespace) => {}
+            () = lost => anyhow::bail!("lost leadership; exiting so that a new leader takes over"),
+        }
+    } else {
+        tracing::info!("watching LoadTests in {}", args.namespace.as_deref().unwrap_or("all namespaces"));
+        controller::run(client, metrics, args.namespace).await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -361,3 +361,38 @@ async fn client_from(path: &std::path::Path) -> Client {
     let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
     Client::try_from(config).unwrap()
 }
+
+#[tokio::test]
+#[ignore = "needs the local control plane: make e2e"]
+async fn e2e_only_one_replica_leads_until_its_lease_expires() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use stampede_operator::leader::try_acquire;
+    let cluster = TestCluster::shared();
+    let client = cluster.client().await.unwrap();
+    let ns = cluster.namespace(&client, "lease").await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    assert!(try_acquire(&leases, "stampede-operator", "replica-a").await.unwrap());
+    assert!(!try_acquire(&leases, "stampede-operator", "replica-b").await.unwrap(), "a leads");
+    assert!(try_acquire(&leases, "stampede-operator", "replica-a").await.unwrap(), "a renews");
+    // a stops renewing: once the lease is older than its duration, b takes over.
+    // MicroTime: exactly six fractional digits.
+    let old = (OffsetDateTime::now_utc() - Duration::from_secs(60))
+        .format(&time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
+        ))
+        .unwrap();
+    leases
+        .patch(
+            "stampede-operator",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"renewTime": old}})),
+        )
+        .await
+        .unwrap();
+    assert!(try_acquire(&leases, "stampede-operator", "replica-b").await.unwrap());
+    assert!(!try_acquire(&leases, "stampede-operator", "replica-a").await.unwrap(), "b leads now");
+    let lease = leases.get("stampede-operator").await.unwrap().spec.unwrap();
+    assert_eq!((lease.holder_identity.as_deref(), lease.lease_transitions), (Some("replica-b"), Some(1)));
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+}
