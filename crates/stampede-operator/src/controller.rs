@@ -34,6 +34,21 @@ pub struct Metrics {
     pub errors: AtomicU64,
     /// Total reconcile time, µs.
     pub reconcile_micros: AtomicU64,
+    /// Last known phase of each LoadTest (namespace/name).
+    pub phases: std::sync::Mutex<BTreeMap<String, stampede_api::Phase>>,
+}
+
+impl Metrics {
+    /// LoadTests per phase.
+    pub fn phase_counts(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        if let Ok(phases) = self.phases.lock() {
+            for p in phases.values() {
+                *counts.entry(format!("{p:?}")).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
 }
 
 /// What every reconcile shares.
@@ -90,6 +105,9 @@ async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Requeue> {
 
 async fn reconcile_inner(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     if lt.metadata.deletion_timestamp.is_some() {
+        if let Ok(mut phases) = ctx.metrics.phases.lock() {
+            phases.remove(&format!("{}/{}", lt.namespace().unwrap_or_default(), lt.name_any()));
+        }
         return Ok(Requeue::await_change());
     }
     let client = &ctx.client;
@@ -121,6 +139,14 @@ async fn reconcile_inner(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
                     tracing::warn!("cannot record event {reason}: {e}");
                 }
             }
+        }
+    }
+    if let Ok(mut phases) = ctx.metrics.phases.lock() {
+        let key = format!("{ns}/{name}");
+        if decision.actions.contains(&Action::DeleteLoadTest) {
+            phases.remove(&key);
+        } else {
+            phases.insert(key, decision.status.phase);
         }
     }
     if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {

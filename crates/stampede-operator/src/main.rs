@@ -91,17 +91,26 @@ async fn main() -> anyhow::Result<()> {
 fn probe(path: &str, m: &Metrics) -> Response<Full<Bytes>> {
     let body = match path {
         "/healthz" | "/readyz" => "ok\n".to_string(),
-        "/metrics" => format!(
-            "# HELP stampede_operator_reconciles_total Reconciles run.\n# TYPE stampede_operator_reconciles_total counter\n\
+        "/metrics" => {
+            let mut text = format!(
+                "# HELP stampede_operator_reconciles_total Reconciles run.\n# TYPE stampede_operator_reconciles_total counter\n\
              stampede_operator_reconciles_total {}\n\
              # HELP stampede_operator_reconcile_errors_total Reconciles that failed.\n# TYPE stampede_operator_reconcile_errors_total counter\n\
              stampede_operator_reconcile_errors_total {}\n\
              # HELP stampede_operator_reconcile_seconds_total Time spent reconciling.\n# TYPE stampede_operator_reconcile_seconds_total counter\n\
              stampede_operator_reconcile_seconds_total {}\n",
-            m.reconciles.load(Ordering::Relaxed),
-            m.errors.load(Ordering::Relaxed),
-            m.reconcile_micros.load(Ordering::Relaxed) as f64 / 1e6
-        ),
+                m.reconciles.load(Ordering::Relaxed),
+                m.errors.load(Ordering::Relaxed),
+                m.reconcile_micros.load(Ordering::Relaxed) as f64 / 1e6
+            );
+            text.push_str(
+                "# HELP stampede_operator_loadtests LoadTests by phase.\n# TYPE stampede_operator_loadtests gauge\n",
+            );
+            for (phase, n) in m.phase_counts() {
+                text.push_str(&format!("stampede_operator_loadtests{{phase=\"{phase}\"}} {n}\n"));
+            }
+            text
+        }
         _ => {
             let mut r = Response::new(Full::new(Bytes::from_static(b"not found\n")));
             *r.status_mut() = hyper::StatusCode::NOT_FOUND;
