@@ -58,6 +58,13 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
 }
 
+impl Context {
+    pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
+        let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+        Context { recorder: Recorder::new(client.clone(), reporter), client, metrics }
+    }
+}
+
 /// Runs the controller until a shutdown signal.
 pub async fn run(client: Client, metrics: Arc<Metrics>, namespace: Option<String>) {
     let (lts, jobs, cms) = match &namespace {
@@ -73,8 +80,7 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, namespace: Option<String
         ),
     };
     let managed = format!("app.kubernetes.io/managed-by={MANAGER}");
-    let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
-    let ctx = Arc::new(Context { client: client.clone(), recorder: Recorder::new(client, reporter), metrics });
+    let ctx = Arc::new(Context::new(client, metrics));
     Controller::new(lts, watcher::Config::default())
         .owns(jobs, watcher::Config::default().labels(&managed))
         .owns(cms, watcher::Config::default().labels(&managed))
@@ -98,12 +104,13 @@ fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Requeue 
 async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Requeue> {
     let started = std::time::Instant::now();
     ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
-    let result = reconcile_inner(&lt, &ctx).await;
+    let result = reconcile_once(&lt, &ctx).await;
     ctx.metrics.reconcile_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     result
 }
 
-async fn reconcile_inner(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
+/// One reconcile of one LoadTest: observe, decide, act. Public for tests against a mock API.
+pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     if lt.metadata.deletion_timestamp.is_some() {
         if let Ok(mut phases) = ctx.metrics.phases.lock() {
             phases.remove(&format!("{}/{}", lt.namespace().unwrap_or_default(), lt.name_any()));
