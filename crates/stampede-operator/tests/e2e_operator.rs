@@ -396,3 +396,41 @@ async fn e2e_only_one_replica_leads_until_its_lease_expires() {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
 }
+
+/// Measures, for the note: time from `create` to the common start, and the runners' skew.
+#[tokio::test]
+#[ignore = "needs the local control plane: make e2e"]
+async fn e2e_ten_runners_start_within_a_few_seconds_of_apply_and_together() {
+    let env = setup("lt-ten").await;
+    let sc = scenario(
+        &env.target.base_url(),
+        serde_json::json!({"executor": "constant-vus", "vus": 10, "iterations": 100}),
+        "/",
+        &[],
+    );
+    let applied = OffsetDateTime::now_utc();
+    let api = create(&env, &loadtest("ten", 10, sc, serde_json::json!({}))).await;
+    let lt =
+        wait_for(&api, "ten", Duration::from_secs(180), phase_is(&[Phase::Succeeded, Phase::Failed])).await.unwrap();
+    let st = lt.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    assert_eq!(st.summary.unwrap().requests, 100);
+    let start_at = OffsetDateTime::parse(st.start_at.as_deref().unwrap(), &Rfc3339).unwrap();
+    let starts: Vec<OffsetDateTime> = reports(&env, "ten", 10)
+        .await
+        .iter()
+        .map(|r| OffsetDateTime::parse(r.started_at.as_deref().unwrap(), &Rfc3339).unwrap())
+        .collect();
+    let first = *starts.iter().min().unwrap();
+    let last = *starts.iter().max().unwrap();
+    let worst = starts.iter().map(|s| (*s - start_at).abs()).max().unwrap();
+    eprintln!(
+        "10 runners: apply → startAt {:?}, apply → last runner started {:?}, spread between runners {:?}, worst offset from startAt {:?}",
+        start_at - applied,
+        last - applied,
+        last - first,
+        worst
+    );
+    assert!(worst < Duration::from_millis(100), "a runner started {worst:?} away from startAt");
+    finish(env).await;
+}
