@@ -1,6 +1,9 @@
-//! `stampede`: run a load test on this machine, serve the built-in target, validate files.
+//! `stampede`: run a load test on this machine, serve the built-in target, validate files,
+//! and (`stampede runner`) run as one of a LoadTest's runner pods.
 //!
 //! Exit codes: 0 the run completed, 1 thresholds failed, 2 invalid input, 3 could not run.
+
+mod runner;
 
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
@@ -37,6 +40,9 @@ enum Command {
     Target(TargetArgs),
     /// Print the LoadTest CustomResourceDefinition (YAML).
     Crd,
+    /// Run as runner JOB_COMPLETION_INDEX of STAMPEDE_RUNNERS for LoadTest STAMPEDE_LOADTEST in
+    /// STAMPEDE_NAMESPACE (what the operator's runner pods run).
+    Runner,
     /// Print a JSON Schema: of scenario files or of the JSON report.
     Schema {
         #[arg(value_enum)]
@@ -101,15 +107,18 @@ enum Failure {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A runner's log is its pod log: say what it does. The CLI stays quiet but for warnings.
+    let default_filter = if matches!(cli.command, Command::Runner) { "info" } else { "warn" };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
+        Command::Runner => return runner::main(),
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
