@@ -1,0 +1,314 @@
+//! `stampede runner` on the real local control plane, with this test playing the operator: it
+//! creates the LoadTest, the scenario and result ConfigMaps and the runner's ServiceAccount,
+//! Role and RoleBinding (exactly the permissions a runner needs), starts two runner processes
+//! with a kubeconfig holding that account's token, sets `status.startAt` and checks what they
+//! report. Needs a running cluster, so every test is `#[ignore]`d; `make e2e` runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::wait::conditions;
+use kube::{Api, Client, CustomResourceExt as _};
+use serde_json::json;
+use stampede_api::{LoadTest, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY, env, names};
+use stampede_engine::target::TargetServer;
+use stampede_testcluster::{TestCluster, wait_for};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+const RUNNERS: u32 = 2;
+
+/// A namespace with a LoadTest, its objects and the runner's RBAC; the runner processes.
+struct Setup {
+    client: Client,
+    ns: String,
+    lt: String,
+    dir: PathBuf,
+    runners: Vec<Child>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        for child in &mut self.runners {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Keep the runners' logs of a failed test.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Setup {
+    fn loadtests(&self) -> Api<LoadTest> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn logs(&self) -> String {
+        (0..RUNNERS)
+            .map(|i| {
+                let log = std::fs::read_to_string(self.dir.join(format!("runner-{i}.log"))).unwrap_or_default();
+                format!("--- runner {i} ---\n{log}")
+            })
+            .collect()
+    }
+
+    /// The runners' current reports (None: nothing written yet).
+    async fn reports(&self) -> Vec<Option<RunnerReport>> {
+        let mut out = Vec::new();
+        for i in 0..RUNNERS {
+            let cm = self.config_maps().get(&names::result_config_map(&self.lt, i)).await.unwrap();
+            let text = cm.data.as_ref().and_then(|d| d.get(RESULT_KEY)).cloned();
+            out.push(text.map(|t| serde_json::from_str(&t).unwrap_or_else(|e| panic!("runner {i} report: {e}: {t}"))));
+        }
+        out
+    }
+
+    /// Polls the reports (every 50 ms) until `done` holds for all of them.
+    async fn wait_reports(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&RunnerReport) -> bool,
+    ) -> Vec<RunnerReport> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let reports = self.reports().await;
+            if reports.iter().all(|r| r.as_ref().is_some_and(&done)) {
+                return reports.into_iter().flatten().collect();
+            }
+            if Instant::now() > deadline {
+                panic!("timed out after {timeout:?} waiting for {what}: {reports:#?}\n{}", self.logs());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits for every runner process to exit and returns the exit codes.
+    fn exit_codes(&mut self, timeout: Duration) -> Vec<Option<i32>> {
+        let deadline = Instant::now() + timeout;
+        let mut codes = vec![None; self.runners.len()];
+        while Instant::now() < deadline && codes.iter().any(Option::is_none) {
+            for (code, child) in codes.iter_mut().zip(&mut self.runners) {
+                if code.is_none()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    *code = Some(status.code().unwrap_or(-1));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        codes
+    }
+
+    async fn set_start_at(&self, start_at: SystemTime) -> String {
+        let text = OffsetDateTime::from(start_at).format(&Rfc3339).unwrap();
+        self.loadtests()
+            .patch_status(&self.lt, &PatchParams::default(), &Patch::Merge(json!({"status": {"startAt": text}})))
+            .await
+            .unwrap();
+        text
+    }
+}
+
+async fn setup(prefix: &str, scenario_yaml: &str) -> Setup {
+    let cluster = TestCluster::shared();
+    let client = cluster.client().await.expect("client for the test cluster");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch("loadtests.stampede.dev", &PatchParams::apply("e2e-runner").force(), &Patch::Apply(LoadTest::crd()))
+        .await
+        .unwrap();
+    wait_for(&crds, "loadtests.stampede.dev", Duration::from_secs(20), conditions::is_crd_established()).await.unwrap();
+    let ns = cluster.namespace(&client, prefix).await.expect("test namespace");
+    let lt = "lt".to_string();
+    let pp = PostParams::default();
+
+    let scenario: serde_json::Value = serde_yaml_value(scenario_yaml);
+    let loadtest: LoadTest = serde_json::from_value(json!({
+        "apiVersion": "stampede.dev/v1alpha1",
+        "kind": "LoadTest",
+        "metadata": {"name": lt},
+        "spec": {"runners": RUNNERS, "scenario": scenario},
+    }))
+    .unwrap();
+    Api::<LoadTest>::namespaced(client.clone(), &ns).create(&pp, &loadtest).await.unwrap();
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let cm = |name: String, data: serde_json::Value, immutable: bool| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": data, "immutable": immutable})).unwrap()
+    };
+    cms.create(&pp, &cm(names::scenario_config_map(&lt), json!({ SCENARIO_KEY: scenario_yaml }), true)).await.unwrap();
+    let results: Vec<String> = (0..RUNNERS).map(|i| names::result_config_map(&lt, i)).collect();
+    for name in &results {
+        cms.create(&pp, &cm(name.clone(), json!({}), false)).await.unwrap();
+    }
+
+    // Exactly what a runner needs: its LoadTest (get, watch), its scenario (get) and its result
+    // ConfigMaps (get, patch). No list anywhere.
+    let account = names::runner_account(&lt);
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": account}})).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns).create(&pp, &sa).await.unwrap();
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": account},
+        "rules": [
+            {"apiGroups": ["stampede.dev"], "resources": ["loadtests"], "resourceNames": [lt], "verbs": ["get", "watch"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [names::scenario_config_map(&lt)], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": results, "verbs": ["get", "patch"]},
+        ],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(client.clone(), &ns).create(&pp, &role).await.unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": account},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), &ns).create(&pp, &binding).await.unwrap();
+
+    let dir = std::env::temp_dir().join(format!("stampede-e2e-runner-{ns}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig =
+        cluster.service_account_kubeconfig(&client, &ns, &account, &dir.join("kubeconfig")).await.expect("token");
+    let runners = (0..RUNNERS).map(|i| spawn_runner(&kubeconfig, &ns, &lt, i, &dir)).collect();
+    Setup { client, ns, lt, dir, runners }
+}
+
+fn spawn_runner(kubeconfig: &Path, ns: &str, lt: &str, index: u32, dir: &Path) -> Child {
+    let log = std::fs::File::create(dir.join(format!("runner-{index}.log"))).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .arg("runner")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("KUBECONFIG", kubeconfig)
+        .env(env::LOADTEST, lt)
+        .env(env::NAMESPACE, ns)
+        .env(env::RUNNERS, RUNNERS.to_string())
+        .env(env::RUNNER_INDEX, index.to_string())
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("the stampede binary runs")
+}
+
+fn serde_yaml_value(yaml: &str) -> serde_json::Value {
+    // The scenario is plain YAML without anchors: parse it via the engine's model to JSON.
+    let file = stampede_engine::parse::parse_str(yaml, Path::new("test.yaml")).expect("valid scenario");
+    serde_json::to_value(file).unwrap()
+}
+
+fn parse_time(s: &str) -> SystemTime {
+    OffsetDateTime::parse(s, &Rfc3339).unwrap().into()
+}
+
+/// `a - b` in ms.
+fn diff_ms(a: SystemTime, b: SystemTime) -> f64 {
+    match a.duration_since(b) {
+        Ok(d) => d.as_secs_f64() * 1e3,
+        Err(e) => -e.duration().as_secs_f64() * 1e3,
+    }
+}
+
+fn requests(r: &RunnerReport) -> u64 {
+    r.result.as_ref().map(|m| m.steps.iter().map(|s| s.requests).sum()).unwrap_or(0)
+}
+
+fn iterations(r: &RunnerReport) -> u64 {
+    r.result.as_ref().map(|m| m.iterations.values().sum()).unwrap_or(0)
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_two_runners_start_together_at_start_at_and_their_results_add_up_exactly() {
+    let target = TargetServer::start("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let yaml = format!(
+        "name: exact\nbaseUrl: {}\nload: {{executor: constant-vus, vus: 4, iterations: 3001}}\n\
+         scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {{url: \"{{{{baseUrl}}}}/get\"}}\n      \
+         - name: post\n        request: {{method: POST, url: \"{{{{baseUrl}}}}/post\", body: hi}}\n",
+        target.base_url()
+    );
+    let mut s = setup("e2e-runner", &yaml).await;
+    let t0 = Instant::now();
+    s.wait_reports("Ready", Duration::from_secs(20), |r| r.state == RunnerState::Ready).await;
+    eprintln!("both runners ready after {:?}", t0.elapsed());
+    assert_eq!(target.stats().requests(), 0, "no load before the start");
+
+    let start_at = SystemTime::now() + Duration::from_millis(1500);
+    let start_text = s.set_start_at(start_at).await;
+    let start_at = parse_time(&start_text);
+    let done = s.wait_reports("Done", Duration::from_secs(25), |r| r.state == RunnerState::Done).await;
+    let codes = s.exit_codes(Duration::from_secs(10));
+    assert_eq!(codes, vec![Some(0); RUNNERS as usize], "{}", s.logs());
+
+    for (i, r) in done.iter().enumerate() {
+        assert_eq!(r.index, i as u32);
+        let started = parse_time(r.started_at.as_deref().expect("startedAt"));
+        let skew = diff_ms(started, start_at);
+        eprintln!("runner {i}: started {skew:+.3} ms after startAt, {} requests", requests(r));
+        assert!((0.0..100.0).contains(&skew), "runner {i} started {skew} ms from startAt");
+        assert!(r.generator.is_some() && r.duration_seconds > 0.0);
+        let result = r.result.as_ref().unwrap();
+        assert_eq!(result.steps.iter().map(|s| s.step.as_str()).collect::<Vec<_>>(), vec!["get", "post"]);
+        assert!(result.steps.iter().all(|s| s.errors.is_empty()), "{result:?}");
+    }
+    // The split is exact: 3001 iterations = 1501 + 1500, two requests each.
+    assert_eq!(done.iter().map(iterations).collect::<Vec<_>>(), vec![1501, 1500]);
+    let total: u64 = done.iter().map(requests).sum();
+    assert_eq!(total, 6002);
+    assert_eq!(target.stats().requests(), total, "the target counted what the runners report");
+    target.stop();
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_abort_stops_running_runners_within_seconds_with_partial_results() {
+    let target = TargetServer::start("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let yaml = format!(
+        "name: long\nbaseUrl: {}\nload: {{executor: constant-vus, vus: 2, duration: 60s}}\n\
+         scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {{url: \"{{{{baseUrl}}}}/get\"}}\n        \
+         think: 5ms\n",
+        target.base_url()
+    );
+    let mut s = setup("e2e-runner-abort", &yaml).await;
+    s.wait_reports("Ready", Duration::from_secs(20), |r| r.state == RunnerState::Ready).await;
+    s.set_start_at(SystemTime::now() + Duration::from_millis(300)).await;
+    let running = s
+        .wait_reports("Running with a live total", Duration::from_secs(10), |r| {
+            r.state == RunnerState::Running && r.live.as_ref().is_some_and(|l| l.requests > 0)
+        })
+        .await;
+    for r in &running {
+        let live = r.live.as_ref().unwrap();
+        assert_eq!((live.scenario.as_str(), live.step.as_str()), ("", "total"));
+        assert!(!live.histogram.is_empty() && live.max_us > 0, "{live:?}");
+    }
+
+    let asked = Instant::now();
+    s.loadtests().patch(&s.lt, &PatchParams::default(), &Patch::Merge(json!({"spec": {"abort": true}}))).await.unwrap();
+    let done = s.wait_reports("Done after abort", Duration::from_secs(5), |r| r.state == RunnerState::Done).await;
+    let stopped = asked.elapsed();
+    let codes = s.exit_codes(Duration::from_secs(5));
+    eprintln!("both runners Done {stopped:?} after the abort; exit codes {codes:?}");
+    assert_eq!(codes, vec![Some(0); RUNNERS as usize], "{}", s.logs());
+    for (i, r) in done.iter().enumerate() {
+        assert!(requests(r) > 0, "runner {i}: partial results are kept");
+        assert!(r.duration_seconds < 30.0, "runner {i} ran {} s of 60", r.duration_seconds);
+    }
+    let total: u64 = done.iter().map(requests).sum();
+    // Requests in flight at the abort are abandoned: the target may have served them.
+    let served = target.stats().requests();
+    assert!(served >= total && served <= total + 2, "served {served}, reported {total}");
+    target.stop();
+}
