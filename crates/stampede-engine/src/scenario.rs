@@ -256,15 +256,24 @@ pub fn split_evenly(total: u64, count: u32, index: u32) -> u64 {
 }
 
 impl LoadSpec {
-    /// The part of this load that runner `index` of `count` runs: VU counts, iteration
-    /// counts and every stage target are split with [`split_evenly`]; durations are kept.
+    /// The part of this load that runner `index` of `count` runs: VU counts and every stage
+    /// target are split with [`split_evenly`]; durations are kept. An iteration count is split
+    /// over the runners that get VUs (the first `min(vus, count)`), so that every iteration has
+    /// a VU to run it and the parts add up to the total.
     pub fn share(&self, index: u32, count: u32) -> LoadSpec {
         let split32 = |v: u32| split_evenly(u64::from(v), count, index) as u32;
+        let iterations = |n: u64| match self.vus {
+            Some(vus) => {
+                let with_vus = vus.min(count.max(1));
+                if index < with_vus { split_evenly(n, with_vus, index) } else { 0 }
+            }
+            None => split_evenly(n, count, index),
+        };
         LoadSpec {
             executor: self.executor,
             vus: self.vus.map(split32),
             duration: self.duration,
-            iterations: self.iterations.map(|n| split_evenly(n, count, index)),
+            iterations: self.iterations.map(iterations),
             start_vus: self.start_vus.map(split32),
             stages: self.stages.iter().map(|s| Stage { duration: s.duration, target: split32(s.target) }).collect(),
             graceful_ramp_down: self.graceful_ramp_down,
@@ -332,7 +341,33 @@ mod tests {
         };
         let shares: Vec<LoadSpec> = (0..3).map(|i| fixed.share(i, 3)).collect();
         assert_eq!(shares.iter().map(|s| s.vus.unwrap()).collect::<Vec<_>>(), vec![1, 1, 0]);
-        assert_eq!(shares.iter().map(|s| s.iterations.unwrap()).sum::<u64>(), 11);
+        // Only runners with VUs get iterations: none is stranded on a runner without VUs.
+        assert_eq!(shares.iter().map(|s| s.iterations.unwrap()).collect::<Vec<_>>(), vec![6, 5, 0]);
         assert!(!shares[2].has_work(), "a runner with 0 VUs has nothing to do");
+    }
+
+    /// Every iteration lands on a runner that has a VU to run it, whatever the counts.
+    #[test]
+    fn iteration_shares_add_up_over_the_runners_that_run() {
+        for vus in [1u32, 2, 3, 5, 8, 100] {
+            for iterations in [1u64, 2, 7, 10, 1001] {
+                for count in [1u32, 2, 3, 7, 13] {
+                    let spec = LoadSpec {
+                        executor: Executor::ConstantVus,
+                        vus: Some(vus),
+                        duration: None,
+                        iterations: Some(iterations),
+                        start_vus: None,
+                        stages: vec![],
+                        graceful_ramp_down: None,
+                        graceful_stop: None,
+                    };
+                    let shares: Vec<LoadSpec> = (0..count).map(|i| spec.share(i, count)).collect();
+                    let run: u64 = shares.iter().filter(|s| s.has_work()).map(|s| s.iterations.unwrap()).sum();
+                    assert_eq!(run, iterations, "vus {vus}, iterations {iterations}, runners {count}");
+                    assert_eq!(shares.iter().map(|s| s.vus.unwrap()).sum::<u32>(), vus);
+                }
+            }
+        }
     }
 }

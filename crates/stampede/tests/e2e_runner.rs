@@ -312,3 +312,59 @@ async fn e2e_abort_stops_running_runners_within_seconds_with_partial_results() {
     assert!(served >= total && served <= total + 2, "served {served}, reported {total}");
     target.stop();
 }
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_a_runner_without_work_reports_ready_then_an_empty_result_and_a_past_start_begins_at_once() {
+    let target = TargetServer::start("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let yaml = format!(
+        "name: small\nbaseUrl: {}\nload: {{executor: constant-vus, vus: 1, iterations: 10}}\n\
+         scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {{url: \"{{{{baseUrl}}}}/get\"}}\n",
+        target.base_url()
+    );
+    let mut s = setup("e2e-runner-idle", &yaml).await;
+    s.wait_reports("Ready", Duration::from_secs(20), |r| r.state == RunnerState::Ready).await;
+    // A start instant that has passed: start at once.
+    let asked = SystemTime::now();
+    s.set_start_at(asked - Duration::from_secs(1)).await;
+    let done = s.wait_reports("Done", Duration::from_secs(15), |r| r.state == RunnerState::Done).await;
+    assert_eq!(s.exit_codes(Duration::from_secs(10)), vec![Some(0); RUNNERS as usize], "{}", s.logs());
+    let started = parse_time(done[0].started_at.as_deref().unwrap());
+    let late = diff_ms(started, asked);
+    assert!((0.0..2_000.0).contains(&late), "runner 0 started {late} ms after startAt was set");
+    assert_eq!(requests(&done[0]), 10);
+    // Runner 1's share is 0 VUs: an empty result that still names every step.
+    let idle = &done[1];
+    assert_eq!(requests(idle), 0);
+    let steps = &idle.result.as_ref().expect("an empty result").steps;
+    assert_eq!(steps.iter().map(|s| (s.step.as_str(), s.requests)).collect::<Vec<_>>(), vec![("get", 0)]);
+    assert_eq!(target.stats().requests(), 10);
+    target.stop();
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_abort_before_the_start_ends_runners_with_empty_results() {
+    let yaml = "name: never\nbaseUrl: http://127.0.0.1:9\nload: {executor: constant-vus, vus: 2, duration: 30s}\n\
+                scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {url: \"{{baseUrl}}/\"}\n";
+    let mut s = setup("e2e-runner-early-abort", yaml).await;
+    s.wait_reports("Ready", Duration::from_secs(20), |r| r.state == RunnerState::Ready).await;
+    s.loadtests().patch(&s.lt, &PatchParams::default(), &Patch::Merge(json!({"spec": {"abort": true}}))).await.unwrap();
+    let done = s.wait_reports("Done", Duration::from_secs(5), |r| r.state == RunnerState::Done).await;
+    assert_eq!(s.exit_codes(Duration::from_secs(5)), vec![Some(0); RUNNERS as usize], "{}", s.logs());
+    assert!(done.iter().all(|r| requests(r) == 0 && r.started_at.is_none()), "{done:#?}");
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_an_invalid_scenario_fails_the_runners_with_a_message_and_exit_code_2() {
+    let yaml = "name: broken\nbaseUrl: http://127.0.0.1:9\nload: {executor: constant-vus, vus: 2, iterations: 2}\n\
+                scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {url: \"{{baseUrl}}/{{nope}}\"}\n";
+    let mut s = setup("e2e-runner-invalid", yaml).await;
+    let failed = s.wait_reports("Failed", Duration::from_secs(20), |r| r.state == RunnerState::Failed).await;
+    assert_eq!(s.exit_codes(Duration::from_secs(10)), vec![Some(2); RUNNERS as usize], "{}", s.logs());
+    for r in &failed {
+        let message = r.message.as_deref().unwrap_or_default();
+        assert!(message.contains("unknown variable `nope`") && message.contains("step `get`"), "{message}");
+    }
+}
