@@ -51,7 +51,9 @@ const FINAL_ATTEMPTS: u32 = 18;
 const WATCH_GIVE_UP: Duration = Duration::from_secs(60);
 /// Server-side timeout of one watch request; the runner re-GETs and re-watches after it.
 const WATCH_TIMEOUT_SECS: u32 = 60;
-/// Latest start of an async sleep before the precise wait on a blocking thread takes over.
+/// GET interval when the LoadTest cannot be watched.
+const POLL_FALLBACK: Duration = Duration::from_millis(200);
+/// The last stretch before the start instant, which the runner spins through instead of sleeping.
 const SPIN_MARGIN: Duration = Duration::from_millis(2);
 
 /// What a runner learns from its environment.
@@ -626,21 +628,24 @@ fn spawn_sigterm_watch(terminated: Arc<AtomicBool>) {
 }
 
 /// Follows the LoadTest: a watch (field selector `metadata.name`, from the last resource
-/// version), re-GET and re-watch whenever the watch ends. Publishes every change to `tx`;
-/// after [`WATCH_GIVE_UP`] without a successful read it publishes `lost`.
+/// version), re-GET and re-watch whenever the watch ends. When watching fails (e.g. the Role
+/// lacks `watch`) it falls back to a GET every [`POLL_FALLBACK`]. Publishes every change to
+/// `tx`; after [`WATCH_GIVE_UP`] without a successful read it publishes `lost`.
 async fn watch_loadtest(api: Api<LoadTest>, name: String, mut version: String, tx: watch::Sender<View>) {
     let mut last_ok = Instant::now();
-    let mut backoff = Duration::from_millis(100);
+    let mut watch_failures = 0u32;
     loop {
         let wp = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(WATCH_TIMEOUT_SECS);
+        let opened = Instant::now();
+        let mut events = 0u32;
         match api.watch(&wp, &version).await {
             Ok(stream) => {
                 let mut stream = std::pin::pin!(stream);
                 while let Some(event) = stream.next().await {
                     match event {
                         Ok(WatchEvent::Added(lt) | WatchEvent::Modified(lt)) => {
+                            events += 1;
                             last_ok = Instant::now();
-                            backoff = Duration::from_millis(100);
                             version = lt.resource_version().unwrap_or_default();
                             tx.send_replace(View::of(&lt));
                         }
@@ -660,16 +665,21 @@ async fn watch_loadtest(api: Api<LoadTest>, name: String, mut version: String, t
                     }
                 }
             }
-            Err(e) => warn!("cannot watch LoadTest {name}: {e}"),
+            Err(e) if watch_failures == 0 => warn!("cannot watch LoadTest {name} (polling instead): {e}"),
+            Err(e) => debug!("cannot watch LoadTest {name}: {e}"),
+        }
+        // A watch that ended at once without news is a failure: poll, do not spin.
+        let healthy = events > 0 || opened.elapsed() >= Duration::from_secs(1);
+        watch_failures = if healthy { 0 } else { watch_failures + 1 };
+        if !healthy {
+            tokio::time::sleep(POLL_FALLBACK).await;
         }
         // Resynchronise with a GET (after a timeout, a 410 Gone or an error).
         match api.get(&name).await {
             Ok(lt) => {
                 last_ok = Instant::now();
-                backoff = Duration::from_millis(100);
                 version = lt.resource_version().unwrap_or_default();
                 tx.send_replace(View::of(&lt));
-                continue;
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 tx.send_modify(|v| v.gone = true);
@@ -681,8 +691,6 @@ async fn watch_loadtest(api: Api<LoadTest>, name: String, mut version: String, t
             tx.send_modify(|v| v.lost = Some(format!("LoadTest {name} unreadable for {} s", WATCH_GIVE_UP.as_secs())));
             return;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::runtime::wait::conditions;
 use kube::{Api, Client, CustomResourceExt as _};
 use serde_json::json;
@@ -26,6 +26,7 @@ const RUNNERS: u32 = 2;
 /// A namespace with a LoadTest, its objects and the runner's RBAC; the runner processes.
 struct Setup {
     client: Client,
+    kubeconfig: PathBuf,
     ns: String,
     lt: String,
     dir: PathBuf,
@@ -38,8 +39,10 @@ impl Drop for Setup {
             let _ = child.kill();
             let _ = child.wait();
         }
-        // Keep the runners' logs of a failed test.
-        if !std::thread::panicking() {
+        // Keep the runners' logs of a failed test (or of every test, with STAMPEDE_E2E_KEEP=1).
+        if std::thread::panicking() || std::env::var_os("STAMPEDE_E2E_KEEP").is_some() {
+            eprintln!("runner logs kept in {}", self.dir.display());
+        } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
@@ -122,6 +125,11 @@ impl Setup {
 }
 
 async fn setup(prefix: &str, scenario_yaml: &str) -> Setup {
+    setup_with(prefix, scenario_yaml, &["get", "watch"]).await
+}
+
+/// [`setup`] with these verbs on the LoadTest.
+async fn setup_with(prefix: &str, scenario_yaml: &str, loadtest_verbs: &[&str]) -> Setup {
     let cluster = TestCluster::shared();
     let client = cluster.client().await.expect("client for the test cluster");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -161,7 +169,7 @@ async fn setup(prefix: &str, scenario_yaml: &str) -> Setup {
     let role: Role = serde_json::from_value(json!({
         "metadata": {"name": account},
         "rules": [
-            {"apiGroups": ["stampede.dev"], "resources": ["loadtests"], "resourceNames": [lt], "verbs": ["get", "watch"]},
+            {"apiGroups": ["stampede.dev"], "resources": ["loadtests"], "resourceNames": [lt], "verbs": loadtest_verbs},
             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [names::scenario_config_map(&lt)], "verbs": ["get"]},
             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": results, "verbs": ["get", "patch"]},
         ],
@@ -181,7 +189,7 @@ async fn setup(prefix: &str, scenario_yaml: &str) -> Setup {
     let kubeconfig =
         cluster.service_account_kubeconfig(&client, &ns, &account, &dir.join("kubeconfig")).await.expect("token");
     let runners = (0..RUNNERS).map(|i| spawn_runner(&kubeconfig, &ns, &lt, i, &dir)).collect();
-    Setup { client, ns, lt, dir, runners }
+    Setup { client, kubeconfig, ns, lt, dir, runners }
 }
 
 fn spawn_runner(kubeconfig: &Path, ns: &str, lt: &str, index: u32, dir: &Path) -> Child {
@@ -367,4 +375,60 @@ async fn e2e_an_invalid_scenario_fails_the_runners_with_a_message_and_exit_code_
         let message = r.message.as_deref().unwrap_or_default();
         assert!(message.contains("unknown variable `nope`") && message.contains("step `get`"), "{message}");
     }
+}
+
+/// What the runner's Role allows, checked with its own token: its LoadTest by GET and by a
+/// watch with a `metadata.name` field selector, nothing listed or watched without it, no
+/// other ConfigMap, no writes to its scenario.
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_the_runner_role_allows_exactly_what_a_runner_does() {
+    let yaml = "name: rbac\nbaseUrl: http://127.0.0.1:9\nload: {executor: constant-vus, vus: 1, iterations: 1}\n\
+                scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {url: \"{{baseUrl}}/\"}\n";
+    let s = setup("e2e-runner-rbac", yaml).await;
+    let kc = kube::config::Kubeconfig::read_from(&s.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    let runner = Client::try_from(config).unwrap();
+    let forbidden = |r: Result<(), kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
+
+    let lts: Api<LoadTest> = Api::namespaced(runner.clone(), &s.ns);
+    let lt = lts.get(&s.lt).await.expect("get its LoadTest");
+    let rv = lt.metadata.resource_version.clone().unwrap();
+    let by_name = WatchParams::default().fields(&format!("metadata.name={}", s.lt)).timeout(1);
+    assert!(lts.watch(&by_name, &rv).await.is_ok(), "watch its LoadTest by name");
+    assert!(forbidden(lts.watch(&WatchParams::default().timeout(1), &rv).await.map(|_| ())), "watch all");
+    assert!(forbidden(lts.list(&ListParams::default()).await.map(|_| ())), "list all");
+
+    let cms: Api<ConfigMap> = Api::namespaced(runner, &s.ns);
+    cms.get(&names::scenario_config_map(&s.lt)).await.expect("get its scenario");
+    let touch = json!({"metadata": {"labels": {"x": "y"}}});
+    let pp = PatchParams::default();
+    assert!(forbidden(cms.patch(&names::scenario_config_map(&s.lt), &pp, &Patch::Merge(&touch)).await.map(|_| ())));
+    cms.patch(&names::result_config_map(&s.lt, 1), &pp, &Patch::Merge(&touch)).await.expect("patch its results");
+    assert!(forbidden(cms.get("kube-root-ca.crt").await.map(|_| ())), "another ConfigMap");
+    assert!(forbidden(cms.list(&ListParams::default()).await.map(|_| ())), "list ConfigMaps");
+}
+
+/// Without `watch` on the LoadTest a runner polls it and still starts on time.
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_without_watch_permission_runners_poll_and_still_start_together() {
+    let target = TargetServer::start("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let yaml = format!(
+        "name: poll\nbaseUrl: {}\nload: {{executor: constant-vus, vus: 2, iterations: 20}}\n\
+         scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {{url: \"{{{{baseUrl}}}}/get\"}}\n",
+        target.base_url()
+    );
+    let mut s = setup_with("e2e-runner-poll", &yaml, &["get"]).await;
+    s.wait_reports("Ready", Duration::from_secs(20), |r| r.state == RunnerState::Ready).await;
+    let start_at = parse_time(&s.set_start_at(SystemTime::now() + Duration::from_millis(1000)).await);
+    let done = s.wait_reports("Done", Duration::from_secs(15), |r| r.state == RunnerState::Done).await;
+    assert_eq!(s.exit_codes(Duration::from_secs(10)), vec![Some(0); RUNNERS as usize], "{}", s.logs());
+    for r in &done {
+        let skew = diff_ms(parse_time(r.started_at.as_deref().unwrap()), start_at);
+        assert!((0.0..100.0).contains(&skew), "started {skew} ms from startAt");
+    }
+    assert_eq!(done.iter().map(requests).sum::<u64>(), 20);
+    assert_eq!(target.stats().requests(), 20);
+    target.stop();
 }
