@@ -11,6 +11,10 @@
 //!    `spec.abort`, a finished phase or the LoadTest's deletion stop it, keeping partial results;
 //! 5. reports `Done` with its per-step counters and histograms.
 //!
+//! A runner whose report already says `Done` (its pod restarted after the final report) exits 0
+//! at once. SIGTERM stops the wait or the run; the runner reports `Failed` ("terminated"),
+//! keeping partial results, and exits 143.
+//!
 //! Exit codes: 0 done (whatever the requests or thresholds did: the operator judges the merged
 //! result), 2 invalid input (environment, scenario), 3 could not run (API errors, the target
 //! cannot be resolved, the run failed), 143 terminated by SIGTERM. On 2 and 3 the runner
@@ -296,6 +300,19 @@ struct Reporter {
 }
 
 impl Reporter {
+    /// The report already in the ConfigMap, if any and readable.
+    async fn current(&self) -> Option<RunnerReport> {
+        let cm = match retry(&format!("get configmap {}", self.name), API_ATTEMPTS, || self.api.get(&self.name)).await {
+            Ok(cm) => cm,
+            Err(e) => {
+                warn!("cannot read the previous report: {e}");
+                return None;
+            }
+        };
+        let text = cm.data.as_ref()?.get(RESULT_KEY)?;
+        serde_json::from_str(text).map_err(|e| warn!("ignoring an unreadable previous report: {e}")).ok()
+    }
+
     async fn send(&self, report: &RunnerReport, attempts: u32) -> Result<(), kube::Error> {
         let patch = report_patch(report);
         retry(&format!("patch configmap {}", self.name), attempts, || async {
@@ -313,6 +330,15 @@ async fn runner(
     reporter: &Reporter,
     terminated: Arc<AtomicBool>,
 ) -> Result<(), Failure> {
+    // A runner that already finished (its pod restarted after the final report) does not run
+    // its share again.
+    if let Some(previous) = reporter.current().await
+        && previous.state == RunnerState::Done
+    {
+        info!("this runner already reported Done; not running again");
+        return Ok(());
+    }
+
     // 1. The scenario and this runner's share of it.
     let cm_name = names::scenario_config_map(&env.loadtest);
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &env.namespace);
@@ -377,7 +403,8 @@ async fn runner(
             return Err(Failure::CouldNotRun(anyhow!(lost)));
         }
         if terminated.load(Ordering::Relaxed) {
-            return Err(Failure::CouldNotRun(anyhow!("terminated (SIGTERM) before the start")));
+            let report = empty_done_report(env.index, &full.step_keys, &scenario_names, None);
+            return finish(reporter, report, &terminated).await;
         }
         if view.stop() {
             info!("not starting: {}", view.stop_reason());

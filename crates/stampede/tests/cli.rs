@@ -194,3 +194,37 @@ fn failed_thresholds_exit_1_and_show_their_verdicts() {
     assert_eq!(report["thresholds"][0]["actual"], 50.0);
     assert_eq!(report["thresholds"][1]["passed"], true);
 }
+
+/// `stampede runner` outside a pod: a missing variable is invalid input (2); without a cluster
+/// to talk to, the runner cannot run (3). Neither panics.
+#[test]
+fn runner_exit_codes_without_its_environment_or_a_cluster() {
+    let runner = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stampede"));
+        cmd.arg("runner").env_clear().envs(vars.iter().copied());
+        cmd.output().expect("stampede runs")
+    };
+    let out = runner(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("STAMPEDE_LOADTEST is not set"), "{}", text(&out.stderr));
+
+    let vars = [
+        ("STAMPEDE_LOADTEST", "lt"),
+        ("STAMPEDE_NAMESPACE", "ns"),
+        ("STAMPEDE_RUNNERS", "2"),
+        ("JOB_COMPLETION_INDEX", "2"),
+    ];
+    let out = runner(&vars);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("JOB_COMPLETION_INDEX=2 is not below STAMPEDE_RUNNERS=2"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-kubeconfig");
+    let mut vars = vars.to_vec();
+    vars[3] = ("JOB_COMPLETION_INDEX", "1");
+    vars.push(("KUBECONFIG", missing.to_str().unwrap()));
+    let out = runner(&vars);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("Kubernetes client"), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("panicked"));
+}

@@ -432,3 +432,48 @@ async fn e2e_without_watch_permission_runners_poll_and_still_start_together() {
     assert_eq!(target.stats().requests(), 20);
     target.stop();
 }
+
+/// SIGTERM (a deleted pod) stops a running runner: it reports Failed ("terminated") with its
+/// partial results and exits 143. Run again for the same index after a Done report, a runner
+/// does not repeat its share.
+#[tokio::test]
+#[ignore = "needs the local cluster: make e2e"]
+async fn e2e_sigterm_reports_failed_with_partial_results_and_a_finished_runner_does_not_run_again() {
+    let target = TargetServer::start("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let yaml = format!(
+        "name: term\nbaseUrl: {}\nload: {{executor: constant-vus, vus: 2, duration: 60s}}\n\
+         scenarios:\n  - name: s\n    steps:\n      - name: get\n        request: {{url: \"{{{{baseUrl}}}}/get\"}}\n        \
+         think: 5ms\n",
+        target.base_url()
+    );
+    let mut s = setup("e2e-runner-term", &yaml).await;
+    s.wait_reports("Ready", Duration::from_secs(20), |r| r.state == RunnerState::Ready).await;
+    s.set_start_at(SystemTime::now() + Duration::from_millis(200)).await;
+    s.wait_reports("Running", Duration::from_secs(10), |r| r.state == RunnerState::Running).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for child in &s.runners {
+        let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+    let ended =
+        s.wait_reports("Failed after SIGTERM", Duration::from_secs(5), |r| r.state == RunnerState::Failed).await;
+    assert_eq!(s.exit_codes(Duration::from_secs(5)), vec![Some(143); RUNNERS as usize], "{}", s.logs());
+    for r in &ended {
+        assert!(r.message.as_deref().unwrap_or_default().contains("terminated"), "{r:?}");
+        assert!(requests(r) > 0, "partial results are kept");
+    }
+
+    // Mark runner 0 Done, as if it had finished, and start it again: it exits 0 at once.
+    let done = json!({"index": 0, "state": "done", "durationSeconds": 1.0});
+    let patch = json!({"data": {RESULT_KEY: done.to_string()}});
+    s.config_maps()
+        .patch(&names::result_config_map(&s.lt, 0), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let served = target.stats().requests();
+    s.runners = vec![spawn_runner(&s.kubeconfig, &s.ns, &s.lt, 0, &s.dir)];
+    assert_eq!(s.exit_codes(Duration::from_secs(10)), vec![Some(0)], "{}", s.logs());
+    assert_eq!(s.reports().await[0].as_ref().unwrap().duration_seconds, 1.0, "the report is left alone");
+    assert_eq!(target.stats().requests(), served);
+    target.stop();
+}
