@@ -607,9 +607,12 @@ async fn live_reports(
         let Some((elapsed, live)) = rx.borrow_and_update().clone() else { continue };
         let Some(&started) = started_at.get() else { continue };
         let report = running_report(reporter.index, started, elapsed, live);
-        // One try each time: the next total comes in two seconds.
-        if let Err(e) = reporter.send(&report, 1).await {
-            warn!("cannot report progress: {e}");
+        // One try each time, bounded: the next total comes in two seconds, and the final
+        // report waits for this one.
+        match tokio::time::timeout(LIVE_EVERY * 2, reporter.send(&report, 1)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!("cannot report progress: {e}"),
+            Err(_) => warn!("progress report timed out"),
         }
     }
 }
