@@ -85,7 +85,7 @@ pub fn desired(lt: &LoadTest, scenario_yaml: &str) -> Desired {
                 api_groups: Some(vec!["stampede.dev".into()]),
                 resources: Some(vec!["loadtests".into()]),
                 resource_names: Some(vec![name.clone()]),
-                verbs: vec!["get".into(), "list".into(), "watch".into()],
+                verbs: vec!["get".into(), "watch".into()],
                 ..PolicyRule::default()
             },
             PolicyRule {
