@@ -133,9 +133,9 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     let runners = lt.spec.runners.max(1);
     let event = |warning: bool, reason: &str, note: String| Action::Event { warning, reason: reason.into(), note };
     st.observed_generation = generation;
-    st.runners = counts(runners, &obs.reports, obs.job.as_ref());
 
-    // Finished: only cleanup and TTL remain.
+    // Finished: only cleanup and TTL remain. The runner counts stay as they were when the
+    // test ended: cleanup deletes the Job and may delete the reports they were counted from.
     if st.phase.is_finished() {
         let mut requeue = None;
         if let (Some(ttl), Some(done)) =
@@ -150,6 +150,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         }
         return Decision { status: st, actions, requeue };
     }
+    st.runners = counts(runners, &obs.reports, obs.job.as_ref());
 
     // Validation.
     let plan = match &obs.plan {

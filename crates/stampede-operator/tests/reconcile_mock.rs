@@ -1,0 +1,560 @@
+//! One reconcile against a mock API server. Each test scripts the exact requests the
+//! operator must make for one situation, in order (method, path, query), answers them as
+//! an API server would, then checks the bodies it was sent and the status it wrote. The
+//! mock fails the test on a request it did not expect, and on one it expected but never got.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use k8s_openapi::api::batch::v1::JobStatus;
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+use stampede_api::{
+    LoadTest, LoadTestSpec, LoadTestStatus, Phase, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY,
+};
+use stampede_engine::metrics::WorkerMetrics;
+use stampede_engine::portable::PortableMetrics;
+use stampede_operator::controller::{Context, Metrics, reconcile_once, validate};
+use stampede_operator::lifecycle::{self, Observed, START_DELAY};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::task::JoinHandle;
+use tower_test::mock;
+
+const NS: &str = "perf";
+const NAME: &str = "shop";
+const UID: &str = "0b0b0b0b-1111-2222-3333-444444444444";
+/// Longest wait for the reconcile, and for the mock to see the end of its script.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+const SCENARIO: &str = r#"
+name: shop
+baseUrl: http://my-service.default.svc
+load: {executor: constant-vus, vus: 10, duration: 30s}
+scenarios:
+  - name: buy
+    steps:
+      - {name: home, request: {url: "{{baseUrl}}/"}}
+thresholds: ["latency.p99 < 100ms", "errors.rate < 1%"]
+"#;
+
+// ---------------------------------------------------------------------------------------
+// The mock API server.
+
+/// One request the operator must make next, and how the mock answers it.
+#[derive(Debug)]
+enum Expect {
+    /// Server-side apply of a child at this path; answered with the applied object.
+    Apply(String),
+    /// The list of this LoadTest's ConfigMaps by label; answered with one result ConfigMap
+    /// per runner, holding its report where there is one.
+    ListResults(Vec<Option<RunnerReport>>),
+    /// A get of the runner Job; answered with a Job in this state, or 404.
+    GetJob(Option<JobStatus>),
+    /// An Event about the LoadTest, with this reason.
+    Event { reason: &'static str, warning: bool },
+    /// A DELETE (background propagation) of this path.
+    Delete(String),
+    /// The server-side apply of the status subresource; answered with the LoadTest.
+    ApplyStatus,
+}
+
+/// A request the mock answered.
+#[derive(Debug)]
+struct Seen {
+    method: Method,
+    path: String,
+    body: Value,
+}
+
+fn api_path(kind: &str, name: &str) -> String {
+    let prefix = match kind {
+        "serviceaccounts" | "configmaps" => "/api/v1".to_string(),
+        "roles" | "rolebindings" => "/apis/rbac.authorization.k8s.io/v1".to_string(),
+        "jobs" => "/apis/batch/v1".to_string(),
+        "events" => "/apis/events.k8s.io/v1".to_string(),
+        "loadtests" => "/apis/stampede.dev/v1alpha1".to_string(),
+        other => panic!("no API path for {other}"),
+    };
+    if name.is_empty() {
+        format!("{prefix}/namespaces/{NS}/{kind}")
+    } else {
+        format!("{prefix}/namespaces/{NS}/{kind}/{name}")
+    }
+}
+
+fn job_path() -> String {
+    api_path("jobs", &format!("{NAME}-runners"))
+}
+
+/// Answers the operator's requests from a script, asserting each one.
+struct ApiServerVerifier {
+    handle: mock::Handle<Request<Body>, Response<Body>>,
+    lt: LoadTest,
+}
+
+impl ApiServerVerifier {
+    /// Serves `script` in order, then expects no further request until the client is
+    /// dropped. Yields every request it answered.
+    fn serve(mut self, script: Vec<Expect>) -> JoinHandle<Vec<Seen>> {
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for (i, expect) in script.into_iter().enumerate() {
+                let Some((request, send)) = self.handle.next_request().await else {
+                    panic!("request #{i} never came; expected {expect:?}");
+                };
+                let (parts, body) = request.into_parts();
+                let bytes = body.collect().await.expect("request body").to_bytes();
+                let body: Value = if bytes.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_slice(&bytes).expect("the request body is JSON")
+                };
+                let query: BTreeMap<String, String> = parts
+                    .uri
+                    .query()
+                    .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+                    .unwrap_or_default();
+                let content_type =
+                    parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+                let got = format!("{} {}", parts.method, parts.uri);
+                let (method, path) = (parts.method, parts.uri.path().to_string());
+                let is = |m: Method, p: &str| {
+                    assert!(method == m && path == p, "request #{i}: expected {expect:?} ({m} {p}), got {got}");
+                };
+                let applied = || {
+                    assert_eq!(content_type, "application/apply-patch+yaml", "request #{i} ({got}) is an apply");
+                    assert_eq!(query.get("fieldManager").map(String::as_str), Some("stampede-operator"), "{got}");
+                    assert_eq!(query.get("force").map(String::as_str), Some("true"), "{got}");
+                };
+                let (status, answer) = match &expect {
+                    Expect::Apply(p) => {
+                        is(Method::PATCH, p);
+                        applied();
+                        (StatusCode::OK, body.clone())
+                    }
+                    Expect::ApplyStatus => {
+                        is(Method::PATCH, &format!("{}/status", api_path("loadtests", NAME)));
+                        applied();
+                        assert_eq!(
+                            (body["apiVersion"].as_str(), body["kind"].as_str()),
+                            (Some("stampede.dev/v1alpha1"), Some("LoadTest"))
+                        );
+                        let mut lt = self.lt.clone();
+                        lt.status = Some(serde_json::from_value(body["status"].clone()).expect("a valid status"));
+                        (StatusCode::OK, serde_json::to_value(&lt).unwrap())
+                    }
+                    Expect::ListResults(reports) => {
+                        is(Method::GET, &api_path("configmaps", ""));
+                        let selector = query.get("labelSelector").map(String::as_str);
+                        assert_eq!(selector, Some("stampede.dev/loadtest=shop"), "{got}");
+                        let items: Vec<Value> = reports
+                            .iter()
+                            .enumerate()
+                            .map(|(i, r)| {
+                                let mut cm = json!({
+                                    "apiVersion": "v1",
+                                    "kind": "ConfigMap",
+                                    "metadata": {"name": format!("{NAME}-result-{i}"), "namespace": NS,
+                                                 "labels": {"stampede.dev/loadtest": NAME}},
+                                });
+                                if let Some(r) = r {
+                                    cm["data"] = json!({RESULT_KEY: serde_json::to_string(r).unwrap()});
+                                }
+                                cm
+                            })
+                            .collect();
+                        (
+                            StatusCode::OK,
+                            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": items}),
+                        )
+                    }
+                    Expect::GetJob(state) => {
+                        is(Method::GET, &job_path());
+                        match state {
+                            Some(s) => (
+                                StatusCode::OK,
+                                json!({"apiVersion": "batch/v1", "kind": "Job",
+                                       "metadata": {"name": format!("{NAME}-runners"), "namespace": NS},
+                                       "status": s}),
+                            ),
+                            None => (StatusCode::NOT_FOUND, not_found(&format!("{NAME}-runners"))),
+                        }
+                    }
+                    Expect::Event { reason, warning } => {
+                        is(Method::POST, &api_path("events", ""));
+                        assert_eq!(body["reason"], *reason, "{body}");
+                        assert_eq!(body["type"], if *warning { "Warning" } else { "Normal" }, "{body}");
+                        assert_eq!(body["reportingController"], "stampede-operator", "{body}");
+                        let regarding = &body["regarding"];
+                        assert_eq!(
+                            (&regarding["kind"], &regarding["name"], &regarding["namespace"], &regarding["uid"]),
+                            (&json!("LoadTest"), &json!(NAME), &json!(NS), &json!(UID)),
+                            "{body}"
+                        );
+                        (StatusCode::CREATED, body.clone())
+                    }
+                    Expect::Delete(p) => {
+                        is(Method::DELETE, p);
+                        assert_eq!(body["propagationPolicy"], "Background", "{body}");
+                        (
+                            StatusCode::OK,
+                            json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 200}),
+                        )
+                    }
+                };
+                let response = Response::builder()
+                    .status(status)
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                    .unwrap();
+                send.send_response(response);
+                seen.push(Seen { method, path, body });
+            }
+            if let Some((request, _)) = self.handle.next_request().await {
+                panic!("unexpected request after the script: {} {}", request.method(), request.uri());
+            }
+            seen
+        })
+    }
+}
+
+fn not_found(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404,
+           "message": format!("\"{name}\" not found")})
+}
+
+/// Reconciles `lt` once against a mock serving `script`; returns what the mock saw.
+async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let verifier = ApiServerVerifier { handle, lt: lt.clone() }.serve(script);
+    let ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
+    let result = tokio::time::timeout(TIMEOUT, reconcile_once(lt, &ctx)).await;
+    // Dropping the client closes the mock: the verifier sees the end of the requests.
+    drop(ctx);
+    let seen = match tokio::time::timeout(TIMEOUT, verifier).await {
+        Err(_) => panic!("the mock API server did not finish within {TIMEOUT:?}"),
+        Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Ok(Err(e)) => panic!("the mock API server: {e}"),
+        Ok(Ok(seen)) => seen,
+    };
+    match result {
+        Err(_) => panic!("reconcile did not finish within {TIMEOUT:?}"),
+        Ok(Err(e)) => panic!("reconcile failed: {e}"),
+        Ok(Ok(_)) => seen,
+    }
+}
+
+/// The status the operator applied (the last request of every script here).
+fn applied_status(seen: &[Seen]) -> LoadTestStatus {
+    let last = seen.last().expect("requests");
+    assert!(last.method == Method::PATCH && last.path.ends_with("/status"), "the status apply comes last: {last:?}");
+    serde_json::from_value(last.body["status"].clone()).unwrap()
+}
+
+fn condition(st: &LoadTestStatus, type_: &str) -> (String, String, String) {
+    let c = st.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_} in {st:?}"));
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+// ---------------------------------------------------------------------------------------
+// LoadTests in each phase, and runner reports.
+
+fn loadtest(runners: i32, scenario: &str) -> LoadTest {
+    let scenario: Value = serde_yaml::from_str(scenario).unwrap();
+    let spec: LoadTestSpec = serde_json::from_value(json!({"runners": runners, "scenario": scenario})).unwrap();
+    let mut lt = LoadTest::new(NAME, spec);
+    lt.metadata.namespace = Some(NS.into());
+    lt.metadata.uid = Some(UID.into());
+    lt.metadata.generation = Some(1);
+    lt
+}
+
+/// A LoadTest whose children were created `ago`: the status the operator wrote then.
+fn initializing(runners: i32, ago: Duration) -> LoadTest {
+    let mut lt = loadtest(runners, SCENARIO);
+    let plan = validate(&lt, SCENARIO, "test").map_err(|e| e.to_string());
+    let obs = Observed { now: OffsetDateTime::now_utc() - ago, plan, reports: vec![], job: None };
+    lt.status = Some(lifecycle::decide(&lt, &obs).status);
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Initializing);
+    lt
+}
+
+/// A LoadTest whose runners started `ago`.
+fn running(runners: i32, ago: Duration) -> LoadTest {
+    let mut lt = initializing(runners, ago + Duration::from_secs(5));
+    let st = lt.status.as_mut().unwrap();
+    let at = (OffsetDateTime::now_utc() - ago).format(&Rfc3339).unwrap();
+    st.phase = Phase::Running;
+    st.start_at = Some(at.clone());
+    st.start_time = Some(at);
+    lt
+}
+
+fn report(index: u32, state: RunnerState) -> RunnerReport {
+    RunnerReport {
+        index,
+        state,
+        started_at: None,
+        duration_seconds: 0.0,
+        result: None,
+        live: None,
+        generator: None,
+        message: None,
+    }
+}
+
+/// A final report of `requests` requests at 1 ms each, all 200, over 10 s.
+fn done(index: u32, requests: u64) -> RunnerReport {
+    let lt = loadtest(1, SCENARIO);
+    let plan = validate(&lt, SCENARIO, "test").unwrap();
+    let mut m = WorkerMetrics::new(plan.step_keys.len(), 1);
+    for _ in 0..requests {
+        m.steps[0].requests += 1;
+        m.steps[0].record_latency_us(1_000);
+        m.steps[0].record_status(200);
+    }
+    m.iterations[0] = requests;
+    RunnerReport {
+        duration_seconds: 10.0,
+        result: Some(PortableMetrics::encode(&plan.step_keys, &m, &["buy".to_string()])),
+        ..report(index, RunnerState::Done)
+    }
+}
+
+fn active(n: i32) -> Option<JobStatus> {
+    Some(JobStatus { active: Some(n), ..JobStatus::default() })
+}
+
+// ---------------------------------------------------------------------------------------
+// Behaviours.
+
+#[tokio::test]
+async fn a_new_loadtest_gets_its_children_applied_then_an_event_and_initializing_status() {
+    let lt = loadtest(3, SCENARIO);
+    let children = [
+        api_path("serviceaccounts", "shop-runner"),
+        api_path("roles", "shop-runner"),
+        api_path("rolebindings", "shop-runner"),
+        api_path("configmaps", "shop-scenario"),
+        api_path("configmaps", "shop-result-0"),
+        api_path("configmaps", "shop-result-1"),
+        api_path("configmaps", "shop-result-2"),
+        job_path(),
+    ];
+    let mut script: Vec<Expect> = children.into_iter().map(Expect::Apply).collect();
+    script.push(Expect::Event { reason: "Initializing", warning: false });
+    script.push(Expect::ApplyStatus);
+    let seen = reconcile_against(&lt, script).await;
+
+    let kinds: Vec<&str> = seen[..8].iter().map(|s| s.body["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap", "Job"]
+    );
+    for child in &seen[..8] {
+        let meta = &child.body["metadata"];
+        assert_eq!(meta["namespace"], NS, "{}", child.path);
+        assert_eq!(meta["labels"]["stampede.dev/loadtest"], NAME, "{}", child.path);
+        assert_eq!(meta["labels"]["app.kubernetes.io/managed-by"], "stampede-operator", "{}", child.path);
+        let owners = meta["ownerReferences"].as_array().unwrap();
+        assert_eq!(owners.len(), 1, "{}", child.path);
+        assert_eq!(
+            (&owners[0]["kind"], &owners[0]["name"], &owners[0]["uid"], &owners[0]["controller"]),
+            (&json!("LoadTest"), &json!(NAME), &json!(UID), &json!(true)),
+            "{}",
+            child.path
+        );
+    }
+
+    // The runners may read their LoadTest and scenario, and write only their own results.
+    let rules = seen[1].body["rules"].as_array().unwrap();
+    assert_eq!(rules[2]["resourceNames"], json!(["shop-result-0", "shop-result-1", "shop-result-2"]));
+    assert_eq!(rules[2]["verbs"], json!(["get", "patch"]));
+    assert_eq!(seen[2].body["subjects"], json!([{"kind": "ServiceAccount", "name": "shop-runner", "namespace": NS}]));
+
+    let scenario_cm = &seen[3].body;
+    assert_eq!(scenario_cm["immutable"], true);
+    let held: Value = serde_yaml::from_str(scenario_cm["data"][SCENARIO_KEY].as_str().unwrap()).unwrap();
+    assert_eq!(Some(&held), lt.spec.scenario.as_ref(), "the scenario ConfigMap holds the scenario");
+    for r in &seen[4..7] {
+        assert!(r.body.get("data").is_none(), "result ConfigMaps start empty: {}", r.body);
+    }
+
+    let job = &seen[7].body["spec"];
+    assert_eq!(
+        (&job["completionMode"], &job["completions"], &job["parallelism"], &job["backoffLimit"]),
+        (&json!("Indexed"), &json!(3), &json!(3), &json!(0))
+    );
+    let pod = &job["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "shop-runner");
+    assert_eq!(pod["restartPolicy"], "Never");
+    let env = pod["containers"][0]["env"].as_array().unwrap();
+    assert!(env.contains(&json!({"name": "STAMPEDE_RUNNERS", "value": "3"})), "{env:?}");
+    assert!(env.contains(&json!({"name": "STAMPEDE_LOADTEST", "value": NAME})), "{env:?}");
+
+    assert_eq!(seen[8].body["note"], "creating 3 runner(s)");
+
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Initializing);
+    assert_eq!(st.observed_generation, Some(1));
+    assert_eq!(st.runners.desired, 3);
+    assert_eq!(condition(&st, "Valid").0, "True");
+    assert!(st.start_at.is_none());
+}
+
+#[tokio::test]
+async fn all_runners_ready_schedules_a_common_start_three_seconds_ahead() {
+    let lt = initializing(2, Duration::from_secs(10));
+    let ready = || vec![Some(report(0, RunnerState::Ready)), Some(report(1, RunnerState::Ready))];
+    let before = OffsetDateTime::now_utc();
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::ListResults(ready()),
+            Expect::GetJob(active(2)),
+            Expect::Event { reason: "StartScheduled", warning: false },
+            Expect::ApplyStatus,
+        ],
+    )
+    .await;
+    let after = OffsetDateTime::now_utc();
+
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Initializing, "Running only once the start instant passed");
+    assert_eq!(st.runners.ready, 2);
+    let start_at = OffsetDateTime::parse(st.start_at.as_deref().expect("startAt"), &Rfc3339).unwrap();
+    assert!(
+        start_at >= before + START_DELAY - Duration::from_micros(1) && start_at <= after + START_DELAY,
+        "startAt {start_at} is not {START_DELAY:?} after the reconcile ({before} .. {after})"
+    );
+    assert_eq!(START_DELAY, Duration::from_secs(3));
+    let (status, reason, _) = condition(&st, "RunnersReady");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "AllReady"));
+    let note = seen[2].body["note"].as_str().unwrap();
+    assert!(note.ends_with(st.start_at.as_deref().unwrap()), "the Event names the start instant: {note}");
+}
+
+#[tokio::test]
+async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
+    let lt = initializing(2, Duration::from_secs(10));
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::ListResults(vec![Some(report(0, RunnerState::Ready)), None]),
+            Expect::GetJob(active(2)),
+            Expect::ApplyStatus,
+        ],
+    )
+    .await;
+
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Initializing);
+    assert!(st.start_at.is_none(), "{st:?}");
+    assert_eq!(st.runners.ready, 1);
+    let (status, reason, message) = condition(&st, "RunnersReady");
+    assert_eq!((status.as_str(), reason.as_str(), message.as_str()), ("False", "Waiting", "1 of 2 ready"));
+}
+
+#[tokio::test]
+async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted() {
+    let lt = running(2, Duration::from_secs(30));
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
+            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
+            Expect::Event { reason: "Succeeded", warning: false },
+            Expect::Delete(job_path()),
+            Expect::ApplyStatus,
+        ],
+    )
+    .await;
+
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    let summary = st.summary.as_ref().expect("summary");
+    assert!(summary.is_final);
+    assert_eq!(summary.requests, 1500, "the sum of the runners' requests");
+    assert_eq!(summary.iterations, 1500);
+    assert_eq!(summary.rps, 150.0);
+    assert_eq!(summary.errors, "0.00%");
+    assert_eq!(summary.steps.len(), 1);
+    assert_eq!(summary.steps[0].requests, 1500);
+    let verdicts: Vec<(&str, bool)> = st.thresholds.iter().map(|v| (v.threshold.as_str(), v.passed)).collect();
+    assert_eq!(verdicts, [("latency.p99 < 100ms", true), ("errors.rate < 1%", true)]);
+    assert_eq!(st.runners.succeeded, 2);
+    assert!(st.completion_time.is_some());
+    assert_eq!(condition(&st, "Completed").0, "True");
+    assert_eq!(condition(&st, "ThresholdsPassed").0, "True");
+}
+
+#[tokio::test]
+async fn an_invalid_scenario_fails_with_a_warning_and_creates_no_children() {
+    let invalid = SCENARIO.replace("{{baseUrl}}/", "{{baseUrl}}/{{nope}}");
+    let lt = loadtest(2, &invalid);
+    // Nothing but the Event and the status: any apply would be an unexpected request.
+    let seen =
+        reconcile_against(&lt, vec![Expect::Event { reason: "InvalidSpec", warning: true }, Expect::ApplyStatus]).await;
+
+    let note = seen[0].body["note"].as_str().unwrap();
+    assert!(note.contains("nope"), "the Event says what is wrong: {note}");
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Failed);
+    let (status, reason, message) = condition(&st, "Valid");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "InvalidSpec"));
+    assert!(message.contains("nope"), "{message}");
+    assert!(st.message.as_deref().unwrap().starts_with("invalid scenario"), "{:?}", st.message);
+    assert!(st.completion_time.is_some());
+}
+
+#[tokio::test]
+async fn abort_before_the_start_ends_aborted_and_deletes_the_runners() {
+    let mut lt = initializing(2, Duration::from_secs(10));
+    lt.spec.abort = true;
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::ListResults(vec![Some(report(0, RunnerState::Ready)), None]),
+            Expect::GetJob(active(2)),
+            Expect::Delete(job_path()),
+            Expect::Event { reason: "Aborted", warning: true },
+            Expect::ApplyStatus,
+        ],
+    )
+    .await;
+
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Aborted);
+    assert!(st.start_at.is_none());
+    assert!(st.summary.is_none(), "no runner ran: no results");
+    let (status, reason, _) = condition(&st, "Completed");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Aborted"));
+    assert!(st.completion_time.is_some());
+}
+
+#[tokio::test]
+async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
+    // Succeeded with `cleanup.onSuccess: all`: the Job and the result ConfigMaps are gone.
+    let mut lt = running(2, Duration::from_secs(30));
+    lt.spec.cleanup.on_success = stampede_api::CleanupMode::All;
+    let plan = validate(&lt, SCENARIO, "test").map_err(|e| e.to_string());
+    let job = lifecycle::JobState { succeeded: 2, ..lifecycle::JobState::default() };
+    let obs = Observed {
+        now: OffsetDateTime::now_utc(),
+        plan,
+        reports: vec![Some(done(0, 1000)), Some(done(1, 500))],
+        job: Some(job),
+    };
+    lt.status = Some(lifecycle::decide(&lt, &obs).status);
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!((st.phase, st.runners.succeeded), (Phase::Succeeded, 2));
+
+    // The reads, and nothing else: the final status (runner counts included) stays as it was.
+    let seen = reconcile_against(&lt, vec![Expect::ListResults(vec![]), Expect::GetJob(None)]).await;
+    assert_eq!(seen.len(), 2);
+}
