@@ -158,12 +158,23 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     }
     if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
         let api: Api<LoadTest> = Api::namespaced(client.clone(), &ns);
+        // The resourceVersion makes the write conditional: a decision taken on a stale copy
+        // (the watch cache can lag behind our own last write) must not overwrite a newer
+        // status, e.g. move an already announced start instant.
         let patch = serde_json::json!({
             "apiVersion": LoadTest::api_version(&()),
             "kind": LoadTest::kind(&()),
+            "metadata": {"resourceVersion": lt.resource_version()},
             "status": decision.status,
         });
-        api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await?;
+        match api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!("status changed meanwhile; deciding again on the newer copy");
+                return Ok(Requeue::requeue(Duration::from_millis(200)));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(match decision.requeue {
         Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
