@@ -284,3 +284,24 @@ fn live_summaries_merge_the_runners_interim_totals() {
     assert_eq!((s.requests, s.rps), (250, 50.0));
     assert_eq!(s.p99, "2.0ms");
 }
+
+#[test]
+fn a_finished_test_is_deleted_after_its_ttl_and_not_before() {
+    let mut lt = loadtest(1);
+    lt.spec.ttl_seconds_after_finished = Some(60);
+    let now = OffsetDateTime::now_utc();
+    let done = (now - Duration::from_secs(30)).format(&time::format_description::well_known::Rfc3339).unwrap();
+    lt.status = Some(stampede_api::LoadTestStatus {
+        phase: Phase::Succeeded,
+        completion_time: Some(done),
+        ..Default::default()
+    });
+    let d = decide(&lt, &observed(now, vec![], None));
+    assert!(d.actions.is_empty());
+    let wait = d.requeue.unwrap();
+    assert!(wait > Duration::from_secs(29) && wait <= Duration::from_secs(30), "{wait:?}");
+    let d = decide(&lt, &observed(now + Duration::from_secs(31), vec![], None));
+    assert_eq!(d.actions, vec![Action::DeleteLoadTest]);
+    lt.spec.ttl_seconds_after_finished = None;
+    assert!(decide(&lt, &observed(now + Duration::from_secs(3600), vec![], None)).actions.is_empty(), "no TTL: kept");
+}
