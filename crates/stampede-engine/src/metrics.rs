@@ -67,6 +67,11 @@ impl ErrorKind {
 
 const KINDS: usize = ErrorKind::ALL.len();
 
+/// Non-zero error counts by kind name (`connect`, `timeout`, …), for reports and results.
+pub fn errors_by_name(counts: &[u64; KINDS]) -> std::collections::BTreeMap<String, u64> {
+    ErrorKind::ALL.iter().filter(|k| counts[k.index()] > 0).map(|k| (k.name().to_string(), counts[k.index()])).collect()
+}
+
 /// Status codes 100–599 counted in a flat array.
 const STATUS_MIN: u16 = 100;
 const STATUS_SLOTS: usize = 500;

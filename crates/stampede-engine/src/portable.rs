@@ -14,7 +14,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerial
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics};
+use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics, errors_by_name};
 use crate::plan::StepKey;
 
 /// One step's stats in portable form.
@@ -70,11 +70,7 @@ impl PortableStep {
             scenario: scenario.to_string(),
             step: step.to_string(),
             requests: stats.requests,
-            errors: ErrorKind::ALL
-                .iter()
-                .filter(|k| stats.errors_by_kind[k.index()] > 0)
-                .map(|k| (k.name().to_string(), stats.errors_by_kind[k.index()]))
-                .collect(),
+            errors: errors_by_name(&stats.errors_by_kind),
             status: BTreeMap::new(),
             bytes_sent: 0,
             bytes_received: 0,
@@ -98,11 +94,7 @@ impl PortableMetrics {
                     scenario: key.scenario.clone(),
                     step: key.step.clone(),
                     requests: s.requests,
-                    errors: ErrorKind::ALL
-                        .iter()
-                        .filter(|k| s.errors[k.index()] > 0)
-                        .map(|k| (k.name().to_string(), s.errors[k.index()]))
-                        .collect(),
+                    errors: errors_by_name(&s.errors),
                     status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
                     bytes_sent: s.bytes_sent,
                     bytes_received: s.bytes_received,

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::executor::{RunOutcome, Tick};
-use crate::metrics::{ErrorKind, StepStats};
+use crate::metrics::{ErrorKind, StepStats, errors_by_name};
 use crate::plan::Plan;
 use crate::threshold::Verdict;
 
@@ -215,11 +215,7 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
         responses: stats.latency.len(),
         errors,
         error_rate: if stats.requests > 0 { errors as f64 / stats.requests as f64 } else { 0.0 },
-        errors_by_kind: ErrorKind::ALL
-            .iter()
-            .filter(|k| stats.errors[k.index()] > 0)
-            .map(|k| (k.name().to_string(), stats.errors[k.index()]))
-            .collect(),
+        errors_by_kind: errors_by_name(&stats.errors),
         status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
         latency_ms: latency_summary(stats),
         rps: per_sec(stats.requests),

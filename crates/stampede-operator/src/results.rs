@@ -2,7 +2,7 @@
 //! percentiles) and thresholds are evaluated on the merged data.
 
 use stampede_api::{RunnerReport, StepResult, Summary};
-use stampede_engine::metrics::{StepStats, WorkerMetrics};
+use stampede_engine::metrics::{StepStats, WorkerMetrics, errors_by_name};
 use stampede_engine::plan::Plan;
 use stampede_engine::portable::{PortableError, PortableMetrics};
 use stampede_engine::report::{latency_summary, round3};
@@ -77,11 +77,7 @@ fn summarize(total: &StepStats, seconds: f64, iterations: u64) -> Summary {
         error_rate,
         errors: format!("{:.2}%", error_rate * 100.0),
         p99: format!("{:.1}ms", latency.p99),
-        errors_by_kind: stampede_engine::metrics::ErrorKind::ALL
-            .iter()
-            .filter(|k| total.errors[k.index()] > 0)
-            .map(|k| (k.name().to_string(), total.errors[k.index()]))
-            .collect(),
+        errors_by_kind: errors_by_name(&total.errors),
         latency_ms: latency,
         bytes_received: total.bytes_received,
         bytes_sent: total.bytes_sent,
