@@ -306,18 +306,19 @@ stop_nginx
 
 # -------------------------------------------------------------- report ---
 cmdline="bash bench/run.sh"
-for v in QUICK ROUNDS DURATION CONNS IDLE_LOAD STAMPEDE_REV; do
+for v in QUICK ROUNDS DURATION CONNS TOOLS IDLE_LOAD STAMPEDE_REV; do
     case $v in
         QUICK) [[ "$QUICK" == 1 ]] && cmdline="QUICK=1 $cmdline" ;;
-        ROUNDS) [[ "$QUICK" != 1 && "$ROUNDS" != 3 ]] && cmdline="ROUNDS=$ROUNDS $cmdline" ;;
-        DURATION) [[ "$QUICK" != 1 && "$DURATION" != 10 ]] && cmdline="DURATION=$DURATION $cmdline" ;;
+        ROUNDS) [[ "$ROUNDS" != "$([[ "$QUICK" == 1 ]] && echo 1 || echo 3)" ]] && cmdline="ROUNDS=$ROUNDS $cmdline" ;;
+        DURATION) [[ "$DURATION" != "$([[ "$QUICK" == 1 ]] && echo 3 || echo 10)" ]] && cmdline="DURATION=$DURATION $cmdline" ;;
         CONNS) [[ "$CONNS" != "1 10 50 200 1000" ]] && cmdline="CONNS=\"$CONNS\" $cmdline" ;;
+        TOOLS) [[ "$TOOLS" != "stampede wrk oha" ]] && cmdline="TOOLS=\"$TOOLS\" $cmdline" ;;
         IDLE_LOAD) [[ -n "$IDLE_LOAD" ]] && cmdline="IDLE_LOAD=$IDLE_LOAD $cmdline" ;;
         STAMPEDE_REV) [[ -n "${STAMPEDE_REV:-}" && -z "${STAMPEDE_BIN:-}" ]] && cmdline="STAMPEDE_REV=$STAMPEDE_REV $cmdline" ;;
     esac
 done
 
-export BENCH_CMDLINE="$cmdline" BENCH_ROUNDS="$ROUNDS" BENCH_DURATION="$DURATION" \
+export BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_CMDLINE="$cmdline" BENCH_ROUNDS="$ROUNDS" BENCH_DURATION="$DURATION" \
     BENCH_SERVER_CPU="$SERVER_CPU" BENCH_GEN_CPU="$GEN_CPU" BENCH_PAGE_BYTES="$PAGE_BYTES" \
     BENCH_LOAD_START="$LOAD_START" BENCH_LOAD_END="$LOAD_END" BENCH_IDLE_LOAD="$IDLE_LOAD" \
     BENCH_LOAD_WAITED="$LOAD_WAITED" BENCH_LOAD_GAVE_UP="$LOAD_GAVE_UP" BENCH_RAW="${RAW#"$ROOT"/}" \
@@ -328,5 +329,8 @@ export BENCH_CMDLINE="$cmdline" BENCH_ROUNDS="$ROUNDS" BENCH_DURATION="$DURATION
     BENCH_CMD_STAMPEDE="taskset -c $GEN_CPU $(gen_cmd stampede N | sed -e "s|$ROOT/||g" -e 's|@OUT@|report.json|' -e "s|:$PORT|:PORT|")" \
     BENCH_CMD_WRK="taskset -c $GEN_CPU $(gen_cmd wrk N | sed -e "s|:$PORT|:PORT|")" \
     BENCH_CMD_OHA="taskset -c $GEN_CPU $(gen_cmd oha N | sed -e "s|$TOOLS_ROOT|~/.cache/stampede/tools|" -e "s|:$PORT|:PORT|")"
+python3 -c 'import json, os, sys
+json.dump({k: v for k, v in sorted(os.environ.items()) if k.startswith("BENCH_")}, open(sys.argv[1], "w"), indent=1)' \
+    "$RAW/meta.json"
 python3 "$BENCH/summarize.py" --manifest "$MANIFEST" --results "$RESULTS"
 log "wrote $RESULTS"
