@@ -28,7 +28,9 @@ fn read(who: UsageWho) -> Usage {
             Usage {
                 user: tv(u.user_time()),
                 system: tv(u.system_time()),
-                max_rss_bytes: (u.max_rss().max(0) as u64) * 1024,
+                // getrusage's maxrss survives exec: under `cargo run` it reports cargo's own
+                // peak. VmHWM belongs to this program's address space only.
+                max_rss_bytes: peak_rss_bytes().unwrap_or((u.max_rss().max(0) as u64) * 1024),
             }
         }
         Err(_) => Usage::default(),
@@ -43,6 +45,14 @@ pub fn process() -> Usage {
 /// CPU time of the calling thread so far.
 pub fn this_thread() -> Usage {
     read(UsageWho::RUSAGE_THREAD)
+}
+
+/// Peak resident set size of this process image (VmHWM), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// Current resident set size in bytes, from /proc (0 where unavailable).
