@@ -362,6 +362,22 @@ pub struct RunnerReport {
     pub message: Option<String>,
 }
 
+impl RunnerReport {
+    /// A report in `state` and nothing else.
+    pub fn new(index: u32, state: RunnerState) -> RunnerReport {
+        RunnerReport {
+            index,
+            state,
+            started_at: None,
+            duration_seconds: 0.0,
+            result: None,
+            live: None,
+            generator: None,
+            message: None,
+        }
+    }
+}
+
 /// Data key of the runner report in a result ConfigMap.
 pub const RESULT_KEY: &str = "result.json";
 /// Data key of the resolved scenario in the scenario ConfigMap.

@@ -295,19 +295,6 @@ fn running(runners: i32, ago: Duration) -> LoadTest {
     lt
 }
 
-fn report(index: u32, state: RunnerState) -> RunnerReport {
-    RunnerReport {
-        index,
-        state,
-        started_at: None,
-        duration_seconds: 0.0,
-        result: None,
-        live: None,
-        generator: None,
-        message: None,
-    }
-}
-
 /// A final report of `requests` requests at 1 ms each, all 200, over 10 s.
 fn done(index: u32, requests: u64) -> RunnerReport {
     let lt = loadtest(1, SCENARIO);
@@ -322,7 +309,7 @@ fn done(index: u32, requests: u64) -> RunnerReport {
     RunnerReport {
         duration_seconds: 10.0,
         result: Some(PortableMetrics::encode(&plan.step_keys, &m, &["buy".to_string()])),
-        ..report(index, RunnerState::Done)
+        ..RunnerReport::new(index, RunnerState::Done)
     }
 }
 
@@ -410,7 +397,7 @@ async fn a_new_loadtest_gets_its_children_applied_then_an_event_and_initializing
 #[tokio::test]
 async fn all_runners_ready_schedules_a_common_start_three_seconds_ahead() {
     let lt = initializing(2, Duration::from_secs(10));
-    let ready = || vec![Some(report(0, RunnerState::Ready)), Some(report(1, RunnerState::Ready))];
+    let ready = || vec![Some(RunnerReport::new(0, RunnerState::Ready)), Some(RunnerReport::new(1, RunnerState::Ready))];
     let before = OffsetDateTime::now_utc();
     let seen = reconcile_against(
         &lt,
@@ -445,7 +432,7 @@ async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
     let seen = reconcile_against(
         &lt,
         vec![
-            Expect::ListResults(vec![Some(report(0, RunnerState::Ready)), None]),
+            Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
             Expect::ApplyStatus,
         ],
@@ -519,7 +506,7 @@ async fn abort_before_the_start_ends_aborted_and_deletes_the_runners() {
     let seen = reconcile_against(
         &lt,
         vec![
-            Expect::ListResults(vec![Some(report(0, RunnerState::Ready)), None]),
+            Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
             Expect::Delete(job_path()),
             Expect::Event { reason: "Aborted", warning: true },

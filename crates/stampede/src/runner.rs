@@ -121,27 +121,13 @@ pub fn format_micros(t: SystemTime) -> String {
     )
 }
 
-/// A report in a given state and nothing else.
-pub fn report(index: u32, state: RunnerState) -> RunnerReport {
-    RunnerReport {
-        index,
-        state,
-        started_at: None,
-        duration_seconds: 0.0,
-        result: None,
-        live: None,
-        generator: None,
-        message: None,
-    }
-}
-
 /// The report while running: the start instant, seconds since, and the cumulative total.
 pub fn running_report(index: u32, started_at: SystemTime, elapsed: Duration, live: PortableStep) -> RunnerReport {
     RunnerReport {
         started_at: Some(format_micros(started_at)),
         duration_seconds: round3(elapsed.as_secs_f64()),
         live: Some(live),
-        ..report(index, RunnerState::Running)
+        ..RunnerReport::new(index, RunnerState::Running)
     }
 }
 
@@ -157,13 +143,13 @@ pub fn empty_done_report(
     RunnerReport {
         started_at: started_at.map(format_micros),
         result: Some(PortableMetrics::encode(keys, &metrics, scenario_names)),
-        ..report(index, RunnerState::Done)
+        ..RunnerReport::new(index, RunnerState::Done)
     }
 }
 
 /// A `Failed` report with what went wrong.
 pub fn failed_report(index: u32, message: String) -> RunnerReport {
-    RunnerReport { message: Some(message), ..report(index, RunnerState::Failed) }
+    RunnerReport { message: Some(message), ..RunnerReport::new(index, RunnerState::Failed) }
 }
 
 /// The JSON merge patch that stores `report` in a result ConfigMap.
@@ -390,7 +376,7 @@ async fn runner(
     let _watcher = AbortOnDrop(watcher);
     spawn_sigterm_watch(terminated.clone());
     reporter
-        .send(&report(env.index, RunnerState::Ready), API_ATTEMPTS)
+        .send(&RunnerReport::new(env.index, RunnerState::Ready), API_ATTEMPTS)
         .await
         .context("cannot report Ready")
         .map_err(Failure::CouldNotRun)?;
@@ -474,7 +460,7 @@ async fn runner(
         result: Some(result),
         live: Some(PortableStep::from_interval("", "total", &ran.total)),
         generator: Some(report.run.generator.clone()),
-        ..self::report(env.index, RunnerState::Done)
+        ..RunnerReport::new(env.index, RunnerState::Done)
     };
     finish(reporter, done, &terminated).await
 }
@@ -855,9 +841,10 @@ mod tests {
         assert_eq!(back.duration_seconds, 2.001);
         assert_eq!(patch["data"].as_object().unwrap().len(), 1);
 
-        let ready: serde_json::Value =
-            serde_json::from_str(report_patch(&report(0, RunnerState::Ready))["data"]["result.json"].as_str().unwrap())
-                .unwrap();
+        let ready: serde_json::Value = serde_json::from_str(
+            report_patch(&RunnerReport::new(0, RunnerState::Ready))["data"]["result.json"].as_str().unwrap(),
+        )
+        .unwrap();
         assert_eq!(ready, serde_json::json!({"index": 0, "state": "ready", "durationSeconds": 0.0}));
 
         let failed = failed_report(2, "bad".into());
