@@ -103,11 +103,16 @@ struct Shared {
     tick: Duration,
     /// Cumulative scenario weights, for picking a scenario per iteration.
     cumulative_weights: Vec<u64>,
+    /// One shared cursor per data source (touched once per iteration).
+    data_cursors: Vec<crate::data::Cursor>,
+    /// A data source with `onExhausted: stop` ran out: the run ends.
+    data_exhausted: AtomicBool,
 }
 
 impl Shared {
     fn stopping(&self, now: Instant) -> bool {
         self.interrupt.load(Ordering::Relaxed)
+            || self.data_exhausted.load(Ordering::Relaxed)
             || self.deadline.is_some_and(|d| now >= d)
             || self.iteration_limit.is_some_and(|l| self.iterations_claimed.load(Ordering::Relaxed) >= l)
     }
@@ -184,6 +189,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         LoadPlan::ConstantVus { iterations, .. } => *iterations,
         LoadPlan::RampingVus { .. } => None,
     };
+    let plan_data_len = plan.data.len();
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = plan.load.planned_duration().map(|d| start + d);
@@ -198,6 +204,8 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         interrupt: opts.interrupt.clone(),
         tick: opts.tick,
         cumulative_weights,
+        data_cursors: (0..plan_data_len).map(|_| crate::data::Cursor::default()).collect(),
+        data_exhausted: AtomicBool::new(false),
     });
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();
@@ -420,6 +428,18 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
     };
     loop {
         if retire.get() || shared.stopping(Instant::now()) || !shared.claim_iteration() {
+            break;
+        }
+        // This iteration's data rows; a used-up source with `onExhausted: stop` ends the VU.
+        let mut exhausted = false;
+        for (source, cursor) in shared.plan.data.iter().zip(&shared.data_cursors) {
+            match cursor.pick(source, &mut vu.rng) {
+                Some(row) => crate::data::fill(source, row, &mut vu.slots),
+                None => exhausted = true,
+            }
+        }
+        if exhausted {
+            shared.data_exhausted.store(true, Ordering::Relaxed);
             break;
         }
         let sc = shared.pick_scenario(&mut vu.rng);

@@ -5,11 +5,14 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use crate::data::DataSource;
 use crate::duration::Dur;
 use crate::error::Problem;
+use crate::scenario::{DataMode, OnExhausted};
 use crate::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
 use crate::template::{Escape, Scope, Template};
 use crate::threshold::{self, Threshold};
+use std::sync::Arc;
 
 /// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
@@ -28,6 +31,8 @@ pub struct Plan {
     pub slot_count: usize,
     /// Pass/fail criteria evaluated on the merged results.
     pub thresholds: Vec<Threshold>,
+    /// Data files, loaded once and shared by all VUs.
+    pub data: Vec<DataSource>,
 }
 
 /// Names of a step, for reports.
@@ -294,6 +299,10 @@ pub struct CompileOptions {
     pub base_url: Option<String>,
     /// Environment for `{{env.NAME}}`; `None` reads the process environment.
     pub env: Option<HashMap<String, String>>,
+    /// Folder data file paths are relative to (the scenario file's); default: the current one.
+    pub base_dir: Option<std::path::PathBuf>,
+    /// Keep only the data rows of runner `index` of `count`.
+    pub data_partition: Option<(u32, u32)>,
 }
 
 /// Placeholder base URL used to validate a `builtin` scenario without starting a server.
@@ -338,6 +347,40 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
                 scope.consts.insert(name.clone(), t.as_const().unwrap_or_default().to_string());
             }
             Err(e) => problems.push(Problem::new(format!("vars.{name}"), e.to_string())),
+        }
+    }
+
+    let mut data = Vec::new();
+    let base_dir = opts.base_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
+    for (name, spec) in &file.data {
+        if name.is_empty() || name.contains('.') || name == "env" {
+            problems.push(Problem::new(
+                format!("data.{name}"),
+                "a data source needs a name without dots, other than `env`",
+            ));
+            continue;
+        }
+        match crate::data::load(name, spec, &base_dir, opts.data_partition) {
+            Ok((columns, rows)) => {
+                let first_slot = scope.slots.len();
+                for (i, col) in columns.iter().enumerate() {
+                    scope.slots.insert(format!("{name}.{col}"), first_slot + i);
+                }
+                let on_exhausted = spec.on_exhausted.unwrap_or(if spec.mode == DataMode::Unique {
+                    OnExhausted::Stop
+                } else {
+                    OnExhausted::Loop
+                });
+                data.push(DataSource {
+                    name: name.clone(),
+                    columns,
+                    rows: Arc::new(rows),
+                    mode: spec.mode,
+                    on_exhausted,
+                    first_slot,
+                });
+            }
+            Err(e) => problems.push(Problem::new(format!("data.{name}"), e)),
         }
     }
 
@@ -415,6 +458,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             step_keys,
             slot_count: scope.slots.len(),
             thresholds,
+            data,
         }),
         _ => Err(problems),
     }

@@ -25,6 +25,10 @@ pub struct ScenarioFile {
     /// HTTP client defaults for every request.
     #[serde(default)]
     pub http: HttpDefaults,
+    /// Data files: each iteration takes a row, whose fields are template variables
+    /// (`{{users.email}}` for column `email` of data source `users`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data: BTreeMap<String, DataSpec>,
     /// Constant variables for templates: `{{name}}`. Values may use `{{env.NAME}}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, String>,
@@ -245,6 +249,44 @@ pub enum Think {
 pub struct ThinkRange {
     pub min: Dur,
     pub max: Dur,
+}
+
+/// A CSV data file.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DataSpec {
+    /// Path of a CSV file with a header row, relative to the scenario file.
+    pub csv: String,
+    /// Which row an iteration takes (default `sequential`).
+    #[serde(default)]
+    pub mode: DataMode,
+    /// What happens when every row was used (default: `stop` for `unique`, else `loop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exhausted: Option<OnExhausted>,
+}
+
+/// How iterations take rows.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataMode {
+    /// In file order, shared by all VUs.
+    #[default]
+    Sequential,
+    /// A random row each time.
+    Random,
+    /// Each row at most once across all VUs (and runners).
+    Unique,
+}
+
+/// What happens when the rows are used up.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnExhausted {
+    /// Start again from the first row.
+    #[default]
+    Loop,
+    /// VUs stop: the run ends when no rows are left.
+    Stop,
 }
 
 /// Runner `index`'s part of `total` when it is split over `count` runners: the parts

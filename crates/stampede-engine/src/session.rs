@@ -37,11 +37,18 @@ pub fn wants_builtin(file: &ScenarioFile) -> bool {
 
 /// Validates without running anything (`builtin` is checked against a placeholder address).
 pub fn validate(file: &ScenarioFile, path: &Path, opts: &CompileOptions) -> Result<Plan, ScenarioError> {
-    plan::compile(file, opts).map_err(|problems| ScenarioError::Invalid { file: path.to_path_buf(), problems })
+    let mut opts = opts.clone();
+    if opts.base_dir.is_none() {
+        opts.base_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
+    }
+    plan::compile(file, &opts).map_err(|problems| ScenarioError::Invalid { file: path.to_path_buf(), problems })
 }
 
 /// Compiles the file, starting the built-in target first when `baseUrl: builtin`.
 pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Result<Prepared, PrepareError> {
+    if opts.base_dir.is_none() {
+        opts.base_dir = path.parent().map(Path::to_path_buf);
+    }
     // Validate before starting anything.
     validate(file, path, &opts)?;
     let mut target = None;

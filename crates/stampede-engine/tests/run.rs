@@ -14,7 +14,7 @@ use stampede_engine::{parse, session};
 
 fn plan(yaml: &str, base_url: &str) -> Arc<Plan> {
     let file = parse::parse_str(yaml, Path::new("test.yaml")).unwrap();
-    let opts = CompileOptions { base_url: Some(base_url.to_string()), env: None };
+    let opts = CompileOptions { base_url: Some(base_url.to_string()), ..CompileOptions::default() };
     Arc::new(compile(&file, &opts).unwrap_or_else(|p| panic!("{p:?}")))
 }
 
@@ -263,4 +263,86 @@ scenarios:
     assert_eq!(report.total.errors, b);
     assert!(report.run.builtin_target);
     assert!(report.run.generator.peak_rss_bytes > 0);
+}
+
+/// A raw HTTP/1.1 server that answers `200 ok` and records every request target.
+fn recording_server() -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    // Skip the headers (these requests have no body).
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    if let Some(target) = line.split_whitespace().nth(1) {
+                        log.lock().unwrap().push(target.to_string());
+                    }
+                    if writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn unique_data_rows_are_each_used_once_across_vus_and_the_run_stops_when_they_run_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("email,city\n");
+    for i in 0..250 {
+        csv.push_str(&format!("user{i}@example.test,\"City, {i}\"\n"));
+    }
+    std::fs::write(dir.path().join("users.csv"), csv).unwrap();
+    let (port, seen) = recording_server();
+    let yaml = format!(
+        r#"
+name: data
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 4, duration: 30s}}
+data:
+  users: {{csv: users.csv, mode: unique}}
+scenarios:
+  - name: s
+    steps:
+      - {{name: a, request: {{url: "{{{{baseUrl}}}}/u", query: {{email: "{{{{users.email}}}}", city: "{{{{users.city}}}}"}}}}}}
+"#
+    );
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, &yaml).unwrap();
+    let file = parse::parse_str(&yaml, &path).unwrap();
+    let prepared = session::prepare(&file, &path, CompileOptions::default()).unwrap();
+    let started = Instant::now();
+    let report = session::execute(prepared, &opts(2), &mut |_| {}).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "the run ended when the rows ran out");
+    assert_eq!(report.total.requests, 250);
+    let mut targets = seen.lock().unwrap().clone();
+    assert_eq!(targets.len(), 250);
+    targets.sort();
+    targets.dedup();
+    assert_eq!(targets.len(), 250, "no row was used twice");
+    assert!(
+        targets.contains(&"/u?email=user7%40example.test&city=City%2C+7".to_string())
+            || targets.contains(&"/u?city=City%2C+7&email=user7%40example.test".to_string()),
+        "{:?}",
+        &targets[..3]
+    );
 }

@@ -225,9 +225,13 @@ pub fn validate(lt: &LoadTest, yaml: &str, source: &str) -> Result<Arc<Plan>, St
     // Runners see spec.env; values from Secrets are unknown here, so any value will do.
     let env = lt.spec.env.iter().map(|e| (e.name.clone(), e.value.clone().unwrap_or_else(|| "x".into()))).collect();
     let base_url = session::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
-    session::validate(&file, Path::new(source), &CompileOptions { base_url, env: Some(env) })
-        .map(Arc::new)
-        .map_err(|e| e.problems().join("; "))
+    session::validate(
+        &file,
+        Path::new(source),
+        &CompileOptions { base_url, env: Some(env), ..CompileOptions::default() },
+    )
+    .map(Arc::new)
+    .map_err(|e| e.problems().join("; "))
 }
 
 async fn observe(

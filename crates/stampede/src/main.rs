@@ -209,7 +209,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         ),
         None => None,
     };
-    let opts = CompileOptions { base_url: args.base_url.clone(), env: None };
+    let opts = CompileOptions { base_url: args.base_url.clone(), ..CompileOptions::default() };
     let prepared = session::prepare(&scenario, &args.file, opts).map_err(|e| match e {
         session::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
         session::PrepareError::Run(e) => Failure::CouldNotRun(e.into()),
