@@ -416,6 +416,8 @@ struct Vu {
     slots: Vec<String>,
     rng: fastrand::Rng,
     request_buf: Vec<u8>,
+    /// The last response body, kept only for steps with extractors.
+    body: Vec<u8>,
 }
 
 async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
@@ -425,6 +427,7 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
         slots: vec![String::new(); shared.plan.slot_count],
         rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         request_buf: Vec::new(),
+        body: Vec::new(),
     };
     loop {
         if retire.get() || shared.stopping(Instant::now()) || !shared.claim_iteration() {
@@ -458,7 +461,8 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
 
 async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) {
     let started = Instant::now();
-    let result = send(vu, &step.request).await;
+    let keep_body = step.needs_body();
+    let result = send(vu, &step.request, keep_body).await;
     let micros = started.elapsed().as_micros() as u64;
     let mut guard = local.metrics.borrow_mut();
     let m = &mut *guard;
@@ -472,8 +476,13 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) {
             s.record_latency_us(micros);
             m.interval.latency.saturating_record(micros.max(1));
             s.record_status(info.status);
-            (!step.check.passes(info.status))
-                .then(|| (ErrorKind::Check, format!("status {} is not accepted by the check", info.status)))
+            if !step.check.passes(info.status) {
+                Some((ErrorKind::Check, format!("status {} is not accepted by the check", info.status)))
+            } else {
+                extract(step, info.status, &vu.body, &mut vu.slots)
+                    .err()
+                    .map(|message| (ErrorKind::Extract, format!("step `{}`: {message}", step.name)))
+            }
         }
         Err((e, sent)) => {
             s.bytes_sent += sent;
@@ -495,8 +504,19 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) {
 /// Sends one request on the VU's connection (opening one when needed) and reads the
 /// answer. A request that fails on a reused connection before any byte of answer came
 /// back is retried once on a new connection: the server had closed the idle connection.
-async fn send(vu: &mut Vu, req: &RequestPlan) -> Result<(ResponseInfo, u64), (ExchangeError, u64)> {
-    let Vu { conn, slots, request_buf, .. } = vu;
+/// Runs a step's extractors into the VU's slots; the first failure stops them.
+fn extract(step: &StepPlan, status: u16, body: &[u8], slots: &mut [String]) -> Result<(), String> {
+    let mut json = None;
+    for e in &step.extract {
+        let value = e.apply(status, body, &mut json)?;
+        slots[e.slot] = value;
+    }
+    Ok(())
+}
+
+async fn send(vu: &mut Vu, req: &RequestPlan, keep_body: bool) -> Result<(ResponseInfo, u64), (ExchangeError, u64)> {
+    let Vu { conn, slots, request_buf, body, .. } = vu;
+    body.clear();
     let (target, bytes): (Cow<'_, Target>, &[u8]) = match &req.fixed {
         Some(fixed) => (Cow::Borrowed(&fixed.target), &fixed.bytes),
         None => {
@@ -517,7 +537,13 @@ async fn send(vu: &mut Vu, req: &RequestPlan) -> Result<(ResponseInfo, u64), (Ex
                 *conn = Some(http1::connect(&target, req.connect_timeout).await.map_err(|e| (e, 0))?);
             }
             let Some(c) = conn.as_mut() else { unreachable!("connection was just set") };
-            match c.exchange(bytes, req.is_head(), None).await {
+            let sink = if keep_body {
+                body.clear();
+                Some(&mut *body)
+            } else {
+                None
+            };
+            match c.exchange(bytes, req.is_head(), sink).await {
                 Ok(info) => {
                     if !info.keep_alive {
                         *conn = None;

@@ -9,6 +9,7 @@ pub mod data;
 pub mod duration;
 pub mod error;
 pub mod executor;
+pub mod extract;
 pub mod http1;
 pub mod metrics;
 pub mod parse;

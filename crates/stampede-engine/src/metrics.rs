@@ -33,18 +33,21 @@ pub enum ErrorKind {
     Protocol,
     /// A check on the response failed.
     Check,
+    /// An extractor found nothing to take.
+    Extract,
     /// Any other local I/O error.
     Io,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 8] = [
         ErrorKind::Connect,
         ErrorKind::Dns,
         ErrorKind::Timeout,
         ErrorKind::Reset,
         ErrorKind::Protocol,
         ErrorKind::Check,
+        ErrorKind::Extract,
         ErrorKind::Io,
     ];
 
@@ -60,6 +63,7 @@ impl ErrorKind {
             ErrorKind::Reset => "reset",
             ErrorKind::Protocol => "protocol",
             ErrorKind::Check => "check",
+            ErrorKind::Extract => "extract",
             ErrorKind::Io => "io",
         }
     }

@@ -125,6 +125,15 @@ pub struct StepPlan {
     pub request: RequestPlan,
     pub check: StatusCheck,
     pub think: Option<ThinkPlan>,
+    /// Values taken from the response for later steps.
+    pub extract: Vec<crate::extract::Extractor>,
+}
+
+impl StepPlan {
+    /// Whether the response body must be kept (for extractors).
+    pub fn needs_body(&self) -> bool {
+        self.extract.iter().any(crate::extract::Extractor::needs_body)
+    }
 }
 
 /// Accepted status ranges (inclusive).
@@ -392,6 +401,8 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
 
     let mut scenarios = Vec::new();
     let mut step_keys = Vec::new();
+    // Extracted values get fresh slots; a name is visible to later steps of its own scenario.
+    let mut next_slot = scope.slots.len();
     let mut scenario_names = HashSet::new();
     for (si, sc) in file.scenarios.iter().enumerate() {
         let sc_loc = if sc.name.trim().is_empty() {
@@ -408,6 +419,8 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         }
         let mut step_names = HashSet::new();
         let mut steps = Vec::new();
+        let scenario_scope = scope.slots.clone();
+        let scenario_first_slot = next_slot;
         for (ti, step) in sc.steps.iter().enumerate() {
             let loc = if step.name.trim().is_empty() {
                 problems.push(Problem::new(format!("{sc_loc}, steps[{ti}].name"), "a step needs a name"));
@@ -434,10 +447,36 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
                     ThinkPlan::Uniform(r.min.get(), r.max.get().max(r.min.get()))
                 }
             });
+            let mut extract = Vec::new();
+            for (name, spec) in &step.extract {
+                if name.is_empty() || name.starts_with("env.") || name == "baseUrl" || scope.consts.contains_key(name) {
+                    problems.push(Problem::new(
+                        format!("{loc}: extract.{name}"),
+                        "this name is already a variable or reserved",
+                    ));
+                    continue;
+                }
+                let slot = match scope.slots.get(name) {
+                    // Extracted again in this scenario: the later value replaces the earlier.
+                    Some(&slot) if slot >= scenario_first_slot => slot,
+                    _ => {
+                        next_slot += 1;
+                        next_slot - 1
+                    }
+                };
+                match crate::extract::compile(name, spec, slot) {
+                    Ok(e) => {
+                        scope.slots.insert(name.clone(), slot);
+                        extract.push(e);
+                    }
+                    Err(e) => problems.push(Problem::new(format!("{loc}: extract.{name}"), e)),
+                }
+            }
             if let Some(request) = request {
-                steps.push(StepPlan { name: step.name.clone(), metric, request, check, think });
+                steps.push(StepPlan { name: step.name.clone(), metric, request, check, think, extract });
             }
         }
+        scope.slots = scenario_scope;
         scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
     }
 
@@ -456,7 +495,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             load,
             scenarios,
             step_keys,
-            slot_count: scope.slots.len(),
+            slot_count: next_slot,
             thresholds,
             data,
         }),

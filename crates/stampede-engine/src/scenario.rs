@@ -178,6 +178,27 @@ pub struct Step {
     /// Pause after this step (think time): `500ms`, or a range `{min: 1s, max: 3s}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think: Option<Think>,
+    /// Values taken from the response for later steps of the same VU: `{{name}}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extract: BTreeMap<String, ExtractSpec>,
+}
+
+/// How a value is taken from a response. Set one of `json`, `regex` or `status`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExtractSpec {
+    /// A JSON path into the body: `$.headers.Host` or the dotted `headers.Host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<String>,
+    /// A regular expression on the body; the value is capture group `group` (default 1, or
+    /// the whole match when there is no group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<usize>,
+    /// `true`: the status code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<bool>,
 }
 
 /// An HTTP request. Every string may use `{{name}}` templates.

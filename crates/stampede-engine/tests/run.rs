@@ -346,3 +346,61 @@ scenarios:
         &targets[..3]
     );
 }
+
+#[test]
+fn values_extracted_from_one_response_feed_the_next_requests_of_the_same_vu() {
+    let (port, seen) = recording_server();
+    let server = target();
+    // Step 1 and 2 go to the built-in target (JSON echo); step 3 to the recording server, so
+    // the test sees exactly what was sent after two extractions.
+    let yaml = format!(
+        r#"
+name: flow
+load: {{executor: constant-vus, vus: 3, iterations: 30}}
+scenarios:
+  - name: s
+    steps:
+      - name: who
+        request: {{url: "{}/get?user={{{{vu_marker}}}}", headers: {{authorization: "bearer jwt"}}}}
+        extract:
+          auth: {{json: "headers.Authorization"}}
+          code: {{status: true}}
+      - name: post
+        request: {{method: POST, url: "{}/post", json: {{test: "{{{{auth}}}}"}}}}
+        extract:
+          echoed: {{json: "$.json.test"}}
+          host: {{regex: '"Host": "([^"]+)"'}}
+      - name: use
+        request: {{url: "http://127.0.0.1:{port}/use", query: {{v: "{{{{echoed}}}}", code: "{{{{code}}}}", host: "{{{{host}}}}"}}}}
+      - name: missing
+        request: {{url: "{}/get"}}
+        extract:
+          nope: {{json: "$.no.such.field"}}
+vars: {{vu_marker: x}}
+"#,
+        server.base_url(),
+        server.base_url(),
+        server.base_url()
+    );
+    let file = parse::parse_str(&yaml, Path::new("flow.yaml")).unwrap();
+    let plan = compile(&file, &CompileOptions::default()).unwrap_or_else(|p| panic!("{p:?}"));
+    let outcome = executor::run(Arc::new(plan), &opts(2), &mut |_| {}).unwrap();
+    server.stop();
+    let targets = seen.lock().unwrap().clone();
+    assert_eq!(targets.len(), 30);
+    let host = format!("127.0.0.1%3A{}", server_port_of(&yaml));
+    for t in &targets {
+        assert_eq!(t, &format!("/use?code=200&host={host}&v=bearer+jwt"), "what the third step sent");
+    }
+    let missing = &outcome.metrics.steps[3];
+    assert_eq!(missing.errors[ErrorKind::Extract.index()], 30);
+    assert!(outcome.error_samples.iter().any(|e| e.kind == ErrorKind::Extract && e.message.contains("no.such.field")));
+    let ok: u64 = outcome.metrics.steps[..3].iter().map(|s| s.error_total()).sum();
+    assert_eq!(ok, 0);
+}
+
+/// The built-in target's port, as written into the test scenario.
+fn server_port_of(yaml: &str) -> String {
+    let start = yaml.find("http://127.0.0.1:").unwrap() + "http://127.0.0.1:".len();
+    yaml[start..].chars().take_while(char::is_ascii_digit).collect()
+}
