@@ -16,10 +16,6 @@ impl Dur {
         Dur(Duration::from_secs(secs))
     }
 
-    pub fn from_millis(ms: u64) -> Self {
-        Dur(Duration::from_millis(ms))
-    }
-
     pub fn get(self) -> Duration {
         self.0
     }

@@ -54,12 +54,3 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
-
-/// Current resident set size in bytes, from /proc (0 where unavailable).
-pub fn current_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
-        .map(|pages| pages * 4096)
-        .unwrap_or(0)
-}
