@@ -120,9 +120,15 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     let client = &ctx.client;
     let ns = lt.namespace().ok_or_else(|| Error::Other("a LoadTest is namespaced".into()))?;
     let name = lt.name_any();
-    let (scenario_yaml, plan) = resolve_scenario(client, lt, &ns).await;
-    let started = lt.status.as_ref().is_some_and(|s| s.phase != stampede_api::Phase::Pending);
-    let (reports, job) = if started { observe(client, &ns, &name, lt.spec.runners).await? } else { (Vec::new(), None) };
+    let phase = lt.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    // A finished test needs neither its scenario nor its children: only cleanup and TTL remain.
+    let (scenario_yaml, plan) =
+        if phase.is_finished() { (None, Err("finished".to_string())) } else { resolve_scenario(client, lt, &ns).await };
+    let (reports, job) = if phase == stampede_api::Phase::Pending || phase.is_finished() {
+        (Vec::new(), None)
+    } else {
+        observe(client, &ns, &name, lt.spec.runners).await?
+    };
     let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, job };
     let decision = lifecycle::decide(lt, &observed);
 
