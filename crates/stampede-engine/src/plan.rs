@@ -405,12 +405,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
     let mut next_slot = scope.slots.len();
     let mut scenario_names = HashSet::new();
     for (si, sc) in file.scenarios.iter().enumerate() {
-        let sc_loc = if sc.name.trim().is_empty() {
-            problems.push(Problem::new(format!("scenarios[{si}].name"), "a scenario needs a name"));
-            format!("scenarios[{si}]")
-        } else {
-            format!("scenario `{}`", sc.name)
-        };
+        let sc_loc = location(&sc.name, "scenario", format!("scenarios[{si}]"), &mut problems);
         if !scenario_names.insert(sc.name.as_str()) {
             problems.push(Problem::new(&sc_loc, "another scenario has the same name"));
         }
@@ -422,12 +417,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         let scenario_scope = scope.slots.clone();
         let scenario_first_slot = next_slot;
         for (ti, step) in sc.steps.iter().enumerate() {
-            let loc = if step.name.trim().is_empty() {
-                problems.push(Problem::new(format!("{sc_loc}, steps[{ti}].name"), "a step needs a name"));
-                format!("{sc_loc}, steps[{ti}]")
-            } else {
-                format!("{sc_loc}, step `{}`", step.name)
-            };
+            let loc = location(&step.name, &format!("{sc_loc}, step"), format!("{sc_loc}, steps[{ti}]"), &mut problems);
             if !step_names.insert(step.name.as_str()) {
                 problems.push(Problem::new(&loc, "another step of this scenario has the same name"));
             }
@@ -500,6 +490,18 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             data,
         }),
         _ => Err(problems),
+    }
+}
+
+/// Where a named thing is, for messages: ``scenario `buy` `` when it has a name; else its
+/// position (`scenarios[2]`), with a problem saying the name is missing.
+fn location(name: &str, kind: &str, position: String, problems: &mut Vec<Problem>) -> String {
+    if name.trim().is_empty() {
+        let what = kind.rsplit(' ').next().unwrap_or(kind);
+        problems.push(Problem::new(format!("{position}.name"), format!("a {what} needs a name")));
+        position
+    } else {
+        format!("{kind} `{name}`")
     }
 }
 
