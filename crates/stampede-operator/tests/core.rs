@@ -13,16 +13,8 @@ use stampede_operator::desired::desired;
 use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, decide};
 use time::OffsetDateTime;
 
-const SCENARIO: &str = r#"
-name: shop
-baseUrl: http://my-service.default.svc
-load: {executor: constant-vus, vus: 10, duration: 30s}
-scenarios:
-  - name: buy
-    steps:
-      - {name: home, request: {url: "{{baseUrl}}/"}}
-thresholds: ["latency.p99 < 100ms", "errors.rate < 1%"]
-"#;
+mod common;
+use common::SCENARIO;
 
 fn loadtest(runners: i32) -> LoadTest {
     let scenario: serde_json::Value = serde_yaml::from_str(SCENARIO).unwrap();

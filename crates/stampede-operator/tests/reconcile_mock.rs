@@ -31,16 +31,8 @@ const UID: &str = "0b0b0b0b-1111-2222-3333-444444444444";
 /// Longest wait for the reconcile, and for the mock to see the end of its script.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-const SCENARIO: &str = r#"
-name: shop
-baseUrl: http://my-service.default.svc
-load: {executor: constant-vus, vus: 10, duration: 30s}
-scenarios:
-  - name: buy
-    steps:
-      - {name: home, request: {url: "{{baseUrl}}/"}}
-thresholds: ["latency.p99 < 100ms", "errors.rate < 1%"]
-"#;
+mod common;
+use common::SCENARIO;
 
 // ---------------------------------------------------------------------------------------
 // The mock API server.
