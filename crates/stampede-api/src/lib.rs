@@ -412,7 +412,12 @@ pub mod env {
     pub const NAMESPACE: &str = "STAMPEDE_NAMESPACE";
     pub const RUNNER_INDEX: &str = "JOB_COMPLETION_INDEX";
     pub const RUNNERS: &str = "STAMPEDE_RUNNERS";
+    /// Where a runner serves Prometheus metrics (`off` for nowhere).
+    pub const METRICS_ADDR: &str = "STAMPEDE_METRICS_ADDR";
 }
+
+/// Port of a runner's Prometheus endpoint (`/metrics`), named `metrics` in its pod.
+pub const METRICS_PORT: u16 = 9464;
 
 /// The CRD as YAML (`stampede crd`, `crds/loadtest.yaml`).
 pub fn crd_yaml() -> String {

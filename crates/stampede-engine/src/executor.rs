@@ -21,7 +21,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::error::RunError;
 use crate::http1::{self, Connection, ExchangeError, ResponseInfo};
-use crate::metrics::{ErrorKind, IntervalStats, WorkerMetrics};
+use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics};
 use crate::plan::{LoadPlan, Plan, RequestPlan, StepPlan, Target};
 use crate::report::TimelinePoint;
 use crate::sysstat;
@@ -38,6 +38,10 @@ pub struct RunOptions {
     pub threads: usize,
     /// Reporting interval (ticks).
     pub tick: Duration,
+    /// Give every tick the run's cumulative per-step totals so far ([`Tick::totals`]), e.g.
+    /// for a Prometheus endpoint. Costs one copy of each worker's histograms per tick; the
+    /// hot path is untouched.
+    pub totals: bool,
     /// Set to stop the run early (Ctrl-C): in-flight requests are abandoned.
     pub interrupt: Arc<AtomicBool>,
 }
@@ -47,6 +51,7 @@ impl Default for RunOptions {
         RunOptions {
             threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             tick: Duration::from_secs(1),
+            totals: false,
             interrupt: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -64,6 +69,37 @@ pub struct Tick {
     /// VUs running at the end of the interval.
     pub active_vus: u32,
     pub stats: IntervalStats,
+    /// Everything recorded since the start, merged over workers (with [`RunOptions::totals`]).
+    /// Each worker's part is its latest snapshot, so counters only grow from tick to tick.
+    pub totals: Option<Arc<Totals>>,
+}
+
+/// Cumulative per-step statistics and per-scenario iterations.
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    /// Indexed like [`Plan::step_keys`].
+    pub steps: Vec<StepStats>,
+    /// Completed iterations per scenario.
+    pub iterations: Vec<u64>,
+}
+
+impl Totals {
+    fn of(metrics: &WorkerMetrics) -> Self {
+        Totals { steps: metrics.steps.clone(), iterations: metrics.iterations.clone() }
+    }
+
+    fn merge(&mut self, other: &Totals) {
+        if self.steps.is_empty() {
+            *self = other.clone();
+            return;
+        }
+        for (a, b) in self.steps.iter_mut().zip(&other.steps) {
+            a.merge(b);
+        }
+        for (a, b) in self.iterations.iter_mut().zip(&other.iterations) {
+            *a += b;
+        }
+    }
 }
 
 /// A failure kept with its message.
@@ -101,6 +137,7 @@ struct Shared {
     iterations_claimed: AtomicU64,
     interrupt: Arc<AtomicBool>,
     tick: Duration,
+    totals: bool,
     /// Cumulative scenario weights, for picking a scenario per iteration.
     cumulative_weights: Vec<u64>,
     /// One shared cursor per data source (touched once per iteration).
@@ -135,8 +172,8 @@ impl Shared {
 }
 
 enum WorkerMsg {
-    Tick { worker: usize, index: u64, active: u32, stats: IntervalStats },
-    Done { worker: usize, index: u64, stats: IntervalStats },
+    Tick { worker: usize, index: u64, active: u32, stats: IntervalStats, totals: Option<Box<Totals>> },
+    Done { worker: usize, index: u64, stats: IntervalStats, totals: Option<Box<Totals>> },
 }
 
 struct WorkerResult {
@@ -203,6 +240,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         iterations_claimed: AtomicU64::new(0),
         interrupt: opts.interrupt.clone(),
         tick: opts.tick,
+        totals: opts.totals,
         cumulative_weights,
         data_cursors: (0..plan_data_len).map(|_| crate::data::Cursor::default()).collect(),
         data_exhausted: AtomicBool::new(false),
@@ -226,18 +264,34 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
     let mut done = vec![false; threads];
     let mut timeline: Vec<TimelinePoint> = Vec::new();
     let mut prev_end = Duration::ZERO;
-    let mut emit = |index: u64, stats: IntervalStats, active: u32, now: Duration| {
+    let mut latest: Vec<Option<Box<Totals>>> = (0..threads).map(|_| None).collect();
+    let mut emit = |index: u64, stats: IntervalStats, active: u32, now: Duration, latest: &[Option<Box<Totals>>]| {
         let elapsed = (shared.tick * index as u32).min(now).max(prev_end);
-        let tick = Tick { index, elapsed, length: elapsed - prev_end, active_vus: active, stats };
+        let totals = opts.totals.then(|| {
+            let mut sum = Totals::default();
+            for t in latest.iter().flatten() {
+                sum.merge(t);
+            }
+            Arc::new(sum)
+        });
+        let tick = Tick { index, elapsed, length: elapsed - prev_end, active_vus: active, stats, totals };
         on_tick(&tick);
         timeline.push(TimelinePoint::of(&tick));
         prev_end = elapsed;
     };
     for msg in rx {
         let (worker, index, stats, active) = match msg {
-            WorkerMsg::Tick { worker, index, active, stats } => (worker, index, stats, active),
-            WorkerMsg::Done { worker, index, stats } => {
+            WorkerMsg::Tick { worker, index, active, stats, totals } => {
+                if totals.is_some() {
+                    latest[worker] = totals;
+                }
+                (worker, index, stats, active)
+            }
+            WorkerMsg::Done { worker, index, stats, totals } => {
                 done[worker] = true;
+                if totals.is_some() {
+                    latest[worker] = totals;
+                }
                 (worker, index, stats, 0)
             }
         };
@@ -251,12 +305,12 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
                 break;
             }
             let (index, (_, stats, active)) = first.remove_entry();
-            emit(index, stats, active, start.elapsed());
+            emit(index, stats, active, start.elapsed(), &latest);
         }
     }
     let duration = start.elapsed();
     for (index, (_, stats, active)) in std::mem::take(&mut pending) {
-        emit(index, stats, active, duration);
+        emit(index, stats, active, duration, &latest);
     }
 
     let mut merged: Option<WorkerMetrics> = None;
@@ -393,8 +447,15 @@ async fn worker_loop(
     ticker.abort();
     let elapsed = shared.start.elapsed();
     let index = (elapsed.as_nanos() / shared.tick.as_nanos().max(1)) as u64 + 1;
-    let stats = std::mem::take(&mut local.metrics.borrow_mut().interval);
-    let _ = tx.send(WorkerMsg::Done { worker: id, index, stats });
+    let (stats, totals) = take_interval(&shared, &local);
+    let _ = tx.send(WorkerMsg::Done { worker: id, index, stats, totals });
+}
+
+/// The interval just ended (reset for the next) and, when asked for, a copy of the totals.
+fn take_interval(shared: &Shared, local: &WorkerLocal) -> (IntervalStats, Option<Box<Totals>>) {
+    let mut metrics = local.metrics.borrow_mut();
+    let stats = std::mem::take(&mut metrics.interval);
+    (stats, shared.totals.then(|| Box::new(Totals::of(&metrics))))
 }
 
 async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, tx: mpsc::Sender<WorkerMsg>) {
@@ -402,8 +463,8 @@ async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, tx: mpsc
     let mut index: u64 = 1;
     loop {
         tokio::time::sleep_until(start + shared.tick * index as u32).await;
-        let stats = std::mem::take(&mut local.metrics.borrow_mut().interval);
-        if tx.send(WorkerMsg::Tick { worker: id, index, active: local.active.get(), stats }).is_err() {
+        let (stats, totals) = take_interval(&shared, &local);
+        if tx.send(WorkerMsg::Tick { worker: id, index, active: local.active.get(), stats, totals }).is_err() {
             return;
         }
         index += 1;

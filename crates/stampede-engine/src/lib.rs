@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod parse;
 pub mod plan;
 pub mod portable;
+pub mod prom;
 pub mod report;
 pub mod scenario;
 pub mod schema;

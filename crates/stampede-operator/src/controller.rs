@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use stampede_api::{LoadTest, MANAGER, RESULT_KEY, RunnerReport, names};
+use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER, RESULT_KEY, RunnerReport, names};
 use stampede_engine::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
 use stampede_engine::{parse, session};
 use time::OffsetDateTime;
@@ -27,27 +26,27 @@ use crate::desired::{self, LOADTEST_LABEL};
 use crate::lifecycle::{self, Action, JobState, Observed};
 use crate::{Error, Result};
 
-/// Counters the operator exports.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub reconciles: AtomicU64,
-    pub errors: AtomicU64,
-    /// Total reconcile time, µs.
-    pub reconcile_micros: AtomicU64,
-    /// Last known phase of each LoadTest (namespace/name).
-    pub phases: std::sync::Mutex<BTreeMap<String, stampede_api::Phase>>,
+pub use crate::metrics::Metrics;
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Namespaces to watch; empty: all.
+    pub namespaces: Vec<String>,
+    /// Runner image for LoadTests that name none.
+    pub runner_image: String,
 }
 
-impl Metrics {
-    /// LoadTests per phase.
-    pub fn phase_counts(&self) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        if let Ok(phases) = self.phases.lock() {
-            for p in phases.values() {
-                *counts.entry(format!("{p:?}")).or_insert(0) += 1;
-            }
-        }
-        counts
+impl Default for Options {
+    fn default() -> Self {
+        Options { namespaces: Vec::new(), runner_image: DEFAULT_IMAGE.to_string() }
+    }
+}
+
+impl Options {
+    /// Watches only `namespace`.
+    pub fn namespace(namespace: &str) -> Self {
+        Options { namespaces: vec![namespace.to_string()], ..Options::default() }
     }
 }
 
@@ -56,18 +55,44 @@ pub struct Context {
     pub client: Client,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
+    /// Runner image for LoadTests that name none.
+    pub runner_image: String,
 }
 
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
         let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
-        Context { recorder: Recorder::new(client.clone(), reporter), client, metrics }
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            runner_image: DEFAULT_IMAGE.to_string(),
+        }
     }
 }
 
-/// Runs the controller until a shutdown signal.
-pub async fn run(client: Client, metrics: Arc<Metrics>, namespace: Option<String>) {
-    let (lts, jobs, cms) = match &namespace {
+/// Runs the controller until a shutdown signal: over all namespaces when `namespaces` is
+/// empty, else one controller per listed namespace (for namespaced RBAC).
+pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
+    let mut ctx = Context::new(client.clone(), metrics.clone());
+    ctx.runner_image = options.runner_image;
+    let ctx = Arc::new(ctx);
+    let scopes: Vec<Option<String>> =
+        if options.namespaces.is_empty() { vec![None] } else { options.namespaces.into_iter().map(Some).collect() };
+    let controllers = scopes.into_iter().map(|ns| {
+        let controller = controller_for(&client, ns.as_deref());
+        metrics.watch_store(controller.store());
+        controller.run(reconcile, error_policy, ctx.clone()).for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("reconcile: {e}");
+            }
+        })
+    });
+    futures::future::join_all(controllers).await;
+}
+
+fn controller_for(client: &Client, namespace: Option<&str>) -> Controller<LoadTest> {
+    let (lts, jobs, cms) = match namespace {
         Some(ns) => (
             Api::<LoadTest>::namespaced(client.clone(), ns),
             Api::<Job>::namespaced(client.clone(), ns),
@@ -80,41 +105,30 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, namespace: Option<String
         ),
     };
     let managed = format!("app.kubernetes.io/managed-by={MANAGER}");
-    let ctx = Arc::new(Context::new(client, metrics));
     Controller::new(lts, watcher::Config::default())
         .owns(jobs, watcher::Config::default().labels(&managed))
         .owns(cms, watcher::Config::default().labels(&managed))
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("reconcile: {e}");
-            }
-        })
-        .await;
 }
 
 fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Requeue {
-    ctx.metrics.errors.fetch_add(1, Ordering::Relaxed);
+    ctx.metrics.errors.with_label_values(&[error.metric_label()]).inc();
     tracing::warn!(loadtest = %lt.name_any(), kind = error.metric_label(), "reconcile failed: {error}");
     Requeue::requeue(Duration::from_secs(5))
 }
 
 #[tracing::instrument(skip(lt, ctx), fields(loadtest = %lt.name_any()))]
 async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Requeue> {
-    let started = std::time::Instant::now();
-    ctx.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+    let timer = ctx.metrics.duration.start_timer();
+    ctx.metrics.reconciles.inc();
     let result = reconcile_once(&lt, &ctx).await;
-    ctx.metrics.reconcile_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    timer.observe_duration();
     result
 }
 
 /// One reconcile of one LoadTest: observe, decide, act. Public for tests against a mock API.
 pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     if lt.metadata.deletion_timestamp.is_some() {
-        if let Ok(mut phases) = ctx.metrics.phases.lock() {
-            phases.remove(&format!("{}/{}", lt.namespace().unwrap_or_default(), lt.name_any()));
-        }
         return Ok(Requeue::await_change());
     }
     let client = &ctx.client;
@@ -135,7 +149,7 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     for action in &decision.actions {
         match action {
             Action::ApplyChildren => {
-                apply_children(client, lt, &ns, scenario_yaml.as_deref().unwrap_or_default()).await?
+                apply_children(client, lt, &ns, scenario_yaml.as_deref().unwrap_or_default(), &ctx.runner_image).await?
             }
             Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
             Action::DeleteAll => delete_all(client, &ns, &name, lt.spec.runners).await?,
@@ -152,14 +166,6 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
                     tracing::warn!("cannot record event {reason}: {e}");
                 }
             }
-        }
-    }
-    if let Ok(mut phases) = ctx.metrics.phases.lock() {
-        let key = format!("{ns}/{name}");
-        if decision.actions.contains(&Action::DeleteLoadTest) {
-            phases.remove(&key);
-        } else {
-            phases.insert(key, decision.status.phase);
         }
     }
     if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
@@ -322,8 +328,8 @@ where
     Ok(())
 }
 
-async fn apply_children(client: &Client, lt: &LoadTest, ns: &str, scenario_yaml: &str) -> Result<()> {
-    let d = desired::desired(lt, scenario_yaml);
+async fn apply_children(client: &Client, lt: &LoadTest, ns: &str, scenario_yaml: &str, image: &str) -> Result<()> {
+    let d = desired::desired(lt, scenario_yaml, image);
     apply(client, ns, &d.account).await?;
     apply(client, ns, &d.role).await?;
     apply(client, ns, &d.binding).await?;

@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMap, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext, ServiceAccount,
+    Affinity, Capabilities, ConfigMap, Container, ContainerPort, EnvVar, EnvVarSource, ObjectFieldSelector,
+    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext,
+    ServiceAccount,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Resource;
-use stampede_api::{DEFAULT_IMAGE, LoadTest, RESULT_KEY, SCENARIO_KEY, env, names};
+use stampede_api::{LoadTest, METRICS_PORT, RESULT_KEY, SCENARIO_KEY, env, names};
 
 /// Label naming the LoadTest an object belongs to.
 pub const LOADTEST_LABEL: &str = "stampede.dev/loadtest";
@@ -61,8 +62,9 @@ fn meta(lt: &LoadTest, name: String) -> ObjectMeta {
     }
 }
 
-/// The objects for `lt`, whose scenario resolved to `scenario_yaml`.
-pub fn desired(lt: &LoadTest, scenario_yaml: &str) -> Desired {
+/// The objects for `lt`, whose scenario resolved to `scenario_yaml`; runners use `default_image`
+/// unless the LoadTest names one.
+pub fn desired(lt: &LoadTest, scenario_yaml: &str, default_image: &str) -> Desired {
     let name = lt.metadata.name.clone().unwrap_or_default();
     let namespace = lt.metadata.namespace.clone().unwrap_or_default();
     let runners = lt.spec.runners.max(1);
@@ -118,10 +120,10 @@ pub fn desired(lt: &LoadTest, scenario_yaml: &str) -> Desired {
             ..Subject::default()
         }]),
     };
-    Desired { scenario, results, account, role, binding, job: job(lt, &name, runners, &account_name) }
+    Desired { scenario, results, account, role, binding, job: job(lt, &name, runners, &account_name, default_image) }
 }
 
-fn job(lt: &LoadTest, name: &str, runners: i32, account: &str) -> Job {
+fn job(lt: &LoadTest, name: &str, runners: i32, account: &str, default_image: &str) -> Job {
     let spec = &lt.spec;
     // The user's labels first: ours win, so selectors keep working.
     let mut pod_labels = spec.pod_labels.clone();
@@ -157,9 +159,15 @@ fn job(lt: &LoadTest, name: &str, runners: i32, account: &str) -> Job {
     }
     let container = Container {
         name: "runner".into(),
-        image: Some(spec.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.to_string())),
+        image: Some(spec.image.clone().unwrap_or_else(|| default_image.to_string())),
         image_pull_policy: spec.image_pull_policy.clone(),
         args: Some(vec!["runner".into()]),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".into()),
+            container_port: i32::from(METRICS_PORT),
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
         env: Some(env_vars),
         env_from: (!spec.env_from.is_empty()).then(|| spec.env_from.clone()),
         resources: spec.resources.clone(),

@@ -6,6 +6,7 @@ pub mod controller;
 pub mod desired;
 pub mod leader;
 pub mod lifecycle;
+pub mod metrics;
 pub mod results;
 
 /// Errors of the operator's shell.
@@ -21,6 +22,9 @@ pub enum Error {
 
 impl Error {
     /// A short label for metrics.
+    /// Every value [`Error::metric_label`] returns.
+    pub const METRIC_LABELS: [&'static str; 3] = ["kube", "serialize", "other"];
+
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube(_) => "kube",

@@ -3,7 +3,6 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use bytes::Bytes;
@@ -13,8 +12,9 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::ListParams;
 use kube::{Api, Client};
+use stampede_api::LoadTest;
 use stampede_operator::controller::{self, Metrics};
 
 #[derive(Parser)]
@@ -23,9 +23,12 @@ struct Args {
     /// Address for /healthz, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0:8080", env = "STAMPEDE_HTTP_ADDR")]
     http_addr: SocketAddr,
-    /// Watch only this namespace (default: all).
-    #[arg(long, env = "STAMPEDE_WATCH_NAMESPACE")]
-    namespace: Option<String>,
+    /// Watch only these namespaces, comma-separated (default: all).
+    #[arg(long, env = "STAMPEDE_WATCH_NAMESPACE", value_delimiter = ',')]
+    namespace: Vec<String>,
+    /// Runner image for LoadTests that name none.
+    #[arg(long, env = "STAMPEDE_RUNNER_IMAGE", default_value = stampede_api::DEFAULT_IMAGE)]
+    runner_image: String,
     /// Elect a leader among replicas with a Lease in this namespace (the operator's own).
     #[arg(long, env = "STAMPEDE_LEADER_ELECTION_NAMESPACE")]
     leader_election_namespace: Option<String>,
@@ -44,8 +47,17 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let client = Client::try_default().await.context("cannot reach the Kubernetes API")?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds.get_opt("loadtests.stampede.dev").await.context("cannot check for the LoadTest CRD")?.is_none() {
+    let namespaces: Vec<String> =
+        args.namespace.iter().map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
+    // Listing LoadTests (where this operator may) tells whether the CRD is installed, without
+    // the cluster-wide read of CRDs that namespaced RBAC does not grant.
+    let probe_api: Api<LoadTest> = match namespaces.first() {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    if let Err(kube::Error::Api(e)) = probe_api.list(&ListParams::default().limit(1)).await
+        && e.code == 404
+    {
         anyhow::bail!(
             "the LoadTest CRD (loadtests.stampede.dev) is not installed: run `stampede crd | kubectl apply -f -` \
              or `kubectl apply -f crds/loadtest.yaml`, or install the Helm chart with crds.enabled=true"
@@ -70,19 +82,23 @@ async fn main() -> anyhow::Result<()> {
             });
         }
     });
+    let scope = if namespaces.is_empty() { "all namespaces".to_string() } else { namespaces.join(", ") };
+    let options = controller::Options { namespaces, runner_image: args.runner_image.clone() };
     if let Some(lease_ns) = &args.leader_election_namespace {
         let me = args.identity.clone().unwrap_or_else(|| {
             std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "stampede-operator".into()).trim().to_string()
         });
         let lost = stampede_operator::leader::lead(client.clone(), lease_ns, "stampede-operator", &me).await;
-        tracing::info!("watching LoadTests in {}", args.namespace.as_deref().unwrap_or("all namespaces"));
+        metrics.leader.set(1);
+        tracing::info!("leading; watching LoadTests in {scope}");
         tokio::select! {
-            () = controller::run(client, metrics, args.namespace) => {}
+            () = controller::run(client, metrics, options) => {}
             () = lost => anyhow::bail!("lost leadership; exiting so that a new leader takes over"),
         }
     } else {
-        tracing::info!("watching LoadTests in {}", args.namespace.as_deref().unwrap_or("all namespaces"));
-        controller::run(client, metrics, args.namespace).await;
+        metrics.leader.set(1);
+        tracing::info!("watching LoadTests in {scope}");
+        controller::run(client, metrics, options).await;
     }
     tracing::info!("stopped");
     Ok(())
@@ -91,26 +107,7 @@ async fn main() -> anyhow::Result<()> {
 fn probe(path: &str, m: &Metrics) -> Response<Full<Bytes>> {
     let body = match path {
         "/healthz" | "/readyz" => "ok\n".to_string(),
-        "/metrics" => {
-            let mut text = format!(
-                "# HELP stampede_operator_reconciles_total Reconciles run.\n# TYPE stampede_operator_reconciles_total counter\n\
-             stampede_operator_reconciles_total {}\n\
-             # HELP stampede_operator_reconcile_errors_total Reconciles that failed.\n# TYPE stampede_operator_reconcile_errors_total counter\n\
-             stampede_operator_reconcile_errors_total {}\n\
-             # HELP stampede_operator_reconcile_seconds_total Time spent reconciling.\n# TYPE stampede_operator_reconcile_seconds_total counter\n\
-             stampede_operator_reconcile_seconds_total {}\n",
-                m.reconciles.load(Ordering::Relaxed),
-                m.errors.load(Ordering::Relaxed),
-                m.reconcile_micros.load(Ordering::Relaxed) as f64 / 1e6
-            );
-            text.push_str(
-                "# HELP stampede_operator_loadtests LoadTests by phase.\n# TYPE stampede_operator_loadtests gauge\n",
-            );
-            for (phase, n) in m.phase_counts() {
-                text.push_str(&format!("stampede_operator_loadtests{{phase=\"{phase}\"}} {n}\n"));
-            }
-            text
-        }
+        "/metrics" => m.render(),
         _ => {
             let mut r = Response::new(Full::new(Bytes::from_static(b"not found\n")));
             *r.status_mut() = hyper::StatusCode::NOT_FOUND;

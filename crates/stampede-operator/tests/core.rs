@@ -52,7 +52,7 @@ fn desired_objects_match_the_golden_files() {
     lt.spec.separate = true;
     lt.spec.image = Some("registry.example/stampede:1.2.3".into());
     lt.spec.pod_labels.insert("team".into(), "checkout".into());
-    let d = desired(&lt, SCENARIO);
+    let d = desired(&lt, SCENARIO, stampede_api::DEFAULT_IMAGE);
     golden("job.yaml", &serde_yaml::to_string(&d.job).unwrap());
     golden("role.yaml", &serde_yaml::to_string(&d.role).unwrap());
     assert_eq!(d.results.len(), 3);

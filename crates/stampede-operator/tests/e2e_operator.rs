@@ -44,7 +44,7 @@ async fn setup(prefix: &str) -> Env {
 }
 
 fn start_operator(client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(controller::run(client.clone(), Arc::new(Metrics::default()), Some(ns.to_string())))
+    tokio::spawn(controller::run(client.clone(), Arc::new(Metrics::default()), controller::Options::namespace(ns)))
 }
 
 fn loadtest(name: &str, runners: i32, scenario: serde_json::Value, extra: serde_json::Value) -> LoadTest {

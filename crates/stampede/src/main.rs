@@ -17,6 +17,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use stampede_engine::duration::{Dur, parse_duration};
 use stampede_engine::metrics::IntervalStats;
+use stampede_engine::prom::{Exporter, MetricsServer};
 use stampede_engine::scenario::{Executor, LoadSpec, ScenarioFile};
 use stampede_engine::{CompileOptions, RunOptions, Tick, parse, session};
 
@@ -84,6 +85,10 @@ struct RunArgs {
     /// Replace the file's baseUrl.
     #[arg(long)]
     base_url: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the run lasts (e.g. 127.0.0.1:9464;
+    /// port 0 picks one and prints it).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args)]
@@ -231,9 +236,39 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
             plan.base_url.as_deref().unwrap_or("the URLs in the file")
         );
     }
+    // Series carry the same labels as a runner's: the CLI is runner 0 of a "local" test.
+    let exporter = args.metrics_addr.map(|_| {
+        Arc::new(Exporter::new(
+            &plan,
+            vec![
+                ("namespace".into(), "local".into()),
+                ("loadtest".into(), plan.name.clone()),
+                ("runner".into(), "0".into()),
+            ],
+        ))
+    });
+    let _metrics_server = match (&exporter, args.metrics_addr) {
+        (Some(exporter), Some(addr)) => {
+            let server = MetricsServer::start(addr, exporter.clone())
+                .with_context(|| format!("cannot serve metrics on {addr}"))
+                .map_err(Failure::CouldNotRun)?;
+            eprintln!("stampede: metrics at http://{}/metrics", server.addr());
+            Some(server)
+        }
+        _ => None,
+    };
+    run_opts.totals = exporter.is_some();
+    if let Some(e) = &exporter {
+        e.started(std::time::SystemTime::now());
+    }
     let mut progress = Progress::new(args.progress_every.max(1), args.quiet);
-    let report = session::execute(prepared, &run_opts, &mut |t| progress.tick(t))
-        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
+    let report = session::execute(prepared, &run_opts, &mut |t| {
+        if let Some(e) = &exporter {
+            e.observe(t);
+        }
+        progress.tick(t)
+    })
+    .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
     print!("{}", report.render_table());
     let _ = std::io::stdout().flush();
     if let (Some(mut file), Some(path)) = (out_file, &args.out) {

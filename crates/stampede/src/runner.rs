@@ -35,6 +35,7 @@ use stampede_api::{LoadTest, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY
 use stampede_engine::metrics::{IntervalStats, WorkerMetrics};
 use stampede_engine::plan::{Plan, Target};
 use stampede_engine::portable::{PortableMetrics, PortableStep};
+use stampede_engine::prom::{Exporter, MetricsServer};
 use stampede_engine::report::round3;
 use stampede_engine::session::{self, PrepareError, Prepared};
 use stampede_engine::{CompileOptions, RunOptions, Tick, parse};
@@ -67,6 +68,8 @@ pub struct RunnerEnv {
     pub namespace: String,
     pub index: u32,
     pub runners: u32,
+    /// Where to serve `/metrics` (`None`: nowhere).
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Reads the runner's environment through `get` (e.g. `std::env::var`): the LoadTest's name and
@@ -91,7 +94,14 @@ pub fn parse_env(get: impl Fn(&str) -> Option<String>) -> Result<RunnerEnv, Stri
     if index >= runners {
         return Err(format!("{}={index} is not below {}={runners}", env::RUNNER_INDEX, env::RUNNERS));
     }
-    Ok(RunnerEnv { loadtest, namespace, index, runners })
+    let metrics_addr = match get(env::METRICS_ADDR).map(|v| v.trim().to_string()) {
+        None => Some(std::net::SocketAddr::from(([0, 0, 0, 0], stampede_api::METRICS_PORT))),
+        Some(v) if v.is_empty() || v == "off" => None,
+        Some(v) => {
+            Some(v.parse().map_err(|_| format!("{}={v:?} is not an address like 0.0.0.0:9464", env::METRICS_ADDR))?)
+        }
+    };
+    Ok(RunnerEnv { loadtest, namespace, index, runners, metrics_addr })
 }
 
 /// Parses `status.startAt` (RFC 3339).
@@ -361,6 +371,30 @@ async fn runner(
         info!("this runner's share of the load is empty; it will report an empty result");
         None
     };
+    // Prometheus metrics while this runner has work; a busy port must not cost the test.
+    let exporter = prepared.as_ref().map(|p| {
+        Arc::new(Exporter::new(
+            &p.plan,
+            vec![
+                ("namespace".into(), env.namespace.clone()),
+                ("loadtest".into(), env.loadtest.clone()),
+                ("runner".into(), env.index.to_string()),
+            ],
+        ))
+    });
+    let _metrics_server = match (&exporter, env.metrics_addr) {
+        (Some(exporter), Some(addr)) => match MetricsServer::start(addr, exporter.clone()) {
+            Ok(server) => {
+                info!(addr = %server.addr(), "serving Prometheus metrics at /metrics");
+                Some(server)
+            }
+            Err(e) => {
+                warn!("cannot serve metrics on {addr}: {e}; running without them");
+                None
+            }
+        },
+        _ => None,
+    };
     let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), &env.namespace);
     let lt = retry(&format!("get loadtest {}", env.loadtest), API_ATTEMPTS, || loadtests.get(&env.loadtest))
         .await
@@ -431,7 +465,7 @@ async fn runner(
     let flag = interrupt.clone();
     let started_cell = started_at_cell.clone();
     let ran = tokio::task::spawn_blocking(move || {
-        execute_at(prepared, target, flag, live_tx, |t| {
+        execute_at(prepared, target, flag, live_tx, exporter, |t| {
             let _ = started_cell.set(t);
         })
     })
@@ -541,6 +575,7 @@ fn execute_at(
     target: Instant,
     interrupt: Arc<AtomicBool>,
     live: watch::Sender<Option<(Duration, PortableStep)>>,
+    exporter: Option<Arc<Exporter>>,
     on_start: impl FnOnce(SystemTime),
 ) -> Option<Ran> {
     if !wait_precisely(target, &interrupt) {
@@ -548,11 +583,17 @@ fn execute_at(
     }
     let started_at = SystemTime::now();
     on_start(started_at);
+    if let Some(e) = &exporter {
+        e.started(started_at);
+    }
     let _ = live.send(Some((Duration::ZERO, PortableStep::from_interval("", "total", &IntervalStats::default()))));
-    let opts = RunOptions { interrupt, ..RunOptions::default() };
+    let opts = RunOptions { interrupt, totals: exporter.is_some(), ..RunOptions::default() };
     let mut total = IntervalStats::default();
     let mut last_sent = Duration::ZERO;
     let result = session::execute_full(prepared, &opts, &mut |t: &Tick| {
+        if let Some(e) = &exporter {
+            e.observe(t);
+        }
         total.merge(&t.stats);
         if t.elapsed.saturating_sub(last_sent) + Duration::from_millis(100) >= LIVE_EVERY {
             last_sent = t.elapsed;
@@ -770,7 +811,16 @@ mod tests {
     #[test]
     fn env_parses_the_operators_contract() {
         let env = parse_env(env_of(&GOOD)).unwrap();
-        assert_eq!(env, RunnerEnv { loadtest: "checkout".into(), namespace: "load".into(), index: 2, runners: 3 });
+        assert_eq!(
+            env,
+            RunnerEnv {
+                loadtest: "checkout".into(),
+                namespace: "load".into(),
+                index: 2,
+                runners: 3,
+                metrics_addr: Some(([0, 0, 0, 0], 9464).into())
+            }
+        );
     }
 
     #[test]
