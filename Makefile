@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release test unit lint fmt e2e bench generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release test unit lint fmt chart e2e bench generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -14,7 +14,7 @@ release:
 
 # The whole test suite: formatting, lints, unit and integration tests, then the
 # end-to-end tests on a real local Kubernetes control plane.
-test: lint unit e2e
+test: lint unit chart e2e
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -22,6 +22,11 @@ lint:
 
 unit:
 	$(CARGO) test --workspace
+
+# The Helm chart: helm lint and template (default and CI values), generated copies, dashboards,
+# values it must refuse. Builds the pinned Helm from Go modules when missing (tests/chart/helm.sh).
+chart:
+	bash tests/chart/check.sh
 
 # End-to-end tests against a real kube-apiserver (see tests/cluster/README.md): builds or reuses
 # the control-plane binaries, starts a fresh local cluster, runs every `e2e*` test target with
@@ -55,3 +60,5 @@ generate:
 	$(CARGO) run -q -p stampede -- schema scenario > schemas/scenario.schema.json
 	$(CARGO) run -q -p stampede -- schema report > schemas/report.schema.json
 	$(CARGO) run -q -p stampede -- crd > crds/loadtest.yaml
+	cp crds/loadtest.yaml charts/stampede/files/crds/loadtest.yaml
+	bash tests/chart/manifests.sh > manifests/stampede.yaml.tmp && mv manifests/stampede.yaml.tmp manifests/stampede.yaml

@@ -13,6 +13,7 @@ t0=$(date +%s.%N)
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 "$here/build.sh" >/dev/null
+"$repo/tests/chart/helm.sh" >/dev/null   # the chart test renders with it; built before the cluster starts
 t_bins=$(secs "$t0")
 # Compile before starting the cluster so it does not idle through a build. Building a package's
 # integration tests builds its binaries too, so this also builds the node agent, with the same

@@ -194,12 +194,14 @@ start kube-scheduler "$bin/kube-scheduler" \
   --authorization-kubeconfig="$state/scheduler.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$sched_port" --cert-dir="$pki/scheduler-generated" \
   --leader-elect=false --profiling=false --v=1
-# Stampede's own image runs the stampede binary built in this workspace (runner pods).
+# Stampede's own image runs the stampede binary built in this workspace (runner pods); the
+# workspace's debug folder is on the pods' PATH so that a container `command: [stampede-operator]`
+# (the chart's operator Deployment) finds the other binary of that image.
 stampede_bin="${CARGO_TARGET_DIR:-$repo/target}/debug/stampede"
 images="busybox=/bin/sh alpine=/bin/sh registry.k8s.io/kubectl=$kubectl bitnami/kubectl=$kubectl ghcr.io/stampede-dev/stampede=$stampede_bin ${STAMPEDE_AGENT_IMAGES:-}"
 start node-agent "$STAMPEDE_NODE_AGENT" --extra-images="$images" \
   --kubeconfig="$state/node-agent.kubeconfig" --node-name="$node_name" --work-dir="$state/agent" \
-  --pod-path="$bin:/usr/local/bin:/usr/bin:/bin"
+  --pod-path="$bin:$(dirname "$stampede_bin"):/usr/local/bin:/usr/bin:/bin"
 
 kcm_healthy() { k get --raw=/api/v1/namespaces/default/serviceaccounts/default; }
 node_schedulable() {
