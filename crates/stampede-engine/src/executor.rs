@@ -20,10 +20,12 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::error::RunError;
+use crate::extract::ResponseView;
 use crate::http1::{self, Connection, ExchangeError, ResponseInfo};
 use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics};
 use crate::plan::{LoadPlan, Plan, RequestPlan, StepPlan, Target};
 use crate::report::TimelinePoint;
+use crate::scenario::OnError;
 use crate::sysstat;
 
 /// How often a worker's controller looks at the ramp and the clock.
@@ -102,13 +104,20 @@ impl Totals {
     }
 }
 
-/// A failure kept with its message.
+/// A failure kept with its message and, truncated, the request and response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ErrorSample {
     pub metric: usize,
     pub kind: ErrorKind,
     pub message: String,
+    /// The request as sent (first [`SAMPLE_BYTES`] bytes, lossy UTF-8).
+    pub request: String,
+    /// Status line, kept headers and kept body of the answer, when there was one.
+    pub response: Option<String>,
 }
+
+/// How much of a failing request and response a sample keeps.
+pub const SAMPLE_BYTES: usize = 1024;
 
 /// What a run produced.
 #[derive(Debug)]
@@ -124,6 +133,8 @@ pub struct RunOutcome {
     pub max_active_vus: u32,
     pub interrupted: bool,
     pub error_samples: Vec<ErrorSample>,
+    /// Why the run was aborted early by a step's `onError: abort-run`.
+    pub aborted: Option<String>,
 }
 
 struct Shared {
@@ -144,11 +155,21 @@ struct Shared {
     data_cursors: Vec<crate::data::Cursor>,
     /// A data source with `onExhausted: stop` ran out: the run ends.
     data_exhausted: AtomicBool,
+    /// A step with `onError: abort-run` failed: the run stops at once, for this reason.
+    aborted: std::sync::OnceLock<String>,
 }
 
 impl Shared {
+    /// Stop now, abandoning iterations in flight.
+    fn halted(&self, now: Instant) -> bool {
+        self.interrupt.load(Ordering::Relaxed)
+            || self.aborted.get().is_some()
+            || self.hard_stop.is_some_and(|h| now >= h)
+    }
+
     fn stopping(&self, now: Instant) -> bool {
         self.interrupt.load(Ordering::Relaxed)
+            || self.aborted.get().is_some()
             || self.data_exhausted.load(Ordering::Relaxed)
             || self.deadline.is_some_and(|d| now >= d)
             || self.iteration_limit.is_some_and(|l| self.iterations_claimed.load(Ordering::Relaxed) >= l)
@@ -227,6 +248,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         LoadPlan::RampingVus { .. } => None,
     };
     let plan_data_len = plan.data.len();
+    let plan_aborts = plan.thresholds.iter().any(|t| t.abort_on_fail);
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = plan.load.planned_duration().map(|d| start + d);
@@ -240,10 +262,11 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         iterations_claimed: AtomicU64::new(0),
         interrupt: opts.interrupt.clone(),
         tick: opts.tick,
-        totals: opts.totals,
+        totals: opts.totals || plan_aborts,
         cumulative_weights,
         data_cursors: (0..plan_data_len).map(|_| crate::data::Cursor::default()).collect(),
         data_exhausted: AtomicBool::new(false),
+        aborted: std::sync::OnceLock::new(),
     });
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();
@@ -267,13 +290,16 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
     let mut latest: Vec<Option<Box<Totals>>> = (0..threads).map(|_| None).collect();
     let mut emit = |index: u64, stats: IntervalStats, active: u32, now: Duration, latest: &[Option<Box<Totals>>]| {
         let elapsed = (shared.tick * index as u32).min(now).max(prev_end);
-        let totals = opts.totals.then(|| {
+        let totals = shared.totals.then(|| {
             let mut sum = Totals::default();
             for t in latest.iter().flatten() {
                 sum.merge(t);
             }
             Arc::new(sum)
         });
+        if let Some(t) = &totals {
+            abort_on_failed_thresholds(&shared, t, elapsed);
+        }
         let tick = Tick { index, elapsed, length: elapsed - prev_end, active_vus: active, stats, totals };
         on_tick(&tick);
         timeline.push(TimelinePoint::of(&tick));
@@ -341,6 +367,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         timeline,
         interrupted: shared.interrupt.load(Ordering::Relaxed),
         error_samples,
+        aborted: shared.aborted.get().cloned(),
     })
 }
 
@@ -395,7 +422,7 @@ async fn worker_loop(
     let mut by_vu: HashMap<u32, tokio::task::Id> = HashMap::new();
     loop {
         let now = Instant::now();
-        if shared.interrupt.load(Ordering::Relaxed) || shared.hard_stop.is_some_and(|h| now >= h) {
+        if shared.halted(now) {
             set.abort_all();
             while set.join_next().await.is_some() {}
             break;
@@ -451,6 +478,25 @@ async fn worker_loop(
     let _ = tx.send(WorkerMsg::Done { worker: id, index, stats, totals });
 }
 
+/// Evaluates the `abortOnFail` thresholds on the totals so far; the first failure aborts
+/// the run.
+fn abort_on_failed_thresholds(shared: &Shared, totals: &Totals, elapsed: Duration) {
+    let plan = &shared.plan;
+    for t in plan.thresholds.iter().filter(|t| t.abort_on_fail && elapsed >= t.delay_abort_eval) {
+        if let Some(v) = t.evaluate_live(&plan.step_keys, &totals.steps, elapsed.as_secs_f64())
+            && !v.passed
+        {
+            let _ = shared.aborted.set(format!(
+                "threshold `{}` failed after {:.1}s (actual {}) and has `abortOnFail`",
+                t.source,
+                elapsed.as_secs_f64(),
+                v.actual_text
+            ));
+            return;
+        }
+    }
+}
+
 /// The interval just ended (reset for the next) and, when asked for, a copy of the totals.
 fn take_interval(shared: &Shared, local: &WorkerLocal) -> (IntervalStats, Option<Box<Totals>>) {
     let mut metrics = local.metrics.borrow_mut();
@@ -477,8 +523,15 @@ struct Vu {
     slots: Vec<String>,
     rng: fastrand::Rng,
     request_buf: Vec<u8>,
-    /// The last response body, kept only for steps with extractors.
+    /// The request with the jar's cookies spliced in, or a redirect's request.
+    extra_buf: Vec<u8>,
+    /// The last response body, kept only for steps that read it.
     body: Vec<u8>,
+    /// The last response's kept headers.
+    headers: http1::Headers,
+    jar: Option<crate::cookies::Jar>,
+    /// The first request bytes of the current step, for an error sample.
+    sent_head: Vec<u8>,
 }
 
 async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
@@ -488,7 +541,11 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
         slots: vec![String::new(); shared.plan.slot_count],
         rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         request_buf: Vec::new(),
+        extra_buf: Vec::new(),
         body: Vec::new(),
+        headers: http1::Headers::default(),
+        jar: None,
+        sent_head: Vec::new(),
     };
     loop {
         if retire.get() || shared.stopping(Instant::now()) || !shared.claim_iteration() {
@@ -506,10 +563,25 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
             shared.data_exhausted.store(true, Ordering::Relaxed);
             break;
         }
+        // Each iteration is a new visit: a fresh cookie jar.
+        vu.jar = shared.plan.cookies.then(crate::cookies::Jar::default);
         let sc = shared.pick_scenario(&mut vu.rng);
         let scenario = &shared.plan.scenarios[sc];
         for step in &scenario.steps {
-            run_step(&mut vu, step, &local).await;
+            let ok = run_step(&mut vu, step, &local).await;
+            if !ok {
+                match step.on_error {
+                    OnError::Continue => {}
+                    OnError::NextIteration => break,
+                    OnError::AbortRun => {
+                        let _ = shared.aborted.set(format!(
+                            "step `{}` of scenario `{}` failed and has `onError: abort-run`",
+                            step.name, scenario.name
+                        ));
+                        return;
+                    }
+                }
+            }
             if let Some(think) = &step.think {
                 tokio::time::sleep(think.pick(&mut vu.rng)).await;
             }
@@ -520,29 +592,45 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
     }
 }
 
-async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) {
+/// Runs one step; false when it failed (no answer, a failed check or extraction).
+async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) -> bool {
     let started = Instant::now();
-    let keep_body = step.needs_body();
-    let result = send(vu, &step.request, keep_body).await;
+    vu.headers.all = step.needs_headers();
+    let result = send(vu, &step.request, step.needs_body()).await;
     let micros = started.elapsed().as_micros() as u64;
     let mut guard = local.metrics.borrow_mut();
     let m = &mut *guard;
     let s = &mut m.steps[step.metric];
     s.requests += 1;
     m.interval.requests += 1;
+    let mut status = None;
     let failure = match result {
-        Ok((info, sent)) => {
+        Ok((info, sent, received)) => {
+            status = Some(info.status);
             s.bytes_sent += sent;
-            s.bytes_received += info.bytes_received;
+            s.bytes_received += received;
             s.record_latency_us(micros);
             m.interval.latency.saturating_record(micros.max(1));
             s.record_status(info.status);
-            if !step.check.passes(info.status) {
-                Some((ErrorKind::Check, format!("status {} is not accepted by the check", info.status)))
-            } else {
-                extract(step, info.status, &vu.body, &mut vu.slots)
-                    .err()
-                    .map(|message| (ErrorKind::Extract, format!("step `{}`: {message}", step.name)))
+            let resp = ResponseView { status: info.status, headers: &vu.headers.list, body: &vu.body };
+            let mut json = None;
+            let mut failed_check = None;
+            for (i, check) in step.checks.iter().enumerate() {
+                let outcome = check.evaluate(&resp, &vu.slots, &mut json);
+                s.record_check(i, outcome.is_ok());
+                if let (Err(why), None) = (outcome, &failed_check) {
+                    failed_check = Some(format!("check `{}` failed: {why}", check.name));
+                }
+            }
+            if failed_check.is_none() && !step.accept.passes(info.status) {
+                failed_check =
+                    Some(format!("status {} is not accepted (2xx or 3xx without a status check)", info.status));
+            }
+            let extracted = extract(step, &resp, &mut json, &mut vu.slots);
+            match (failed_check, extracted) {
+                (Some(why), _) => Some((ErrorKind::Check, why)),
+                (None, Err(why)) => Some((ErrorKind::Extract, why)),
+                (None, Ok(())) => None,
             }
         }
         Err((e, sent)) => {
@@ -550,84 +638,219 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) {
             Some((e.kind, e.message))
         }
     };
-    if let Some((kind, message)) = failure {
-        s.record_error(kind);
-        m.interval.record_error(kind);
-        let mut samples = local.error_samples.borrow_mut();
-        if samples.len() < ERROR_SAMPLES_PER_WORKER
-            && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric)
-        {
-            samples.push(ErrorSample { metric: step.metric, kind, message });
-        }
+    let Some((kind, message)) = failure else { return true };
+    s.record_error(kind);
+    m.interval.record_error(kind);
+    let mut samples = local.error_samples.borrow_mut();
+    if samples.len() < ERROR_SAMPLES_PER_WORKER && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric) {
+        let response = status.map(|code| {
+            let mut text = format!("HTTP {code}\n");
+            for (n, v) in &vu.headers.list {
+                text.push_str(&format!("{n}: {v}\n"));
+            }
+            text.push('\n');
+            text.push_str(&truncated(&vu.body));
+            text
+        });
+        samples.push(ErrorSample {
+            metric: step.metric,
+            kind,
+            message: format!("step `{}`: {message}", step.name),
+            request: truncated(&vu.sent_head),
+            response,
+        });
     }
+    false
 }
 
-/// Sends one request on the VU's connection (opening one when needed) and reads the
-/// answer. A request that fails on a reused connection before any byte of answer came
-/// back is retried once on a new connection: the server had closed the idle connection.
+/// The first [`SAMPLE_BYTES`] of `bytes` as text.
+fn truncated(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(SAMPLE_BYTES)];
+    let mut text = String::from_utf8_lossy(cut).into_owned();
+    if bytes.len() > SAMPLE_BYTES {
+        text.push_str(&format!("… ({} bytes in all)", bytes.len()));
+    }
+    text
+}
+
 /// Runs a step's extractors into the VU's slots; the first failure stops them.
-fn extract(step: &StepPlan, status: u16, body: &[u8], slots: &mut [String]) -> Result<(), String> {
-    let mut json = None;
+fn extract(
+    step: &StepPlan,
+    resp: &ResponseView<'_>,
+    json: &mut Option<Option<serde_json::Value>>,
+    slots: &mut [String],
+) -> Result<(), String> {
     for e in &step.extract {
-        let value = e.apply(status, body, &mut json)?;
-        slots[e.slot] = value;
+        slots[e.slot] = e.apply(resp, json)?;
     }
     Ok(())
 }
 
-async fn send(vu: &mut Vu, req: &RequestPlan, keep_body: bool) -> Result<(ResponseInfo, u64), (ExchangeError, u64)> {
-    let Vu { conn, slots, request_buf, body, .. } = vu;
-    body.clear();
-    let (target, bytes): (Cow<'_, Target>, &[u8]) = match &req.fixed {
+const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
+
+/// Sends one request on the VU's connection and reads the answer, following redirects;
+/// returns the final answer with the bytes sent and received over the whole chain. Cookies
+/// from the VU's jar go with each request, and cookies set by each answer go into it.
+async fn send(
+    vu: &mut Vu,
+    req: &RequestPlan,
+    keep_body: bool,
+) -> Result<(ResponseInfo, u64, u64), (ExchangeError, u64)> {
+    let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, .. } = vu;
+    let (first_target, first): (Cow<'_, Target>, &[u8]) = match &req.fixed {
         Some(fixed) => (Cow::Borrowed(&fixed.target), &fixed.bytes),
         None => {
             request_buf.clear();
             match req.render(slots, request_buf) {
                 Ok(t) => (Cow::Owned(t), request_buf.as_slice()),
-                Err(message) => return Err((ExchangeError { kind: ErrorKind::Protocol, message, answered: false }, 0)),
+                Err(message) => {
+                    sent_head.clear();
+                    return Err((ExchangeError { kind: ErrorKind::Protocol, message, answered: false }, 0));
+                }
             }
         }
     };
-    let sent = bytes.len() as u64;
-    let exchange = async {
-        let mut retried = false;
+    let user_cookie = req.headers.iter().any(|(n, _)| n == "cookie");
+    let mut sent = 0u64;
+    let mut received = 0u64;
+    let chain = async {
+        let mut target = first_target;
+        let mut method: Cow<'_, str> = Cow::Borrowed(&req.method);
+        let mut hops_left = req.redirects;
+        let mut redirected = false;
         loop {
-            let reused = conn.as_ref().is_some_and(|c| c.serves(&target));
-            if !reused {
-                *conn = None;
-                *conn = Some(http1::connect(&target, req.connect_timeout).await.map_err(|e| (e, 0))?);
-            }
-            let Some(c) = conn.as_mut() else { unreachable!("connection was just set") };
-            let sink = if keep_body {
-                body.clear();
-                Some(&mut *body)
-            } else {
-                None
+            // The bytes of this hop: the request itself, or with the jar's cookies spliced in.
+            let cookie =
+                jar.as_ref().filter(|_| !user_cookie).and_then(|j| j.header_for(&target.host, &target.path_and_query));
+            let bytes: &[u8] = match (&cookie, redirected) {
+                (Some(c), false) => {
+                    let mut spliced = Vec::with_capacity(first.len() + c.len() + 10);
+                    crate::cookies::splice_header(first, c, &mut spliced);
+                    *extra_buf = spliced;
+                    extra_buf.as_slice()
+                }
+                (Some(c), true) => {
+                    let plain = std::mem::take(extra_buf);
+                    crate::cookies::splice_header(&plain, c, extra_buf);
+                    extra_buf.as_slice()
+                }
+                (None, false) => first,
+                (None, true) => extra_buf.as_slice(),
             };
-            match c.exchange(bytes, req.is_head(), sink).await {
-                Ok(info) => {
-                    if !info.keep_alive {
-                        *conn = None;
-                    }
-                    return Ok((info, sent));
-                }
-                Err(e) => {
-                    *conn = None;
-                    if reused && !e.answered && !retried {
-                        retried = true;
-                        continue;
-                    }
-                    return Err((e, sent));
+            if !redirected {
+                sent_head.clear();
+                sent_head.extend_from_slice(&bytes[..bytes.len().min(SAMPLE_BYTES + 1)]);
+            }
+            sent += bytes.len() as u64;
+            let head = method == "HEAD";
+            let info = exchange(
+                conn,
+                &target,
+                bytes,
+                head,
+                keep_body.then_some(&mut *body),
+                &mut *headers,
+                req.connect_timeout,
+            )
+            .await?;
+            received += info.bytes_received;
+            if let Some(j) = jar.as_mut() {
+                for (_, v) in headers.list.iter().filter(|(n, _)| n == "set-cookie") {
+                    j.store(&target.host, &target.path_and_query, v);
                 }
             }
+            let location = headers.get("location").filter(|_| REDIRECTS.contains(&info.status) && hops_left > 0);
+            let Some(location) = location else { return Ok(info) };
+            let base = format!("http://{}{}", target.authority, target.path_and_query);
+            let next = url::Url::parse(&base)
+                .and_then(|b| b.join(location))
+                .map_err(|e| e.to_string())
+                .and_then(|u| Target::parse(u.as_str()));
+            let next = match next {
+                Ok(t) => t,
+                Err(e) => {
+                    let message = format!("cannot follow the redirect to `{location}`: {e}");
+                    return Err(ExchangeError { kind: ErrorKind::Protocol, message, answered: true });
+                }
+            };
+            // 303, and 301/302 after a POST, continue with GET and no body (as browsers do).
+            let keep_method = matches!(info.status, 307 | 308) || (info.status != 303 && method != "POST");
+            if !keep_method && method != "HEAD" {
+                method = Cow::Borrowed("GET");
+            }
+            let body_bytes = keep_method.then(|| {
+                let mut b = Vec::new();
+                if let Some(bp) = &req.body {
+                    bp.render_into(slots, &mut b);
+                }
+                b
+            });
+            let same_host = next.host == target.host && next.port == target.port;
+            let mut out = Vec::new();
+            req.render_redirect(
+                &method,
+                &next,
+                same_host,
+                slots,
+                body_bytes.as_deref().filter(|b| !b.is_empty()),
+                &mut out,
+            );
+            *extra_buf = out;
+            target = Cow::Owned(next);
+            hops_left -= 1;
+            redirected = true;
+            body.clear();
         }
     };
-    match tokio::time::timeout(req.timeout, exchange).await {
-        Ok(r) => r,
+    match tokio::time::timeout(req.timeout, chain).await {
+        Ok(Ok(info)) => Ok((info, sent, received)),
+        Ok(Err(e)) => Err((e, sent)),
         Err(_) => {
             *conn = None;
             let message = format!("no complete answer within {:?}", req.timeout);
             Err((ExchangeError { kind: ErrorKind::Timeout, message, answered: false }, sent))
+        }
+    }
+}
+
+/// One request and its answer on the VU's connection (opening one when needed). A request
+/// that fails on a reused connection before any byte of answer came back is retried once
+/// on a new connection: the server had closed the idle connection.
+async fn exchange(
+    conn: &mut Option<Connection>,
+    target: &Target,
+    bytes: &[u8],
+    head: bool,
+    mut body: Option<&mut Vec<u8>>,
+    headers: &mut http1::Headers,
+    connect_timeout: Duration,
+) -> Result<ResponseInfo, ExchangeError> {
+    let mut retried = false;
+    loop {
+        let reused = conn.as_ref().is_some_and(|c| c.serves(target));
+        if !reused {
+            *conn = None;
+            *conn = Some(http1::connect(target, connect_timeout).await?);
+        }
+        let Some(c) = conn.as_mut() else { unreachable!("connection was just set") };
+        if let Some(b) = body.as_deref_mut() {
+            b.clear();
+        }
+        match c.exchange(bytes, head, body.as_deref_mut(), Some(&mut *headers)).await {
+            Ok(info) => {
+                if !info.keep_alive {
+                    *conn = None;
+                }
+                return Ok(info);
+            }
+            Err(e) => {
+                *conn = None;
+                if reused && !e.answered && !retried {
+                    retried = true;
+                    continue;
+                }
+                return Err(e);
+            }
         }
     }
 }

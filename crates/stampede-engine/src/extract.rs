@@ -1,5 +1,6 @@
 //! Extractors: values taken from a response for later steps of the same VU — a JSON path
-//! (`$.headers.Host`, or the dotted `headers.Host`), a regex capture group, or the status.
+//! (`$.headers.Host`, or the dotted `headers.Host`), a regex capture group, a header, a
+//! cookie, or the status.
 
 use std::fmt;
 
@@ -18,6 +19,56 @@ pub enum Source {
     Json(Vec<Segment>),
     Regex(regex::Regex, usize),
     Status,
+    /// A response header (lowercase name).
+    Header(String),
+    /// A cookie set by the response.
+    Cookie(String),
+}
+
+/// The parts of a response that extractors and checks read.
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseView<'a> {
+    pub status: u16,
+    /// Kept response headers, lowercase names.
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+}
+
+impl ResponseView<'_> {
+    /// The first header called `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The value of cookie `name` from the response's `Set-Cookie` headers.
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n == "set-cookie")
+            .filter_map(|(_, v)| v.split(';').next()?.split_once('='))
+            .find(|(k, _)| k.trim() == name)
+            .map(|(_, v)| v.trim())
+    }
+}
+
+/// The value at `path` in `doc`.
+pub fn lookup<'a>(doc: &'a serde_json::Value, path: &[Segment]) -> Option<&'a serde_json::Value> {
+    let mut v = doc;
+    for seg in path {
+        v = match seg {
+            Segment::Key(k) => v.get(k.as_str()),
+            Segment::Index(i) => v.get(*i).or_else(|| v.get(i.to_string().as_str())),
+        }?;
+    }
+    Some(v)
+}
+
+/// A JSON value as text: strings without quotes, everything else as JSON.
+pub fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// A compiled extractor writing into a VU slot.
@@ -75,11 +126,33 @@ pub fn parse_json_path(path: &str) -> Result<Vec<Segment>, String> {
 
 /// Compiles an extractor spec.
 pub fn compile(name: &str, spec: &ExtractSpec, slot: usize) -> Result<Extractor, String> {
-    let set = [spec.json.is_some(), spec.regex.is_some(), spec.status == Some(true)].iter().filter(|b| **b).count();
+    let set = [
+        spec.json.is_some(),
+        spec.regex.is_some(),
+        spec.status == Some(true),
+        spec.header.is_some(),
+        spec.cookie.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
     if set != 1 {
-        return Err("set exactly one of `json`, `regex` or `status: true`".into());
+        return Err("set exactly one of `json`, `regex`, `header`, `cookie` or `status: true`".into());
     }
-    let source = if let Some(path) = &spec.json {
+    if spec.group.is_some() && spec.regex.is_none() {
+        return Err("`group` goes with `regex`".into());
+    }
+    let source = if let Some(name) = &spec.header {
+        if name.trim().is_empty() {
+            return Err("`header` names no header".into());
+        }
+        Source::Header(name.trim().to_ascii_lowercase())
+    } else if let Some(name) = &spec.cookie {
+        if name.trim().is_empty() {
+            return Err("`cookie` names no cookie".into());
+        }
+        Source::Cookie(name.trim().to_string())
+    } else if let Some(path) = &spec.json {
         Source::Json(parse_json_path(path)?)
     } else if let Some(re) = &spec.regex {
         let re = regex::Regex::new(re).map_err(|e| format!("invalid regex: {e}"))?;
@@ -97,45 +170,47 @@ pub fn compile(name: &str, spec: &ExtractSpec, slot: usize) -> Result<Extractor,
 impl Extractor {
     /// Whether the response body is needed.
     pub fn needs_body(&self) -> bool {
-        !matches!(self.source, Source::Status)
+        matches!(self.source, Source::Json(_) | Source::Regex(..))
+    }
+
+    /// Whether response headers other than `set-cookie` are needed.
+    pub fn needs_headers(&self) -> bool {
+        matches!(self.source, Source::Header(_))
     }
 
     /// The value, or why it could not be taken. `json` is the body parsed once per response.
     pub fn apply(
         &self,
-        status: u16,
-        body: &[u8],
+        resp: &ResponseView<'_>,
         json: &mut Option<Option<serde_json::Value>>,
     ) -> Result<String, String> {
         match &self.source {
-            Source::Status => Ok(status.to_string()),
+            Source::Status => Ok(resp.status.to_string()),
+            Source::Header(name) => {
+                resp.header(name).map(str::to_string).ok_or_else(|| format!("{self}: no `{name}` header"))
+            }
+            Source::Cookie(name) => resp
+                .cookie(name)
+                .map(str::to_string)
+                .ok_or_else(|| format!("{self}: the response sets no `{name}` cookie")),
             Source::Regex(re, group) => {
-                let text = String::from_utf8_lossy(body);
+                let text = String::from_utf8_lossy(resp.body);
                 re.captures(&text)
                     .and_then(|c| c.get(*group))
                     .map(|m| m.as_str().to_string())
                     .ok_or_else(|| format!("{self}: `{}` does not match the body", re.as_str()))
             }
             Source::Json(path) => {
-                let doc = json.get_or_insert_with(|| serde_json::from_slice(body).ok());
-                let Some(mut v) = doc.as_ref() else { return Err(format!("{self}: the body is not JSON")) };
-                for seg in path {
-                    let next = match seg {
-                        Segment::Key(k) => v.get(k.as_str()),
-                        Segment::Index(i) => v.get(*i).or_else(|| v.get(i.to_string().as_str())),
-                    };
-                    v = next.ok_or_else(|| format!("{self}: no `{}` in the body", describe(path)))?;
-                }
-                Ok(match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
+                let doc = json.get_or_insert_with(|| serde_json::from_slice(resp.body).ok());
+                let Some(doc) = doc.as_ref() else { return Err(format!("{self}: the body is not JSON")) };
+                lookup(doc, path).map(value_text).ok_or_else(|| format!("{self}: no `{}` in the body", describe(path)))
             }
         }
     }
 }
 
-fn describe(path: &[Segment]) -> String {
+/// A JSON path as written in messages (`a.b.0`).
+pub fn describe(path: &[Segment]) -> String {
     path.iter()
         .map(|s| match s {
             Segment::Key(k) => k.clone(),
@@ -150,7 +225,31 @@ mod tests {
     use super::*;
 
     fn spec(json: Option<&str>, regex: Option<&str>) -> ExtractSpec {
-        ExtractSpec { json: json.map(Into::into), regex: regex.map(Into::into), group: None, status: None }
+        ExtractSpec { json: json.map(Into::into), regex: regex.map(Into::into), ..ExtractSpec::default() }
+    }
+
+    fn view(status: u16, body: &[u8]) -> ResponseView<'_> {
+        ResponseView { status, headers: &[], body }
+    }
+
+    #[test]
+    fn headers_and_cookies() {
+        let headers = vec![
+            ("x-request-id".to_string(), "r-17".to_string()),
+            ("set-cookie".to_string(), "theme=dark; Path=/".to_string()),
+            ("set-cookie".to_string(), "session=abc123; HttpOnly".to_string()),
+        ];
+        let resp = ResponseView { status: 200, headers: &headers, body: b"" };
+        let h =
+            compile("rid", &ExtractSpec { header: Some("X-Request-ID".into()), ..ExtractSpec::default() }, 0).unwrap();
+        assert_eq!(h.apply(&resp, &mut None).unwrap(), "r-17");
+        let c = compile("sid", &ExtractSpec { cookie: Some("session".into()), ..ExtractSpec::default() }, 0).unwrap();
+        assert_eq!(c.apply(&resp, &mut None).unwrap(), "abc123");
+        let missing = compile("x", &ExtractSpec { cookie: Some("nope".into()), ..ExtractSpec::default() }, 0).unwrap();
+        assert!(missing.apply(&resp, &mut None).unwrap_err().contains("sets no `nope` cookie"));
+        assert!(
+            compile("g", &ExtractSpec { group: Some(1), json: Some("a".into()), ..ExtractSpec::default() }, 0).is_err()
+        );
     }
 
     #[test]
@@ -164,20 +263,20 @@ mod tests {
             br#"{"headers": {"Host": "127.0.0.1:9"}, "items": [{"id": 1}, {"id": 42}], "form": {"key23": "Paris"}}"#;
         let mut json = None;
         let e = compile("host", &spec(Some("headers.Host"), None), 0).unwrap();
-        assert_eq!(e.apply(200, body, &mut json).unwrap(), "127.0.0.1:9");
+        assert_eq!(e.apply(&view(200, body), &mut json).unwrap(), "127.0.0.1:9");
         let e = compile("id", &spec(Some("$.items[1].id"), None), 0).unwrap();
-        assert_eq!(e.apply(200, body, &mut json).unwrap(), "42");
+        assert_eq!(e.apply(&view(200, body), &mut json).unwrap(), "42");
         let e = compile("x", &spec(Some("$.form.missing"), None), 0).unwrap();
-        assert!(e.apply(200, body, &mut json).unwrap_err().contains("no `form.missing`"));
+        assert!(e.apply(&view(200, body), &mut json).unwrap_err().contains("no `form.missing`"));
     }
 
     #[test]
     fn regex_groups_and_status() {
         let e = compile("token", &spec(None, Some(r"token=(\w+)")), 0).unwrap();
-        assert_eq!(e.apply(200, b"ok token=abc123;", &mut None).unwrap(), "abc123");
-        assert!(e.apply(200, b"nothing", &mut None).is_err());
+        assert_eq!(e.apply(&view(200, b"ok token=abc123;"), &mut None).unwrap(), "abc123");
+        assert!(e.apply(&view(200, b"nothing"), &mut None).is_err());
         let s = compile("code", &ExtractSpec { status: Some(true), ..spec(None, None) }, 0).unwrap();
-        assert_eq!(s.apply(201, b"", &mut None).unwrap(), "201");
+        assert_eq!(s.apply(&view(201, b""), &mut None).unwrap(), "201");
         assert!(compile("two", &spec(Some("a"), Some("b")), 0).is_err());
         assert!(compile("bad", &spec(None, Some("(")), 0).unwrap_err().contains("invalid regex"));
     }

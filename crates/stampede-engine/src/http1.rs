@@ -64,6 +64,30 @@ pub struct ResponseInfo {
     pub keep_alive: bool,
 }
 
+/// Which response headers an exchange keeps.
+#[derive(Debug, Default)]
+pub struct Headers {
+    /// Keep every header; otherwise only `set-cookie` and `location` (for the cookie jar and
+    /// redirects), which most responses lack, so the common case stores nothing.
+    pub all: bool,
+    /// Kept headers of the last response: lowercase name, value.
+    pub list: Vec<(String, String)>,
+}
+
+impl Headers {
+    /// The first header called `name` (lowercase).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.list.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    fn keep(&mut self, name: &str, value: &[u8]) {
+        let wanted = self.all || name.eq_ignore_ascii_case("set-cookie") || name.eq_ignore_ascii_case("location");
+        if wanted {
+            self.list.push((name.to_ascii_lowercase(), String::from_utf8_lossy(value).into_owned()));
+        }
+    }
+}
+
 /// Opens a TCP connection to `target` within `limit`.
 pub async fn connect(target: &Target, limit: Duration) -> Result<Connection, ExchangeError> {
     let addr = match target.host.parse::<IpAddr>() {
@@ -148,6 +172,7 @@ impl Connection {
         request: &[u8],
         head_request: bool,
         mut body: Option<&mut Vec<u8>>,
+        mut headers: Option<&mut Headers>,
     ) -> Result<ResponseInfo, ExchangeError> {
         self.uses += 1;
         // Bytes left over from an earlier response mean the stream is out of step.
@@ -159,7 +184,11 @@ impl Connection {
         self.stream.write_all(request).await.map_err(|e| ExchangeError::io(e, false))?;
         let mut received: u64 = 0;
         loop {
-            let (status, framing, keep_alive) = self.read_head(&mut received, head_request).await?;
+            if let Some(h) = headers.as_deref_mut() {
+                h.list.clear();
+            }
+            let (status, framing, keep_alive) =
+                self.read_head(&mut received, head_request, headers.as_deref_mut()).await?;
             if (100..200).contains(&status) && status != 101 {
                 continue; // informational: the real answer follows
             }
@@ -200,6 +229,7 @@ impl Connection {
         &mut self,
         received: &mut u64,
         head_request: bool,
+        mut keep: Option<&mut Headers>,
     ) -> Result<(u16, Framing, bool), ExchangeError> {
         loop {
             if self.end > self.start {
@@ -213,6 +243,9 @@ impl Connection {
                         let mut chunked = false;
                         let mut close = http10;
                         for h in resp.headers.iter() {
+                            if let Some(k) = keep.as_deref_mut() {
+                                k.keep(h.name, h.value);
+                            }
                             if h.name.eq_ignore_ascii_case("content-length") {
                                 let v = std::str::from_utf8(h.value).ok().and_then(|s| s.trim().parse::<u64>().ok());
                                 match v {
@@ -414,17 +447,17 @@ mod tests {
         .await;
         let mut c = connect(&target, Duration::from_secs(1)).await.unwrap();
         let mut body = Vec::new();
-        let r = c.exchange(GET, false, Some(&mut body)).await.unwrap();
+        let r = c.exchange(GET, false, Some(&mut body), None).await.unwrap();
         assert_eq!((r.status, r.body_len, r.keep_alive), (200, 5, true));
         assert_eq!(body, b"hello");
         body.clear();
-        let r = c.exchange(GET, false, Some(&mut body)).await.unwrap();
+        let r = c.exchange(GET, false, Some(&mut body), None).await.unwrap();
         assert_eq!((r.status, r.body_len, r.keep_alive), (201, 5, true));
         assert_eq!(body, b"abcde");
-        let r = c.exchange(GET, false, None).await.unwrap();
+        let r = c.exchange(GET, false, None, None).await.unwrap();
         assert_eq!((r.status, r.body_len), (204, 0));
         body.clear();
-        let r = c.exchange(GET, false, Some(&mut body)).await.unwrap();
+        let r = c.exchange(GET, false, Some(&mut body), None).await.unwrap();
         assert_eq!((r.status, r.keep_alive), (200, false));
         assert_eq!(body, b"until close");
     }
@@ -433,12 +466,12 @@ mod tests {
     async fn garbage_is_a_protocol_error_and_early_close_a_reset() {
         let target = canned(vec![b"SMTP ready\r\n\r\n"]).await;
         let mut c = connect(&target, Duration::from_secs(1)).await.unwrap();
-        let e = c.exchange(GET, false, None).await.unwrap_err();
+        let e = c.exchange(GET, false, None, None).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Protocol);
 
         let target = canned(vec![b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"]).await;
         let mut c = connect(&target, Duration::from_secs(1)).await.unwrap();
-        let e = c.exchange(GET, false, None).await.unwrap_err();
+        let e = c.exchange(GET, false, None, None).await.unwrap_err();
         assert_eq!((e.kind, e.answered), (ErrorKind::Reset, true));
     }
 

@@ -5,6 +5,8 @@
 //! models ([`executor`]), HDR latency metrics ([`metrics`]), reports ([`report`]) and the
 //! built-in target server ([`target`]). [`session`] ties them into one run.
 
+pub mod check;
+pub mod cookies;
 pub mod data;
 pub mod duration;
 pub mod error;

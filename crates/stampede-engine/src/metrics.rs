@@ -94,6 +94,8 @@ pub struct StepStats {
     /// Exact smallest and largest latency, µs (the histogram rounds within its precision).
     pub min_us: u64,
     pub max_us: u64,
+    /// Passes and failures of each named check of the step, by check index.
+    pub checks: Vec<[u64; 2]>,
     status: Vec<u64>,
 }
 
@@ -107,6 +109,7 @@ impl Default for StepStats {
             bytes_received: 0,
             min_us: u64::MAX,
             max_us: 0,
+            checks: Vec::new(),
             status: vec![0; STATUS_SLOTS],
         }
     }
@@ -154,6 +157,26 @@ impl StepStats {
         self.errors[kind.index()] += 1;
     }
 
+    /// Counts one evaluation of check `index`.
+    #[inline]
+    pub fn record_check(&mut self, index: usize, passed: bool) {
+        self.add_check(index, u64::from(passed), u64::from(!passed));
+    }
+
+    /// Adds `passed` passes and `failed` failures of check `index`.
+    pub fn add_check(&mut self, index: usize, passed: u64, failed: u64) {
+        if self.checks.len() <= index {
+            self.checks.resize(index + 1, [0, 0]);
+        }
+        self.checks[index][0] += passed;
+        self.checks[index][1] += failed;
+    }
+
+    /// Check evaluations that passed and failed, all checks together.
+    pub fn check_totals(&self) -> (u64, u64) {
+        self.checks.iter().fold((0, 0), |(p, f), c| (p + c[0], f + c[1]))
+    }
+
     pub fn error_total(&self) -> u64 {
         self.errors.iter().sum()
     }
@@ -176,6 +199,9 @@ impl StepStats {
         self.max_us = self.max_us.max(other.max_us);
         for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
             *a += b;
+        }
+        for (i, c) in other.checks.iter().enumerate() {
+            self.add_check(i, c[0], c[1]);
         }
     }
 }

@@ -5,10 +5,11 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use crate::check::CheckPlan;
 use crate::data::DataSource;
 use crate::duration::Dur;
 use crate::error::Problem;
-use crate::scenario::{DataMode, OnExhausted};
+use crate::scenario::{DataMode, OnError, OnExhausted};
 use crate::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
 use crate::template::{Escape, Scope, Template};
 use crate::threshold::{self, Threshold};
@@ -33,6 +34,8 @@ pub struct Plan {
     pub thresholds: Vec<Threshold>,
     /// Data files, loaded once and shared by all VUs.
     pub data: Vec<DataSource>,
+    /// Each VU keeps a cookie jar.
+    pub cookies: bool,
 }
 
 /// Names of a step, for reports.
@@ -123,16 +126,27 @@ pub struct StepPlan {
     /// Index into per-step metrics.
     pub metric: usize,
     pub request: RequestPlan,
-    pub check: StatusCheck,
+    /// Statuses that count as answers rather than `check` errors (the explicit status
+    /// check, else 200–399).
+    pub accept: StatusCheck,
+    /// Named checks, counted one by one.
+    pub checks: Vec<CheckPlan>,
     pub think: Option<ThinkPlan>,
     /// Values taken from the response for later steps.
     pub extract: Vec<crate::extract::Extractor>,
+    pub on_error: OnError,
 }
 
 impl StepPlan {
-    /// Whether the response body must be kept (for extractors).
+    /// Whether the response body must be kept (for extractors and checks).
     pub fn needs_body(&self) -> bool {
-        self.extract.iter().any(crate::extract::Extractor::needs_body)
+        self.extract.iter().any(crate::extract::Extractor::needs_body) || self.checks.iter().any(CheckPlan::needs_body)
+    }
+
+    /// Whether every response header must be kept (for extractors and checks).
+    pub fn needs_headers(&self) -> bool {
+        self.extract.iter().any(crate::extract::Extractor::needs_headers)
+            || self.checks.iter().any(CheckPlan::needs_headers)
     }
 }
 
@@ -209,9 +223,104 @@ impl Target {
 /// Body of a request.
 #[derive(Debug)]
 pub struct BodyPlan {
-    pub template: Template,
+    pub kind: BodyKind,
     /// Content type implied by the body kind, unless the user set one.
-    pub content_type: Option<&'static str>,
+    pub content_type: Option<String>,
+}
+
+/// What a body is made of.
+#[derive(Debug)]
+pub enum BodyKind {
+    /// Text (raw or JSON).
+    Text(Template),
+    /// `application/x-www-form-urlencoded` fields (names already encoded).
+    Form(Vec<(String, Template)>),
+    /// `multipart/form-data` parts with their boundary.
+    Multipart { boundary: String, parts: Vec<PartPlan> },
+}
+
+/// One multipart part.
+#[derive(Debug)]
+pub enum PartPlan {
+    Field {
+        name: String,
+        value: Template,
+        content_type: Option<String>,
+    },
+    /// A file, read once when the plan was compiled.
+    File {
+        name: String,
+        filename: String,
+        content_type: String,
+        bytes: bytes::Bytes,
+    },
+}
+
+impl BodyPlan {
+    /// Writes the body for one VU.
+    pub fn render_into(&self, slots: &[String], out: &mut Vec<u8>) {
+        match &self.kind {
+            BodyKind::Text(t) => t.render_into(slots, out),
+            BodyKind::Form(fields) => {
+                for (i, (name, value)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b'&');
+                    }
+                    out.extend_from_slice(name.as_bytes());
+                    out.push(b'=');
+                    let v = value.render(slots);
+                    out.extend(form_urlencoded::byte_serialize(v.as_bytes()).flat_map(str::bytes));
+                }
+            }
+            BodyKind::Multipart { boundary, parts } => {
+                for part in parts {
+                    out.extend_from_slice(b"--");
+                    out.extend_from_slice(boundary.as_bytes());
+                    out.extend_from_slice(b"\r\ncontent-disposition: form-data; name=\"");
+                    match part {
+                        PartPlan::Field { name, value, content_type } => {
+                            out.extend_from_slice(quote_param(name).as_bytes());
+                            out.extend_from_slice(b"\"\r\n");
+                            if let Some(ct) = content_type {
+                                out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+                            }
+                            out.extend_from_slice(b"\r\n");
+                            value.render_into(slots, out);
+                        }
+                        PartPlan::File { name, filename, content_type, bytes } => {
+                            out.extend_from_slice(quote_param(name).as_bytes());
+                            out.extend_from_slice(b"\"; filename=\"");
+                            out.extend_from_slice(quote_param(filename).as_bytes());
+                            out.extend_from_slice(format!("\"\r\ncontent-type: {content_type}\r\n\r\n").as_bytes());
+                            out.extend_from_slice(bytes);
+                        }
+                    }
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"--");
+                out.extend_from_slice(boundary.as_bytes());
+                out.extend_from_slice(b"--\r\n");
+            }
+        }
+    }
+
+    /// Whether the body is the same for every VU.
+    pub fn is_const(&self) -> bool {
+        match &self.kind {
+            BodyKind::Text(t) => t.as_const().is_some(),
+            BodyKind::Form(fields) => fields.iter().all(|(_, v)| v.as_const().is_some()),
+            BodyKind::Multipart { parts, .. } => parts.iter().all(|p| match p {
+                PartPlan::Field { value, .. } => value.as_const().is_some(),
+                PartPlan::File { .. } => true,
+            }),
+        }
+    }
+}
+
+/// A quoted-string parameter of a multipart header: quotes and line breaks escaped as
+/// browsers do.
+fn quote_param(s: &str) -> String {
+    s.replace('"', "%22").replace('\r', "%0D").replace('\n', "%0A")
 }
 
 /// A compiled request.
@@ -225,6 +334,8 @@ pub struct RequestPlan {
     pub body: Option<BodyPlan>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// Redirects to follow (0: none).
+    pub redirects: u32,
     /// The whole request, serialized once, when nothing in it varies per VU.
     pub fixed: Option<FixedRequest>,
 }
@@ -248,10 +359,50 @@ impl RequestPlan {
         let target = Target::parse(&url)?;
         let mut body = Vec::new();
         if let Some(b) = &self.body {
-            b.template.render_into(slots, &mut body);
+            b.render_into(slots, &mut body);
         }
         write_request(self, &target, slots, &body, out);
         Ok(target)
+    }
+
+    /// Serializes a redirected request: `method` to `target`, with this request's headers
+    /// (minus the body's when `body` is `None`, and minus credentials on another host).
+    pub fn render_redirect(
+        &self,
+        method: &str,
+        target: &Target,
+        same_host: bool,
+        slots: &[String],
+        body: Option<&[u8]>,
+        out: &mut Vec<u8>,
+    ) {
+        out.extend_from_slice(method.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(target.path_and_query.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        out.extend_from_slice(target.authority.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in &self.headers {
+            let dropped = (body.is_none() && name.starts_with("content-"))
+                || (!same_host && matches!(name.as_str(), "authorization" | "cookie"));
+            if !dropped {
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b": ");
+                value.render_into(slots, out);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        if let Some(body) = body {
+            if let Some(ct) = self.body.as_ref().and_then(|b| b.content_type.as_deref())
+                && !self.headers.iter().any(|(n, _)| n == "content-type")
+            {
+                out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+            }
+            out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+            out.extend_from_slice(body);
+        } else {
+            out.extend_from_slice(b"\r\n");
+        }
     }
 }
 
@@ -287,7 +438,7 @@ fn write_request(plan: &RequestPlan, target: &Target, slots: &[String], body: &[
         value.render_into(slots, out);
         out.extend_from_slice(b"\r\n");
     }
-    if let Some(ct) = plan.body.as_ref().and_then(|b| b.content_type)
+    if let Some(ct) = plan.body.as_ref().and_then(|b| b.content_type.as_deref())
         && !has("content-type")
     {
         out.extend_from_slice(b"content-type: ");
@@ -423,11 +574,13 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             }
             let metric = step_keys.len();
             step_keys.push(StepKey { scenario: sc.name.clone(), step: step.name.clone() });
-            let request = compile_request(&step.request, file, &scope, &loc, &mut problems);
-            let check = match step.check.as_ref().and_then(|c| c.status.as_ref()) {
-                Some(spec) => compile_status(spec, &format!("{loc}: check.status"), &mut problems),
-                None => StatusCheck { ranges: vec![(200, 399)] },
-            };
+            let request = compile_request(&step.request, file, &scope, &base_dir, &loc, &mut problems);
+            let explicit = step
+                .check
+                .as_ref()
+                .and_then(|c| c.status.as_ref())
+                .map(|spec| compile_status(spec, &format!("{loc}: check.status"), &mut problems));
+            let accept = explicit.clone().unwrap_or(StatusCheck { ranges: vec![(200, 399)] });
             let think = step.think.as_ref().map(|t| match t {
                 Think::Fixed(d) => ThinkPlan::Fixed(d.get()),
                 Think::Range(r) => {
@@ -437,6 +590,15 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
                     ThinkPlan::Uniform(r.min.get(), r.max.get().max(r.min.get()))
                 }
             });
+            let checks = match &step.check {
+                Some(spec) => {
+                    let mut found = Vec::new();
+                    let checks = crate::check::compile(spec, explicit, &scope, &mut found);
+                    problems.extend(found.into_iter().map(|(field, msg)| Problem::new(format!("{loc}: {field}"), msg)));
+                    checks
+                }
+                None => Vec::new(),
+            };
             let mut extract = Vec::new();
             for (name, spec) in &step.extract {
                 if name.is_empty() || name.starts_with("env.") || name == "baseUrl" || scope.consts.contains_key(name) {
@@ -463,7 +625,16 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
                 }
             }
             if let Some(request) = request {
-                steps.push(StepPlan { name: step.name.clone(), metric, request, check, think, extract });
+                steps.push(StepPlan {
+                    name: step.name.clone(),
+                    metric,
+                    request,
+                    accept,
+                    checks,
+                    think,
+                    extract,
+                    on_error: step.on_error,
+                });
             }
         }
         scope.slots = scenario_scope;
@@ -471,9 +642,22 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
     }
 
     let mut thresholds = Vec::new();
-    for (i, src) in file.thresholds.iter().enumerate() {
+    for (i, spec) in file.thresholds.iter().enumerate() {
+        let src = spec.expression();
         match threshold::parse(src).and_then(|t| t.check_selectors(&step_keys).map(|()| t)) {
-            Ok(t) => thresholds.push(t),
+            Ok(mut t) => {
+                if let crate::scenario::ThresholdSpec::Full(o) = spec {
+                    t.abort_on_fail = o.abort_on_fail;
+                    t.delay_abort_eval = o.delay_abort_eval.map(Dur::get).unwrap_or_default();
+                    if o.delay_abort_eval.is_some() && !o.abort_on_fail {
+                        problems.push(Problem::new(
+                            format!("thresholds[{i}].delayAbortEval"),
+                            "goes with `abortOnFail: true`",
+                        ));
+                    }
+                }
+                thresholds.push(t)
+            }
             Err(e) => problems.push(Problem::new(format!("thresholds[{i}] `{src}`"), e.0)),
         }
     }
@@ -488,6 +672,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             slot_count: next_slot,
             thresholds,
             data,
+            cookies: file.http.cookies,
         }),
         _ => Err(problems),
     }
@@ -579,6 +764,7 @@ fn compile_request(
     req: &RequestSpec,
     file: &ScenarioFile,
     scope: &Scope,
+    base_dir: &std::path::Path,
     loc: &str,
     problems: &mut Vec<Problem>,
 ) -> Option<RequestPlan> {
@@ -611,21 +797,82 @@ fn compile_request(
             )
         })
         .collect();
-    let body = match (&req.body, &req.json) {
-        (Some(_), Some(_)) => {
-            problems.push(Problem::new(format!("{loc}: request"), "set either `body` or `json`, not both"));
-            None
-        }
-        (Some(text), None) => Some(BodyPlan { template: tpl("request.body", text, Escape::None), content_type: None }),
-        (None, Some(json)) => {
-            let text = serde_json::to_string(json).unwrap_or_default();
-            Some(BodyPlan {
-                template: tpl("request.json", &text, Escape::JsonString),
-                content_type: Some("application/json"),
+    // Problems found while `tpl` (which borrows `problems`) is in use.
+    let mut extra: Vec<Problem> = Vec::new();
+    let kinds = [req.body.is_some(), req.json.is_some(), req.form.is_some(), req.multipart.is_some()];
+    let body = if kinds.iter().filter(|k| **k).count() > 1 {
+        extra.push(Problem::new(
+            format!("{loc}: request"),
+            "set one of `body`, `json`, `form` or `multipart`, not several",
+        ));
+        None
+    } else if let Some(text) = &req.body {
+        Some(BodyPlan { kind: BodyKind::Text(tpl("request.body", text, Escape::None)), content_type: None })
+    } else if let Some(json) = &req.json {
+        let text = serde_json::to_string(json).unwrap_or_default();
+        Some(BodyPlan {
+            kind: BodyKind::Text(tpl("request.json", &text, Escape::JsonString)),
+            content_type: Some("application/json".into()),
+        })
+    } else if let Some(form) = &req.form {
+        let fields = form
+            .iter()
+            .map(|(k, v)| {
+                (
+                    form_urlencoded::byte_serialize(k.as_bytes()).collect(),
+                    tpl(&format!("request.form.{k}"), v, Escape::None),
+                )
             })
+            .collect();
+        Some(BodyPlan { kind: BodyKind::Form(fields), content_type: Some("application/x-www-form-urlencoded".into()) })
+    } else if let Some(parts) = &req.multipart {
+        let mut compiled = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let field = format!("request.multipart[{i}]");
+            if part.name.trim().is_empty() {
+                extra.push(Problem::new(format!("{loc}: {field}.name"), "a part needs a name"));
+            }
+            match (&part.value, &part.file) {
+                (Some(value), None) => {
+                    if part.filename.is_some() {
+                        extra.push(Problem::new(format!("{loc}: {field}.filename"), "goes with `file`"));
+                    }
+                    compiled.push(PartPlan::Field {
+                        name: part.name.clone(),
+                        value: tpl(&format!("{field}.value"), value, Escape::None),
+                        content_type: part.content_type.clone(),
+                    });
+                }
+                (None, Some(path)) => {
+                    let full = base_dir.join(path);
+                    match std::fs::read(&full) {
+                        Ok(bytes) => compiled.push(PartPlan::File {
+                            name: part.name.clone(),
+                            filename: part.filename.clone().unwrap_or_else(|| {
+                                full.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+                            }),
+                            content_type: part
+                                .content_type
+                                .clone()
+                                .unwrap_or_else(|| "application/octet-stream".into()),
+                            bytes: bytes.into(),
+                        }),
+                        Err(e) => extra.push(Problem::new(
+                            format!("{loc}: {field}.file"),
+                            format!("cannot read {}: {e}", full.display()),
+                        )),
+                    }
+                }
+                _ => extra.push(Problem::new(format!("{loc}: {field}"), "set either `value` or `file`")),
+            }
         }
-        (None, None) => None,
+        let boundary = format!("stampede-{:016x}", fastrand::u64(..));
+        let content_type = format!("multipart/form-data; boundary={boundary}");
+        Some(BodyPlan { kind: BodyKind::Multipart { boundary, parts: compiled }, content_type: Some(content_type) })
+    } else {
+        None
     };
+    problems.extend(extra);
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_') {
         problems
             .push(Problem::new(format!("{loc}: request.method"), format!("`{}` is not an HTTP method", req.method)));
@@ -670,12 +917,13 @@ fn compile_request(
         body,
         timeout,
         connect_timeout: file.http.connect_timeout.get().min(timeout),
+        redirects: req.redirects.unwrap_or(file.http.redirects),
         fixed: None,
     };
     let all_fixed = plan.url.as_const().is_some()
         && plan.query.iter().all(|(_, v)| v.as_const().is_some())
         && plan.headers.iter().all(|(_, v)| v.as_const().is_some())
-        && plan.body.as_ref().is_none_or(|b| b.template.as_const().is_some());
+        && plan.body.as_ref().is_none_or(BodyPlan::is_const);
     if all_fixed {
         let mut bytes = Vec::new();
         match plan.render(&[], &mut bytes) {

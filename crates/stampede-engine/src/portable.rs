@@ -36,6 +36,9 @@ pub struct PortableStep {
     pub max_us: u64,
     /// Total latency histogram (µs), HdrHistogram V2 + deflate, base64.
     pub histogram: String,
+    /// Passes and failures of each named check, by the check's index in its step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<[u64; 2]>,
 }
 
 /// A run's (or a runner's) counters and histograms.
@@ -77,6 +80,7 @@ impl PortableStep {
             min_us: (!empty).then(|| stats.latency.min()),
             max_us: if empty { 0 } else { stats.latency.max() },
             histogram: STANDARD.encode(raw),
+            checks: Vec::new(),
         }
     }
 }
@@ -101,6 +105,7 @@ impl PortableMetrics {
                     min_us: (!s.latency.is_empty()).then_some(s.min_us),
                     max_us: s.max_us,
                     histogram: STANDARD.encode(raw),
+                    checks: s.checks.clone(),
                 }
             })
             .collect();
@@ -164,6 +169,7 @@ fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
     s.bytes_received = p.bytes_received;
     s.min_us = p.min_us.unwrap_or(u64::MAX);
     s.max_us = p.max_us;
+    s.checks = p.checks.clone();
     Ok(s)
 }
 

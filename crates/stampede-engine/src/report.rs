@@ -35,7 +35,9 @@ pub struct Report {
     pub scenarios: Vec<ScenarioSummary>,
     /// One point per reporting interval (1 s).
     pub timeline: Vec<TimelinePoint>,
-    /// The first failures of each kind per step, with their messages.
+    /// Every named check: how often it passed and failed.
+    pub checks: Vec<CheckSummary>,
+    /// The first failures of each kind per step: message, request and response (truncated).
     pub error_samples: Vec<ErrorSampleReport>,
     /// Threshold verdicts, in file order.
     pub thresholds: Vec<Verdict>,
@@ -59,6 +61,9 @@ pub struct RunFacts {
     pub iterations: u64,
     /// The run was stopped early (Ctrl-C).
     pub interrupted: bool,
+    /// Why a step's `onError: abort-run` stopped the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
     /// Base URL of the system under test.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
@@ -157,6 +162,24 @@ pub struct ErrorSampleReport {
     pub step: String,
     pub kind: ErrorKind,
     pub message: String,
+    /// The request as sent (truncated to 1 KiB).
+    pub request: String,
+    /// The answer: status, kept headers and kept body (truncated to 1 KiB); absent when
+    /// none came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+}
+
+/// One named check's results.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckSummary {
+    pub scenario: String,
+    pub step: String,
+    /// The check as reports name it, e.g. `status is 200` or `json json.test equals "test"`.
+    pub name: String,
+    pub passes: u64,
+    pub fails: u64,
 }
 
 impl TimelinePoint {
@@ -253,6 +276,26 @@ impl Report {
                 step: plan.step_keys[e.metric].step.clone(),
                 kind: e.kind,
                 message: e.message.clone(),
+                request: e.request.clone(),
+                response: e.response.clone(),
+            })
+            .collect();
+        let checks = plan
+            .scenarios
+            .iter()
+            .flat_map(|sc| sc.steps.iter())
+            .flat_map(|step| {
+                let stats = &outcome.metrics.steps[step.metric];
+                step.checks.iter().enumerate().map(move |(i, c)| {
+                    let [passes, fails] = stats.checks.get(i).copied().unwrap_or([0, 0]);
+                    CheckSummary {
+                        scenario: plan.step_keys[step.metric].scenario.clone(),
+                        step: step.name.clone(),
+                        name: c.name.clone(),
+                        passes,
+                        fails,
+                    }
+                })
             })
             .collect();
         let thresholds =
@@ -273,6 +316,7 @@ impl Report {
                 threads: outcome.threads,
                 iterations: outcome.metrics.iterations.iter().sum(),
                 interrupted: outcome.interrupted,
+                aborted: outcome.aborted.clone(),
                 base_url: plan.base_url.clone(),
                 builtin_target,
                 generator,
@@ -286,6 +330,7 @@ impl Report {
                 .map(|(s, n)| ScenarioSummary { name: s.name.clone(), iterations: *n })
                 .collect(),
             timeline,
+            checks,
             error_samples,
             thresholds,
         }
@@ -314,6 +359,9 @@ impl Report {
         );
         if let Some(base) = &r.base_url {
             let _ = writeln!(out, "target {base}{}", if r.builtin_target { " (built-in)" } else { "" });
+        }
+        if let Some(why) = &r.aborted {
+            let _ = writeln!(out, "ABORTED: {why}");
         }
         let _ = writeln!(out);
         let headers = [
@@ -362,6 +410,20 @@ impl Report {
             let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
             for e in &self.error_samples {
                 let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
+            }
+        }
+        if !self.checks.is_empty() {
+            let passes: u64 = self.checks.iter().map(|c| c.passes).sum();
+            let fails: u64 = self.checks.iter().map(|c| c.fails).sum();
+            let rate = if passes + fails > 0 { passes as f64 * 100.0 / (passes + fails) as f64 } else { 100.0 };
+            let _ = writeln!(out, "\nchecks: {rate:.2}% passed ({passes} passed, {fails} failed)");
+            for c in &self.checks {
+                let mark = if c.fails == 0 { "✓" } else { "✗" };
+                let _ = writeln!(
+                    out,
+                    "  {mark} {}/{}: {}  ({} passed, {} failed)",
+                    c.scenario, c.step, c.name, c.passes, c.fails
+                );
             }
         }
         if !self.thresholds.is_empty() {

@@ -38,7 +38,7 @@ pub struct ScenarioFile {
     /// `errors.rate < 1%`, `checks.rate > 99.9%`, `requests.rate >= 100`. Any failure makes
     /// `stampede run` exit with code 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub thresholds: Vec<String>,
+    pub thresholds: Vec<ThresholdSpec>,
 }
 
 /// The workload model. Executor names follow k6's; each executor uses some of the fields.
@@ -117,6 +117,22 @@ pub struct HttpDefaults {
     /// Headers sent with every request (a step's own headers win).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// Keep a cookie jar per VU: cookies a response sets go back with later requests to the
+    /// same host (default true).
+    #[serde(default = "yes")]
+    pub cookies: bool,
+    /// Follow up to this many redirects (301, 302, 303, 307, 308) per request; 0 does not
+    /// follow (default 10). A followed chain counts as one request of its step.
+    #[serde(default = "default_redirects")]
+    pub redirects: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_redirects() -> u32 {
+    10
 }
 
 impl Default for HttpDefaults {
@@ -126,6 +142,8 @@ impl Default for HttpDefaults {
             connect_timeout: default_connect_timeout(),
             version: HttpVersion::default(),
             headers: BTreeMap::new(),
+            cookies: true,
+            redirects: default_redirects(),
         }
     }
 }
@@ -181,6 +199,59 @@ pub struct Step {
     /// Values taken from the response for later steps of the same VU: `{{name}}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extract: BTreeMap<String, ExtractSpec>,
+    /// What a failure of this step (no answer, a failed check or extraction) does: `continue`
+    /// with the next step (default), start the `next-iteration`, or `abort-run`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_error: OnError,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// A threshold: an expression (`"latency.p99 < 250ms"`), or one with options.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum ThresholdSpec {
+    Text(String),
+    Full(ThresholdOptions),
+}
+
+impl ThresholdSpec {
+    /// The expression.
+    pub fn expression(&self) -> &str {
+        match self {
+            ThresholdSpec::Text(t) => t,
+            ThresholdSpec::Full(o) => &o.threshold,
+        }
+    }
+}
+
+/// A threshold with options.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ThresholdOptions {
+    /// The expression, e.g. `errors.rate < 1%`.
+    pub threshold: String,
+    /// Also evaluate it every second during the run, and stop the run as soon as it fails.
+    #[serde(default)]
+    pub abort_on_fail: bool,
+    /// With `abortOnFail`: evaluate only after this long into the run (default 0s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_abort_eval: Option<Dur>,
+}
+
+/// What a failed step does to its iteration.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnError {
+    /// Go on with the next step.
+    #[default]
+    Continue,
+    /// Skip the rest of this iteration.
+    NextIteration,
+    /// Stop the whole run (the report says why; the exit code is 1).
+    AbortRun,
 }
 
 /// How a value is taken from a response. Set one of `json`, `regex` or `status`.
@@ -199,6 +270,12 @@ pub struct ExtractSpec {
     /// `true`: the status code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<bool>,
+    /// A response header, by name (case-insensitive); the first one when it repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// A cookie the response sets (`Set-Cookie`), by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie: Option<String>,
 }
 
 /// An HTTP request. Every string may use `{{name}}` templates.
@@ -222,9 +299,38 @@ pub struct RequestSpec {
     /// A JSON body: any YAML structure, sent as JSON with `content-type: application/json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<serde_json::Value>,
+    /// A url-encoded form body (`application/x-www-form-urlencoded`): field → value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form: Option<BTreeMap<String, String>>,
+    /// A `multipart/form-data` body: fields and file parts, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multipart: Option<Vec<PartSpec>>,
     /// Time limit for this request, overriding `http.timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+    /// Redirects to follow for this request, overriding `http.redirects` (0: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirects: Option<u32>,
+}
+
+/// One part of a multipart body: a field (`value`) or a file (`file`).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PartSpec {
+    /// Field name.
+    pub name: String,
+    /// The field's text (templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// A file to send, relative to the scenario file; read once when the run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// File name sent for a file part (default: the file's own name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// The part's content type (a file's default: `application/octet-stream`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
 }
 
 fn default_method() -> String {
@@ -238,6 +344,53 @@ pub struct CheckSpec {
     /// Accepted status: a code (`200`), a class (`2xx`), a range (`200-299`) or a list of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusSpec>,
+    /// Response headers, by name (case-insensitive): `{content-type: {contains: json}}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Expect>,
+    /// The body: `{contains: "ok"}` or `{matches: "id\":\\d+"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Expect>,
+    /// JSON paths into the body: `{"$.json.test": {equals: test}, "form.key1": {exists: true}}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub json: BTreeMap<String, Expect>,
+}
+
+/// What one checked value must be. Set exactly one.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    /// Equal to this (templated; a JSON value compares as its text, strings without quotes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<Scalar>,
+    /// `true`: present; `false`: absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exists: Option<bool>,
+    /// Contains this text (templated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    /// Matches this regular expression (anywhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
+}
+
+/// A text, number or boolean written in YAML.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum Scalar {
+    Bool(bool),
+    Number(serde_json::Number),
+    Text(String),
+}
+
+impl Scalar {
+    /// The text this scalar compares as.
+    pub fn as_text(&self) -> String {
+        match self {
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Number(n) => n.to_string(),
+            Scalar::Text(t) => t.clone(),
+        }
+    }
 }
 
 /// Accepted status codes.

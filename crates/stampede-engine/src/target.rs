@@ -3,7 +3,10 @@
 //! `/` serves a static page like nginx's test page; `/get`, `/post`, `/put`, `/patch`,
 //! `/delete` and `/anything` echo the request as JSON in httpbin's shape (args, headers,
 //! form, files, data, json); `/status/{code}`, `/delay/{ms}` and `/bytes/{n}` do what they
-//! say; `/stats` counts requests served.
+//! say; `/cookies` echoes cookies, `/cookies/set?name=value` sets them and redirects there;
+//! `/redirect/{n}` redirects n times to `/get`; `/redirect-to?url=…&status_code=…` redirects
+//! once; `/response-headers?name=value` answers with those headers; `/stats` counts requests
+//! served.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -182,6 +185,47 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -
             respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n")
         }
         ("/stats", _) => json_response(StatusCode::OK, &json!({"requests": stats.requests()})),
+        ("/cookies", _) => {
+            let cookies: Map<String, Value> = req
+                .headers()
+                .get_all(header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(';'))
+                .filter_map(|c| c.trim().split_once('='))
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect();
+            json_response(StatusCode::OK, &json!({ "cookies": cookies }))
+        }
+        ("/cookies/set", _) => {
+            let mut r = redirect(StatusCode::FOUND, "/cookies");
+            for (k, v) in query_pairs(&req) {
+                if let Ok(value) = HeaderValue::from_str(&format!("{k}={v}; Path=/")) {
+                    r.headers_mut().append(header::SET_COOKIE, value);
+                }
+            }
+            r
+        }
+        ("/redirect-to", _) => {
+            let q: BTreeMap<String, String> = query_pairs(&req).into_iter().collect();
+            let status = q
+                .get("status_code")
+                .and_then(|c| c.parse::<u16>().ok())
+                .and_then(|c| StatusCode::from_u16(c).ok())
+                .filter(StatusCode::is_redirection)
+                .unwrap_or(StatusCode::FOUND);
+            redirect(status, q.get("url").map(String::as_str).unwrap_or("/get"))
+        }
+        ("/response-headers", _) => {
+            let pairs = query_pairs(&req);
+            let mut r = json_response(StatusCode::OK, &multi_map(pairs.clone()));
+            for (k, v) in pairs {
+                if let (Ok(name), Ok(value)) = (header::HeaderName::try_from(k), HeaderValue::from_str(&v)) {
+                    r.headers_mut().append(name, value);
+                }
+            }
+            r
+        }
         _ if path == "/anything" || path.starts_with("/anything/") => echo(req, peer).await,
         _ => {
             if let Some(code) = path.strip_prefix("/status/") {
@@ -199,6 +243,13 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -
                     Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid delay\n"),
                 };
             }
+            if let Some(n) = path.strip_prefix("/redirect/") {
+                return match n.parse::<u32>() {
+                    Ok(0 | 1) => redirect(StatusCode::FOUND, "/get"),
+                    Ok(n) => redirect(StatusCode::FOUND, &format!("/redirect/{}", n - 1)),
+                    Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid redirect count\n"),
+                };
+            }
             if let Some(n) = path.strip_prefix("/bytes/") {
                 return match n.parse::<usize>() {
                     Ok(n) => {
@@ -211,6 +262,18 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -
             respond(StatusCode::NOT_FOUND, "text/plain", "not found\n")
         }
     }
+}
+
+fn redirect(status: StatusCode, location: &str) -> Resp {
+    let mut r = respond(status, "text/plain", "");
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+fn query_pairs(req: &Request<Incoming>) -> Vec<(String, String)> {
+    form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect()
 }
 
 /// httpbin-style echo of the request.

@@ -65,6 +65,10 @@ pub struct Threshold {
     pub op: Op,
     /// Limit in the stat's base unit: ms for latency, 0–1 for rates, per second for request rate.
     pub limit: f64,
+    /// Evaluated during the run too; a failure stops it.
+    pub abort_on_fail: bool,
+    /// With `abort_on_fail`: not evaluated before this much of the run has passed.
+    pub delay_abort_eval: std::time::Duration,
 }
 
 /// A threshold's outcome.
@@ -165,7 +169,16 @@ pub fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         (other, _) => return Err(err(format!("unknown metric `{other}` (use latency, errors, requests or checks)"))),
     };
     let limit = parse_limit(rhs.trim(), stat).map_err(err)?;
-    Ok(Threshold { source: s.to_string(), scenario, step, stat, op, limit })
+    Ok(Threshold {
+        source: s.to_string(),
+        scenario,
+        step,
+        stat,
+        op,
+        limit,
+        abort_on_fail: false,
+        delay_abort_eval: std::time::Duration::ZERO,
+    })
 }
 
 fn sel_pairs(s: &str) -> impl Iterator<Item = &str> {
@@ -213,6 +226,17 @@ impl Threshold {
         Ok(())
     }
 
+    /// Evaluated during a run (for `abortOnFail`): `None` while the selected steps have no
+    /// requests yet, since a latency threshold cannot judge nothing.
+    pub fn evaluate_live(&self, keys: &[StepKey], steps: &[StepStats], seconds: f64) -> Option<Verdict> {
+        let any = keys.iter().zip(steps).any(|(key, stats)| {
+            self.scenario.as_ref().is_none_or(|s| s == &key.scenario)
+                && self.step.as_ref().is_none_or(|s| s == &key.step)
+                && stats.requests > 0
+        });
+        any.then(|| self.evaluate(keys, steps, seconds))
+    }
+
     /// Evaluates against per-step stats (merged over workers and runners).
     pub fn evaluate(&self, keys: &[StepKey], steps: &[StepStats], seconds: f64) -> Verdict {
         let mut merged = StepStats::default();
@@ -241,9 +265,16 @@ impl Threshold {
             }
             Stat::RequestCount => (merged.requests as f64, Some(merged.requests.to_string())),
             Stat::CheckRate => {
-                let answered = h.len();
-                let failed = merged.errors[ErrorKind::Check.index()];
-                let r = if answered == 0 { 1.0 } else { (answered.saturating_sub(failed)) as f64 / answered as f64 };
+                // Named checks when the selection has any; else answers that passed the
+                // status acceptance.
+                let (passed, failed) = merged.check_totals();
+                let r = if passed + failed > 0 {
+                    passed as f64 / (passed + failed) as f64
+                } else {
+                    let answered = h.len();
+                    let failed = merged.errors[ErrorKind::Check.index()];
+                    if answered == 0 { 1.0 } else { (answered.saturating_sub(failed)) as f64 / answered as f64 }
+                };
                 (r, Some(format!("{:.3}%", r * 100.0)))
             }
         };

@@ -1,7 +1,8 @@
 //! `stampede`: run a load test on this machine, serve the built-in target, validate files,
 //! and (`stampede runner`) run as one of a LoadTest's runner pods.
 //!
-//! Exit codes: 0 the run completed, 1 thresholds failed, 2 invalid input, 3 could not run.
+//! Exit codes: 0 the run completed, 1 thresholds failed or the run was aborted (`onError:
+//! abort-run`, `abortOnFail`), 2 invalid input, 3 could not run.
 
 mod runner;
 
@@ -280,6 +281,10 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         if !args.quiet {
             eprintln!("report written to {}", path.display());
         }
+    }
+    if let Some(why) = &report.run.aborted {
+        eprintln!("stampede: run aborted: {why}");
+        return Ok(ExitCode::from(1));
     }
     if !report.thresholds_passed() {
         eprintln!("stampede: thresholds failed");
