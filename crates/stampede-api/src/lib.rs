@@ -182,7 +182,7 @@ fn scenario_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "description": "The scenario, inline: the same schema as a Stampede scenario file.",
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
-        "required": ["name", "load", "scenarios"],
+        "required": ["name", "scenarios"],
         "properties": {
             "name": {"type": "string"},
             "baseUrl": {"type": "string"},

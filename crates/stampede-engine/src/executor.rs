@@ -140,17 +140,11 @@ pub struct RunOutcome {
 struct Shared {
     plan: Arc<Plan>,
     start: Instant,
-    /// No iteration starts after this.
-    deadline: Option<Instant>,
-    /// In-flight iterations are abandoned at this instant.
-    hard_stop: Option<Instant>,
-    iteration_limit: Option<u64>,
-    iterations_claimed: AtomicU64,
+    /// One per [`Plan::groups`].
+    groups: Vec<GroupRun>,
     interrupt: Arc<AtomicBool>,
     tick: Duration,
     totals: bool,
-    /// Cumulative scenario weights, for picking a scenario per iteration.
-    cumulative_weights: Vec<u64>,
     /// One shared cursor per data source (touched once per iteration).
     data_cursors: Vec<crate::data::Cursor>,
     /// A data source with `onExhausted: stop` ran out: the run ends.
@@ -159,36 +153,47 @@ struct Shared {
     aborted: std::sync::OnceLock<String>,
 }
 
+/// The running state of one group of VUs.
+struct GroupRun {
+    /// The group's VUs are numbered `first_vu..first_vu + max_vus` across the run.
+    first_vu: u32,
+    max_vus: u32,
+    /// No iteration starts after this.
+    deadline: Option<Instant>,
+    /// In-flight iterations are abandoned at this instant.
+    hard_stop: Option<Instant>,
+    iteration_limit: Option<u64>,
+    iterations_claimed: AtomicU64,
+    ramp_down_grace: Duration,
+}
+
 impl Shared {
-    /// Stop now, abandoning iterations in flight.
-    fn halted(&self, now: Instant) -> bool {
-        self.interrupt.load(Ordering::Relaxed)
-            || self.aborted.get().is_some()
-            || self.hard_stop.is_some_and(|h| now >= h)
+    /// Stop everything now, abandoning iterations in flight.
+    fn halted(&self) -> bool {
+        self.interrupt.load(Ordering::Relaxed) || self.aborted.get().is_some()
     }
 
-    fn stopping(&self, now: Instant) -> bool {
-        self.interrupt.load(Ordering::Relaxed)
-            || self.aborted.get().is_some()
+    /// Group `g` starts no more iterations.
+    fn stopping(&self, g: usize, now: Instant) -> bool {
+        let group = &self.groups[g];
+        self.halted()
             || self.data_exhausted.load(Ordering::Relaxed)
-            || self.deadline.is_some_and(|d| now >= d)
-            || self.iteration_limit.is_some_and(|l| self.iterations_claimed.load(Ordering::Relaxed) >= l)
+            || group.deadline.is_some_and(|d| now >= d)
+            || group.iteration_limit.is_some_and(|l| group.iterations_claimed.load(Ordering::Relaxed) >= l)
     }
 
-    fn claim_iteration(&self) -> bool {
-        match self.iteration_limit {
+    fn claim_iteration(&self, g: usize) -> bool {
+        let group = &self.groups[g];
+        match group.iteration_limit {
             None => true,
-            Some(limit) => self.iterations_claimed.fetch_add(1, Ordering::Relaxed) < limit,
+            Some(limit) => group.iterations_claimed.fetch_add(1, Ordering::Relaxed) < limit,
         }
     }
 
-    fn pick_scenario(&self, rng: &mut fastrand::Rng) -> usize {
-        let total = *self.cumulative_weights.last().unwrap_or(&0);
-        if self.cumulative_weights.len() == 1 || total == 0 {
-            return 0;
-        }
-        let r = rng.u64(0..total);
-        self.cumulative_weights.partition_point(|&c| c <= r)
+    /// The group and the group-local number of VU `vu`.
+    fn group_of(&self, vu: u32) -> (usize, u32) {
+        let g = self.groups.partition_point(|gr| gr.first_vu + gr.max_vus <= vu).min(self.groups.len() - 1);
+        (g, vu - self.groups[g].first_vu)
     }
 }
 
@@ -232,38 +237,44 @@ impl Drop for ActiveGuard {
 
 /// Runs `plan` to completion on worker threads; `on_tick` sees each merged interval.
 pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<RunOutcome, RunError> {
-    let max_vus = plan.load.max_vus().max(1) as usize;
+    let max_vus = plan.max_vus().max(1) as usize;
     let threads = opts.threads.clamp(1, max_vus);
-    let mut cumulative = 0u64;
-    let cumulative_weights = plan
-        .scenarios
-        .iter()
-        .map(|s| {
-            cumulative += u64::from(s.weight);
-            cumulative
-        })
-        .collect();
-    let iteration_limit = match &plan.load {
-        LoadPlan::ConstantVus { iterations, .. } => *iterations,
-        LoadPlan::RampingVus { .. } => None,
-    };
     let plan_data_len = plan.data.len();
     let plan_aborts = plan.thresholds.iter().any(|t| t.abort_on_fail);
     let started_at = SystemTime::now();
     let start = Instant::now();
-    let deadline = plan.load.planned_duration().map(|d| start + d);
-    let hard_stop = deadline.map(|d| d + plan.load.graceful_stop());
+    let mut first_vu = 0;
+    let groups = plan
+        .groups
+        .iter()
+        .map(|g| {
+            let deadline = g.load.planned_duration().map(|d| start + d);
+            let run = GroupRun {
+                first_vu,
+                max_vus: g.load.max_vus(),
+                deadline,
+                hard_stop: deadline.map(|d| d + g.load.graceful_stop()),
+                iteration_limit: match &g.load {
+                    LoadPlan::ConstantVus { iterations, .. } => *iterations,
+                    LoadPlan::RampingVus { .. } => None,
+                },
+                iterations_claimed: AtomicU64::new(0),
+                ramp_down_grace: match &g.load {
+                    LoadPlan::RampingVus { graceful_ramp_down, .. } => *graceful_ramp_down,
+                    LoadPlan::ConstantVus { .. } => Duration::ZERO,
+                },
+            };
+            first_vu += run.max_vus;
+            run
+        })
+        .collect();
     let shared = Arc::new(Shared {
         plan,
         start,
-        deadline,
-        hard_stop,
-        iteration_limit,
-        iterations_claimed: AtomicU64::new(0),
+        groups,
         interrupt: opts.interrupt.clone(),
         tick: opts.tick,
         totals: opts.totals || plan_aborts,
-        cumulative_weights,
         data_cursors: (0..plan_data_len).map(|_| crate::data::Cursor::default()).collect(),
         data_exhausted: AtomicBool::new(false),
         aborted: std::sync::OnceLock::new(),
@@ -398,6 +409,7 @@ fn worker_main(
 
 struct RunningVu {
     vu: u32,
+    group: usize,
     retire: Rc<Cell<bool>>,
     retiring_since: Option<Instant>,
     abort: AbortHandle,
@@ -410,52 +422,66 @@ async fn worker_loop(
     local: Rc<WorkerLocal>,
     tx: mpsc::Sender<WorkerMsg>,
 ) {
-    let max_vus = shared.plan.load.max_vus();
-    let owned: Vec<u32> = (0..max_vus).filter(|i| *i as usize % threads == id).collect();
-    let ramp_down_grace = match &shared.plan.load {
-        LoadPlan::RampingVus { graceful_ramp_down, .. } => *graceful_ramp_down,
-        LoadPlan::ConstantVus { .. } => Duration::ZERO,
-    };
+    let total_vus = shared.plan.max_vus();
+    let owned: Vec<(u32, usize, u32)> = (0..total_vus)
+        .filter(|i| *i as usize % threads == id)
+        .map(|vu| {
+            let (g, local_vu) = shared.group_of(vu);
+            (vu, g, local_vu)
+        })
+        .collect();
     let ticker = tokio::task::spawn_local(ticker(id, shared.clone(), local.clone(), tx.clone()));
     let mut set: JoinSet<()> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, RunningVu> = HashMap::new();
     let mut by_vu: HashMap<u32, tokio::task::Id> = HashMap::new();
     loop {
         let now = Instant::now();
-        if shared.halted(now) {
+        if shared.halted() {
             set.abort_all();
             while set.join_next().await.is_some() {}
             break;
         }
-        let stopping = shared.stopping(now);
-        if !stopping {
-            let target = shared.plan.load.target_vus_at(now - shared.start);
-            for &vu in &owned {
-                match by_vu.get(&vu).and_then(|id| running.get_mut(id)) {
-                    None if vu < target => {
-                        let retire = Rc::new(Cell::new(false));
-                        let abort = set.spawn_local(vu_task(vu, shared.clone(), local.clone(), retire.clone()));
-                        by_vu.insert(vu, abort.id());
-                        running.insert(abort.id(), RunningVu { vu, retire, retiring_since: None, abort });
-                    }
-                    Some(r) if vu >= target && r.retiring_since.is_none() => {
-                        r.retire.set(true);
-                        r.retiring_since = Some(now);
-                    }
-                    Some(r) if vu < target && r.retiring_since.is_some() => {
-                        // Wanted again before it left: keep it.
-                        r.retire.set(false);
-                        r.retiring_since = None;
-                    }
-                    _ => {}
-                }
-            }
-            for r in running.values() {
-                if r.retiring_since.is_some_and(|t| now - t >= ramp_down_grace) {
+        let elapsed = now - shared.start;
+        let targets: Vec<u32> = shared.plan.groups.iter().map(|g| g.load.target_vus_at(elapsed)).collect();
+        let mut all_stopping = true;
+        for &(vu, g, local_vu) in &owned {
+            let group = &shared.groups[g];
+            if group.hard_stop.is_some_and(|h| now >= h) {
+                if let Some(r) = by_vu.get(&vu).and_then(|id| running.get(id)) {
                     r.abort.abort();
                 }
+                continue;
             }
-        } else if set.is_empty() {
+            if shared.stopping(g, now) {
+                continue;
+            }
+            all_stopping = false;
+            let target = targets[g];
+            match by_vu.get(&vu).and_then(|id| running.get_mut(id)) {
+                None if local_vu < target => {
+                    let retire = Rc::new(Cell::new(false));
+                    let abort = set.spawn_local(vu_task(vu, g, shared.clone(), local.clone(), retire.clone()));
+                    by_vu.insert(vu, abort.id());
+                    running.insert(abort.id(), RunningVu { vu, group: g, retire, retiring_since: None, abort });
+                }
+                Some(r) if local_vu >= target && r.retiring_since.is_none() => {
+                    r.retire.set(true);
+                    r.retiring_since = Some(now);
+                }
+                Some(r) if local_vu < target && r.retiring_since.is_some() => {
+                    // Wanted again before it left: keep it.
+                    r.retire.set(false);
+                    r.retiring_since = None;
+                }
+                _ => {}
+            }
+        }
+        for r in running.values() {
+            if r.retiring_since.is_some_and(|t| now - t >= shared.groups[r.group].ramp_down_grace) {
+                r.abort.abort();
+            }
+        }
+        if all_stopping && set.is_empty() {
             break;
         }
         tokio::select! {
@@ -534,7 +560,7 @@ struct Vu {
     sent_head: Vec<u8>,
 }
 
-async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
+async fn vu_task(index: u32, group: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
     let _active = ActiveGuard::new(local.clone());
     let mut vu = Vu {
         conn: None,
@@ -548,7 +574,7 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
         sent_head: Vec::new(),
     };
     loop {
-        if retire.get() || shared.stopping(Instant::now()) || !shared.claim_iteration() {
+        if retire.get() || shared.stopping(group, Instant::now()) || !shared.claim_iteration(group) {
             break;
         }
         // This iteration's data rows; a used-up source with `onExhausted: stop` ends the VU.
@@ -565,7 +591,7 @@ async fn vu_task(index: u32, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire
         }
         // Each iteration is a new visit: a fresh cookie jar.
         vu.jar = shared.plan.cookies.then(crate::cookies::Jar::default);
-        let sc = shared.pick_scenario(&mut vu.rng);
+        let sc = shared.plan.groups[group].pick(&mut vu.rng);
         let scenario = &shared.plan.scenarios[sc];
         for step in &scenario.steps {
             let ok = run_step(&mut vu, step, &local).await;

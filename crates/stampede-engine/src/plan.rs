@@ -24,7 +24,9 @@ pub struct Plan {
     pub name: String,
     /// `baseUrl` after resolution (the built-in target's address when `builtin`).
     pub base_url: Option<String>,
-    pub load: LoadPlan,
+    /// Groups of VUs running side by side: the file's `load` (shared by the scenarios without
+    /// their own, by weight), then one per scenario with its own `load`.
+    pub groups: Vec<GroupPlan>,
     pub scenarios: Vec<ScenarioPlan>,
     /// (scenario, step) names by metric index.
     pub step_keys: Vec<StepKey>,
@@ -43,6 +45,52 @@ pub struct Plan {
 pub struct StepKey {
     pub scenario: String,
     pub step: String,
+}
+
+/// VUs that follow one load model and run some scenarios.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupPlan {
+    /// `default` for the file's `load`, else the scenario's name.
+    pub name: String,
+    pub load: LoadPlan,
+    /// Indices into [`Plan::scenarios`].
+    pub scenarios: Vec<usize>,
+    /// Running sums of the scenarios' weights, for picking one per iteration.
+    pub cumulative_weights: Vec<u64>,
+}
+
+impl GroupPlan {
+    /// Picks a scenario by weight.
+    pub fn pick(&self, rng: &mut fastrand::Rng) -> usize {
+        let total = *self.cumulative_weights.last().unwrap_or(&0);
+        if self.scenarios.len() == 1 || total == 0 {
+            return self.scenarios[0];
+        }
+        let r = rng.u64(0..total);
+        self.scenarios[self.cumulative_weights.partition_point(|&c| c <= r)]
+    }
+}
+
+impl Plan {
+    /// The most VUs that run at once, all groups together.
+    pub fn max_vus(&self) -> u32 {
+        self.groups.iter().map(|g| g.load.max_vus()).sum()
+    }
+
+    /// Planned length of the longest group (`None` when one is bounded by iterations only).
+    pub fn planned_duration(&self) -> Option<std::time::Duration> {
+        self.groups.iter().map(|g| g.load.planned_duration()).try_fold(Duration::ZERO, |a, d| d.map(|d| a.max(d)))
+    }
+
+    /// The longest graceful stop of any group.
+    pub fn graceful_stop(&self) -> Duration {
+        self.groups.iter().map(|g| g.load.graceful_stop()).max().unwrap_or_default()
+    }
+
+    /// `constant-vus`, or the groups' executors joined with `+`.
+    pub fn executor_name(&self) -> String {
+        self.groups.iter().map(|g| g.load.executor_name()).collect::<Vec<_>>().join(" + ")
+    }
 }
 
 /// The workload model with defaults applied.
@@ -471,7 +519,19 @@ pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
 /// Validates and compiles a scenario file, collecting every problem found.
 pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
     let mut problems = Vec::new();
-    let load = compile_load(&file.load, &mut problems);
+    let shared_used = file.scenarios.iter().any(|s| s.load.is_none());
+    let load = match (&file.load, shared_used) {
+        (Some(spec), true) => compile_load(spec, "load", &mut problems),
+        (None, true) => {
+            problems.push(Problem::new("load", "missing: the scenarios without a `load` of their own need the file's"));
+            None
+        }
+        (Some(_), false) => {
+            problems.push(Problem::new("load", "no scenario uses it: each has its own `load`"));
+            None
+        }
+        (None, false) => None,
+    };
 
     let mut scope = Scope { env: opts.env.clone(), ..Scope::default() };
     // baseUrl: may use env; `builtin` must be replaced by the caller.
@@ -546,8 +606,11 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
 
     if file.scenarios.is_empty() {
         problems.push(Problem::new("scenarios", "at least one scenario is needed"));
-    } else if file.scenarios.iter().all(|s| s.weight == 0) {
-        problems.push(Problem::new("scenarios", "all scenario weights are 0, so no scenario would ever run"));
+    } else if shared_used && file.scenarios.iter().filter(|s| s.load.is_none()).all(|s| s.weight == 0) {
+        problems.push(Problem::new(
+            "scenarios",
+            "the weights of the scenarios sharing `load` are all 0, so none of them would ever run",
+        ));
     }
 
     let mut scenarios = Vec::new();
@@ -555,6 +618,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
     // Extracted values get fresh slots; a name is visible to later steps of its own scenario.
     let mut next_slot = scope.slots.len();
     let mut scenario_names = HashSet::new();
+    let mut own_groups = Vec::new();
     for (si, sc) in file.scenarios.iter().enumerate() {
         let sc_loc = location(&sc.name, "scenario", format!("scenarios[{si}]"), &mut problems);
         if !scenario_names.insert(sc.name.as_str()) {
@@ -639,6 +703,16 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         }
         scope.slots = scenario_scope;
         scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
+        if let Some(spec) = &sc.load
+            && let Some(load) = compile_load(spec, &format!("{sc_loc}: load"), &mut problems)
+        {
+            own_groups.push(GroupPlan {
+                name: sc.name.clone(),
+                load,
+                scenarios: vec![si],
+                cumulative_weights: vec![u64::from(sc.weight.max(1))],
+            });
+        }
     }
 
     let mut thresholds = Vec::new();
@@ -662,11 +736,25 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         }
     }
 
-    match (problems.is_empty(), load) {
-        (true, Some(load)) => Ok(Plan {
+    let mut groups = Vec::new();
+    if let Some(load) = load {
+        let members: Vec<usize> = (0..file.scenarios.len()).filter(|&i| file.scenarios[i].load.is_none()).collect();
+        let mut sum = 0u64;
+        let cumulative_weights = members
+            .iter()
+            .map(|&i| {
+                sum += u64::from(file.scenarios[i].weight);
+                sum
+            })
+            .collect();
+        groups.push(GroupPlan { name: "default".into(), load, scenarios: members, cumulative_weights });
+    }
+    groups.extend(own_groups);
+    match (problems.is_empty(), groups.is_empty()) {
+        (true, false) => Ok(Plan {
             name: file.name.clone(),
             base_url,
-            load,
+            groups,
             scenarios,
             step_keys,
             slot_count: next_slot,
@@ -690,13 +778,13 @@ fn location(name: &str, kind: &str, position: String, problems: &mut Vec<Problem
     }
 }
 
-fn compile_load(spec: &LoadSpec, problems: &mut Vec<Problem>) -> Option<LoadPlan> {
+fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Option<LoadPlan> {
     let grace = |d: Option<Dur>| d.map(Dur::get).unwrap_or(DEFAULT_GRACE);
     let before = problems.len();
     let name = spec.executor.name();
     let mut not_for = |field: &str, set: bool| {
         if set {
-            problems.push(Problem::new(format!("load.{field}"), format!("does not apply to {name}")));
+            problems.push(Problem::new(format!("{at}.{field}"), format!("does not apply to {name}")));
         }
     };
     let plan = match spec.executor {
@@ -706,18 +794,18 @@ fn compile_load(spec: &LoadSpec, problems: &mut Vec<Problem>) -> Option<LoadPlan
             not_for("gracefulRampDown", spec.graceful_ramp_down.is_some());
             let vus = spec.vus.unwrap_or(0);
             if spec.vus.is_none() {
-                problems.push(Problem::new("load.vus", "constant-vus needs `vus`"));
+                problems.push(Problem::new(format!("{at}.vus"), "constant-vus needs `vus`"));
             } else if vus == 0 {
-                problems.push(Problem::new("load.vus", "must be at least 1"));
+                problems.push(Problem::new(format!("{at}.vus"), "must be at least 1"));
             }
             if spec.duration.is_none() && spec.iterations.is_none() {
-                problems.push(Problem::new("load", "constant-vus needs `duration`, `iterations` or both"));
+                problems.push(Problem::new(at, "constant-vus needs `duration`, `iterations` or both"));
             }
             if spec.duration.is_some_and(Dur::is_zero) {
-                problems.push(Problem::new("load.duration", "must be longer than 0s"));
+                problems.push(Problem::new(format!("{at}.duration"), "must be longer than 0s"));
             }
             if spec.iterations == Some(0) {
-                problems.push(Problem::new("load.iterations", "must be at least 1"));
+                problems.push(Problem::new(format!("{at}.iterations"), "must be at least 1"));
             }
             LoadPlan::ConstantVus {
                 vus,
@@ -733,21 +821,21 @@ fn compile_load(spec: &LoadSpec, problems: &mut Vec<Problem>) -> Option<LoadPlan
             let stages = &spec.stages;
             let start_vus = spec.start_vus.unwrap_or(0);
             if stages.is_empty() {
-                problems.push(Problem::new("load.stages", "ramping-vus needs at least one stage"));
+                problems.push(Problem::new(format!("{at}.stages"), "ramping-vus needs at least one stage"));
             }
             for (i, s) in stages.iter().enumerate() {
                 if s.duration.is_none() {
-                    problems.push(Problem::new(format!("load.stages[{i}]"), "stage has no `duration`"));
+                    problems.push(Problem::new(format!("{at}.stages[{i}]"), "stage has no `duration`"));
                 }
             }
             if !stages.is_empty() && stages.iter().all(|s| s.target == 0) && start_vus == 0 {
-                problems.push(Problem::new("load.stages", "every target is 0, so no VU would ever run"));
+                problems.push(Problem::new(format!("{at}.stages"), "every target is 0, so no VU would ever run"));
             }
             if !stages.is_empty()
                 && stages.iter().all(|s| s.duration.is_some())
                 && stages.iter().map(|s| s.duration.unwrap_or_default().get()).sum::<Duration>().is_zero()
             {
-                problems.push(Problem::new("load.stages", "the stages last 0s in total"));
+                problems.push(Problem::new(format!("{at}.stages"), "the stages last 0s in total"));
             }
             LoadPlan::RampingVus {
                 start_vus,

@@ -62,7 +62,7 @@ impl Exporter {
             labels,
             keys: plan.step_keys.clone(),
             scenarios: plan.scenarios.iter().map(|s| s.name.clone()).collect(),
-            max_vus: plan.load.max_vus(),
+            max_vus: plan.max_vus(),
             state: Mutex::new(State::default()),
         }
     }

@@ -309,10 +309,10 @@ impl Report {
             name: plan.name.clone(),
             started_at,
             run: RunFacts {
-                executor: plan.load.executor_name().to_string(),
+                executor: plan.executor_name(),
                 duration_seconds: round3(seconds),
-                planned_duration_seconds: plan.load.planned_duration().map(|d| round3(d.as_secs_f64())),
-                vus_max: plan.load.max_vus(),
+                planned_duration_seconds: plan.planned_duration().map(|d| round3(d.as_secs_f64())),
+                vus_max: plan.max_vus(),
                 threads: outcome.threads,
                 iterations: outcome.metrics.iterations.iter().sum(),
                 interrupted: outcome.interrupted,

@@ -20,8 +20,10 @@ pub struct ScenarioFile {
     /// `builtin` starts Stampede's built-in target server on a free loopback port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
-    /// How many virtual users run, and for how long.
-    pub load: LoadSpec,
+    /// How many virtual users run, and for how long: the scenarios without a `load` of
+    /// their own share these VUs by weight. Needed unless every scenario has its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadSpec>,
     /// HTTP client defaults for every request.
     #[serde(default)]
     pub http: HttpDefaults,
@@ -174,6 +176,10 @@ pub struct Scenario {
     /// Relative share of iterations (default 1). 0 disables the scenario.
     #[serde(default = "default_weight")]
     pub weight: u32,
+    /// This scenario's own VUs and duration: it runs alongside the others (as k6 scenarios
+    /// do) instead of sharing the file's `load`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadSpec>,
     /// Steps, run in order.
     pub steps: Vec<Step>,
 }
@@ -471,6 +477,27 @@ pub fn split_evenly(total: u64, count: u32, index: u32) -> u64 {
     total / count + u64::from(index < total % count)
 }
 
+impl ScenarioFile {
+    /// Every load block: the file's, then each scenario's own.
+    pub fn loads_mut(&mut self) -> impl Iterator<Item = &mut LoadSpec> {
+        self.load.iter_mut().chain(self.scenarios.iter_mut().filter_map(|s| s.load.as_mut()))
+    }
+
+    /// Runner `index` of `count`'s part of every load block.
+    pub fn share(&mut self, index: u32, count: u32) {
+        for load in self.loads_mut() {
+            *load = load.share(index, count);
+        }
+    }
+
+    /// Whether any load block (that some scenario uses) runs anything.
+    pub fn has_work(&self) -> bool {
+        let shared_used = self.scenarios.iter().any(|s| s.load.is_none());
+        (shared_used && self.load.as_ref().is_some_and(LoadSpec::has_work))
+            || self.scenarios.iter().filter_map(|s| s.load.as_ref()).any(LoadSpec::has_work)
+    }
+}
+
 impl LoadSpec {
     /// The part of this load that runner `index` of `count` runs: VU counts and every stage
     /// target are split with [`split_evenly`]; durations are kept. An iteration count is split
@@ -498,6 +525,7 @@ impl LoadSpec {
     }
 
     /// Whether this (share of the) load runs any VU at all.
+    /// Whether this load runs anything at all.
     pub fn has_work(&self) -> bool {
         self.vus.unwrap_or(0) > 0 && self.iterations != Some(0) && self.executor == Executor::ConstantVus
             || self.executor == Executor::RampingVus

@@ -126,8 +126,9 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 fn run_example(name: &str, base_url: String, vus: u32, seconds: u64) -> Report {
     let path = examples().join(name);
     let mut file = parse::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
-    file.load.vus = Some(vus);
-    file.load.duration = Some(Dur::from_secs(seconds));
+    let load = file.load.as_mut().unwrap();
+    load.vus = Some(vus);
+    load.duration = Some(Dur::from_secs(seconds));
     let opts = CompileOptions { base_url: Some(base_url), base_dir: Some(examples()), ..CompileOptions::default() };
     let prepared = session::prepare(&file, &path, opts).unwrap_or_else(|e| panic!("{e}"));
     session::execute(prepared, &RunOptions { threads: 2, ..RunOptions::default() }, &mut |_| {}).unwrap()
@@ -331,4 +332,46 @@ thresholds:
     let why = report.run.aborted.as_deref().unwrap();
     assert!(why.contains("threshold `errors.rate < 1%` failed"), "{why}");
     assert!(!report.thresholds[0].passed && report.thresholds[1].passed);
+}
+
+#[test]
+fn scenarios_with_their_own_load_run_side_by_side() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let started = std::time::Instant::now();
+    let report = run_yaml(
+        r#"
+name: mixed
+load: {executor: constant-vus, vus: 2, iterations: 40}
+scenarios:
+  - name: browse
+    weight: 3
+    steps: [{name: home, request: {url: "{{baseUrl}}/get"}}]
+  - name: search
+    weight: 1
+    steps: [{name: find, request: {url: "{{baseUrl}}/get?q=x"}}]
+  - name: checkout
+    load: {executor: constant-vus, vus: 3, iterations: 30}
+    steps: [{name: pay, request: {method: POST, url: "{{baseUrl}}/post", json: {a: 1}}}]
+  - name: background
+    load:
+      executor: ramping-vus
+      stages: [{duration: 1s, target: 2}, {duration: 1s, target: 2}]
+    steps: [{name: poll, request: {url: "{{baseUrl}}/delay/20"}, think: 50ms}]
+"#,
+        &target.base_url(),
+    );
+    target.stop();
+    let took = started.elapsed();
+    let iterations: BTreeMap<&str, u64> = report.scenarios.iter().map(|s| (s.name.as_str(), s.iterations)).collect();
+    // The shared load's 40 iterations are split by weight between browse and search.
+    assert_eq!(iterations["browse"] + iterations["search"], 40, "{iterations:?}");
+    assert!(iterations["browse"] > iterations["search"], "{iterations:?}");
+    // checkout runs exactly its own 30 iterations, alongside.
+    assert_eq!(iterations["checkout"], 30, "{iterations:?}");
+    // background ramps for its 2 s, concurrently: the whole run takes about 2 s, not the sum.
+    assert!(iterations["background"] > 5, "{iterations:?}");
+    assert!(took < std::time::Duration::from_secs(4), "{took:?}");
+    assert_eq!(report.run.vus_max, 2 + 3 + 2);
+    assert_eq!(report.run.executor, "constant-vus + constant-vus + ramping-vus");
+    assert_eq!(report.total.errors, 0);
 }

@@ -330,7 +330,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
                 return Decision { status: st, actions, requeue: None };
             }
             let limit = duration_spec(lt.spec.run_timeout.as_deref()).unwrap_or_else(|| {
-                plan.load.planned_duration().unwrap_or(Duration::ZERO) + plan.load.graceful_stop() + RUN_TIMEOUT_MARGIN
+                plan.planned_duration().unwrap_or(Duration::ZERO) + plan.graceful_stop() + RUN_TIMEOUT_MARGIN
             });
             if now - start_at > limit {
                 let message = format!("the run passed its timeout of {}", stampede_engine::duration::Dur(limit));

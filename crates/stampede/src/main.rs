@@ -172,8 +172,8 @@ fn validate(file: &Path) -> Result<ExitCode, Failure> {
         plan.name,
         plan.scenarios.len(),
         steps,
-        plan.load.executor_name(),
-        plan.load.max_vus()
+        plan.executor_name(),
+        plan.max_vus()
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -205,7 +205,10 @@ fn apply_overrides(load: &mut LoadSpec, args: &RunArgs) {
 
 fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     let mut scenario = load(&args.file)?;
-    apply_overrides(&mut scenario.load, &args);
+    // --vus, --duration and --iterations apply to every load block.
+    for load in scenario.loads_mut() {
+        apply_overrides(load, &args);
+    }
     // Open the report file first: a long run must not end in a report that cannot be saved.
     let out_file = match &args.out {
         Some(path) => Some(
@@ -231,9 +234,9 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         eprintln!(
             "stampede: running `{}` ({}, up to {} VUs, {} threads) against {}",
             plan.name,
-            plan.load.executor_name(),
-            plan.load.max_vus(),
-            run_opts.threads.min(plan.load.max_vus().max(1) as usize),
+            plan.executor_name(),
+            plan.max_vus(),
+            run_opts.threads.min(plan.max_vus().max(1) as usize),
             plan.base_url.as_deref().unwrap_or("the URLs in the file")
         );
     }

@@ -353,16 +353,16 @@ async fn runner(
     let full =
         session::validate(&scenario, &path, &CompileOptions::default()).map_err(|e| Failure::Invalid(e.into()))?;
     let scenario_names: Vec<String> = full.scenarios.iter().map(|s| s.name.clone()).collect();
-    scenario.load = scenario.load.share(env.index, env.runners);
-    let has_work = scenario.load.has_work();
+    scenario.share(env.index, env.runners);
+    let has_work = scenario.has_work();
 
     // 2. Prepare, resolve, report Ready.
     let prepared = if has_work {
-        let prepared = prepare(&scenario, &path)?;
+        let prepared = prepare(&scenario, &path, (env.index, env.runners))?;
         resolve_base_url(&prepared.plan).await.map_err(Failure::CouldNotRun)?;
         info!(
-            vus = prepared.plan.load.max_vus(),
-            executor = prepared.plan.load.executor_name(),
+            vus = prepared.plan.max_vus(),
+            executor = prepared.plan.executor_name(),
             base_url = prepared.plan.base_url.as_deref().unwrap_or("-"),
             "prepared this runner's share"
         );
@@ -526,8 +526,11 @@ async fn send_final(reporter: &Reporter, report: &RunnerReport) -> Result<(), Fa
     Ok(())
 }
 
-fn prepare(scenario: &stampede_engine::ScenarioFile, path: &Path) -> Result<Prepared, Failure> {
-    session::prepare(scenario, path, CompileOptions::default()).map_err(|e| match e {
+/// Compiles this runner's share; `unique` data rows are partitioned by runner (`partition`:
+/// index, count), so no row is used by two runners.
+fn prepare(scenario: &stampede_engine::ScenarioFile, path: &Path, partition: (u32, u32)) -> Result<Prepared, Failure> {
+    let opts = CompileOptions { data_partition: Some(partition), ..CompileOptions::default() };
+    session::prepare(scenario, path, opts).map_err(|e| match e {
         PrepareError::Invalid(e) => Failure::Invalid(e.into()),
         PrepareError::Run(e) => Failure::CouldNotRun(anyhow::Error::new(e).context("cannot prepare the run")),
     })
