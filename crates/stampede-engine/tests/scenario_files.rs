@@ -23,8 +23,15 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Parses and validates like `stampede validate`, returning the error text.
 fn check(path: &Path, text: &str) -> Result<(), String> {
+    check_in(path, text, None)
+}
+
+/// Like [`check`], with data and upload files relative to `base_dir` rather than to
+/// `path`'s folder (so that `path` can be a bare file name in messages).
+fn check_in(path: &Path, text: &str, base_dir: Option<&Path>) -> Result<(), String> {
     let file = parse::parse_str(text, path).map_err(|e| e.to_string())?;
-    session::validate(&file, path, &CompileOptions::default()).map(|_| ()).map_err(|e| e.to_string())
+    let opts = CompileOptions { base_dir: base_dir.map(Path::to_path_buf), ..CompileOptions::default() };
+    session::validate(&file, path, &opts).map(|_| ()).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -43,13 +50,14 @@ fn every_example_validates() {
 fn malformed_files_get_messages_naming_file_field_and_reason() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/invalid");
     let files = yaml_files(&dir);
-    assert!(files.len() >= 15, "only {} malformed files", files.len());
+    assert!(files.len() >= 40, "only {} malformed files", files.len());
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         let expected: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# expect: ")).collect();
         assert!(!expected.is_empty(), "{} has no `# expect:` line", path.display());
         let name = path.file_name().unwrap().to_str().unwrap();
-        let err = match check(Path::new(name), &text) {
+        // Data and upload files (tests/invalid/data/) are found next to the fixture.
+        let err = match check_in(Path::new(name), &text, Some(&dir)) {
             Ok(()) => panic!("{name} was accepted"),
             Err(e) => e,
         };
