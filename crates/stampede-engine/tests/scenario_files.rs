@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::{Value, json};
 use stampede_engine::plan::{CompileOptions, compile};
 use stampede_engine::{parse, session};
 
@@ -139,15 +140,100 @@ fn committed_json_schemas_match_the_types() {
     }
 }
 
-/// Examples carry the schema modeline so editors autocomplete them.
+/// Every `*.yaml` under `dir`, its folders included.
+fn yaml_files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = yaml_files(dir);
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(yaml_files_under(&path));
+        }
+    }
+    files
+}
+
+/// The scenario an example holds: the whole document, or a `LoadTest`'s `spec.scenario`.
+/// `None` for other Kubernetes objects (anything with `apiVersion` and `kind`).
+fn scenario_in(doc: &Value) -> Option<&Value> {
+    match (doc.get("apiVersion"), doc.get("kind").and_then(Value::as_str)) {
+        (Some(_), Some("LoadTest")) => doc.pointer("/spec/scenario"),
+        (Some(_), Some(_)) => None,
+        _ => Some(doc),
+    }
+}
+
+fn yaml_document(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Why `validator` rejects `doc`, one line per error (empty: it conforms).
+fn schema_errors(validator: &jsonschema::Validator, doc: &Value) -> Vec<String> {
+    validator.iter_errors(doc).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
+
+/// A mistake users make, and how to make it in a valid scenario.
+type Mistake = (&'static str, fn(&mut Value));
+
+/// What editors check as users type: every example (and the scenario inside every
+/// `LoadTest` example) conforms to the committed schema, and the schema is strict enough
+/// to reject the mistakes the engine rejects (so this test can fail).
+#[test]
+fn every_example_conforms_to_the_committed_json_schema() {
+    let root = repo_root();
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("schemas/scenario.schema.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the committed schema is a valid JSON Schema");
+    let mut checked = Vec::new();
+    for path in yaml_files_under(&root.join("examples")) {
+        let doc = yaml_document(&path);
+        let Some(scenario) = scenario_in(&doc) else { continue };
+        let errors = schema_errors(&validator, scenario);
+        assert!(errors.is_empty(), "{} does not conform to the schema:\n{}", path.display(), errors.join("\n"));
+        checked.push(path);
+    }
+    assert!(checked.iter().any(|p| p.ends_with("kubernetes/loadtest.yaml")), "{checked:?}");
+    assert!(checked.len() >= 3, "only {checked:?}");
+
+    let quickstart = yaml_document(&root.join("examples/quickstart.yaml"));
+    assert!(schema_errors(&validator, &quickstart).is_empty());
+    let wrong: [Mistake; 6] = [
+        ("an unknown top-level field", |d| d["scenarioz"] = json!([])),
+        ("an unknown step field", |d| d["scenarios"][0]["steps"][0]["chek"] = json!({"status": 200})),
+        ("a weight that is text", |d| d["scenarios"][0]["weight"] = json!("heavy")),
+        ("a negative VU count", |d| d["load"]["vus"] = json!(-3)),
+        ("an unknown executor", |d| d["load"]["executor"] = json!("constant-vu")),
+        ("no scenarios", |d| drop(d.as_object_mut().unwrap().remove("scenarios"))),
+    ];
+    for (what, break_it) in wrong {
+        let mut doc = quickstart.clone();
+        break_it(&mut doc);
+        assert!(!validator.is_valid(&doc), "the schema accepts {what}: {doc}");
+    }
+}
+
+/// Scenario examples carry the schema modeline, with the path from their own folder, so
+/// editors autocomplete them. (`LoadTest` examples are Kubernetes objects: the scenario
+/// schema does not describe them.)
 #[test]
 fn examples_name_the_schema_for_editors() {
-    for path in yaml_files(&repo_root().join("examples")) {
+    let root = repo_root();
+    let mut named = 0;
+    for path in yaml_files_under(&root.join("examples")) {
+        let doc = yaml_document(&path);
+        if scenario_in(&doc).is_none_or(|s| !std::ptr::eq(s, &doc)) {
+            continue;
+        }
+        let depth = path.strip_prefix(&root).unwrap().components().count() - 1;
+        let schema = format!("{}schemas/scenario.schema.json", "../".repeat(depth));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
-            text.starts_with("# yaml-language-server: $schema=../schemas/scenario.schema.json"),
-            "{} lacks the schema modeline",
+            text.starts_with(&format!("# yaml-language-server: $schema={schema}\n")),
+            "{} does not start with `# yaml-language-server: $schema={schema}`",
             path.display()
         );
+        assert!(path.parent().unwrap().join(&schema).is_file(), "{}: {schema} is not there", path.display());
+        named += 1;
     }
+    assert!(named >= 2, "only {named} scenario examples");
 }
