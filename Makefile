@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release test unit lint fmt chart e2e bench generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release test unit lint fmt chart e2e bench bench-flow generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -53,6 +53,11 @@ quickstart:
 
 bench:
 	bash bench/run.sh
+
+# The 5-request user flow of issue #6: Stampede vs Artillery, Locust, drill and JMeter, each
+# installed (pinned) under ~/.cache/stampede/tools by the script; a section of bench/RESULTS.md.
+bench-flow:
+	bash bench/flow/run.sh
 
 # Rewrites everything generated from the code; tests fail when committed copies drift.
 generate:

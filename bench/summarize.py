@@ -273,6 +273,15 @@ def summarize(manifest, results):
       f"{verdict(rss <= TARGET_RSS_BYTES if rss else None)} |")
     w("")
 
+    # Keep the user-flow section that bench/flow/run.sh writes into the same page.
+    flow_begin, flow_end = "<!-- BEGIN bench/flow", "<!-- END bench/flow -->"
+    try:
+        with open(results, encoding="utf-8") as f:
+            old = f.read()
+    except OSError:
+        old = ""
+    if flow_begin in old and flow_end in old:
+        out += ["", old[old.index(flow_begin) : old.index(flow_end) + len(flow_end)], ""]
     with open(results, "w", encoding="utf-8") as f:
         f.write("\n".join(out))
     print("\n".join(out[out.index("## Results"):]))
