@@ -195,6 +195,48 @@ fn failed_thresholds_exit_1_and_show_their_verdicts() {
     assert_eq!(report["thresholds"][1]["passed"], true);
 }
 
+/// The threshold examples as users run them: every threshold of the passing one holds (exit
+/// 0); the failing one misses a realistic latency limit (p99 under 20 ms for `/delay/50`) while
+/// its other threshold holds (exit 1). The table's ✓/✗ lines and the JSON verdicts agree.
+#[test]
+fn threshold_examples_exit_0_and_1_with_verdicts_in_table_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let passing: &[(&str, bool)] = &[
+        ("latency{step:slow}.p99 < 1s", true),
+        ("latency{step:home}.p99 < 500ms", true),
+        ("errors.rate < 1%", true),
+        ("checks.rate > 99%", true),
+        ("requests.count >= 20", true),
+    ];
+    let failing: &[(&str, bool)] = &[("latency{step:slow}.p99 < 20ms", false), ("errors.rate < 1%", true)];
+    for (example, code, verdicts) in
+        [("examples/thresholds-pass.yaml", 0, passing), ("examples/thresholds-fail.yaml", 1, failing)]
+    {
+        let out = dir.path().join("report.json");
+        let run = stampede(&["run", example, "--quiet", "--out", out.to_str().unwrap()]);
+        let stdout = text(&run.stdout);
+        assert_eq!(run.status.code(), Some(code), "{example}\n{stdout}{}", text(&run.stderr));
+        let failed = verdicts.iter().filter(|(_, passed)| !passed).count();
+        let summary = format!("thresholds: {} passed, {failed} failed", verdicts.len() - failed);
+        assert!(stdout.contains(&summary), "{example}: no `{summary}` in\n{stdout}");
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let json = report["thresholds"].as_array().unwrap();
+        assert_eq!(json.len(), verdicts.len(), "{example}: {json:?}");
+        for ((expression, passed), verdict) in verdicts.iter().zip(json) {
+            assert_eq!(verdict["threshold"], *expression, "{example}");
+            assert_eq!(verdict["passed"], *passed, "{example}: {verdict}");
+            let mark = if *passed { "✓" } else { "✗" };
+            let line = format!("{mark} {expression}  (actual {})", verdict["actualText"].as_str().unwrap());
+            assert!(stdout.lines().any(|l| l.trim() == line), "{example}: no `{line}` line in\n{stdout}");
+        }
+        assert_eq!(report["total"]["errors"], 0, "{example}: {stdout}");
+    }
+    // The failing verdict reports what was measured: no answer from /delay/50 is under 50 ms.
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    assert!(report["thresholds"][0]["actual"].as_f64().unwrap() >= 50.0, "{}", report["thresholds"][0]);
+}
+
 /// `stampede runner` outside a pod: a missing variable is invalid input (2); without a cluster
 /// to talk to, the runner cannot run (3). Neither panics.
 #[test]
