@@ -191,7 +191,15 @@ fn scenario_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
                 "x-kubernetes-preserve-unknown-fields": true,
                 "required": ["executor"],
                 "properties": {
-                    "executor": {"type": "string", "enum": ["constant-vus", "ramping-vus"]},
+                    "executor": {
+                        "type": "string",
+                        "enum": ["constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate"]
+                    },
+                    "rate": {"type": "integer", "minimum": 1},
+                    "startRate": {"type": "integer", "minimum": 0},
+                    "timeUnit": duration,
+                    "preAllocatedVUs": {"type": "integer", "minimum": 0},
+                    "maxVUs": {"type": "integer", "minimum": 1},
                     "vus": {"type": "integer", "minimum": 1},
                     "iterations": {"type": "integer", "minimum": 1},
                     "startVus": {"type": "integer", "minimum": 0},

@@ -43,8 +43,14 @@ pub fn load(
         .iter()
         .map(|h| h.trim().to_string())
         .collect();
-    if columns.is_empty() || columns.iter().any(String::is_empty) {
+    if columns.is_empty() || columns.iter().all(String::is_empty) {
+        return Err(format!("`{}`: the file is empty (a header row names the columns)", path.display()));
+    }
+    if columns.iter().any(String::is_empty) {
         return Err(format!("`{}`: the header row needs a name for every column", path.display()));
+    }
+    if let Some(dup) = columns.iter().enumerate().find(|(i, c)| columns[..*i].contains(c)).map(|(_, c)| c) {
+        return Err(format!("`{}`: the header row names column `{dup}` twice", path.display()));
     }
     let mut rows = Vec::new();
     for (i, record) in reader.records().enumerate() {

@@ -83,11 +83,20 @@ pub struct Totals {
     pub steps: Vec<StepStats>,
     /// Completed iterations per scenario.
     pub iterations: Vec<u64>,
+    /// Open models: schedule lag, µs.
+    pub schedule_lag: Option<hdrhistogram::Histogram<u64>>,
+    /// Open models: dropped iterations by load group.
+    pub dropped: Vec<u64>,
 }
 
 impl Totals {
     fn of(metrics: &WorkerMetrics) -> Self {
-        Totals { steps: metrics.steps.clone(), iterations: metrics.iterations.clone() }
+        Totals {
+            steps: metrics.steps.clone(),
+            iterations: metrics.iterations.clone(),
+            schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| metrics.schedule_lag.clone()),
+            dropped: metrics.dropped.clone(),
+        }
     }
 
     fn merge(&mut self, other: &Totals) {
@@ -100,6 +109,17 @@ impl Totals {
         }
         for (a, b) in self.iterations.iter_mut().zip(&other.iterations) {
             *a += b;
+        }
+        match (&mut self.schedule_lag, &other.schedule_lag) {
+            (Some(a), Some(b)) => a.add(b).expect("histograms share bounds"),
+            (None, Some(b)) => self.schedule_lag = Some(b.clone()),
+            _ => {}
+        }
+        for (g, n) in other.dropped.iter().enumerate() {
+            if self.dropped.len() <= g {
+                self.dropped.resize(g + 1, 0);
+            }
+            self.dropped[g] += n;
         }
     }
 }
@@ -256,12 +276,12 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
                 hard_stop: deadline.map(|d| d + g.load.graceful_stop()),
                 iteration_limit: match &g.load {
                     LoadPlan::ConstantVus { iterations, .. } => *iterations,
-                    LoadPlan::RampingVus { .. } => None,
+                    LoadPlan::RampingVus { .. } | LoadPlan::ArrivalRate { .. } => None,
                 },
                 iterations_claimed: AtomicU64::new(0),
                 ramp_down_grace: match &g.load {
                     LoadPlan::RampingVus { graceful_ramp_down, .. } => *graceful_ramp_down,
-                    LoadPlan::ConstantVus { .. } => Duration::ZERO,
+                    LoadPlan::ConstantVus { .. } | LoadPlan::ArrivalRate { .. } => Duration::ZERO,
                 },
             };
             first_vu += run.max_vus;
@@ -429,8 +449,17 @@ async fn worker_loop(
             let (g, local_vu) = shared.group_of(vu);
             (vu, g, local_vu)
         })
+        .filter(|(_, g, _)| !shared.plan.groups[*g].load.is_open())
         .collect();
     let ticker = tokio::task::spawn_local(ticker(id, shared.clone(), local.clone(), tx.clone()));
+    // Open-model groups: this worker runs its share of each schedule.
+    let mut open: JoinSet<()> = JoinSet::new();
+    for (g, group) in shared.plan.groups.iter().enumerate() {
+        let workers = threads.min(group.load.max_vus().max(1) as usize);
+        if group.load.is_open() && id < workers {
+            open.spawn_local(open_scheduler(g, id, workers, shared.clone(), local.clone()));
+        }
+    }
     let mut set: JoinSet<()> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, RunningVu> = HashMap::new();
     let mut by_vu: HashMap<u32, tokio::task::Id> = HashMap::new();
@@ -438,7 +467,9 @@ async fn worker_loop(
         let now = Instant::now();
         if shared.halted() {
             set.abort_all();
+            open.abort_all();
             while set.join_next().await.is_some() {}
+            while open.join_next().await.is_some() {}
             break;
         }
         let elapsed = now - shared.start;
@@ -481,11 +512,12 @@ async fn worker_loop(
                 r.abort.abort();
             }
         }
-        if all_stopping && set.is_empty() {
+        if all_stopping && set.is_empty() && open.is_empty() {
             break;
         }
         tokio::select! {
             _ = tokio::time::sleep(CONTROL_TICK) => {}
+            Some(_) = open.join_next(), if !open.is_empty() => {}
             Some(res) = set.join_next_with_id(), if !set.is_empty() => {
                 let id = match res {
                     Ok((id, ())) => id,
@@ -560,70 +592,195 @@ struct Vu {
     sent_head: Vec<u8>,
 }
 
-async fn vu_task(index: u32, group: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
-    let _active = ActiveGuard::new(local.clone());
-    let mut vu = Vu {
-        conn: None,
-        slots: vec![String::new(); shared.plan.slot_count],
-        rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-        request_buf: Vec::new(),
-        extra_buf: Vec::new(),
-        body: Vec::new(),
-        headers: http1::Headers::default(),
-        jar: None,
-        sent_head: Vec::new(),
-    };
-    loop {
-        if retire.get() || shared.stopping(group, Instant::now()) || !shared.claim_iteration(group) {
-            break;
+impl Vu {
+    fn new(index: u32, shared: &Shared) -> Vu {
+        Vu {
+            conn: None,
+            slots: vec![String::new(); shared.plan.slot_count],
+            rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            request_buf: Vec::new(),
+            extra_buf: Vec::new(),
+            body: Vec::new(),
+            headers: http1::Headers::default(),
+            jar: None,
+            sent_head: Vec::new(),
         }
-        // This iteration's data rows; a used-up source with `onExhausted: stop` ends the VU.
-        let mut exhausted = false;
-        for (source, cursor) in shared.plan.data.iter().zip(&shared.data_cursors) {
-            match cursor.pick(source, &mut vu.rng) {
-                Some(row) => crate::data::fill(source, row, &mut vu.slots),
-                None => exhausted = true,
-            }
-        }
-        if exhausted {
-            shared.data_exhausted.store(true, Ordering::Relaxed);
-            break;
-        }
-        // Each iteration is a new visit: a fresh cookie jar.
-        vu.jar = shared.plan.cookies.then(crate::cookies::Jar::default);
-        let sc = shared.plan.groups[group].pick(&mut vu.rng);
-        let scenario = &shared.plan.scenarios[sc];
-        for step in &scenario.steps {
-            let ok = run_step(&mut vu, step, &local).await;
-            if !ok {
-                match step.on_error {
-                    OnError::Continue => {}
-                    OnError::NextIteration => break,
-                    OnError::AbortRun => {
-                        let _ = shared.aborted.set(format!(
-                            "step `{}` of scenario `{}` failed and has `onError: abort-run`",
-                            step.name, scenario.name
-                        ));
-                        return;
-                    }
-                }
-            }
-            if let Some(think) = &step.think {
-                tokio::time::sleep(think.pick(&mut vu.rng)).await;
-            }
-        }
-        let mut m = local.metrics.borrow_mut();
-        m.iterations[sc] += 1;
-        m.interval.iterations += 1;
     }
 }
 
-/// Runs one step; false when it failed (no answer, a failed check or extraction).
-async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) -> bool {
+/// A closed-model VU: runs iterations back to back until its group stops or it retires.
+async fn vu_task(index: u32, group: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
+    let _active = ActiveGuard::new(local.clone());
+    let mut vu = Vu::new(index, &shared);
+    while !retire.get() && !shared.stopping(group, Instant::now()) && shared.claim_iteration(group) {
+        if !run_iteration(&mut vu, group, None, &shared, &local).await {
+            break;
+        }
+    }
+}
+
+/// Runs one iteration of a scenario of `group`; `intended` is its scheduled start (open
+/// models), from which the first request's latency counts. False when the VU should stop
+/// (data used up, or the run was aborted).
+async fn run_iteration(
+    vu: &mut Vu,
+    group: usize,
+    intended: Option<Instant>,
+    shared: &Shared,
+    local: &WorkerLocal,
+) -> bool {
+    if let Some(at) = intended {
+        let lag = Instant::now().saturating_duration_since(at);
+        local.metrics.borrow_mut().schedule_lag.saturating_record((lag.as_micros() as u64).max(1));
+    }
+    // This iteration's data rows; a used-up source with `onExhausted: stop` ends the VU.
+    let mut exhausted = false;
+    for (source, cursor) in shared.plan.data.iter().zip(&shared.data_cursors) {
+        match cursor.pick(source, &mut vu.rng) {
+            Some(row) => crate::data::fill(source, row, &mut vu.slots),
+            None => exhausted = true,
+        }
+    }
+    if exhausted {
+        shared.data_exhausted.store(true, Ordering::Relaxed);
+        return false;
+    }
+    // Each iteration is a new visit: a fresh cookie jar.
+    vu.jar = shared.plan.cookies.then(crate::cookies::Jar::default);
+    let sc = shared.plan.groups[group].pick(&mut vu.rng);
+    let scenario = &shared.plan.scenarios[sc];
+    for (i, step) in scenario.steps.iter().enumerate() {
+        let ok = run_step(vu, step, if i == 0 { intended } else { None }, local).await;
+        if !ok {
+            match step.on_error {
+                OnError::Continue => {}
+                OnError::NextIteration => break,
+                OnError::AbortRun => {
+                    let _ = shared.aborted.set(format!(
+                        "step `{}` of scenario `{}` failed and has `onError: abort-run`",
+                        step.name, scenario.name
+                    ));
+                    return false;
+                }
+            }
+        }
+        if let Some(think) = &step.think {
+            tokio::time::sleep(think.pick(&mut vu.rng)).await;
+        }
+    }
+    let mut m = local.metrics.borrow_mut();
+    m.iterations[sc] += 1;
+    m.interval.iterations += 1;
+    true
+}
+
+/// An open-model VU's mailbox: the scheduled start of its next iteration.
+struct VuSlot {
+    index: usize,
+    job: Cell<Option<Instant>>,
+    wake: tokio::sync::Notify,
+}
+
+/// Idle VUs of one open-model scheduler.
+#[derive(Default)]
+struct Pool {
+    free: RefCell<Vec<usize>>,
+    closed: Cell<bool>,
+}
+
+/// Starts this worker's share of an open-model group's iterations on schedule (iterations
+/// `id`, `id + workers`, …), each on a free VU; when none is free and no more may be started,
+/// the iteration is dropped and counted. Ends when the schedule does, after the VUs finish
+/// (at most until the group's hard stop).
+async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>) {
+    let load = &shared.plan.groups[g].load;
+    let LoadPlan::ArrivalRate { pre_allocated, max_vus, .. } = load else { return };
+    let share = |n: u32| crate::scenario::split_evenly(u64::from(n), workers as u32, id as u32) as usize;
+    let (pre, max) = (share(*pre_allocated), share(*max_vus).max(1));
+    let pool = Rc::new(Pool::default());
+    let mut slots: Vec<Rc<VuSlot>> = Vec::new();
+    let mut vus: JoinSet<()> = JoinSet::new();
+    let first_vu = shared.groups[g].first_vu;
+    let spawn = |slots: &mut Vec<Rc<VuSlot>>, vus: &mut JoinSet<()>| -> usize {
+        let index = slots.len();
+        let slot = Rc::new(VuSlot { index, job: Cell::new(None), wake: tokio::sync::Notify::new() });
+        slots.push(slot.clone());
+        let vu_number = first_vu + (index * workers + id) as u32;
+        vus.spawn_local(open_vu(vu_number, g, slot, pool.clone(), shared.clone(), local.clone()));
+        index
+    };
+    for _ in 0..pre.min(max) {
+        let i = spawn(&mut slots, &mut vus);
+        pool.free.borrow_mut().push(i);
+    }
+    let start = tokio::time::Instant::from_std(shared.start);
+    let mut k = id as u64;
+    while let Some(at) = load.start_of(k) {
+        tokio::time::sleep_until(start + at).await;
+        if shared.halted() || shared.data_exhausted.load(Ordering::Relaxed) {
+            break;
+        }
+        let intended = shared.start + at;
+        let free = pool.free.borrow_mut().pop();
+        let vu = match free {
+            Some(i) => Some(i),
+            None if slots.len() < max => Some(spawn(&mut slots, &mut vus)),
+            None => None,
+        };
+        match vu {
+            Some(i) => {
+                slots[i].job.set(Some(intended));
+                slots[i].wake.notify_one();
+            }
+            None => local.metrics.borrow_mut().record_dropped(g),
+        }
+        k += workers as u64;
+    }
+    // No more iterations: idle VUs leave; busy ones finish, until the group's hard stop.
+    pool.closed.set(true);
+    for s in &slots {
+        s.wake.notify_one();
+    }
+    let drain = async { while vus.join_next().await.is_some() {} };
+    match shared.groups[g].hard_stop {
+        Some(h) => {
+            let _ = tokio::time::timeout_at(tokio::time::Instant::from_std(h), drain).await;
+        }
+        None => drain.await,
+    }
+}
+
+/// An open-model VU: runs the iterations its scheduler hands it.
+async fn open_vu(index: u32, g: usize, slot: Rc<VuSlot>, pool: Rc<Pool>, shared: Arc<Shared>, local: Rc<WorkerLocal>) {
+    let _active = ActiveGuard::new(local.clone());
+    let mut vu = Vu::new(index, &shared);
+    loop {
+        let job = loop {
+            if let Some(at) = slot.job.take() {
+                break Some(at);
+            }
+            if pool.closed.get() {
+                break None;
+            }
+            slot.wake.notified().await;
+        };
+        let Some(intended) = job else { return };
+        if !run_iteration(&mut vu, g, Some(intended), &shared, &local).await {
+            return;
+        }
+        pool.free.borrow_mut().push(slot.index);
+    }
+}
+
+/// Runs one step; false when it failed (no answer, a failed check or extraction). With
+/// `intended` (an open model's first step), latency counts from that scheduled start and
+/// the service time from the actual send is kept too.
+async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local: &WorkerLocal) -> bool {
     let started = Instant::now();
     vu.headers.all = step.needs_headers();
     let result = send(vu, &step.request, step.needs_body()).await;
-    let micros = started.elapsed().as_micros() as u64;
+    let service = started.elapsed().as_micros() as u64;
+    let micros = intended.map_or(service, |at| at.elapsed().as_micros() as u64);
     let mut guard = local.metrics.borrow_mut();
     let m = &mut *guard;
     let s = &mut m.steps[step.metric];
@@ -636,6 +793,9 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, local: &WorkerLocal) -> bool {
             s.bytes_sent += sent;
             s.bytes_received += received;
             s.record_latency_us(micros);
+            if intended.is_some() {
+                s.record_service_us(service);
+            }
             m.interval.latency.saturating_record(micros.max(1));
             s.record_status(info.status);
             let resp = ResponseView { status: info.status, headers: &vu.headers.list, body: &vu.body };

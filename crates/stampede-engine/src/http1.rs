@@ -2,19 +2,18 @@
 //!
 //! Measurements in DESIGN.md show hyper's client adding 2.5–4 µs of CPU per request
 //! (a `HeaderMap` per response, request cloning, hand-offs between tasks). A virtual
-//! user here owns one plain connection and drives it in its own task: it writes the
-//! request bytes (often serialized once for the whole run), parses the response head in
-//! place and skips or keeps the body, with no allocation per request.
+//! user here owns one connection (plain TCP or TLS, see [`Io`]) and drives it in its own
+//! task: it writes the request bytes (often serialized once for the whole run), parses the
+//! response head in place and skips or keeps the body, with no allocation per request.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::metrics::ErrorKind;
 use crate::plan::Target;
+use crate::transport::Io;
 
 const INITIAL_BUF: usize = 4096;
 const MAX_HEAD: usize = 64 * 1024;
@@ -62,6 +61,8 @@ pub struct ResponseInfo {
     pub body_len: u64,
     /// The connection may carry another request.
     pub keep_alive: bool,
+    /// When the first byte of the answer arrived.
+    pub first_byte: Option<Instant>,
 }
 
 /// Which response headers an exchange keeps.
@@ -80,7 +81,7 @@ impl Headers {
         self.list.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
-    fn keep(&mut self, name: &str, value: &[u8]) {
+    pub(crate) fn keep(&mut self, name: &str, value: &[u8]) {
         let wanted = self.all || name.eq_ignore_ascii_case("set-cookie") || name.eq_ignore_ascii_case("location");
         if wanted {
             self.list.push((name.to_ascii_lowercase(), String::from_utf8_lossy(value).into_owned()));
@@ -88,65 +89,22 @@ impl Headers {
     }
 }
 
-/// Opens a TCP connection to `target` within `limit`.
+/// Opens a plain TCP connection to `target` within `limit`.
 pub async fn connect(target: &Target, limit: Duration) -> Result<Connection, ExchangeError> {
-    let addr = match target.host.parse::<IpAddr>() {
-        Ok(ip) => SocketAddr::new(ip, target.port),
-        Err(_) => {
-            let lookup = tokio::time::timeout(limit, tokio::net::lookup_host((target.host.as_str(), target.port)))
-                .await
-                .map_err(|_| ExchangeError {
-                    kind: ErrorKind::Timeout,
-                    message: "DNS lookup timed out".into(),
-                    answered: false,
-                })?;
-            let mut addrs = lookup.map_err(|e| ExchangeError {
-                kind: ErrorKind::Dns,
-                message: format!("cannot resolve `{}`: {e}", target.host),
-                answered: false,
-            })?;
-            addrs.next().ok_or_else(|| ExchangeError {
-                kind: ErrorKind::Dns,
-                message: format!("`{}` resolved to no address", target.host),
-                answered: false,
-            })?
-        }
-    };
-    let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
-        .await
-        .map_err(|_| ExchangeError {
-            kind: ErrorKind::Timeout,
-            message: format!("connect to {addr} timed out"),
-            answered: false,
-        })?
-        .map_err(|e| {
-            let kind = match classify_io(&e) {
-                ErrorKind::Reset | ErrorKind::Io => ErrorKind::Connect,
-                k => k,
-            };
-            ExchangeError { kind, message: format!("connect to {addr}: {e}"), answered: false }
-        })?;
-    let _ = stream.set_nodelay(true);
-    Ok(Connection {
-        stream,
-        buf: vec![0; INITIAL_BUF],
-        start: 0,
-        end: 0,
-        host: target.host.clone(),
-        port: target.port,
-        uses: 0,
-    })
+    let (io, _) = crate::transport::open(target, limit, None).await?;
+    Ok(Connection::new(io, target))
 }
 
 /// One keep-alive HTTP/1.1 connection with its read buffer.
 #[derive(Debug)]
 pub struct Connection {
-    stream: TcpStream,
+    stream: Io,
     buf: Vec<u8>,
     start: usize,
     end: usize,
     host: String,
     port: u16,
+    tls: bool,
     /// Requests sent on this connection so far.
     pub uses: u32,
 }
@@ -160,9 +118,23 @@ enum Framing {
 }
 
 impl Connection {
+    /// An HTTP/1.1 connection over `io`, which goes to `target`.
+    pub fn new(io: Io, target: &Target) -> Connection {
+        Connection {
+            tls: io.is_tls(),
+            stream: io,
+            buf: vec![0; INITIAL_BUF],
+            start: 0,
+            end: 0,
+            host: target.host.clone(),
+            port: target.port,
+            uses: 0,
+        }
+    }
+
     /// Whether this connection goes where `target` does.
     pub fn serves(&self, target: &Target) -> bool {
-        self.port == target.port && self.host == target.host
+        self.port == target.port && self.tls == target.tls && self.host == target.host
     }
 
     /// Sends one request and reads its whole response. The body is appended to `body`
@@ -182,13 +154,18 @@ impl Connection {
         self.start = 0;
         self.end = 0;
         self.stream.write_all(request).await.map_err(|e| ExchangeError::io(e, false))?;
+        if self.tls {
+            // TLS may hold written bytes back until flushed.
+            self.stream.flush().await.map_err(|e| ExchangeError::io(e, false))?;
+        }
         let mut received: u64 = 0;
+        let mut first_byte = None;
         loop {
             if let Some(h) = headers.as_deref_mut() {
                 h.list.clear();
             }
             let (status, framing, keep_alive) =
-                self.read_head(&mut received, head_request, headers.as_deref_mut()).await?;
+                self.read_head(&mut received, &mut first_byte, head_request, headers.as_deref_mut()).await?;
             if (100..200).contains(&status) && status != 101 {
                 continue; // informational: the real answer follows
             }
@@ -199,7 +176,7 @@ impl Connection {
                 Framing::UntilClose => self.read_to_close(&mut received, body.as_deref_mut()).await?,
             };
             let keep_alive = keep_alive && !matches!(framing, Framing::UntilClose);
-            return Ok(ResponseInfo { status, bytes_received: received, body_len, keep_alive });
+            return Ok(ResponseInfo { status, bytes_received: received, body_len, keep_alive, first_byte });
         }
     }
 
@@ -228,6 +205,7 @@ impl Connection {
     async fn read_head(
         &mut self,
         received: &mut u64,
+        first_byte: &mut Option<Instant>,
         head_request: bool,
         mut keep: Option<&mut Headers>,
     ) -> Result<(u16, Framing, bool), ExchangeError> {
@@ -292,7 +270,11 @@ impl Connection {
                         answered,
                     });
                 }
-                Ok(_) => {}
+                Ok(_) => {
+                    if !answered {
+                        *first_byte = Some(Instant::now());
+                    }
+                }
                 Err(e) => return Err(ExchangeError::io(e, answered)),
             }
         }

@@ -25,6 +25,9 @@ pub enum ErrorKind {
     Connect,
     /// The host name did not resolve.
     Dns,
+    /// The TLS handshake failed: the message says whether the CA was unknown, the name did
+    /// not match, or the handshake itself failed.
+    Tls,
     /// The request (or its connect) ran past its time limit.
     Timeout,
     /// The connection was reset or closed mid-exchange.
@@ -40,9 +43,10 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::Connect,
         ErrorKind::Dns,
+        ErrorKind::Tls,
         ErrorKind::Timeout,
         ErrorKind::Reset,
         ErrorKind::Protocol,
@@ -59,6 +63,7 @@ impl ErrorKind {
         match self {
             ErrorKind::Connect => "connect",
             ErrorKind::Dns => "dns",
+            ErrorKind::Tls => "tls",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Reset => "reset",
             ErrorKind::Protocol => "protocol",
@@ -96,6 +101,9 @@ pub struct StepStats {
     pub max_us: u64,
     /// Passes and failures of each named check of the step, by check index.
     pub checks: Vec<[u64; 2]>,
+    /// Open models: latency from the actual send (service time), while `latency` counts from
+    /// the intended start. Absent for closed models, where the two are the same.
+    pub service: Option<Box<Histogram<u64>>>,
     status: Vec<u64>,
 }
 
@@ -110,6 +118,7 @@ impl Default for StepStats {
             min_us: u64::MAX,
             max_us: 0,
             checks: Vec::new(),
+            service: None,
             status: vec![0; STATUS_SLOTS],
         }
     }
@@ -122,6 +131,12 @@ impl StepStats {
         self.latency.saturating_record(us);
         self.min_us = self.min_us.min(us);
         self.max_us = self.max_us.max(us);
+    }
+
+    /// Records a service time (open models).
+    #[inline]
+    pub fn record_service_us(&mut self, us: u64) {
+        self.service.get_or_insert_with(|| Box::new(new_histogram())).saturating_record(us.max(1));
     }
 
     /// Latency at quantile `q` (0–1) in µs, never above the exact maximum.
@@ -203,6 +218,10 @@ impl StepStats {
         for (i, c) in other.checks.iter().enumerate() {
             self.add_check(i, c[0], c[1]);
         }
+        if let Some(o) = &other.service {
+            let mine = self.service.get_or_insert_with(|| Box::new(new_histogram()));
+            mine.add(o.as_ref()).expect("histograms share bounds");
+        }
     }
 }
 
@@ -260,6 +279,10 @@ pub struct WorkerMetrics {
     pub iterations: Vec<u64>,
     /// The current reporting interval.
     pub interval: IntervalStats,
+    /// Open models: how late iterations started against their schedule, µs.
+    pub schedule_lag: Histogram<u64>,
+    /// Open models: iterations due when no VU was free, by load group.
+    pub dropped: Vec<u64>,
 }
 
 impl WorkerMetrics {
@@ -268,7 +291,17 @@ impl WorkerMetrics {
             steps: (0..steps).map(|_| StepStats::default()).collect(),
             iterations: vec![0; scenarios],
             interval: IntervalStats::default(),
+            schedule_lag: new_histogram(),
+            dropped: Vec::new(),
         }
+    }
+
+    /// Counts an iteration of group `g` that could not start.
+    pub fn record_dropped(&mut self, g: usize) {
+        if self.dropped.len() <= g {
+            self.dropped.resize(g + 1, 0);
+        }
+        self.dropped[g] += 1;
     }
 
     pub fn merge(&mut self, other: &WorkerMetrics) {
@@ -277,6 +310,13 @@ impl WorkerMetrics {
         }
         for (a, b) in self.iterations.iter_mut().zip(other.iterations.iter()) {
             *a += b;
+        }
+        self.schedule_lag.add(&other.schedule_lag).expect("histograms share bounds");
+        for (g, n) in other.dropped.iter().enumerate() {
+            if self.dropped.len() <= g {
+                self.dropped.resize(g + 1, 0);
+            }
+            self.dropped[g] += n;
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct Plan {
     pub data: Vec<DataSource>,
     /// Each VU keeps a cookie jar.
     pub cookies: bool,
+    /// HTTP version, connection layout and TLS.
+    pub transport: Arc<crate::transport::TransportPlan>,
 }
 
 /// Names of a step, for reports.
@@ -96,8 +98,28 @@ impl Plan {
 /// The workload model with defaults applied.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LoadPlan {
-    ConstantVus { vus: u32, duration: Option<Duration>, iterations: Option<u64>, graceful_stop: Duration },
-    RampingVus { start_vus: u32, stages: Vec<(Duration, u32)>, graceful_ramp_down: Duration, graceful_stop: Duration },
+    ConstantVus {
+        vus: u32,
+        duration: Option<Duration>,
+        iterations: Option<u64>,
+        graceful_stop: Duration,
+    },
+    RampingVus {
+        start_vus: u32,
+        stages: Vec<(Duration, u32)>,
+        graceful_ramp_down: Duration,
+        graceful_stop: Duration,
+    },
+    /// Open model: iterations start on a schedule; rates are per second, moving linearly
+    /// from the previous stage's rate (`start_rate` first) to each stage's.
+    ArrivalRate {
+        constant: bool,
+        start_rate: f64,
+        stages: Vec<(Duration, f64)>,
+        pre_allocated: u32,
+        max_vus: u32,
+        graceful_stop: Duration,
+    },
 }
 
 impl LoadPlan {
@@ -108,7 +130,37 @@ impl LoadPlan {
             LoadPlan::RampingVus { start_vus, stages, .. } => {
                 stages.iter().map(|s| s.1).chain([*start_vus]).max().unwrap_or(0)
             }
+            LoadPlan::ArrivalRate { max_vus, .. } => *max_vus,
         }
+    }
+
+    /// Whether iterations start on a schedule (open model).
+    pub fn is_open(&self) -> bool {
+        matches!(self, LoadPlan::ArrivalRate { .. })
+    }
+
+    /// When iteration `k` (0-based) of an open model is due, from the start; `None` past the
+    /// end. Iteration k starts when the integral of the rate reaches k.
+    pub fn start_of(&self, k: u64) -> Option<Duration> {
+        let LoadPlan::ArrivalRate { start_rate, stages, .. } = self else { return None };
+        let mut left = k as f64;
+        let mut t0 = Duration::ZERO;
+        let mut r0 = *start_rate;
+        for &(len, r1) in stages {
+            let secs = len.as_secs_f64();
+            let in_stage = (r0 + r1) / 2.0 * secs;
+            if left < in_stage || (left == 0.0 && in_stage > 0.0) {
+                // Solve r0·τ + (r1 − r0)·τ²/(2·secs) = left for τ in [0, secs].
+                let a = (r1 - r0) / (2.0 * secs);
+                let tau =
+                    if a.abs() < 1e-12 { left / r0 } else { (-r0 + (r0 * r0 + 4.0 * a * left).sqrt()) / (2.0 * a) };
+                return Some(t0 + Duration::from_secs_f64(tau.clamp(0.0, secs)));
+            }
+            left -= in_stage;
+            t0 += len;
+            r0 = r1;
+        }
+        None
     }
 
     /// Planned length of the run, excluding grace periods (`None`: bounded by iterations).
@@ -116,12 +168,15 @@ impl LoadPlan {
         match self {
             LoadPlan::ConstantVus { duration, .. } => *duration,
             LoadPlan::RampingVus { stages, .. } => Some(stages.iter().map(|s| s.0).sum()),
+            LoadPlan::ArrivalRate { stages, .. } => Some(stages.iter().map(|s| s.0).sum()),
         }
     }
 
     pub fn graceful_stop(&self) -> Duration {
         match self {
-            LoadPlan::ConstantVus { graceful_stop, .. } | LoadPlan::RampingVus { graceful_stop, .. } => *graceful_stop,
+            LoadPlan::ConstantVus { graceful_stop, .. }
+            | LoadPlan::RampingVus { graceful_stop, .. }
+            | LoadPlan::ArrivalRate { graceful_stop, .. } => *graceful_stop,
         }
     }
 
@@ -129,6 +184,8 @@ impl LoadPlan {
         match self {
             LoadPlan::ConstantVus { .. } => "constant-vus",
             LoadPlan::RampingVus { .. } => "ramping-vus",
+            LoadPlan::ArrivalRate { constant: true, .. } => "constant-arrival-rate",
+            LoadPlan::ArrivalRate { constant: false, .. } => "ramping-arrival-rate",
         }
     }
 
@@ -137,6 +194,7 @@ impl LoadPlan {
         match self {
             LoadPlan::ConstantVus { vus, .. } => *vus,
             LoadPlan::RampingVus { start_vus, stages, .. } => ramp_target(*start_vus, stages, elapsed),
+            LoadPlan::ArrivalRate { .. } => 0,
         }
     }
 }
@@ -232,6 +290,8 @@ impl ThinkPlan {
 /// Where a request goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    /// `https`: over TLS.
+    pub tls: bool,
     pub host: String,
     pub port: u16,
     /// `host[:port]` as sent in the Host header.
@@ -240,14 +300,14 @@ pub struct Target {
 }
 
 impl Target {
-    /// Parses an absolute `http://` URL.
+    /// Parses an absolute `http://` or `https://` URL.
     pub fn parse(url: &str) -> Result<Target, String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
-        match parsed.scheme() {
-            "http" => {}
-            "https" => return Err(format!("`{url}`: https needs TLS, which this version does not support yet")),
-            other => return Err(format!("`{url}`: unsupported scheme `{other}` (use http)")),
-        }
+        let tls = match parsed.scheme() {
+            "http" => false,
+            "https" => true,
+            other => return Err(format!("`{url}`: unsupported scheme `{other}` (use http or https)")),
+        };
         let host = match parsed.host() {
             Some(url::Host::Domain(d)) => d.to_string(),
             Some(url::Host::Ipv4(ip)) => ip.to_string(),
@@ -264,7 +324,7 @@ impl Target {
             path_and_query.push('?');
             path_and_query.push_str(q);
         }
-        Ok(Target { host, port, authority, path_and_query })
+        Ok(Target { tls, host, port, authority, path_and_query })
     }
 }
 
@@ -750,6 +810,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         groups.push(GroupPlan { name: "default".into(), load, scenarios: members, cumulative_weights });
     }
     groups.extend(own_groups);
+    let transport = crate::transport::TransportPlan::compile(&file.http, &base_dir, &mut problems);
     match (problems.is_empty(), groups.is_empty()) {
         (true, false) => Ok(Plan {
             name: file.name.clone(),
@@ -761,6 +822,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             thresholds,
             data,
             cookies: file.http.cookies,
+            transport: Arc::new(transport),
         }),
         _ => Err(problems),
     }
@@ -844,6 +906,92 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Optio
                 graceful_stop: grace(spec.graceful_stop),
             }
         }
+        Executor::ConstantArrivalRate | Executor::RampingArrivalRate => {
+            let constant = spec.executor == Executor::ConstantArrivalRate;
+            not_for("vus", spec.vus.is_some());
+            not_for("iterations", spec.iterations.is_some());
+            not_for("startVus", spec.start_vus.is_some());
+            not_for("gracefulRampDown", spec.graceful_ramp_down.is_some());
+            if constant {
+                not_for("stages", !spec.stages.is_empty());
+                not_for("startRate", spec.start_rate.is_some());
+            } else {
+                not_for("rate", spec.rate.is_some());
+                not_for("duration", spec.duration.is_some());
+            }
+            let unit = spec.time_unit.map(Dur::get).unwrap_or(Duration::from_secs(1));
+            if unit.is_zero() {
+                problems.push(Problem::new(format!("{at}.timeUnit"), "must be longer than 0s"));
+            }
+            let per_sec = |n: u32| if unit.is_zero() { 0.0 } else { f64::from(n) / unit.as_secs_f64() };
+            let (max_vus, pre) = match (spec.max_vus, spec.pre_allocated_vus) {
+                (None, None) => {
+                    problems.push(Problem::new(
+                        format!("{at}.preAllocatedVUs"),
+                        format!("{name} needs `preAllocatedVUs` (and may set `maxVUs`)"),
+                    ));
+                    (0, 0)
+                }
+                (Some(max), pre) => (max, pre.unwrap_or(max.min(100))),
+                (None, Some(pre)) => (pre, pre),
+            };
+            if max_vus == 0 && (spec.max_vus.is_some() || spec.pre_allocated_vus.is_some()) {
+                problems.push(Problem::new(format!("{at}.maxVUs"), "must be at least 1"));
+            }
+            if pre > max_vus {
+                problems
+                    .push(Problem::new(format!("{at}.preAllocatedVUs"), format!("is more than maxVUs ({max_vus})")));
+            }
+            let (start_rate, stages) = if constant {
+                let rate = spec.rate.unwrap_or(0);
+                if spec.rate.is_none() {
+                    problems.push(Problem::new(format!("{at}.rate"), "constant-arrival-rate needs `rate`"));
+                } else if rate == 0 {
+                    problems.push(Problem::new(format!("{at}.rate"), "must be at least 1"));
+                }
+                match spec.duration {
+                    None => {
+                        problems.push(Problem::new(format!("{at}.duration"), "constant-arrival-rate needs `duration`"))
+                    }
+                    Some(d) if d.is_zero() => {
+                        problems.push(Problem::new(format!("{at}.duration"), "must be longer than 0s"))
+                    }
+                    Some(_) => {}
+                }
+                let d = spec.duration.map(Dur::get).unwrap_or_default();
+                (per_sec(rate), vec![(d, per_sec(rate))])
+            } else {
+                if spec.stages.is_empty() {
+                    problems
+                        .push(Problem::new(format!("{at}.stages"), "ramping-arrival-rate needs at least one stage"));
+                }
+                for (i, st) in spec.stages.iter().enumerate() {
+                    if st.duration.is_none() {
+                        problems.push(Problem::new(format!("{at}.stages[{i}]"), "stage has no `duration`"));
+                    }
+                }
+                if !spec.stages.is_empty()
+                    && spec.start_rate.unwrap_or(0) == 0
+                    && spec.stages.iter().all(|s| s.target == 0)
+                {
+                    problems.push(Problem::new(
+                        format!("{at}.stages"),
+                        "every rate is 0, so no iteration would ever start",
+                    ));
+                }
+                let stages =
+                    spec.stages.iter().map(|s| (s.duration.unwrap_or_default().get(), per_sec(s.target))).collect();
+                (per_sec(spec.start_rate.unwrap_or(0)), stages)
+            };
+            LoadPlan::ArrivalRate {
+                constant,
+                start_rate,
+                stages,
+                pre_allocated: pre,
+                max_vus,
+                graceful_stop: grace(spec.graceful_stop),
+            }
+        }
     };
     (problems.len() == before).then_some(plan)
 }
@@ -919,6 +1067,15 @@ fn compile_request(
             let field = format!("request.multipart[{i}]");
             if part.name.trim().is_empty() {
                 extra.push(Problem::new(format!("{loc}: {field}.name"), "a part needs a name"));
+            }
+            for (what, v) in [
+                ("name", Some(&part.name)),
+                ("filename", part.filename.as_ref()),
+                ("contentType", part.content_type.as_ref()),
+            ] {
+                if v.is_some_and(|v| v.contains(['\r', '\n'])) {
+                    extra.push(Problem::new(format!("{loc}: {field}.{what}"), "must not contain line breaks"));
+                }
             }
             match (&part.value, &part.file) {
                 (Some(value), None) => {
@@ -1091,6 +1248,38 @@ mod tests {
     }
 
     #[test]
+    fn arrival_schedules_integrate_the_rate() {
+        let constant = LoadPlan::ArrivalRate {
+            constant: true,
+            start_rate: 100.0,
+            stages: vec![(Duration::from_secs(2), 100.0)],
+            pre_allocated: 1,
+            max_vus: 1,
+            graceful_stop: Duration::ZERO,
+        };
+        assert_eq!(constant.start_of(0), Some(Duration::ZERO));
+        assert_eq!(constant.start_of(100), Some(Duration::from_secs(1)));
+        assert_eq!(constant.start_of(199).map(|d| d.as_millis()), Some(1990));
+        assert_eq!(constant.start_of(200), None, "200 iterations in 2 s: k = 200 is past the end");
+        // 0 → 100/s over 10 s, then 100/s for 1 s: 500 + 100 iterations.
+        let ramp = LoadPlan::ArrivalRate {
+            constant: false,
+            start_rate: 0.0,
+            stages: vec![(Duration::from_secs(10), 100.0), (Duration::from_secs(1), 100.0)],
+            pre_allocated: 1,
+            max_vus: 1,
+            graceful_stop: Duration::ZERO,
+        };
+        // N(t) = 5·t² in the first stage: the 125th iteration is due at 5 s.
+        assert_eq!(ramp.start_of(125).map(|d| d.as_millis()), Some(5000));
+        assert_eq!(ramp.start_of(550).map(|d| d.as_millis()), Some(10_500));
+        assert_eq!(ramp.start_of(600), None);
+        let due: Vec<Duration> = (0..600).map_while(|k| ramp.start_of(k)).collect();
+        assert_eq!(due.len(), 600);
+        assert!(due.windows(2).all(|w| w[0] <= w[1]), "the schedule never goes back");
+    }
+
+    #[test]
     fn status_patterns() {
         let p = |s: &str| parse_status_item(&StatusItem::Pattern(s.into()));
         assert_eq!(p("2xx"), Ok((200, 299)));
@@ -1109,7 +1298,9 @@ mod tests {
             ("127.0.0.1", 8080, "127.0.0.1:8080", "/a/b?x=1")
         );
         let t = Target::parse("http://localhost/").unwrap();
-        assert_eq!((t.port, t.authority.as_str()), (80, "localhost"));
+        assert_eq!((t.port, t.authority.as_str(), t.tls), (80, "localhost", false));
+        let t = Target::parse("https://localhost/").unwrap();
+        assert_eq!((t.port, t.authority.as_str(), t.tls), (443, "localhost", true));
         assert!(Target::parse("ftp://x/").is_err());
     }
 }

@@ -38,6 +38,8 @@ pub struct Exporter {
     labels: Vec<(String, String)>,
     keys: Vec<StepKey>,
     scenarios: Vec<String>,
+    /// Load group names (for dropped iterations).
+    groups: Vec<String>,
     max_vus: u32,
     state: Mutex<State>,
 }
@@ -62,6 +64,7 @@ impl Exporter {
             labels,
             keys: plan.step_keys.clone(),
             scenarios: plan.scenarios.iter().map(|s| s.name.clone()).collect(),
+            groups: plan.groups.iter().map(|g| g.name.clone()).collect(),
             max_vus: plan.max_vus(),
             state: Mutex::new(State::default()),
         }
@@ -134,14 +137,20 @@ impl Exporter {
         for (i, name) in self.scenarios.iter().enumerate() {
             let n = totals.as_ref().and_then(|t| t.iterations.get(i)).copied().unwrap_or(0);
             self.push_value(&mut iterations, &[("scenario", name.clone())], n as f64);
-            self.push_value(&mut dropped, &[("scenario", name.clone())], 0.0);
+        }
+        // Dropped iterations belong to a load group: the scenario with its own load, or the
+        // shared load (`default`).
+        for (g, name) in self.groups.iter().enumerate() {
+            let n = totals.as_ref().and_then(|t| t.dropped.get(g)).copied().unwrap_or(0);
+            self.push_value(&mut dropped, &[("scenario", name.clone())], n as f64);
         }
         let mut lag = self.family(
             "stampede_schedule_lag_seconds",
             "How late iterations started against their schedule (open workload models).",
             MetricType::HISTOGRAM,
         );
-        self.push_histogram(&mut lag, &[], &empty.latency);
+        let lag_hist = totals.as_ref().and_then(|t| t.schedule_lag.as_ref()).unwrap_or(&empty.latency);
+        self.push_histogram(&mut lag, &[], lag_hist);
 
         let usage = sysstat::process();
         let mut families = vec![requests, responses, errors, latency, sent, received, iterations, dropped, lag];

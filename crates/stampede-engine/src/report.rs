@@ -64,6 +64,12 @@ pub struct RunFacts {
     /// Why a step's `onError: abort-run` stopped the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aborted: Option<String>,
+    /// Open workload models: how well the schedule was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleFacts>,
+    /// Why the generator's own figures are suspect (it could not keep up), if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<String>,
     /// Base URL of the system under test.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
@@ -71,6 +77,21 @@ pub struct RunFacts {
     pub builtin_target: bool,
     pub generator: GeneratorFacts,
 }
+
+/// How an open model kept its schedule.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleFacts {
+    /// Iterations due when every VU was busy and no more could start.
+    pub dropped_iterations: u64,
+    /// How late iterations started against their schedule, ms.
+    pub lag_ms: LatencySummary,
+}
+
+/// Schedule lag p99 above this means the generator could not keep its schedule.
+pub const SATURATION_LAG_P99_MS: f64 = 10.0;
+/// Generator CPU above this share of its worker threads' cores means it was saturated.
+pub const SATURATION_CPU_SHARE: f64 = 0.9;
 
 /// The load generator's own resource use.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -123,8 +144,11 @@ pub struct StepSummary {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Answers by HTTP status.
     pub status_codes: BTreeMap<String, u64>,
-    /// Total latency of answered requests, ms.
+    /// Total latency of answered requests, ms (open models: from the scheduled start).
     pub latency_ms: LatencySummary,
+    /// Open models: latency from the actual send (service time), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ms: Option<LatencySummary>,
     /// Requests per second over the run.
     pub rps: f64,
     pub bytes_received: u64,
@@ -209,6 +233,25 @@ fn ms(us: u64) -> f64 {
     round3(us as f64 / 1000.0)
 }
 
+/// Summary of a histogram in µs, as ms.
+pub fn histogram_summary(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    let q = |q: f64| ms(h.value_at_quantile(q));
+    LatencySummary {
+        mean: round3(h.mean() / 1000.0),
+        min: ms(h.min()),
+        max: ms(h.max()),
+        p50: q(0.50),
+        p75: q(0.75),
+        p90: q(0.90),
+        p95: q(0.95),
+        p99: q(0.99),
+        p999: q(0.999),
+    }
+}
+
 /// Latency summary of a step's stats: exact min and max, percentiles from the histogram.
 pub fn latency_summary(s: &StepStats) -> LatencySummary {
     if s.latency.is_empty() {
@@ -241,6 +284,7 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
         errors_by_kind: errors_by_name(&stats.errors),
         status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
         latency_ms: latency_summary(stats),
+        service_ms: stats.service.as_ref().map(|h| histogram_summary(h)),
         rps: per_sec(stats.requests),
         bytes_received: stats.bytes_received,
         bytes_sent: stats.bytes_sent,
@@ -304,6 +348,31 @@ impl Report {
         if total.requests > 0 {
             generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
         }
+        let open = plan.groups.iter().any(|g| g.load.is_open());
+        let schedule = open.then(|| ScheduleFacts {
+            dropped_iterations: outcome.metrics.dropped.iter().sum(),
+            lag_ms: histogram_summary(&outcome.metrics.schedule_lag),
+        });
+        let mut saturated = Vec::new();
+        if let Some(s) = &schedule
+            && s.lag_ms.p99 > SATURATION_LAG_P99_MS
+        {
+            saturated.push(format!(
+                "schedule lag p99 {:.1} ms > {SATURATION_LAG_P99_MS} ms: iterations started late",
+                s.lag_ms.p99
+            ));
+        }
+        let cores = outcome.threads as f64;
+        if generator.cpu_percent > SATURATION_CPU_SHARE * 100.0 * cores {
+            saturated.push(format!(
+                "generator CPU {:.0}% of {} worker core(s) > {:.0}%",
+                generator.cpu_percent,
+                outcome.threads,
+                SATURATION_CPU_SHARE * 100.0 * cores
+            ));
+        }
+        let saturated = (!saturated.is_empty())
+            .then(|| format!("the generator saturated ({}); its figures are suspect", saturated.join("; ")));
         Report {
             schema_version: REPORT_SCHEMA_VERSION,
             name: plan.name.clone(),
@@ -317,6 +386,8 @@ impl Report {
                 iterations: outcome.metrics.iterations.iter().sum(),
                 interrupted: outcome.interrupted,
                 aborted: outcome.aborted.clone(),
+                schedule,
+                saturated,
                 base_url: plan.base_url.clone(),
                 builtin_target,
                 generator,
@@ -362,6 +433,16 @@ impl Report {
         }
         if let Some(why) = &r.aborted {
             let _ = writeln!(out, "ABORTED: {why}");
+        }
+        if let Some(s) = &r.schedule {
+            let _ = writeln!(
+                out,
+                "schedule: {} dropped iterations · lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (latency counts from the scheduled start)",
+                s.dropped_iterations, s.lag_ms.p50, s.lag_ms.p99, s.lag_ms.max
+            );
+        }
+        if let Some(why) = &r.saturated {
+            let _ = writeln!(out, "WARNING: {why}");
         }
         let _ = writeln!(out);
         let headers = [

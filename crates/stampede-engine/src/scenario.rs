@@ -44,7 +44,7 @@ pub struct ScenarioFile {
 }
 
 /// The workload model. Executor names follow k6's; each executor uses some of the fields.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LoadSpec {
     /// Which workload model runs the scenarios.
@@ -71,16 +71,36 @@ pub struct LoadSpec {
     /// Time in-flight iterations get to finish when the run ends (default 30s); then they are cut off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graceful_stop: Option<Dur>,
+    /// constant-arrival-rate: iterations started per `timeUnit`, whatever the response times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u32>,
+    /// Arrival-rate executors: the unit of `rate`, `startRate` and stage targets (default 1s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_unit: Option<Dur>,
+    /// ramping-arrival-rate: the rate at the start (default 0); stages then move it linearly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_rate: Option<u32>,
+    /// Arrival-rate executors: VUs started before the run (default: `maxVUs`, at most 100).
+    #[serde(default, rename = "preAllocatedVUs", skip_serializing_if = "Option::is_none")]
+    pub pre_allocated_vus: Option<u32>,
+    /// Arrival-rate executors: most VUs; an iteration due when all are busy is dropped (counted).
+    #[serde(default, rename = "maxVUs", skip_serializing_if = "Option::is_none")]
+    pub max_vus: Option<u32>,
 }
 
 /// Workload models.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Executor {
     /// A fixed number of VUs loop over iterations for a duration or an iteration count.
+    #[default]
     ConstantVus,
     /// VUs ramp linearly through stages.
     RampingVus,
+    /// Open model: `rate` iterations start per `timeUnit` on schedule, however slow the answers.
+    ConstantArrivalRate,
+    /// Open model: the arrival rate moves linearly through stages (targets are rates).
+    RampingArrivalRate,
 }
 
 impl Executor {
@@ -88,7 +108,14 @@ impl Executor {
         match self {
             Executor::ConstantVus => "constant-vus",
             Executor::RampingVus => "ramping-vus",
+            Executor::ConstantArrivalRate => "constant-arrival-rate",
+            Executor::RampingArrivalRate => "ramping-arrival-rate",
         }
+    }
+
+    /// Whether iterations start on a schedule (open model) rather than when a VU is free.
+    pub fn is_open(self) -> bool {
+        matches!(self, Executor::ConstantArrivalRate | Executor::RampingArrivalRate)
     }
 }
 
@@ -113,9 +140,28 @@ pub struct HttpDefaults {
     /// Time limit to open a connection (default 5s).
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout: Dur,
-    /// HTTP version. Version 1 of the engine speaks HTTP/1.1.
+    /// HTTP version: `1.1` (default), `2` (over TLS via ALPN, cleartext with prior knowledge)
+    /// or `auto` (HTTP/2 when the TLS handshake agrees on it, else HTTP/1.1).
     #[serde(default)]
     pub version: HttpVersion,
+    /// HTTP/2: connections per origin and runner, shared by its VUs (default: one per worker
+    /// thread). Spread over the worker threads, at least one each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u32>,
+    /// HTTP/2: most requests in flight at once on one connection (default 100; the server's
+    /// own limit applies too). A VU waits for a free stream when every connection is full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams: Option<u32>,
+    /// HTTP/1.1: each VU keeps its connection open (`keep-alive`, default) or opens a new
+    /// one for each iteration (`per-iteration`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub connection_policy: ConnectionPolicy,
+    /// HTTP/1.1: close a connection after this many requests (default: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_connection: Option<u32>,
+    /// TLS settings for `https://` URLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
     /// Headers sent with every request (a step's own headers win).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
@@ -143,6 +189,11 @@ impl Default for HttpDefaults {
             timeout: default_timeout(),
             connect_timeout: default_connect_timeout(),
             version: HttpVersion::default(),
+            connections: None,
+            max_streams: None,
+            connection_policy: ConnectionPolicy::default(),
+            max_requests_per_connection: None,
+            tls: None,
             headers: BTreeMap::new(),
             cookies: true,
             redirects: default_redirects(),
@@ -161,10 +212,51 @@ fn default_connect_timeout() -> Dur {
 /// HTTP protocol version.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 pub enum HttpVersion {
-    /// HTTP/1.1 with keep-alive.
+    /// HTTP/1.1: one connection per VU.
     #[default]
     #[serde(rename = "1.1")]
     Http11,
+    /// HTTP/2: over TLS via ALPN `h2`, over cleartext with prior knowledge (h2c); VUs share
+    /// `connections` connections of up to `maxStreams` streams each.
+    #[serde(rename = "2")]
+    Http2,
+    /// HTTP/2 when the TLS handshake agrees on `h2`, else HTTP/1.1 (cleartext: HTTP/1.1).
+    #[serde(rename = "auto")]
+    Auto,
+}
+
+/// When an HTTP/1.1 VU opens a new connection.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionPolicy {
+    /// Keep the connection for as long as the server does.
+    #[default]
+    KeepAlive,
+    /// A new connection for each iteration, as a new visitor would open.
+    PerIteration,
+}
+
+/// TLS settings. Server certificates are checked against the system's roots (Mozilla's when
+/// the system has none) plus `caFile`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// PEM file of extra CA certificates to trust, relative to the scenario file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// PEM file of a client certificate (chain) for mutual TLS; needs `clientKey`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<String>,
+    /// PEM file of the client certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<String>,
+    /// Name sent as SNI and checked against the certificate, instead of the URL's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// Accept any server certificate (self-signed, expired, another name). For tests only:
+    /// the connection is encrypted but not authenticated.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub insecure: bool,
 }
 
 /// A user flow: ordered steps run once per iteration.
@@ -521,15 +613,26 @@ impl LoadSpec {
             stages: self.stages.iter().map(|s| Stage { duration: s.duration, target: split32(s.target) }).collect(),
             graceful_ramp_down: self.graceful_ramp_down,
             graceful_stop: self.graceful_stop,
+            rate: self.rate.map(split32),
+            time_unit: self.time_unit,
+            start_rate: self.start_rate.map(split32),
+            pre_allocated_vus: self.pre_allocated_vus.map(split32),
+            max_vus: self.max_vus.map(split32),
         }
     }
 
     /// Whether this (share of the) load runs any VU at all.
     /// Whether this load runs anything at all.
     pub fn has_work(&self) -> bool {
-        self.vus.unwrap_or(0) > 0 && self.iterations != Some(0) && self.executor == Executor::ConstantVus
-            || self.executor == Executor::RampingVus
-                && (self.start_vus.unwrap_or(0) > 0 || self.stages.iter().any(|s| s.target > 0))
+        let vus = self.max_vus.or(self.pre_allocated_vus).unwrap_or(0) > 0;
+        match self.executor {
+            Executor::ConstantVus => self.vus.unwrap_or(0) > 0 && self.iterations != Some(0),
+            Executor::RampingVus => self.start_vus.unwrap_or(0) > 0 || self.stages.iter().any(|s| s.target > 0),
+            Executor::ConstantArrivalRate => vus && self.rate.unwrap_or(0) > 0,
+            Executor::RampingArrivalRate => {
+                vus && (self.start_rate.unwrap_or(0) > 0 || self.stages.iter().any(|s| s.target > 0))
+            }
+        }
     }
 }
 
@@ -563,6 +666,7 @@ mod tests {
             ],
             graceful_ramp_down: None,
             graceful_stop: Some(Dur::from_secs(3)),
+            ..LoadSpec::default()
         };
         let shares: Vec<LoadSpec> = (0..7).map(|i| spec.share(i, 7)).collect();
         assert_eq!(shares.iter().map(|s| s.start_vus.unwrap()).sum::<u32>(), 5);
@@ -605,6 +709,7 @@ mod tests {
                         stages: vec![],
                         graceful_ramp_down: None,
                         graceful_stop: None,
+                        ..LoadSpec::default()
                     };
                     let shares: Vec<LoadSpec> = (0..count).map(|i| spec.share(i, count)).collect();
                     let run: u64 = shares.iter().filter(|s| s.has_work()).map(|s| s.iterations.unwrap()).sum();

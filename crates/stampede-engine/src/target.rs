@@ -7,6 +7,10 @@
 //! `/redirect/{n}` redirects n times to `/get`; `/redirect-to?url=…&status_code=…` redirects
 //! once; `/response-headers?name=value` answers with those headers; `/stats` counts requests
 //! served.
+//!
+//! By default it speaks plain HTTP/1.1. [`TargetOptions`] add TLS (with the caller's
+//! certificate) and HTTP/2 (via ALPN over TLS, by prior knowledge over cleartext), for
+//! testing the client's TLS and HTTP/2 paths on loopback.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -21,8 +25,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -38,6 +44,9 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct TargetStats {
     requests: AtomicU64,
+    http2_requests: AtomicU64,
+    connections: AtomicU64,
+    tls_sessions: AtomicU64,
 }
 
 impl TargetStats {
@@ -45,20 +54,50 @@ impl TargetStats {
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
+
+    /// Requests that came over HTTP/2.
+    pub fn http2_requests(&self) -> u64 {
+        self.http2_requests.load(Ordering::Relaxed)
+    }
+
+    /// TCP connections accepted.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// TLS handshakes that succeeded.
+    pub fn tls_sessions(&self) -> u64 {
+        self.tls_sessions.load(Ordering::Relaxed)
+    }
+}
+
+/// How the built-in target serves.
+#[derive(Clone, Debug, Default)]
+pub struct TargetOptions {
+    /// Serve TLS with this configuration; its ALPN list decides what clients may pick.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Speak HTTP/2 too: after ALPN `h2` over TLS, by prior knowledge over cleartext.
+    pub http2: bool,
 }
 
 /// A running built-in target.
 #[derive(Debug)]
 pub struct TargetServer {
     addr: SocketAddr,
+    tls: bool,
     stats: Arc<TargetStats>,
     shutdown: watch::Sender<bool>,
     threads: Vec<std::thread::JoinHandle<Duration>>,
 }
 
 impl TargetServer {
-    /// Binds `addr` (port 0 picks a free port) and serves on `threads` threads.
+    /// Binds `addr` (port 0 picks a free port) and serves plain HTTP/1.1 on `threads` threads.
     pub fn start(addr: SocketAddr, threads: usize) -> std::io::Result<TargetServer> {
+        Self::start_with(addr, threads, TargetOptions::default())
+    }
+
+    /// Like [`TargetServer::start`], serving as `options` say.
+    pub fn start_with(addr: SocketAddr, threads: usize, options: TargetOptions) -> std::io::Result<TargetServer> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -69,6 +108,7 @@ impl TargetServer {
             let listener = listener.try_clone()?;
             let stats = stats.clone();
             let rx = rx.clone();
+            let options = options.clone();
             let handle = std::thread::Builder::new().name(format!("stampede-target-{i}")).spawn(move || {
                 let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                     Ok(rt) => rt,
@@ -77,22 +117,22 @@ impl TargetServer {
                         return Duration::ZERO;
                     }
                 };
-                rt.block_on(serve(listener, stats, rx));
+                rt.block_on(serve(listener, stats, rx, options));
                 drop(rt);
                 sysstat::this_thread().cpu()
             })?;
             handles.push(handle);
         }
-        Ok(TargetServer { addr, stats, shutdown, threads: handles })
+        Ok(TargetServer { addr, tls: options.tls.is_some(), stats, shutdown, threads: handles })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT` (`https://` when serving TLS).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 
     pub fn stats(&self) -> Arc<TargetStats> {
@@ -110,7 +150,7 @@ impl TargetServer {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let (tx, rx) = watch::channel(false);
-        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), rx));
+        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), rx, TargetOptions::default()));
         shutdown.await;
         let _ = tx.send(true);
         let _ = server.await;
@@ -118,7 +158,13 @@ impl TargetServer {
     }
 }
 
-async fn serve(listener: std::net::TcpListener, stats: Arc<TargetStats>, mut shutdown: watch::Receiver<bool>) {
+async fn serve(
+    listener: std::net::TcpListener,
+    stats: Arc<TargetStats>,
+    mut shutdown: watch::Receiver<bool>,
+    options: TargetOptions,
+) {
+    let acceptor = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -132,26 +178,61 @@ async fn serve(listener: std::net::TcpListener, stats: Arc<TargetStats>, mut shu
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
+                stats.connections.fetch_add(1, Ordering::Relaxed);
                 let stats = stats.clone();
-                let mut stop = shutdown.clone();
-                conns.spawn(async move {
-                    let service = service_fn(move |req| {
-                        let stats = stats.clone();
-                        async move { Ok::<_, Infallible>(handle(req, peer, &stats).await) }
-                    });
-                    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                    tokio::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = stop.changed() => {}
+                let stop = shutdown.clone();
+                let http2 = options.http2;
+                match acceptor.clone() {
+                    None => {
+                        conns.spawn(serve_connection(stream, peer, stats, stop, http2));
                     }
-                });
+                    Some(acceptor) => {
+                        conns.spawn(async move {
+                            let Ok(stream) = acceptor.accept(stream).await else { return };
+                            stats.tls_sessions.fetch_add(1, Ordering::Relaxed);
+                            serve_connection(stream, peer, stats, stop, http2).await;
+                        });
+                    }
+                }
             }
             _ = shutdown.changed() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
     conns.abort_all();
+}
+
+/// Serves one connection until it ends or the server stops: HTTP/1.1, or with `http2`
+/// HTTP/1.1 and HTTP/2 (told apart by the HTTP/2 preface).
+async fn serve_connection<I>(
+    io: I,
+    peer: SocketAddr,
+    stats: Arc<TargetStats>,
+    mut stop: watch::Receiver<bool>,
+    http2: bool,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| {
+        let stats = stats.clone();
+        async move { Ok::<_, Infallible>(handle(req, peer, &stats).await) }
+    });
+    if http2 {
+        let builder = auto::Builder::new(TokioExecutor::new());
+        let conn = builder.serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            _ = stop.changed() => {}
+        }
+    } else {
+        let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            _ = stop.changed() => {}
+        }
+    }
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -172,6 +253,9 @@ fn json_response(status: StatusCode, v: &Value) -> Resp {
 
 async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -> Resp {
     stats.requests.fetch_add(1, Ordering::Relaxed);
+    if req.version() == http::Version::HTTP_2 {
+        stats.http2_requests.fetch_add(1, Ordering::Relaxed);
+    }
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     match (path.as_str(), &method) {
@@ -321,7 +405,13 @@ async fn echo(req: Request<Incoming>, peer: SocketAddr) -> Resp {
         data = String::from_utf8_lossy(&body).into_owned();
     }
     let json_body = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
-    let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    // HTTP/2 carries the host as the authority.
+    let authority = parts.uri.authority().map(|a| a.as_str().to_string());
+    let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).or(authority.as_deref());
+    if let (None, Some(a)) = (headers.get("Host"), &authority) {
+        headers.insert("Host".into(), Value::String(a.clone()));
+    }
+    let host = host.unwrap_or("127.0.0.1");
     let v = json!({
         "args": args,
         "data": data,

@@ -188,8 +188,14 @@ fn sel_pairs(s: &str) -> impl Iterator<Item = &str> {
 fn parse_limit(text: &str, stat: Stat) -> Result<f64, String> {
     let num_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(text.len());
     let (num, unit) = text.split_at(num_end);
+    if text.trim().is_empty() {
+        return Err("the limit is missing after the comparison".into());
+    }
     let n: f64 = num.parse().map_err(|_| format!("`{text}` is not a number"))?;
     let unit = unit.trim();
+    if n < 0.0 {
+        return Err(format!("`{text}`: a limit cannot be negative"));
+    }
     match stat {
         Stat::LatencyMean | Stat::LatencyMin | Stat::LatencyMax | Stat::LatencyPercentile(_) => match unit {
             "ms" | "" => Ok(n),
@@ -198,7 +204,8 @@ fn parse_limit(text: &str, stat: Stat) -> Result<f64, String> {
             other => Err(format!("`{other}` is not a latency unit (us, ms, s)")),
         },
         Stat::ErrorRate | Stat::CheckRate => match unit {
-            "%" => Ok(n / 100.0),
+            "%" if n <= 100.0 => Ok(n / 100.0),
+            "%" => Err(format!("`{text}`: a percentage is 0–100%")),
             "" if (0.0..=1.0).contains(&n) => Ok(n),
             "" => Err(format!("`{text}`: a rate is 0–1, or a percentage like 1%")),
             other => Err(format!("`{other}` is not a rate unit (use %)")),

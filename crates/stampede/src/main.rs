@@ -200,6 +200,7 @@ fn apply_overrides(load: &mut LoadSpec, args: &RunArgs) {
         stages: Vec::new(),
         graceful_ramp_down: None,
         graceful_stop: load.graceful_stop,
+        ..LoadSpec::default()
     };
 }
 

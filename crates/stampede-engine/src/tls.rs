@@ -1,0 +1,292 @@
+//! TLS for `https://` targets, with rustls (ring provider).
+//!
+//! Server certificates are checked against the system's roots (Mozilla's, from
+//! `webpki-roots`, when the system has none) plus the scenario's `caFile`; `insecure: true`
+//! accepts any certificate. A client certificate can be presented for mutual TLS, and
+//! `serverName` replaces the URL's host for SNI and for the certificate check. Handshake
+//! failures are errors of kind [`ErrorKind::Tls`] whose message says which: unknown CA,
+//! hostname mismatch, expired certificate, or the handshake itself.
+
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use crate::http1::ExchangeError;
+use crate::metrics::ErrorKind;
+use crate::scenario::TlsSpec;
+
+/// Application protocols offered in the handshake (ALPN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    /// `http/1.1` only.
+    Http11,
+    /// `h2` only.
+    H2,
+    /// `h2`, then `http/1.1`.
+    Both,
+}
+
+impl Alpn {
+    fn protocols(self) -> Vec<Vec<u8>> {
+        match self {
+            Alpn::Http11 => vec![b"http/1.1".to_vec()],
+            Alpn::H2 => vec![b"h2".to_vec()],
+            Alpn::Both => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        }
+    }
+}
+
+/// Compiled TLS settings; the client configurations are built on first use.
+#[derive(Default)]
+pub struct TlsPlan {
+    extra_roots: Vec<CertificateDer<'static>>,
+    client_auth: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    server_name: Option<ServerName<'static>>,
+    insecure: bool,
+    /// One per [`Alpn`] value.
+    configs: [OnceLock<Result<TlsConnector, String>>; 3],
+}
+
+impl std::fmt::Debug for TlsPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsPlan")
+            .field("extra_roots", &self.extra_roots.len())
+            .field("client_auth", &self.client_auth.is_some())
+            .field("server_name", &self.server_name)
+            .field("insecure", &self.insecure)
+            .finish()
+    }
+}
+
+/// The ring provider, shared by every configuration.
+fn provider() -> Arc<CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    PROVIDER.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider())).clone()
+}
+
+/// The system's trusted roots, loaded once per process; Mozilla's when the system has none.
+fn system_roots() -> &'static RootCertStore {
+    static ROOTS: OnceLock<RootCertStore> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        let (added, _) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        roots
+    })
+}
+
+impl TlsPlan {
+    /// Reads the files `spec` names (relative to `base_dir`) and checks the settings. Errors
+    /// are (field, message) pairs under `http.tls`.
+    pub fn compile(spec: &TlsSpec, base_dir: &Path) -> Result<TlsPlan, Vec<(String, String)>> {
+        let mut problems = Vec::new();
+        let mut plan = TlsPlan { insecure: spec.insecure, ..TlsPlan::default() };
+        if let Some(file) = &spec.ca_file {
+            let path = base_dir.join(file);
+            match read_certs(&path) {
+                Ok(certs) if certs.is_empty() => {
+                    problems.push(("caFile".into(), format!("{} holds no PEM certificate", path.display())))
+                }
+                Ok(certs) => plan.extra_roots = certs,
+                Err(e) => problems.push(("caFile".into(), e)),
+            }
+        }
+        match (&spec.client_cert, &spec.client_key) {
+            (Some(cert), Some(key)) => {
+                let cert_path = base_dir.join(cert);
+                let key_path = base_dir.join(key);
+                let chain = read_certs(&cert_path).and_then(|c| {
+                    if c.is_empty() { Err(format!("{} holds no PEM certificate", cert_path.display())) } else { Ok(c) }
+                });
+                let key = PrivateKeyDer::from_pem_file(&key_path)
+                    .map_err(|e| format!("cannot read a PEM private key from {}: {e}", key_path.display()));
+                match (chain, key) {
+                    (Ok(chain), Ok(key)) => plan.client_auth = Some((chain, key)),
+                    (chain, key) => {
+                        if let Err(e) = chain {
+                            problems.push(("clientCert".into(), e));
+                        }
+                        if let Err(e) = key {
+                            problems.push(("clientKey".into(), e));
+                        }
+                    }
+                }
+            }
+            (Some(_), None) => problems.push(("clientKey".into(), "`clientCert` needs `clientKey`".into())),
+            (None, Some(_)) => problems.push(("clientCert".into(), "`clientKey` needs `clientCert`".into())),
+            (None, None) => {}
+        }
+        if let Some(name) = &spec.server_name {
+            match ServerName::try_from(name.clone()) {
+                Ok(n) => plan.server_name = Some(n),
+                Err(_) => problems.push(("serverName".into(), format!("`{name}` is not a DNS name or IP address"))),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        // Builds a configuration now, so that a key that does not fit its certificate is found
+        // before the run.
+        if let Err(e) = plan.connector(Alpn::Both) {
+            return Err(vec![("clientKey".into(), e)]);
+        }
+        Ok(plan)
+    }
+
+    /// The connector offering `alpn`.
+    pub fn connector(&self, alpn: Alpn) -> Result<TlsConnector, String> {
+        let slot = match alpn {
+            Alpn::Http11 => 0,
+            Alpn::H2 => 1,
+            Alpn::Both => 2,
+        };
+        self.configs[slot].get_or_init(|| self.build(alpn).map(|c| TlsConnector::from(Arc::new(c)))).clone()
+    }
+
+    fn build(&self, alpn: Alpn) -> Result<ClientConfig, String> {
+        let provider = provider();
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?;
+        let builder = if self.insecure {
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+        } else {
+            let mut roots = system_roots().clone();
+            let (_, ignored) = roots.add_parsable_certificates(self.extra_roots.iter().cloned());
+            if ignored > 0 {
+                return Err(format!("{ignored} certificate(s) of `caFile` cannot be used as trust anchors"));
+            }
+            builder.with_root_certificates(roots)
+        };
+        let mut config = match &self.client_auth {
+            Some((chain, key)) => builder
+                .with_client_auth_cert(chain.clone(), key.clone_key())
+                .map_err(|e| format!("the client certificate and key do not go together: {e}"))?,
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = alpn.protocols();
+        Ok(config)
+    }
+
+    /// Runs the TLS handshake for `host` on `tcp`.
+    pub async fn handshake(
+        &self,
+        alpn: Alpn,
+        host: &str,
+        tcp: TcpStream,
+    ) -> Result<TlsStream<TcpStream>, ExchangeError> {
+        let connector = self.connector(alpn).map_err(|message| ExchangeError {
+            kind: ErrorKind::Tls,
+            message: format!("TLS setup: {message}"),
+            answered: false,
+        })?;
+        let name = match &self.server_name {
+            Some(n) => n.clone(),
+            None => ServerName::try_from(host.to_string()).map_err(|_| ExchangeError {
+                kind: ErrorKind::Tls,
+                message: format!("TLS: `{host}` is not a valid server name"),
+                answered: false,
+            })?,
+        };
+        let shown = name.to_str().into_owned();
+        connector.connect(name, tcp).await.map_err(|e| classify(&e, &shown))
+    }
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let iter = CertificateDer::pem_file_iter(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    iter.collect::<Result<Vec<_>, _>>().map_err(|e| format!("{}: invalid PEM: {e}", path.display()))
+}
+
+/// Names what went wrong in a handshake with `name`.
+pub fn classify(e: &io::Error, name: &str) -> ExchangeError {
+    let tls = e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    let message = match tls {
+        Some(rustls::Error::InvalidCertificate(cert)) => match cert {
+            CertificateError::UnknownIssuer => format!(
+                "TLS unknown CA: the certificate of `{name}` is not issued by a trusted root (trust it with `http.tls.caFile`)"
+            ),
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                format!("TLS hostname mismatch: the server's certificate is not valid for `{name}`")
+            }
+            CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                format!("TLS certificate expired: the certificate of `{name}` is no longer valid")
+            }
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                format!("TLS certificate not yet valid: the certificate of `{name}`")
+            }
+            other => format!("TLS handshake with `{name}` failed: invalid certificate: {other:?}"),
+        },
+        Some(other) => format!("TLS handshake with `{name}` failed: {other}"),
+        None => format!("TLS handshake with `{name}` failed: {e}"),
+    };
+    ExchangeError { kind: ErrorKind::Tls, message, answered: false }
+}
+
+/// `insecure: true`: any certificate is accepted; handshake signatures are still checked.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A TLS server configuration for tests and the built-in target: `cert_pem` (a chain) and
+/// `key_pem`, offering `h2` (when `http2`) and `http/1.1`.
+pub fn server_config(cert_pem: &str, key_pem: &str, http2: bool) -> Result<rustls::ServerConfig, String> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("invalid certificate PEM: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("invalid key PEM: {e}"))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| e.to_string())?;
+    config.alpn_protocols = if http2 { Alpn::Both.protocols() } else { Alpn::Http11.protocols() };
+    Ok(config)
+}
