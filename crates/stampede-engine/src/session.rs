@@ -74,6 +74,16 @@ pub fn execute_full(
     opts: &RunOptions,
     on_tick: &mut dyn FnMut(&Tick),
 ) -> Result<(Report, RunOutcome), RunError> {
+    // One connection per VU, plus room for the runtime, the built-in target and files.
+    let wanted = u64::from(prepared.plan.max_vus()) + 256;
+    let limit = sysstat::raise_open_files(wanted);
+    if limit < wanted {
+        tracing::warn!(
+            "the open-file limit ({limit}) is below what {} VUs need (about {wanted}): connections beyond it \
+             will fail with `io` errors; raise it (ulimit -n, or the container runtime's nofile limit)",
+            prepared.plan.max_vus()
+        );
+    }
     let before = sysstat::process();
     let wall = Instant::now();
     let outcome = executor::run(prepared.plan.clone(), opts, on_tick);

@@ -62,3 +62,33 @@ fn proc_status_kb(field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// Raises the soft limit on open files towards the hard limit when `wanted` descriptors
+/// need more than the soft limit allows; returns the soft limit now in force.
+pub fn raise_open_files(wanted: u64) -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return u64::MAX };
+    if wanted <= soft || hard <= soft {
+        return soft;
+    }
+    let raised = hard.min(wanted.max(soft));
+    match setrlimit(Resource::RLIMIT_NOFILE, raised, hard) {
+        Ok(()) => raised,
+        Err(_) => soft,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::resource::{Resource, getrlimit};
+
+    #[test]
+    fn the_open_file_limit_is_raised_up_to_the_hard_limit_only() {
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        assert_eq!(raise_open_files(1), soft, "enough already: unchanged");
+        let now = raise_open_files(u64::MAX);
+        assert!(now >= soft && now <= hard, "{now} within {soft}..={hard}");
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).unwrap().0, now);
+    }
+}
