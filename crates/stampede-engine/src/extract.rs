@@ -153,7 +153,7 @@ pub fn compile(name: &str, spec: &ExtractSpec, slot: usize) -> Result<Extractor,
         }
         Source::Cookie(name.trim().to_string())
     } else if let Some(path) = &spec.json {
-        Source::Json(parse_json_path(path)?)
+        Source::Json(parse_json_path(path).map_err(|e| format!("invalid JSON path: {e}"))?)
     } else if let Some(re) = &spec.regex {
         let re = regex::Regex::new(re).map_err(|e| format!("invalid regex: {e}"))?;
         let group = spec.group.unwrap_or(if re.captures_len() > 1 { 1 } else { 0 });
