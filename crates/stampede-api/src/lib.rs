@@ -420,9 +420,15 @@ pub mod env {
     pub const NAMESPACE: &str = "STAMPEDE_NAMESPACE";
     pub const RUNNER_INDEX: &str = "JOB_COMPLETION_INDEX";
     pub const RUNNERS: &str = "STAMPEDE_RUNNERS";
+    /// Folder where a runner finds the files of `spec.data` (its scenario's relative paths
+    /// start there).
+    pub const DATA_DIR: &str = "STAMPEDE_DATA_DIR";
     /// Where a runner serves Prometheus metrics (`off` for nowhere).
     pub const METRICS_ADDR: &str = "STAMPEDE_METRICS_ADDR";
 }
+
+/// Where runner pods mount the files of `spec.data`.
+pub const DATA_MOUNT: &str = "/var/run/stampede/data";
 
 /// Port of a runner's Prometheus endpoint (`/metrics`), named `metrics` in its pod.
 pub const METRICS_PORT: u16 = 9464;

@@ -30,13 +30,12 @@ pub fn load(
     name: &str,
     spec: &DataSpec,
     base_dir: &Path,
+    files: Option<&std::collections::BTreeMap<String, Vec<u8>>>,
     partition: Option<(u32, u32)>,
 ) -> Result<(Vec<String>, Vec<Vec<String>>), String> {
-    let path = base_dir.join(&spec.csv);
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_path(&path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let path = if files.is_some() { Path::new(&spec.csv).to_path_buf() } else { base_dir.join(&spec.csv) };
+    let bytes = crate::plan::read_named(&spec.csv, base_dir, files)?;
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(bytes.as_slice());
     let columns: Vec<String> = reader
         .headers()
         .map_err(|e| format!("`{}`: {e}", path.display()))?
@@ -144,19 +143,25 @@ mod tests {
         )
         .unwrap();
         let spec = DataSpec { csv: "u.csv".into(), mode: DataMode::Sequential, on_exhausted: None };
-        let (cols, rows) = load("users", &spec, dir.path(), None).unwrap();
+        let (cols, rows) = load("users", &spec, dir.path(), None, None).unwrap();
         assert_eq!(cols, vec!["email", "city"]);
         assert_eq!(rows[0], vec!["a@x.io", "Paris, FR"]);
         assert_eq!(rows[1][1], "Köln");
         assert_eq!(rows[2][1], "say \"hi\"");
-        let (_, part0) = load("users", &spec, dir.path(), Some((0, 2))).unwrap();
-        let (_, part1) = load("users", &spec, dir.path(), Some((1, 2))).unwrap();
+        let (_, part0) = load("users", &spec, dir.path(), None, Some((0, 2))).unwrap();
+        let (_, part1) = load("users", &spec, dir.path(), None, Some((1, 2))).unwrap();
         assert_eq!((part0.len(), part1.len()), (2, 1));
         assert_eq!(part1[0][0], "b@x.io");
         assert!(
-            load("users", &DataSpec { csv: "missing.csv".into(), ..spec }, dir.path(), None)
+            load("users", &DataSpec { csv: "missing.csv".into(), ..spec.clone() }, dir.path(), None, None)
                 .unwrap_err()
                 .contains("cannot read")
         );
+        // From spec.data's files instead of the disk (what the operator validates with).
+        let files = std::collections::BTreeMap::from([("u.csv".to_string(), b"email\nz@x.io\n".to_vec())]);
+        let (_, rows) = load("users", &spec, Path::new("/nowhere"), Some(&files), None).unwrap();
+        assert_eq!(rows, vec![vec!["z@x.io".to_string()]]);
+        let missing = load("users", &DataSpec { csv: "other.csv".into(), ..spec }, dir.path(), Some(&files), None);
+        assert_eq!(missing.unwrap_err(), "no data file `other.csv` in spec.data (it has: u.csv)");
     }
 }

@@ -571,6 +571,30 @@ pub struct CompileOptions {
     pub base_dir: Option<std::path::PathBuf>,
     /// Keep only the data rows of runner `index` of `count`.
     pub data_partition: Option<(u32, u32)>,
+    /// File contents by the path the scenario names (data files, multipart uploads), used
+    /// instead of reading the disk: the operator validates with the files of `spec.data`.
+    pub files: Option<Arc<std::collections::BTreeMap<String, Vec<u8>>>>,
+}
+
+/// Reads a file the scenario names: from `files` when given, else from `base_dir`.
+pub fn read_named(
+    name: &str,
+    base_dir: &std::path::Path,
+    files: Option<&std::collections::BTreeMap<String, Vec<u8>>>,
+) -> Result<Vec<u8>, String> {
+    match files {
+        Some(files) => files.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = files.keys().map(String::as_str).collect();
+            format!(
+                "no data file `{name}` in spec.data (it has: {})",
+                if known.is_empty() { "none".into() } else { known.join(", ") }
+            )
+        }),
+        None => {
+            let full = base_dir.join(name);
+            std::fs::read(&full).map_err(|e| format!("cannot read {}: {e}", full.display()))
+        }
+    }
 }
 
 /// Placeholder base URL used to validate a `builtin` scenario without starting a server.
@@ -640,7 +664,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             ));
             continue;
         }
-        match crate::data::load(name, spec, &base_dir, opts.data_partition) {
+        match crate::data::load(name, spec, &base_dir, opts.files.as_deref(), opts.data_partition) {
             Ok((columns, rows)) => {
                 let first_slot = scope.slots.len();
                 for (i, col) in columns.iter().enumerate() {
@@ -698,7 +722,8 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
             }
             let metric = step_keys.len();
             step_keys.push(StepKey { scenario: sc.name.clone(), step: step.name.clone() });
-            let request = compile_request(&step.request, file, &scope, &base_dir, &loc, &mut problems);
+            let request =
+                compile_request(&step.request, file, &scope, &base_dir, opts.files.as_deref(), &loc, &mut problems);
             let explicit = step
                 .check
                 .as_ref()
@@ -1001,6 +1026,7 @@ fn compile_request(
     file: &ScenarioFile,
     scope: &Scope,
     base_dir: &std::path::Path,
+    files: Option<&std::collections::BTreeMap<String, Vec<u8>>>,
     loc: &str,
     problems: &mut Vec<Problem>,
 ) -> Option<RequestPlan> {
@@ -1090,7 +1116,7 @@ fn compile_request(
                 }
                 (None, Some(path)) => {
                     let full = base_dir.join(path);
-                    match std::fs::read(&full) {
+                    match read_named(path, base_dir, files) {
                         Ok(bytes) => compiled.push(PartPlan::File {
                             name: part.name.clone(),
                             filename: part.filename.clone().unwrap_or_else(|| {
@@ -1102,10 +1128,7 @@ fn compile_request(
                                 .unwrap_or_else(|| "application/octet-stream".into()),
                             bytes: bytes.into(),
                         }),
-                        Err(e) => extra.push(Problem::new(
-                            format!("{loc}: {field}.file"),
-                            format!("cannot read {}: {e}", full.display()),
-                        )),
+                        Err(e) => extra.push(Problem::new(format!("{loc}: {field}.file"), e)),
                     }
                 }
                 _ => extra.push(Problem::new(format!("{loc}: {field}"), "set either `value` or `file`")),

@@ -227,12 +227,50 @@ async fn resolve_scenario(client: &Client, lt: &LoadTest, ns: &str) -> (Option<S
         Ok(y) => y,
         Err(e) => return (None, Err(e)),
     };
-    let plan = validate(lt, &yaml, &source);
+    let files = match data_files(client, lt, ns).await {
+        Ok(f) => f,
+        Err(e) => return (Some(yaml), Err(e)),
+    };
+    let plan = validate_with_files(lt, &yaml, &source, Some(files));
     (Some(yaml), plan)
+}
+
+/// The contents of `spec.data`, by file name, as the runners will see them mounted.
+async fn data_files(client: &Client, lt: &LoadTest, ns: &str) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut files = BTreeMap::new();
+    for (i, d) in lt.spec.data.iter().enumerate() {
+        let (cm, key) = (&d.config_map.name, &d.config_map.key);
+        let at = format!("spec.data[{i}] ({})", d.name);
+        let found = match api.get_opt(cm).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Err(format!("{at}: ConfigMap `{cm}` not found")),
+            Err(e) => return Err(format!("{at}: cannot read ConfigMap `{cm}`: {e}")),
+        };
+        let bytes = found
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|t| t.clone().into_bytes())
+            .or_else(|| found.binary_data.as_ref().and_then(|b| b.get(key)).map(|b| b.0.clone()))
+            .ok_or_else(|| format!("{at}: ConfigMap `{cm}` has no key `{key}`"))?;
+        files.insert(d.name.clone(), bytes);
+    }
+    Ok(files)
 }
 
 /// Validates the scenario as a runner would, with the environment the runners get.
 pub fn validate(lt: &LoadTest, yaml: &str, source: &str) -> Result<Arc<Plan>, String> {
+    validate_with_files(lt, yaml, source, None)
+}
+
+/// Like [`validate`], with the data files of `spec.data` (`None`: read the disk).
+pub fn validate_with_files(
+    lt: &LoadTest,
+    yaml: &str,
+    source: &str,
+    files: Option<BTreeMap<String, Vec<u8>>>,
+) -> Result<Arc<Plan>, String> {
     let file = parse::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
     // Runners see spec.env; values from Secrets are unknown here, so any value will do.
     let env = lt.spec.env.iter().map(|e| (e.name.clone(), e.value.clone().unwrap_or_else(|| "x".into()))).collect();
@@ -240,7 +278,7 @@ pub fn validate(lt: &LoadTest, yaml: &str, source: &str) -> Result<Arc<Plan>, St
     session::validate(
         &file,
         Path::new(source),
-        &CompileOptions { base_url, env: Some(env), ..CompileOptions::default() },
+        &CompileOptions { base_url, env: Some(env), files: files.map(Arc::new), ..CompileOptions::default() },
     )
     .map(Arc::new)
     .map_err(|e| e.problems().join("; "))

@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMap, Container, ContainerPort, EnvVar, EnvVarSource, ObjectFieldSelector,
-    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext,
-    ServiceAccount,
+    Affinity, Capabilities, ConfigMap, ConfigMapProjection, Container, ContainerPort, EnvVar, EnvVarSource, KeyToPath,
+    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec,
+    ProjectedVolumeSource, SeccompProfile, SecurityContext, ServiceAccount, Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Resource;
-use stampede_api::{LoadTest, METRICS_PORT, RESULT_KEY, SCENARIO_KEY, env, names};
+use stampede_api::{DATA_MOUNT, LoadTest, METRICS_PORT, RESULT_KEY, SCENARIO_KEY, env, names};
 
 /// Label naming the LoadTest an object belongs to.
 pub const LOADTEST_LABEL: &str = "stampede.dev/loadtest";
@@ -141,7 +141,35 @@ fn job(lt: &LoadTest, name: &str, runners: i32, account: &str, default_image: &s
         },
         EnvVar { name: env::RUNNERS.into(), value: Some(runners.to_string()), ..EnvVar::default() },
     ];
+    if !spec.data.is_empty() {
+        env_vars.push(EnvVar { name: env::DATA_DIR.into(), value: Some(DATA_MOUNT.into()), ..EnvVar::default() });
+    }
     env_vars.extend(spec.env.iter().cloned());
+    // spec.data: every file in one read-only folder, named as the scenario refers to it.
+    let data_volume = (!spec.data.is_empty()).then(|| Volume {
+        name: "data".into(),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(
+                spec.data
+                    .iter()
+                    .map(|d| VolumeProjection {
+                        config_map: Some(ConfigMapProjection {
+                            name: d.config_map.name.clone(),
+                            items: Some(vec![KeyToPath {
+                                key: d.config_map.key.clone(),
+                                path: d.name.clone(),
+                                ..KeyToPath::default()
+                            }]),
+                            ..ConfigMapProjection::default()
+                        }),
+                        ..VolumeProjection::default()
+                    })
+                    .collect(),
+            ),
+            ..ProjectedVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
     let mut affinity = spec.affinity.clone();
     if spec.separate {
         // One runner per node: no two runners of this test on the same host.
@@ -170,6 +198,14 @@ fn job(lt: &LoadTest, name: &str, runners: i32, account: &str, default_image: &s
         }]),
         env: Some(env_vars),
         env_from: (!spec.env_from.is_empty()).then(|| spec.env_from.clone()),
+        volume_mounts: data_volume.as_ref().map(|_| {
+            vec![VolumeMount {
+                name: "data".into(),
+                mount_path: DATA_MOUNT.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]
+        }),
         resources: spec.resources.clone(),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
@@ -197,6 +233,7 @@ fn job(lt: &LoadTest, name: &str, runners: i32, account: &str, default_image: &s
                     restart_policy: Some("Never".into()),
                     service_account_name: Some(account.to_string()),
                     containers: vec![container],
+                    volumes: data_volume.map(|v| vec![v]),
                     image_pull_secrets: (!spec.image_pull_secrets.is_empty()).then(|| spec.image_pull_secrets.clone()),
                     node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),
                     tolerations: (!spec.tolerations.is_empty()).then(|| spec.tolerations.clone()),

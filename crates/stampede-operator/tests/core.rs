@@ -8,7 +8,7 @@ use stampede_api::{LoadTest, LoadTestSpec, Phase, RunnerReport, RunnerState};
 use stampede_engine::metrics::{ErrorKind, WorkerMetrics};
 use stampede_engine::plan::Plan;
 use stampede_engine::portable::{PortableMetrics, PortableStep};
-use stampede_operator::controller::validate;
+use stampede_operator::controller::{validate, validate_with_files};
 use stampede_operator::desired::desired;
 use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, decide};
 use time::OffsetDateTime;
@@ -296,4 +296,45 @@ fn a_finished_test_is_deleted_after_its_ttl_and_not_before() {
     assert_eq!(d.actions, vec![Action::DeleteLoadTest]);
     lt.spec.ttl_seconds_after_finished = None;
     assert!(decide(&lt, &observed(now + Duration::from_secs(3600), vec![], None)).actions.is_empty(), "no TTL: kept");
+}
+
+#[test]
+fn spec_data_is_mounted_for_runners_and_validated_from_its_config_maps() {
+    let scenario = r#"
+name: users
+baseUrl: http://my-service.default.svc
+load: {executor: constant-vus, vus: 2, duration: 10s}
+data: {users: {csv: users.csv, mode: unique}}
+scenarios:
+  - name: s
+    steps: [{name: login, request: {url: "{{baseUrl}}/login?u={{users.email}}"}}]
+"#;
+    let mut lt = loadtest(2);
+    lt.spec.scenario = Some(serde_yaml::from_str(scenario).unwrap());
+    lt.spec.data = vec![
+        serde_json::from_value(
+            serde_json::json!({"name": "users.csv", "configMap": {"name": "users", "key": "data.csv"}}),
+        )
+        .unwrap(),
+    ];
+    let job = desired(&lt, scenario, stampede_api::DEFAULT_IMAGE).job;
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    let volume = &pod.volumes.as_ref().unwrap()[0];
+    let source = &volume.projected.as_ref().unwrap().sources.as_ref().unwrap()[0];
+    let cm = source.config_map.as_ref().unwrap();
+    assert_eq!(cm.name, "users");
+    let item = &cm.items.as_ref().unwrap()[0];
+    assert_eq!((item.key.as_str(), item.path.as_str()), ("data.csv", "users.csv"));
+    let container = &pod.containers[0];
+    let mount = &container.volume_mounts.as_ref().unwrap()[0];
+    assert_eq!((mount.mount_path.as_str(), mount.read_only), (stampede_api::DATA_MOUNT, Some(true)));
+    let env = container.env.as_ref().unwrap();
+    assert!(env.iter().any(|e| e.name == "STAMPEDE_DATA_DIR" && e.value.as_deref() == Some(stampede_api::DATA_MOUNT)));
+
+    // The operator validates with the ConfigMaps' contents, named as the runners will see them.
+    let files = std::collections::BTreeMap::from([("users.csv".to_string(), b"email\na@x.io\nb@x.io\n".to_vec())]);
+    let plan = validate_with_files(&lt, scenario, "test", Some(files)).unwrap();
+    assert_eq!(plan.data[0].rows.len(), 2);
+    let err = validate_with_files(&lt, scenario, "test", Some(Default::default())).unwrap_err();
+    assert!(err.contains("no data file `users.csv` in spec.data (it has: none)"), "{err}");
 }

@@ -176,9 +176,9 @@ fn promql_over_three_runners_buckets_agrees_with_the_merged_summary() {
     println!("p99: merged summary {merged_p99:.4} s, PromQL {promql_p99:.4} s, bucket {bucket:?}");
     assert_eq!(bucket_of(promql_p99, &bounds), bucket, "PromQL {promql_p99} vs merged {merged_p99}");
     assert!(merged_p99 >= 0.060, "the slow runner's tail decides the p99: {merged_p99}");
-    // Averaging per-runner p99s (what a wrong dashboard would do) lands far below.
+    // Averaging per-runner p99s (what a wrong dashboard would do) lands in another bucket.
     let averaged = runner_p99s.iter().sum::<f64>() / runner_p99s.len() as f64;
-    assert!(averaged < merged_p99 * 0.7, "averaged p99s {averaged} vs merged {merged_p99}");
+    assert_ne!(bucket_of(averaged, &bounds), bucket, "averaged p99s {averaged} vs merged {merged_p99}");
 }
 
 fn le(s: &str) -> f64 {

@@ -351,7 +351,8 @@ async fn runner(
     let mut scenario = parse::parse_str(text, &path).map_err(|e| Failure::Invalid(e.into()))?;
     // The whole scenario names the steps every runner reports, with or without work.
     let full =
-        session::validate(&scenario, &path, &CompileOptions::default()).map_err(|e| Failure::Invalid(e.into()))?;
+        session::validate(&scenario, &path, &CompileOptions { base_dir: data_dir(), ..CompileOptions::default() })
+            .map_err(|e| Failure::Invalid(e.into()))?;
     let scenario_names: Vec<String> = full.scenarios.iter().map(|s| s.name.clone()).collect();
     scenario.share(env.index, env.runners);
     let has_work = scenario.has_work();
@@ -526,10 +527,15 @@ async fn send_final(reporter: &Reporter, report: &RunnerReport) -> Result<(), Fa
     Ok(())
 }
 
+/// Where spec.data is mounted (STAMPEDE_DATA_DIR): the scenario's relative paths start there.
+fn data_dir() -> Option<PathBuf> {
+    std::env::var_os(stampede_api::env::DATA_DIR).map(PathBuf::from)
+}
+
 /// Compiles this runner's share; `unique` data rows are partitioned by runner (`partition`:
 /// index, count), so no row is used by two runners.
 fn prepare(scenario: &stampede_engine::ScenarioFile, path: &Path, partition: (u32, u32)) -> Result<Prepared, Failure> {
-    let opts = CompileOptions { data_partition: Some(partition), ..CompileOptions::default() };
+    let opts = CompileOptions { data_partition: Some(partition), base_dir: data_dir(), ..CompileOptions::default() };
     session::prepare(scenario, path, opts).map_err(|e| match e {
         PrepareError::Invalid(e) => Failure::Invalid(e.into()),
         PrepareError::Run(e) => Failure::CouldNotRun(anyhow::Error::new(e).context("cannot prepare the run")),
