@@ -21,12 +21,13 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::error::RunError;
 use crate::extract::ResponseView;
-use crate::http1::{self, Connection, ExchangeError, ResponseInfo};
+use crate::http1::{self, ExchangeError, ResponseInfo};
 use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics};
 use crate::plan::{LoadPlan, Plan, RequestPlan, StepPlan, Target};
 use crate::report::TimelinePoint;
 use crate::scenario::OnError;
 use crate::sysstat;
+use crate::transport::{self, VuConn, WorkerTransport};
 
 /// How often a worker's controller looks at the ramp and the clock.
 const CONTROL_TICK: Duration = Duration::from_millis(25);
@@ -235,6 +236,8 @@ struct WorkerLocal {
     active: Cell<u32>,
     max_active: Cell<u32>,
     error_samples: RefCell<Vec<ErrorSample>>,
+    /// The worker's HTTP/2 connections, shared by its VUs.
+    transport: WorkerTransport,
 }
 
 /// Counts a VU as active for as long as it lives, even when it is aborted.
@@ -418,6 +421,7 @@ fn worker_main(
         active: Cell::new(0),
         max_active: Cell::new(0),
         error_samples: RefCell::new(Vec::new()),
+        transport: WorkerTransport::new(plan.transport.clone(), id, threads),
     });
     let set = tokio::task::LocalSet::new();
     set.block_on(&rt, worker_loop(id, threads, shared.clone(), local.clone(), tx));
@@ -577,7 +581,8 @@ async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, tx: mpsc
 
 /// A virtual user's own state.
 struct Vu {
-    conn: Option<Connection>,
+    /// Its HTTP/1.1 connection, and the connections it opened during the current step.
+    conn: VuConn,
     slots: Vec<String>,
     rng: fastrand::Rng,
     request_buf: Vec<u8>,
@@ -595,7 +600,7 @@ struct Vu {
 impl Vu {
     fn new(index: u32, shared: &Shared) -> Vu {
         Vu {
-            conn: None,
+            conn: VuConn::default(),
             slots: vec![String::new(); shared.plan.slot_count],
             rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             request_buf: Vec::new(),
@@ -668,6 +673,7 @@ async fn run_iteration(
             tokio::time::sleep(think.pick(&mut vu.rng)).await;
         }
     }
+    vu.conn.end_iteration(&shared.plan.transport);
     let mut m = local.metrics.borrow_mut();
     m.iterations[sc] += 1;
     m.interval.iterations += 1;
@@ -778,7 +784,7 @@ async fn open_vu(index: u32, g: usize, slot: Rc<VuSlot>, pool: Rc<Pool>, shared:
 async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local: &WorkerLocal) -> bool {
     let started = Instant::now();
     vu.headers.all = step.needs_headers();
-    let result = send(vu, &step.request, step.needs_body()).await;
+    let result = send(vu, &step.request, step.needs_body(), &local.transport).await;
     let service = started.elapsed().as_micros() as u64;
     let micros = intended.map_or(service, |at| at.elapsed().as_micros() as u64);
     let mut guard = local.metrics.borrow_mut();
@@ -786,6 +792,11 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
     let s = &mut m.steps[step.metric];
     s.requests += 1;
     m.interval.requests += 1;
+    if vu.conn.opened_any() {
+        for times in vu.conn.take_opened() {
+            s.phases.record_connect(&times);
+        }
+    }
     let mut status = None;
     let failure = match result {
         Ok((info, sent, received)) => {
@@ -795,6 +806,10 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
             s.record_latency_us(micros);
             if intended.is_some() {
                 s.record_service_us(service);
+            }
+            if let Some(first_byte) = info.first_byte {
+                let ttfb = first_byte.saturating_duration_since(started).as_micros() as u64;
+                s.phases.record_answer(ttfb, service);
             }
             m.interval.latency.saturating_record(micros.max(1));
             s.record_status(info.status);
@@ -881,6 +896,7 @@ async fn send(
     vu: &mut Vu,
     req: &RequestPlan,
     keep_body: bool,
+    wt: &WorkerTransport,
 ) -> Result<(ResponseInfo, u64, u64), (ExchangeError, u64)> {
     let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, .. } = vu;
     let (first_target, first): (Cow<'_, Target>, &[u8]) = match &req.fixed {
@@ -899,6 +915,7 @@ async fn send(
     let user_cookie = req.headers.iter().any(|(n, _)| n == "cookie");
     let mut sent = 0u64;
     let mut received = 0u64;
+    let mut first_byte = None;
     let chain = async {
         let mut target = first_target;
         let mut method: Cow<'_, str> = Cow::Borrowed(&req.method);
@@ -929,8 +946,9 @@ async fn send(
             }
             sent += bytes.len() as u64;
             let head = method == "HEAD";
-            let info = exchange(
+            let info = transport::exchange(
                 conn,
+                wt,
                 &target,
                 bytes,
                 head,
@@ -940,14 +958,17 @@ async fn send(
             )
             .await?;
             received += info.bytes_received;
+            // Time to first byte counts to the first answer of a redirect chain.
+            first_byte = first_byte.or(info.first_byte);
             if let Some(j) = jar.as_mut() {
                 for (_, v) in headers.list.iter().filter(|(n, _)| n == "set-cookie") {
                     j.store(&target.host, &target.path_and_query, v);
                 }
             }
             let location = headers.get("location").filter(|_| REDIRECTS.contains(&info.status) && hops_left > 0);
-            let Some(location) = location else { return Ok(info) };
-            let base = format!("http://{}{}", target.authority, target.path_and_query);
+            let Some(location) = location else { return Ok(ResponseInfo { first_byte, ..info }) };
+            let scheme = if target.tls { "https" } else { "http" };
+            let base = format!("{scheme}://{}{}", target.authority, target.path_and_query);
             let next = url::Url::parse(&base)
                 .and_then(|b| b.join(location))
                 .map_err(|e| e.to_string())
@@ -971,7 +992,7 @@ async fn send(
                 }
                 b
             });
-            let same_host = next.host == target.host && next.port == target.port;
+            let same_host = next.host == target.host && next.port == target.port && next.tls == target.tls;
             let mut out = Vec::new();
             req.render_redirect(
                 &method,
@@ -992,51 +1013,9 @@ async fn send(
         Ok(Ok(info)) => Ok((info, sent, received)),
         Ok(Err(e)) => Err((e, sent)),
         Err(_) => {
-            *conn = None;
+            conn.close();
             let message = format!("no complete answer within {:?}", req.timeout);
             Err((ExchangeError { kind: ErrorKind::Timeout, message, answered: false }, sent))
-        }
-    }
-}
-
-/// One request and its answer on the VU's connection (opening one when needed). A request
-/// that fails on a reused connection before any byte of answer came back is retried once
-/// on a new connection: the server had closed the idle connection.
-async fn exchange(
-    conn: &mut Option<Connection>,
-    target: &Target,
-    bytes: &[u8],
-    head: bool,
-    mut body: Option<&mut Vec<u8>>,
-    headers: &mut http1::Headers,
-    connect_timeout: Duration,
-) -> Result<ResponseInfo, ExchangeError> {
-    let mut retried = false;
-    loop {
-        let reused = conn.as_ref().is_some_and(|c| c.serves(target));
-        if !reused {
-            *conn = None;
-            *conn = Some(http1::connect(target, connect_timeout).await?);
-        }
-        let Some(c) = conn.as_mut() else { unreachable!("connection was just set") };
-        if let Some(b) = body.as_deref_mut() {
-            b.clear();
-        }
-        match c.exchange(bytes, head, body.as_deref_mut(), Some(&mut *headers)).await {
-            Ok(info) => {
-                if !info.keep_alive {
-                    *conn = None;
-                }
-                return Ok(info);
-            }
-            Err(e) => {
-                *conn = None;
-                if reused && !e.answered && !retried {
-                    retried = true;
-                    continue;
-                }
-                return Err(e);
-            }
         }
     }
 }

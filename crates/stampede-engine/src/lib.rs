@@ -1,8 +1,9 @@
 //! Stampede's load engine.
 //!
 //! It owns the scenario model and its validation ([`scenario`], [`parse`], [`plan`]),
-//! templating ([`template`]), a lean HTTP/1.1 client ([`http1`]), the closed workload
-//! models ([`executor`]), HDR latency metrics ([`metrics`]), reports ([`report`]) and the
+//! templating ([`template`]), a lean HTTP/1.1 client ([`http1`]) with TLS ([`tls`]) and
+//! HTTP/2 ([`h2`]) beside it ([`transport`]), the workload models ([`executor`]), latency
+//! phases ([`phases`]), HDR latency metrics ([`metrics`]), reports ([`report`]) and the
 //! built-in target server ([`target`]). [`session`] ties them into one run.
 
 pub mod check;

@@ -7,6 +7,8 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::phases::Phases;
+
 /// Highest latency a histogram tracks (10 minutes, in µs); larger values saturate.
 pub const MAX_LATENCY_US: u64 = 600_000_000;
 /// Significant decimal digits kept by every latency histogram.
@@ -101,6 +103,8 @@ pub struct StepStats {
     pub max_us: u64,
     /// Passes and failures of each named check of the step, by check index.
     pub checks: Vec<[u64; 2]>,
+    /// DNS, connect, TLS, time to first byte and receive, µs.
+    pub phases: Phases,
     /// Open models: latency from the actual send (service time), while `latency` counts from
     /// the intended start. Absent for closed models, where the two are the same.
     pub service: Option<Box<Histogram<u64>>>,
@@ -118,6 +122,7 @@ impl Default for StepStats {
             min_us: u64::MAX,
             max_us: 0,
             checks: Vec::new(),
+            phases: Phases::default(),
             service: None,
             status: vec![0; STATUS_SLOTS],
         }
@@ -218,6 +223,7 @@ impl StepStats {
         for (i, c) in other.checks.iter().enumerate() {
             self.add_check(i, c[0], c[1]);
         }
+        self.phases.merge(&other.phases);
         if let Some(o) = &other.service {
             let mine = self.service.get_or_insert_with(|| Box::new(new_histogram()));
             mine.add(o.as_ref()).expect("histograms share bounds");

@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics, errors_by_name};
+use crate::phases::{Phase, PhaseStats, Phases};
 use crate::plan::StepKey;
 
 /// One step's stats in portable form.
@@ -39,6 +40,23 @@ pub struct PortableStep {
     /// Passes and failures of each named check, by the check's index in its step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<[u64; 2]>,
+    /// Latency phases by name (`dns`, `connect`, `tls`, `ttfb`, `receive`); a phase without
+    /// samples is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, PortablePhase>,
+}
+
+/// One latency phase's samples in portable form.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortablePhase {
+    /// Exact smallest value, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_us: Option<u64>,
+    /// Exact largest value, µs.
+    pub max_us: u64,
+    /// Histogram (µs), HdrHistogram V2 + deflate, base64.
+    pub histogram: String,
 }
 
 /// A run's (or a runner's) counters and histograms.
@@ -81,6 +99,7 @@ impl PortableStep {
             max_us: if empty { 0 } else { stats.latency.max() },
             histogram: STANDARD.encode(raw),
             checks: Vec::new(),
+            phases: BTreeMap::new(),
         }
     }
 }
@@ -106,6 +125,7 @@ impl PortableMetrics {
                     max_us: s.max_us,
                     histogram: STANDARD.encode(raw),
                     checks: s.checks.clone(),
+                    phases: encode_phases(&s.phases),
                 }
             })
             .collect();
@@ -135,6 +155,36 @@ impl PortableMetrics {
         }
         Ok(())
     }
+}
+
+fn encode_phases(phases: &Phases) -> BTreeMap<String, PortablePhase> {
+    Phase::ALL
+        .iter()
+        .filter_map(|&phase| {
+            let stats = phases.get(phase).filter(|p| p.count() > 0)?;
+            let mut raw = Vec::new();
+            let _ = V2DeflateSerializer::new().serialize(&stats.histogram, &mut raw);
+            let portable =
+                PortablePhase { min_us: Some(stats.min_us), max_us: stats.max_us, histogram: STANDARD.encode(raw) };
+            Some((phase.name().to_string(), portable))
+        })
+        .collect()
+}
+
+fn decode_histogram(p: &PortableStep, encoded: &str) -> Result<Option<hdrhistogram::Histogram<u64>>, PortableError> {
+    let raw = STANDARD.decode(encoded).map_err(|source| PortableError::Base64 {
+        scenario: p.scenario.clone(),
+        step: p.step.clone(),
+        source,
+    })?;
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    Deserializer::new().deserialize(&mut Cursor::new(raw)).map(Some).map_err(|e| PortableError::Histogram {
+        scenario: p.scenario.clone(),
+        step: p.step.clone(),
+        message: format!("{e:?}"),
+    })
 }
 
 fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
@@ -170,6 +220,15 @@ fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
     s.min_us = p.min_us.unwrap_or(u64::MAX);
     s.max_us = p.max_us;
     s.checks = p.checks.clone();
+    for (name, portable) in &p.phases {
+        // A phase this version does not know (from a newer runner) is left out.
+        let Some(&phase) = Phase::ALL.iter().find(|ph| ph.name() == name) else { continue };
+        let Some(h) = decode_histogram(p, &portable.histogram)? else { continue };
+        let stats = PhaseStats::from_parts(&h, portable.min_us, portable.max_us).map_err(|message| {
+            PortableError::Histogram { scenario: p.scenario.clone(), step: p.step.clone(), message }
+        })?;
+        s.phases.set(phase, stats);
+    }
     Ok(s)
 }
 
@@ -196,6 +255,12 @@ mod tests {
                 union.record_latency_us(us);
             }
             m.steps[0].record_error(ErrorKind::Timeout);
+            m.steps[0].phases.record_connect(&crate::phases::ConnectTimes {
+                dns_us: None,
+                connect_us: 100 + runner,
+                tls_us: Some(900 + runner),
+            });
+            m.steps[0].phases.record_answer(300, 400);
             m.iterations[0] = 10 + runner;
             let portable = PortableMetrics::encode(&keys, &m, &names);
             let json = serde_json::to_string(&portable).unwrap();
@@ -212,6 +277,11 @@ mod tests {
         assert_eq!(s.errors[ErrorKind::Timeout.index()], 5);
         assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, union.latency.len())]);
         assert_eq!(merged.iterations[0], 10 + 11 + 12 + 13 + 14);
+        let connect = s.phases.get(Phase::Connect).unwrap();
+        assert_eq!((connect.count(), connect.min_value_us(), connect.max_us), (5, 100, 104));
+        assert_eq!(s.phases.get(Phase::Tls).unwrap().count(), 5);
+        assert_eq!(s.phases.get(Phase::Ttfb).unwrap().count(), 5);
+        assert!(s.phases.get(Phase::Dns).is_none());
     }
 
     /// A runner's running total (interval stats) travels as one step and decodes to the

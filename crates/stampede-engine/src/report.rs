@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::executor::{RunOutcome, Tick};
 use crate::metrics::{ErrorKind, StepStats, errors_by_name};
+use crate::phases::{Phase, PhaseStats, Phases};
 use crate::plan::Plan;
 use crate::threshold::Verdict;
 
@@ -149,6 +150,10 @@ pub struct StepSummary {
     /// Open models: latency from the actual send (service time), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_ms: Option<LatencySummary>,
+    /// Latency phases, ms: DNS, connect and TLS (once per new connection), time to first
+    /// byte (from the start of the request) and receive (the rest of it).
+    #[serde(default)]
+    pub phases_ms: PhasesSummary,
     /// Requests per second over the run.
     pub rps: f64,
     pub bytes_received: u64,
@@ -271,6 +276,65 @@ pub fn latency_summary(s: &StepStats) -> LatencySummary {
     }
 }
 
+/// One latency phase: how many samples, and their distribution in ms.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct PhaseSummary {
+    /// Samples: for `dns`, `connect` and `tls`, the connections opened.
+    pub samples: u64,
+    #[serde(flatten)]
+    pub latency: LatencySummary,
+}
+
+/// The phases of a step's requests; a phase without samples is absent.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct PhasesSummary {
+    /// Name resolution (hosts given by name, on new connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<PhaseSummary>,
+    /// TCP connect (new connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect: Option<PhaseSummary>,
+    /// TLS handshake (new `https` connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<PhaseSummary>,
+    /// Time to first byte of the answer, from the start of the request (connecting included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb: Option<PhaseSummary>,
+    /// From the first byte to the end of the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive: Option<PhaseSummary>,
+}
+
+/// Summary of one phase: exact min and max, percentiles from the histogram.
+pub fn phase_summary(p: &PhaseStats) -> PhaseSummary {
+    let q = |q: f64| ms(p.quantile_us(q));
+    PhaseSummary {
+        samples: p.count(),
+        latency: LatencySummary {
+            mean: round3(p.histogram.mean() / 1000.0),
+            min: ms(p.min_value_us()),
+            max: ms(p.max_us),
+            p50: q(0.50),
+            p75: q(0.75),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+        },
+    }
+}
+
+fn phases_summary(phases: &Phases) -> PhasesSummary {
+    let get = |phase| phases.get(phase).filter(|p| p.count() > 0).map(phase_summary);
+    PhasesSummary {
+        dns: get(Phase::Dns),
+        connect: get(Phase::Connect),
+        tls: get(Phase::Tls),
+        ttfb: get(Phase::Ttfb),
+        receive: get(Phase::Receive),
+    }
+}
+
 fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Option<String>) -> StepSummary {
     let errors = stats.error_total();
     let per_sec = |n: u64| if seconds > 0.0 { round3(n as f64 / seconds) } else { 0.0 };
@@ -285,6 +349,7 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
         status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
         latency_ms: latency_summary(stats),
         service_ms: stats.service.as_ref().map(|h| histogram_summary(h)),
+        phases_ms: phases_summary(&stats.phases),
         rps: per_sec(stats.requests),
         bytes_received: stats.bytes_received,
         bytes_sent: stats.bytes_sent,
@@ -518,6 +583,75 @@ impl Report {
         if !self.total.status_codes.is_empty() {
             let codes: Vec<String> = self.total.status_codes.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
             let _ = writeln!(out, "status codes: {}", codes.join(", "));
+        }
+        out
+    }
+}
+
+impl Report {
+    /// The phases table (`stampede run --phases`): per step, the connections opened and the
+    /// p50 and p99 of each phase, in ms.
+    pub fn render_phases(&self) -> String {
+        let headers = [
+            "step",
+            "conns",
+            "dns p50",
+            "dns p99",
+            "connect p50",
+            "connect p99",
+            "tls p50",
+            "tls p99",
+            "ttfb p50",
+            "ttfb p99",
+            "receive p50",
+            "receive p99",
+        ];
+        let multi = self.scenarios.len() > 1;
+        let row = |name: String, s: &StepSummary| {
+            let p = &s.phases_ms;
+            let mut cells = vec![name, p.connect.as_ref().map_or(0, |c| c.samples).to_string()];
+            for phase in [&p.dns, &p.connect, &p.tls, &p.ttfb, &p.receive] {
+                match phase {
+                    Some(x) => cells.extend([format!("{:.3}", x.latency.p50), format!("{:.3}", x.latency.p99)]),
+                    None => cells.extend(["-".to_string(), "-".to_string()]),
+                }
+            }
+            cells
+        };
+        let mut rows: Vec<Vec<String>> = self
+            .steps
+            .iter()
+            .map(|s| {
+                let name = match (&s.scenario, &s.step) {
+                    (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
+                    (_, Some(st)) => st.clone(),
+                    _ => String::new(),
+                };
+                row(name, s)
+            })
+            .collect();
+        rows.push(row("TOTAL".into(), &self.total));
+        let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+        for r in &rows {
+            for (w, cell) in widths.iter_mut().zip(r) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let mut out = String::from("\nlatency phases (ms; dns, connect and tls once per new connection)\n");
+        let rule = "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1));
+        let header: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+        for (i, r) in std::iter::once(&header).chain(&rows).enumerate() {
+            if i == 1 || i == rows.len() {
+                let _ = writeln!(out, "{rule}");
+            }
+            for (j, (cell, w)) in r.iter().zip(&widths).enumerate() {
+                if j == 0 {
+                    let _ = write!(out, "{cell:<w$}");
+                } else {
+                    let _ = write!(out, "  {cell:>w$}");
+                }
+            }
+            out.push('\n');
         }
         out
     }

@@ -80,6 +80,9 @@ struct RunArgs {
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Also print the latency phases per step: DNS, connect, TLS, time to first byte, receive.
+    #[arg(long)]
+    phases: bool,
     /// Seconds between progress lines.
     #[arg(long, default_value_t = 2, value_name = "SECONDS")]
     progress_every: u64,
@@ -275,6 +278,9 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     })
     .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
     print!("{}", report.render_table());
+    if args.phases {
+        print!("{}", report.render_phases());
+    }
     let _ = std::io::stdout().flush();
     if let (Some(mut file), Some(path)) = (out_file, &args.out) {
         serde_json::to_writer_pretty(&mut file, &report)
