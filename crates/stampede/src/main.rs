@@ -188,7 +188,17 @@ fn apply_overrides(load: &mut LoadSpec, args: &RunArgs) {
     if args.vus.is_none() && args.duration.is_none() && args.iterations.is_none() {
         return;
     }
-    let peak = load.stages.iter().map(|s| s.target).chain(load.start_vus).chain(load.vus).max().unwrap_or(1);
+    // A constant arrival rate keeps its rate when only the duration changes.
+    if load.executor == Executor::ConstantArrivalRate && args.vus.is_none() && args.iterations.is_none() {
+        load.duration = args.duration;
+        return;
+    }
+    let peak = if load.executor.is_open() {
+        // Stage targets are rates here, not VUs.
+        load.max_vus.or(load.pre_allocated_vus).unwrap_or(1)
+    } else {
+        load.stages.iter().map(|s| s.target).chain(load.start_vus).chain(load.vus).max().unwrap_or(1)
+    };
     let (duration, iterations) = match (args.duration, args.iterations) {
         (None, None) if load.executor == Executor::ConstantVus => (load.duration, load.iterations),
         (None, None) => (Some(Dur(load.stages.iter().filter_map(|s| s.duration).map(Dur::get).sum())), None),

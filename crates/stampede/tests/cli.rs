@@ -270,3 +270,18 @@ fn runner_exit_codes_without_its_environment_or_a_cluster() {
     assert!(text(&out.stderr).contains("Kubernetes client"), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("panicked"));
 }
+
+#[test]
+fn a_duration_override_keeps_an_arrival_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("open.json");
+    let run = stampede(&["run", "examples/open-model.yaml", "--duration", "1s", "-q", "--out", out.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["run"]["executor"], "constant-arrival-rate");
+    // 1,000 iterations per second for the overridden 1 s, each started on schedule or dropped.
+    let iterations = report["run"]["iterations"].as_u64().unwrap();
+    let dropped = report["run"]["schedule"]["droppedIterations"].as_u64().unwrap();
+    assert_eq!(iterations + dropped, 1000, "{iterations} + {dropped} dropped");
+    assert!(text(&run.stdout).contains("schedule: "), "{}", text(&run.stdout));
+}
