@@ -279,10 +279,21 @@ impl Pool {
             }
             match send(&slot.conn, req, body.as_deref_mut(), headers).await {
                 Ok(info) => return Ok(Outcome::Answer(info)),
-                Err(e) => {
+                Err(mut e) => {
                     let dead = !slot.conn.usable();
                     if dead {
                         slot.conn.closed.set(true);
+                    }
+                    // Under TLS 1.3 a server refuses a client certificate after the handshake,
+                    // with an alert that hyper, writing its preface, may meet as a broken pipe;
+                    // when read, the alert reaches us through h2 as a bare I/O error.
+                    if fresh && target.tls && !e.answered && matches!(e.kind, ErrorKind::Reset | ErrorKind::Io) {
+                        e.kind = ErrorKind::Tls;
+                        e.message = format!(
+                            "TLS: the server closed the new connection before any answer (did it refuse the \
+                             client certificate?): {}",
+                            e.message
+                        );
                     }
                     if dead && !fresh && !e.answered && !retried {
                         retried = true;

@@ -30,7 +30,9 @@ pub struct ExchangeError {
 
 impl ExchangeError {
     fn io(e: io::Error, answered: bool) -> Self {
-        ExchangeError { kind: classify_io(&e), message: e.to_string(), answered }
+        let kind = classify_io(&e);
+        let message = if kind == ErrorKind::Tls { format!("TLS: {e}") } else { e.to_string() };
+        ExchangeError { kind, message, answered }
     }
 
     fn protocol(message: impl Into<String>) -> Self {
@@ -38,9 +40,13 @@ impl ExchangeError {
     }
 }
 
-/// Maps an I/O error to an error kind.
+/// Maps an I/O error to an error kind. A TLS error after the handshake (an alert from the
+/// server, e.g. a refused client certificate under TLS 1.3) is of kind `tls`.
 pub fn classify_io(e: &io::Error) -> ErrorKind {
     use io::ErrorKind as K;
+    if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+        return ErrorKind::Tls;
+    }
     match e.kind() {
         K::ConnectionRefused | K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable => ErrorKind::Connect,
         K::TimedOut | K::WouldBlock => ErrorKind::Timeout,

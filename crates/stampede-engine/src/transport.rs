@@ -354,11 +354,21 @@ async fn exchange_http1(
                 }
                 return Ok(info);
             }
-            Err(e) => {
+            Err(mut e) => {
                 vc.h1 = None;
                 if reused && !e.answered && !retried {
                     retried = true;
                     continue;
+                }
+                // A TLS 1.3 server refuses a client certificate after the handshake; its alert
+                // may be lost to the reset that follows.
+                if !reused && target.tls && !e.answered && e.kind == ErrorKind::Reset {
+                    e.kind = ErrorKind::Tls;
+                    e.message = format!(
+                        "TLS: the server closed the new connection before any answer (did it refuse the client \
+                         certificate?): {}",
+                        e.message
+                    );
                 }
                 return Err(e);
             }

@@ -435,3 +435,56 @@ scenarios:
     }
     server.stop();
 }
+
+/// Mutual TLS: a server that asks for a client certificate issued by the test CA.
+#[test]
+fn client_certificates_are_presented_when_configured() {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, "Stampede mTLS CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let issue = |names: Vec<String>| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(names).unwrap().signed_by(&key, &ca).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = issue(vec!["127.0.0.1".into()]);
+    let (client_cert, client_key) = issue(vec!["client.test".into()]);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, pem) in [("ca.pem", ca.pem()), ("client.pem", client_cert), ("client-key.pem", client_key)] {
+        std::fs::write(dir.path().join(name), pem).unwrap();
+    }
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.der().clone()).unwrap();
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build().unwrap();
+    let chain = CertificateDer::pem_slice_iter(server_cert.as_bytes()).collect::<Result<Vec<_>, _>>().unwrap();
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, PrivateKeyDer::from_pem_slice(server_key.as_bytes()).unwrap())
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let options = TargetOptions { tls: Some(Arc::new(config)), http2: true };
+    let server = TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap();
+    let url = format!("{}/get", server.base_url());
+    for version in ["'1.1'", "'2'"] {
+        let with = format!(
+            "{{version: {version}, tls: {{caFile: ca.pem, clientCert: client.pem, clientKey: client-key.pem}}}}"
+        );
+        assert_eq!(on_worker(async { Client::new(transport_plan(&with, dir.path())).get(&url).await }), Ok(200));
+        let without = format!("{{version: {version}, tls: {{caFile: ca.pem}}}}");
+        let (kind, message) =
+            on_worker(async { Client::new(transport_plan(&without, dir.path())).get(&url).await.unwrap_err() });
+        assert_eq!(kind, ErrorKind::Tls, "{version}: {message}");
+        assert!(message.contains("TLS"), "{version}: {message}");
+    }
+    assert_eq!(server.stats().requests(), 2);
+    server.stop();
+}
