@@ -240,14 +240,17 @@ fn ms(us: u64) -> f64 {
 
 /// Summary of a histogram in µs, as ms.
 pub fn histogram_summary(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
-    if h.is_empty() {
-        return LatencySummary::default();
-    }
-    let q = |q: f64| ms(h.value_at_quantile(q));
+    if h.is_empty() { LatencySummary::default() } else { summary_with_exact(h, h.min(), h.max()) }
+}
+
+/// A summary with the exact smallest and largest values (the histogram rounds within its
+/// precision); percentiles never exceed the exact maximum. `h` is not empty.
+fn summary_with_exact(h: &hdrhistogram::Histogram<u64>, min_us: u64, max_us: u64) -> LatencySummary {
+    let q = |q: f64| ms(h.value_at_quantile(q).min(max_us));
     LatencySummary {
         mean: round3(h.mean() / 1000.0),
-        min: ms(h.min()),
-        max: ms(h.max()),
+        min: ms(min_us),
+        max: ms(max_us),
         p50: q(0.50),
         p75: q(0.75),
         p90: q(0.90),
@@ -259,21 +262,7 @@ pub fn histogram_summary(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
 
 /// Latency summary of a step's stats: exact min and max, percentiles from the histogram.
 pub fn latency_summary(s: &StepStats) -> LatencySummary {
-    if s.latency.is_empty() {
-        return LatencySummary::default();
-    }
-    let q = |q: f64| ms(s.quantile_us(q));
-    LatencySummary {
-        mean: round3(s.latency.mean() / 1000.0),
-        min: ms(s.min_latency_us()),
-        max: ms(s.max_us),
-        p50: q(0.50),
-        p75: q(0.75),
-        p90: q(0.90),
-        p95: q(0.95),
-        p99: q(0.99),
-        p999: q(0.999),
-    }
+    if s.latency.is_empty() { LatencySummary::default() } else { summary_with_exact(&s.latency, s.min_us, s.max_us) }
 }
 
 /// One latency phase: how many samples, and their distribution in ms.
@@ -307,21 +296,12 @@ pub struct PhasesSummary {
 
 /// Summary of one phase: exact min and max, percentiles from the histogram.
 pub fn phase_summary(p: &PhaseStats) -> PhaseSummary {
-    let q = |q: f64| ms(p.quantile_us(q));
-    PhaseSummary {
-        samples: p.count(),
-        latency: LatencySummary {
-            mean: round3(p.histogram.mean() / 1000.0),
-            min: ms(p.min_value_us()),
-            max: ms(p.max_us),
-            p50: q(0.50),
-            p75: q(0.75),
-            p90: q(0.90),
-            p95: q(0.95),
-            p99: q(0.99),
-            p999: q(0.999),
-        },
-    }
+    let latency = if p.histogram.is_empty() {
+        LatencySummary::default()
+    } else {
+        summary_with_exact(&p.histogram, p.min_value_us(), p.max_us)
+    };
+    PhaseSummary { samples: p.count(), latency }
 }
 
 fn phases_summary(phases: &Phases) -> PhasesSummary {
