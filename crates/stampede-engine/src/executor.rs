@@ -783,8 +783,8 @@ async fn open_vu(index: u32, g: usize, slot: Rc<VuSlot>, pool: Rc<Pool>, shared:
 /// the service time from the actual send is kept too.
 async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local: &WorkerLocal) -> bool {
     let started = Instant::now();
-    vu.headers.all = step.needs_headers();
-    let result = send(vu, &step.request, step.needs_body(), &local.transport).await;
+    vu.headers.all = step.needs_headers;
+    let result = send(vu, &step.request, step.needs_body, &local.transport).await;
     let service = started.elapsed().as_micros() as u64;
     let micros = intended.map_or(service, |at| at.elapsed().as_micros() as u64);
     let mut guard = local.metrics.borrow_mut();

@@ -241,18 +241,19 @@ pub struct StepPlan {
     /// Values taken from the response for later steps.
     pub extract: Vec<crate::extract::Extractor>,
     pub on_error: OnError,
+    /// The response body must be kept (for extractors and checks); decided once, here.
+    pub needs_body: bool,
+    /// Every response header must be kept (for extractors and checks).
+    pub needs_headers: bool,
 }
 
 impl StepPlan {
-    /// Whether the response body must be kept (for extractors and checks).
-    pub fn needs_body(&self) -> bool {
-        self.extract.iter().any(crate::extract::Extractor::needs_body) || self.checks.iter().any(CheckPlan::needs_body)
+    fn reads_body(extract: &[crate::extract::Extractor], checks: &[CheckPlan]) -> bool {
+        extract.iter().any(crate::extract::Extractor::needs_body) || checks.iter().any(CheckPlan::needs_body)
     }
 
-    /// Whether every response header must be kept (for extractors and checks).
-    pub fn needs_headers(&self) -> bool {
-        self.extract.iter().any(crate::extract::Extractor::needs_headers)
-            || self.checks.iter().any(CheckPlan::needs_headers)
+    fn reads_headers(extract: &[crate::extract::Extractor], checks: &[CheckPlan]) -> bool {
+        extract.iter().any(crate::extract::Extractor::needs_headers) || checks.iter().any(CheckPlan::needs_headers)
     }
 }
 
@@ -779,6 +780,8 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
                     metric,
                     request,
                     accept,
+                    needs_body: StepPlan::reads_body(&extract, &checks),
+                    needs_headers: StepPlan::reads_headers(&extract, &checks),
                     checks,
                     think,
                     extract,
