@@ -14,6 +14,8 @@ use stampede_engine::report::Report;
 use stampede_engine::target::TargetServer;
 use stampede_engine::{parse, session};
 
+mod common;
+
 fn run_yaml(yaml: &str, base_url: &str, threads: usize) -> Report {
     let path = Path::new("open.yaml");
     let file = parse::parse_str(yaml, path).unwrap_or_else(|e| panic!("{e}"));
@@ -63,41 +65,15 @@ scenarios:
 /// A server that answers `/` at once, except that during one window every answer waits for
 /// the window's end (a stop-the-world pause).
 fn freezing_server(freeze_from: Duration, freeze_for: Duration) -> (SocketAddr, Arc<AtomicU64>, Instant) {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let served = Arc::new(AtomicU64::new(0));
     let count = served.clone();
     let epoch = Instant::now();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let count = count.clone();
-            std::thread::spawn(move || {
-                let mut writer = stream.try_clone().unwrap();
-                let mut reader = BufReader::new(stream);
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        let mut h = String::new();
-                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                            break;
-                        }
-                    }
-                    let now = epoch.elapsed();
-                    if now >= freeze_from && now < freeze_from + freeze_for {
-                        std::thread::sleep(freeze_from + freeze_for - now);
-                    }
-                    count.fetch_add(1, Ordering::Relaxed);
-                    if writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_err() {
-                        return;
-                    }
-                }
-            });
+    let addr = common::raw_http_server(move |_| {
+        let now = epoch.elapsed();
+        if now >= freeze_from && now < freeze_from + freeze_for {
+            std::thread::sleep(freeze_from + freeze_for - now);
         }
+        count.fetch_add(1, Ordering::Relaxed);
     });
     (addr, served, epoch)
 }

@@ -12,6 +12,8 @@ use stampede_engine::plan::{CompileOptions, Plan, compile, ramp_target};
 use stampede_engine::target::TargetServer;
 use stampede_engine::{parse, session};
 
+mod common;
+
 fn plan(yaml: &str, base_url: &str) -> Arc<Plan> {
     let file = parse::parse_str(yaml, Path::new("test.yaml")).unwrap();
     let opts = CompileOptions { base_url: Some(base_url.to_string()), ..CompileOptions::default() };
@@ -267,41 +269,10 @@ scenarios:
 
 /// A raw HTTP/1.1 server that answers `200 ok` and records every request target.
 fn recording_server() -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let log = log.clone();
-            std::thread::spawn(move || {
-                let mut writer = stream.try_clone().unwrap();
-                let mut reader = BufReader::new(stream);
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    // Skip the headers (these requests have no body).
-                    loop {
-                        let mut h = String::new();
-                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                            break;
-                        }
-                    }
-                    if let Some(target) = line.split_whitespace().nth(1) {
-                        log.lock().unwrap().push(target.to_string());
-                    }
-                    if writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (port, seen)
+    let addr = common::raw_http_server(move |target| log.lock().unwrap().push(target.to_string()));
+    (addr.port(), seen)
 }
 
 #[test]
