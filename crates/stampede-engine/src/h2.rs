@@ -26,7 +26,8 @@ use crate::http1::{ExchangeError, Headers, ResponseInfo, classify_io};
 use crate::metrics::ErrorKind;
 use crate::phases::ConnectTimes;
 use crate::plan::Target;
-use crate::tls::{Alpn, TlsPlan};
+use crate::tls::Alpn;
+use crate::transport::TransportPlan;
 use crate::transport::{self, Io};
 
 const MAX_HEADERS: usize = 64;
@@ -179,7 +180,7 @@ impl Pool {
         &self,
         origin: &Rc<Origin>,
         target: &Target,
-        tls: &TlsPlan,
+        plan: &TransportPlan,
         alpn: Alpn,
         limit: Duration,
         opened: &mut Vec<ConnectTimes>,
@@ -193,8 +194,8 @@ impl Pool {
             }
         }
         let _opening = Opening(origin);
-        let tls_alpn = target.tls.then_some((tls, alpn));
-        let (io, times) = transport::open(target, limit, tls_alpn).await?;
+        let tls_alpn = target.tls.then_some((&plan.tls, alpn));
+        let (io, times) = transport::open(target, limit, tls_alpn, &plan.sources).await?;
         opened.push(times);
         match io.alpn() {
             Some(b"h2") => {}
@@ -246,7 +247,7 @@ impl Pool {
         &self,
         target: &Target,
         request: &[u8],
-        tls: &TlsPlan,
+        plan: &TransportPlan,
         alpn: Alpn,
         limit: Duration,
         mut body: Option<&mut Vec<u8>>,
@@ -260,11 +261,12 @@ impl Pool {
                 Slot::Stream(s) => (s, false),
                 Slot::Http1 => {
                     // Another VU found the server speaks HTTP/1.1: go the HTTP/1.1 way.
-                    let (io, times) = transport::open(target, limit, Some((tls, Alpn::Http11))).await?;
+                    let (io, times) =
+                        transport::open(target, limit, Some((&plan.tls, Alpn::Http11)), &plan.sources).await?;
                     opened.push(times);
                     return Ok(Outcome::Http1(io));
                 }
-                Slot::Open => match self.open(&origin, target, tls, alpn, limit, opened).await? {
+                Slot::Open => match self.open(&origin, target, plan, alpn, limit, opened).await? {
                     Ok(s) => (s, true),
                     Err(io) => return Ok(Outcome::Http1(io)),
                 },

@@ -97,7 +97,7 @@ impl Headers {
 
 /// Opens a plain TCP connection to `target` within `limit`.
 pub async fn connect(target: &Target, limit: Duration) -> Result<Connection, ExchangeError> {
-    let (io, _) = crate::transport::open(target, limit, None).await?;
+    let (io, _) = crate::transport::open(target, limit, None, &crate::source::SourceAddrs::default()).await?;
     Ok(Connection::new(io, target))
 }
 

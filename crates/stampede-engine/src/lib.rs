@@ -25,6 +25,7 @@ pub mod report;
 pub mod scenario;
 pub mod schema;
 pub mod session;
+pub mod source;
 pub mod sysstat;
 pub mod target;
 pub mod template;

@@ -71,6 +71,10 @@ pub struct RunFacts {
     /// Why the generator's own figures are suspect (it could not keep up), if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturated: Option<String>,
+    /// The system's ports for a loopback target ran out: new connections were then spread
+    /// over this many source addresses (127.0.0.2 onwards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_addresses_spread: Option<usize>,
     /// Base URL of the system under test.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
@@ -433,6 +437,7 @@ impl Report {
                 aborted: outcome.aborted.clone(),
                 schedule,
                 saturated,
+                source_addresses_spread: Some(plan.transport.sources.spread_over()).filter(|n| *n > 0),
                 base_url: plan.base_url.clone(),
                 builtin_target,
                 generator,
@@ -488,6 +493,13 @@ impl Report {
         }
         if let Some(why) = &r.saturated {
             let _ = writeln!(out, "WARNING: {why}");
+        }
+        if let Some(n) = r.source_addresses_spread {
+            let _ = writeln!(
+                out,
+                "note: the system's ports for the loopback target ran out; new connections were spread over {n} \
+                 source address(es) from 127.0.0.2"
+            );
         }
         let _ = writeln!(out);
         let headers = [

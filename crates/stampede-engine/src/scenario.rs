@@ -162,6 +162,12 @@ pub struct HttpDefaults {
     /// TLS settings for `https://` URLs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// Source addresses for new connections, taken in turn: IP addresses or IPv4 ranges
+    /// `A-B` (like k6's `--local-ips`). Each address gives another ~28,000 ports per target.
+    /// Without it, a loopback target whose ports run out gets connections spread over
+    /// 127.0.0.2–127.0.0.254 by itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_addresses: Vec<String>,
     /// Headers sent with every request (a step's own headers win).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
@@ -194,6 +200,7 @@ impl Default for HttpDefaults {
             connection_policy: ConnectionPolicy::default(),
             max_requests_per_connection: None,
             tls: None,
+            local_addresses: Vec::new(),
             headers: BTreeMap::new(),
             cookies: true,
             redirects: default_redirects(),

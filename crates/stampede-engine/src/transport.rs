@@ -25,6 +25,7 @@ use crate::metrics::ErrorKind;
 use crate::phases::ConnectTimes;
 use crate::plan::Target;
 use crate::scenario::{ConnectionPolicy, HttpDefaults, HttpVersion};
+use crate::source::{SourceAddrs, parse_local_addresses};
 use crate::tls::{Alpn, TlsPlan};
 
 /// Default most concurrent streams per HTTP/2 connection.
@@ -116,6 +117,7 @@ pub async fn open(
     target: &Target,
     limit: Duration,
     tls: Option<(&TlsPlan, Alpn)>,
+    sources: &SourceAddrs,
 ) -> Result<(Io, ConnectTimes), ExchangeError> {
     let deadline = tokio::time::Instant::now() + limit;
     let mut times = ConnectTimes::default();
@@ -146,7 +148,7 @@ pub async fn open(
         }
     };
     let started = Instant::now();
-    let stream = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+    let stream = tokio::time::timeout_at(deadline, sources.connect(addr))
         .await
         .map_err(|_| ExchangeError {
             kind: ErrorKind::Timeout,
@@ -186,6 +188,8 @@ pub struct TransportPlan {
     pub policy: ConnectionPolicy,
     pub max_requests_per_connection: Option<u32>,
     pub tls: TlsPlan,
+    /// Source addresses of new connections.
+    pub sources: SourceAddrs,
 }
 
 impl TransportPlan {
@@ -217,6 +221,15 @@ impl TransportPlan {
             }),
             None => TlsPlan::default(),
         };
+        let sources = match parse_local_addresses(&http.local_addresses) {
+            Ok(ips) => SourceAddrs::new(ips),
+            Err(bad) => {
+                for (i, reason) in bad {
+                    problems.push(Problem::new(format!("http.localAddresses[{i}]"), reason));
+                }
+                SourceAddrs::default()
+            }
+        };
         TransportPlan {
             version: http.version,
             connections: http.connections,
@@ -224,6 +237,7 @@ impl TransportPlan {
             policy: http.connection_policy,
             max_requests_per_connection: http.max_requests_per_connection,
             tls,
+            sources,
         }
     }
 
@@ -308,7 +322,7 @@ pub async fn exchange(
     if let Some(alpn) = h2 {
         let outcome = wt
             .h2
-            .exchange(target, bytes, &plan.tls, alpn, connect_timeout, body.as_deref_mut(), headers, &mut vc.opened)
+            .exchange(target, bytes, plan, alpn, connect_timeout, body.as_deref_mut(), headers, &mut vc.opened)
             .await?;
         match outcome {
             Outcome::Answer(info) => return Ok(info),
@@ -338,7 +352,7 @@ async fn exchange_http1(
         if !have {
             vc.h1 = None;
             let tls = target.tls.then_some((&plan.tls, Alpn::Http11));
-            let (io, times) = open(target, connect_timeout, tls).await?;
+            let (io, times) = open(target, connect_timeout, tls, &plan.sources).await?;
             vc.opened.push(times);
             vc.h1 = Some(Connection::new(io, target));
         }
