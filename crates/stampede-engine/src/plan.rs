@@ -163,6 +163,20 @@ impl LoadPlan {
         None
     }
 
+    /// Open models: how many iterations the schedule starts over the whole run (the integral
+    /// of the rate); `None` for closed models.
+    pub fn scheduled_iterations(&self) -> Option<u64> {
+        let LoadPlan::ArrivalRate { start_rate, stages, .. } = self else { return None };
+        let mut r0 = *start_rate;
+        let mut total = 0.0;
+        for &(len, r1) in stages {
+            total += (r0 + r1) / 2.0 * len.as_secs_f64();
+            r0 = r1;
+        }
+        // Iteration k is due while the integral is still above k (see `start_of`).
+        Some(total.ceil().max(0.0) as u64)
+    }
+
     /// Planned length of the run, excluding grace periods (`None`: bounded by iterations).
     pub fn planned_duration(&self) -> Option<Duration> {
         match self {
@@ -1303,6 +1317,19 @@ mod tests {
         let due: Vec<Duration> = (0..600).map_while(|k| ramp.start_of(k)).collect();
         assert_eq!(due.len(), 600);
         assert!(due.windows(2).all(|w| w[0] <= w[1]), "the schedule never goes back");
+        // The count agrees with the schedule, also when the integral is fractional.
+        assert_eq!(constant.scheduled_iterations(), Some(200));
+        assert_eq!(ramp.scheduled_iterations(), Some(600));
+        let odd = LoadPlan::ArrivalRate {
+            constant: true,
+            start_rate: 3.0,
+            stages: vec![(Duration::from_millis(1500), 3.0)],
+            pre_allocated: 1,
+            max_vus: 1,
+            graceful_stop: Duration::ZERO,
+        };
+        let n = (0..10).map_while(|k| odd.start_of(k)).count() as u64;
+        assert_eq!((odd.scheduled_iterations(), n), (Some(5), 5), "4.5 iterations due: 0 … 4");
     }
 
     #[test]

@@ -87,6 +87,13 @@ pub struct RunFacts {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleFacts {
+    /// Iterations due per second by the schedule, over the planned duration.
+    pub target_rate: f64,
+    /// Iterations that ran per second, over the planned duration (closed-model scenarios
+    /// running beside the open ones left out).
+    pub achieved_rate: f64,
+    /// Iterations due over the whole run by the schedule.
+    pub scheduled_iterations: u64,
     /// Iterations due when every VU was busy and no more could start.
     pub dropped_iterations: u64,
     /// How late iterations started against their schedule, ms.
@@ -397,10 +404,23 @@ impl Report {
         if total.requests > 0 {
             generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
         }
-        let open = plan.groups.iter().any(|g| g.load.is_open());
-        let schedule = open.then(|| ScheduleFacts {
-            dropped_iterations: outcome.metrics.dropped.iter().sum(),
-            lag_ms: histogram_summary(&outcome.metrics.schedule_lag),
+        let open: Vec<_> = plan.groups.iter().filter(|g| g.load.is_open()).collect();
+        let schedule = (!open.is_empty()).then(|| {
+            let scheduled: u64 = open.iter().filter_map(|g| g.load.scheduled_iterations()).sum();
+            let ran: u64 = open
+                .iter()
+                .flat_map(|g| &g.scenarios)
+                .map(|&s| outcome.metrics.iterations.get(s).copied().unwrap_or(0))
+                .sum();
+            let secs = open.iter().filter_map(|g| g.load.planned_duration()).max().unwrap_or_default().as_secs_f64();
+            let per_sec = |n: u64| if secs > 0.0 { round3(n as f64 / secs) } else { 0.0 };
+            ScheduleFacts {
+                target_rate: per_sec(scheduled),
+                achieved_rate: per_sec(ran),
+                scheduled_iterations: scheduled,
+                dropped_iterations: outcome.metrics.dropped.iter().sum(),
+                lag_ms: histogram_summary(&outcome.metrics.schedule_lag),
+            }
         });
         let mut saturated = Vec::new();
         if let Some(s) = &schedule
@@ -487,8 +507,15 @@ impl Report {
         if let Some(s) = &r.schedule {
             let _ = writeln!(
                 out,
-                "schedule: {} dropped iterations · lag p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (latency counts from the scheduled start)",
-                s.dropped_iterations, s.lag_ms.p50, s.lag_ms.p99, s.lag_ms.max
+                "schedule: {:.1} iterations/s achieved of {:.1}/s · {} of {} dropped · lag p50 {:.3} ms, p99 {:.3} ms, max \
+                 {:.3} ms (latency counts from the scheduled start)",
+                s.achieved_rate,
+                s.target_rate,
+                s.dropped_iterations,
+                s.scheduled_iterations,
+                s.lag_ms.p50,
+                s.lag_ms.p99,
+                s.lag_ms.max
             );
         }
         if let Some(why) = &r.saturated {

@@ -283,5 +283,11 @@ fn a_duration_override_keeps_an_arrival_rate() {
     let iterations = report["run"]["iterations"].as_u64().unwrap();
     let dropped = report["run"]["schedule"]["droppedIterations"].as_u64().unwrap();
     assert_eq!(iterations + dropped, 1000, "{iterations} + {dropped} dropped");
-    assert!(text(&run.stdout).contains("schedule: "), "{}", text(&run.stdout));
+    let schedule = &report["run"]["schedule"];
+    assert_eq!((schedule["scheduledIterations"].as_u64(), schedule["targetRate"].as_f64()), (Some(1000), Some(1000.0)));
+    assert_eq!(schedule["achievedRate"].as_f64(), Some(iterations as f64));
+    // The table says the same above the steps.
+    let line =
+        format!("schedule: {:.1} iterations/s achieved of 1000.0/s · {dropped} of 1000 dropped", iterations as f64);
+    assert!(text(&run.stdout).contains(&line), "`{line}` in {}", text(&run.stdout));
 }
