@@ -66,6 +66,13 @@ pub struct PortableMetrics {
     pub steps: Vec<PortableStep>,
     /// Completed iterations by scenario name.
     pub iterations: BTreeMap<String, u64>,
+    /// Open models: iterations due when no VU was free (all groups).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_iterations: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why portable metrics could not be read back.
@@ -130,7 +137,7 @@ impl PortableMetrics {
             })
             .collect();
         let iterations = scenario_names.iter().cloned().zip(metrics.iterations.iter().copied()).collect();
-        PortableMetrics { steps, iterations }
+        PortableMetrics { steps, iterations, dropped_iterations: metrics.dropped.iter().sum() }
     }
 
     /// Adds these metrics into `into`, matching steps by (scenario, step) name; steps
@@ -152,6 +159,13 @@ impl PortableMetrics {
             if let Some(i) = scenario_names.iter().position(|s| s == name) {
                 into.iterations[i] += n;
             }
+        }
+        if self.dropped_iterations > 0 {
+            // Runners' drops are merged as one count (by group within a runner only).
+            if into.dropped.is_empty() {
+                into.dropped.push(0);
+            }
+            into.dropped[0] += self.dropped_iterations;
         }
         Ok(())
     }
@@ -333,6 +347,7 @@ mod tests {
                 ..Default::default()
             }],
             iterations: BTreeMap::new(),
+            dropped_iterations: 0,
         };
         let mut m = WorkerMetrics::new(1, 1);
         assert!(bad.merge_into(&keys, &names, &mut m).is_err());

@@ -120,6 +120,11 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
         "A finished LoadTest's requests in total.",
         MetricType::GAUGE,
     );
+    let mut dropped = Family::new(
+        "stampede_operator_loadtest_dropped_iterations",
+        "A finished open-model LoadTest's iterations due when no VU was free (never started).",
+        MetricType::GAUGE,
+    );
     let mut duration = Family::new(
         "stampede_operator_loadtest_duration_seconds",
         "A finished LoadTest's run time.",
@@ -161,6 +166,7 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
         rps.push(&id, summary.rps);
         error_ratio.push(&id, summary.error_rate);
         requests.push(&id, summary.requests as f64);
+        dropped.push(&id, summary.dropped_iterations as f64);
         duration.push(&id, summary.duration_seconds);
         let l = &summary.latency_ms;
         for (q, ms) in [("0.5", l.p50), ("0.9", l.p90), ("0.95", l.p95), ("0.99", l.p99)] {
@@ -169,7 +175,7 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
             latency.push(&labels, ms / 1000.0);
         }
     }
-    [by_phase, info, rps, error_ratio, latency, requests, duration, started, completed, thresholds_failed]
+    [by_phase, info, rps, error_ratio, latency, requests, dropped, duration, started, completed, thresholds_failed]
         .into_iter()
         .map(|f| f.0)
         .filter(|f| !f.get_metric().is_empty())

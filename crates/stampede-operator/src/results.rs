@@ -42,6 +42,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<(Summary,
         total.merge(s);
     }
     let mut summary = summarize(&total, seconds, merged.iterations.iter().sum());
+    summary.dropped_iterations = merged.dropped.iter().sum();
     summary.is_final = true;
     summary.steps = steps;
     Ok((summary, verdicts))
@@ -54,7 +55,7 @@ pub fn live_summary(reports: &[&RunnerReport]) -> Result<Summary, PortableError>
     let mut seconds: f64 = 0.0;
     for r in reports {
         if let Some(live) = &r.live {
-            let p = PortableMetrics { steps: vec![live.clone()], iterations: Default::default() };
+            let p = PortableMetrics { steps: vec![live.clone()], ..PortableMetrics::default() };
             p.merge_into(&keys, &[], &mut merged)?;
             seconds = seconds.max(r.duration_seconds);
         }
@@ -82,6 +83,7 @@ fn summarize(total: &StepStats, seconds: f64, iterations: u64) -> Summary {
         bytes_received: total.bytes_received,
         bytes_sent: total.bytes_sent,
         iterations,
+        dropped_iterations: 0,
         duration_seconds: round3(seconds),
         steps: Vec::new(),
     }

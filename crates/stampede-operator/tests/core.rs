@@ -145,6 +145,45 @@ fn the_lifecycle_runs_pending_initializing_running_succeeded() {
 }
 
 #[test]
+fn open_model_drops_of_every_runner_add_up_in_the_status() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let keys = plan(&lt).step_keys.clone();
+    let with_drops = |index: u32, dropped: u64| {
+        let mut r = report(index, RunnerState::Done, 100, 2_000);
+        let mut m = WorkerMetrics::new(1, 1);
+        m.steps[0].requests = 100;
+        m.steps[0].record_latency_us(1_000);
+        m.iterations[0] = 100;
+        for _ in 0..dropped {
+            m.record_dropped(0);
+        }
+        let encoded = PortableMetrics::encode(&keys, &m, &["buy".to_string()]);
+        // As the runner writes it and the operator reads it back.
+        let json = serde_json::to_string(&encoded).unwrap();
+        assert_eq!(json.contains("droppedIterations"), dropped > 0, "{json}");
+        r.result = Some(serde_json::from_str(&json).unwrap());
+        r
+    };
+    let job = Some(JobState { succeeded: 2, ..JobState::default() });
+    step(&mut lt, &observed(now, vec![Some(with_drops(0, 7)), Some(with_drops(1, 5))], job.clone()));
+    let summary = lt.status.as_ref().unwrap().summary.clone().unwrap();
+    assert_eq!((summary.iterations, summary.dropped_iterations), (200, 12));
+    assert!(serde_json::to_string(&summary).unwrap().contains(r#""droppedIterations":12"#));
+
+    // A closed model drops nothing, and the field stays out of the status.
+    let mut lt = loadtest(1);
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    step(&mut lt, &observed(now, vec![Some(with_drops(0, 0))], job));
+    let summary = lt.status.as_ref().unwrap().summary.clone().unwrap();
+    assert_eq!(summary.dropped_iterations, 0);
+    assert!(!serde_json::to_string(&summary).unwrap().contains("droppedIterations"));
+}
+
+#[test]
 fn failed_thresholds_fail_the_test_with_their_reason() {
     let mut lt = loadtest(1);
     let now = OffsetDateTime::now_utc();

@@ -201,7 +201,14 @@ fn loadtest(name: &str, phase: Option<Phase>, summary: Option<Summary>) -> Arc<L
 
 #[test]
 fn operator_metrics_count_phases_and_keep_finished_summaries() {
-    let mut summary = Summary { is_final: true, requests: 12_000, rps: 200.0, error_rate: 0.01, ..Summary::default() };
+    let mut summary = Summary {
+        is_final: true,
+        requests: 12_000,
+        rps: 200.0,
+        error_rate: 0.01,
+        dropped_iterations: 42,
+        ..Summary::default()
+    };
     summary.latency_ms.p50 = 4.0;
     summary.latency_ms.p95 = 9.0;
     summary.latency_ms.p99 = 12.5;
@@ -234,6 +241,7 @@ fn operator_metrics_count_phases_and_keep_finished_summaries() {
     assert_eq!(value("stampede_operator_loadtest_requests_per_second", &done), Some(200.0));
     assert_eq!(value("stampede_operator_loadtest_error_ratio", &done), Some(0.01));
     assert_eq!(value("stampede_operator_loadtest_requests", &done), Some(12_000.0));
+    assert_eq!(value("stampede_operator_loadtest_dropped_iterations", &done), Some(42.0));
     assert_eq!(
         value("stampede_operator_loadtest_latency_seconds", &[("loadtest", "done"), ("quantile", "0.99")]),
         Some(0.0125)
