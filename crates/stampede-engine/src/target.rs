@@ -146,11 +146,15 @@ impl TargetServer {
     }
 
     /// Serves until `shutdown` resolves, on the current tokio runtime (for `stampede target`).
-    pub async fn serve_until(addr: SocketAddr, shutdown: impl std::future::Future<Output = ()>) -> std::io::Result<()> {
+    pub async fn serve_until(
+        addr: SocketAddr,
+        options: TargetOptions,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let (tx, rx) = watch::channel(false);
-        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), rx, TargetOptions::default()));
+        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), rx, options));
         shutdown.await;
         let _ = tx.send(true);
         let _ = server.await;
@@ -268,7 +272,15 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -
         ("/get" | "/post" | "/put" | "/patch" | "/delete", _) => {
             respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n")
         }
-        ("/stats", _) => json_response(StatusCode::OK, &json!({"requests": stats.requests()})),
+        ("/stats", _) => json_response(
+            StatusCode::OK,
+            &json!({
+                "requests": stats.requests(),
+                "http2Requests": stats.http2_requests(),
+                "connections": stats.connections(),
+                "tlsSessions": stats.tls_sessions(),
+            }),
+        ),
         ("/cookies", _) => {
             let cookies: Map<String, Value> = req
                 .headers()

@@ -103,6 +103,16 @@ struct TargetArgs {
     /// Address to listen on (loopback by default).
     #[arg(long, default_value = "127.0.0.1")]
     host: IpAddr,
+    /// Speak HTTP/2 as well as HTTP/1.1: by prior knowledge over cleartext (h2c), or when a
+    /// client picks `h2` in the TLS handshake.
+    #[arg(long)]
+    http2: bool,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn parse_dur(s: &str) -> Result<Dur, String> {
@@ -371,13 +381,25 @@ fn watch_ctrl_c(flag: Arc<AtomicBool>) {
 
 fn target(args: TargetArgs) -> Result<ExitCode, Failure> {
     let addr = SocketAddr::new(args.host, args.port);
+    let mut options = stampede_engine::target::TargetOptions { tls: None, http2: args.http2 };
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let read = |p: &PathBuf| {
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display())).map_err(Failure::Invalid)
+        };
+        let config = stampede_engine::tls::server_config(&read(cert)?, &read(key)?, args.http2).map_err(|e| {
+            Failure::Invalid(anyhow::anyhow!("--tls-cert {} / --tls-key {}: {e}", cert.display(), key.display()))
+        })?;
+        options.tls = Some(Arc::new(config));
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start a runtime")
         .map_err(Failure::CouldNotRun)?;
-    eprintln!("stampede target listening on http://{addr} (Ctrl-C to stop)");
-    rt.block_on(stampede_engine::target::TargetServer::serve_until(addr, async {
+    let scheme = if options.tls.is_some() { "https" } else { "http" };
+    let protocols = if args.http2 { "HTTP/1.1 and HTTP/2" } else { "HTTP/1.1" };
+    eprintln!("stampede target listening on {scheme}://{addr}, {protocols} (Ctrl-C to stop)");
+    rt.block_on(stampede_engine::target::TargetServer::serve_until(addr, options, async {
         let _ = tokio::signal::ctrl_c().await;
     }))
     .with_context(|| format!("cannot serve on {addr}"))

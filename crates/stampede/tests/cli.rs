@@ -291,3 +291,101 @@ fn a_duration_override_keeps_an_arrival_rate() {
         format!("schedule: {:.1} iterations/s achieved of 1000.0/s · {dropped} of 1000 dropped", iterations as f64);
     assert!(text(&run.stdout).contains(&line), "`{line}` in {}", text(&run.stdout));
 }
+
+/// `stampede target` as a separate process; killed when dropped.
+struct TargetProcess(std::process::Child);
+
+impl Drop for TargetProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_target(extra: &[&str]) -> (TargetProcess, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["target", "--port", &port.to_string()])
+        .args(extra)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "stampede target did not listen on {port}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    (TargetProcess(child), port)
+}
+
+#[test]
+fn the_target_command_serves_https_and_http2_from_given_pem_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let (_target, port) =
+        start_target(&["--http2", "--tls-cert", cert_file.to_str().unwrap(), "--tls-key", key_file.to_str().unwrap()]);
+    // 40 requests over HTTP/2 (ALPN h2), trusting the self-signed certificate as a CA; then
+    // one more asks the target how many it served over HTTP/2 (itself included).
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            r#"
+name: h2
+baseUrl: https://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 4, iterations: 40}}
+http: {{version: "2", tls: {{caFile: {}}}}}
+scenarios:
+  - name: s
+    steps: [{{name: get, request: {{url: "{{{{baseUrl}}}}/get"}}, check: {{status: 200}}}}]
+"#,
+            cert_file.display()
+        ),
+    );
+    let out = dir.path().join("h2.json");
+    let run = stampede(&["run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", text(&run.stdout), text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!((report["total"]["requests"].as_u64(), report["total"]["errors"].as_u64()), (Some(40), Some(0)));
+    let stats = dir.path().join("stats.yaml");
+    std::fs::write(
+        &stats,
+        format!(
+            r#"
+name: stats
+baseUrl: https://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 1, iterations: 1}}
+http: {{version: "2", tls: {{caFile: {}}}}}
+scenarios:
+  - name: s
+    steps: [{{name: stats, request: {{url: "{{{{baseUrl}}}}/stats"}}, check: {{json: {{http2Requests: {{equals: "41"}}, requests: {{equals: "41"}}}}}}}}]
+"#,
+            cert_file.display()
+        ),
+    )
+    .unwrap();
+    let run = stampede(&["run", stats.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["total"]["errors"], 0, "{}", text(&run.stdout));
+
+    // Without the CA, the same run fails the TLS handshake: errors of kind tls.
+    let untrusted =
+        std::fs::read_to_string(&file).unwrap().replace(&format!("tls: {{caFile: {}}}", cert_file.display()), "");
+    std::fs::write(&file, untrusted).unwrap();
+    let run = stampede(&["run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["total"]["errorsByKind"]["tls"], 40, "{}", text(&run.stdout));
+}
+
+#[test]
+fn the_target_command_refuses_a_missing_key_file_by_name() {
+    let out = stampede(&["target", "--port", "1", "--tls-cert", "nope.pem", "--tls-key", "nope.key"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("nope.pem"), "{}", text(&out.stderr));
+    let out = stampede(&["target", "--port", "1", "--tls-cert", "nope.pem"]);
+    assert_eq!(out.status.code(), Some(2), "--tls-cert needs --tls-key: {}", text(&out.stderr));
+}
