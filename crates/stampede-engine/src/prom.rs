@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::executor::{Tick, Totals};
 use crate::metrics::{ErrorKind, StepStats};
+use crate::phases::Phase;
 use crate::plan::{Plan, StepKey};
 use crate::sysstat;
 
@@ -104,7 +105,14 @@ impl Exporter {
         let mut errors = self.family("stampede_errors_total", "Failed requests, by kind.", MetricType::COUNTER);
         let mut latency = self.family(
             "stampede_request_duration_seconds",
-            "Time from sending a request to its whole response.",
+            "Time to a request's whole response: from sending it, or in open models from the iteration's scheduled \
+             start.",
+            MetricType::HISTOGRAM,
+        );
+        let mut phases = self.family(
+            "stampede_request_phase_duration_seconds",
+            "Latency phases: dns, connect and tls once per new connection; ttfb (send to first byte) and receive \
+             (the rest) per response.",
             MetricType::HISTOGRAM,
         );
         let mut sent = self.family("stampede_sent_bytes_total", "Request bytes written.", MetricType::COUNTER);
@@ -124,6 +132,13 @@ impl Exporter {
                 self.push_value(&mut errors, &l, s.errors[kind.index()] as f64);
             }
             self.push_histogram(&mut latency, &labels, &s.latency);
+            for phase in Phase::ALL {
+                if let Some(p) = s.phases.get(phase).filter(|p| p.count() > 0) {
+                    let mut l = labels.clone();
+                    l.push(("phase", phase.name().to_string()));
+                    self.push_histogram(&mut phases, &l, &p.histogram);
+                }
+            }
             self.push_value(&mut sent, &labels, s.bytes_sent as f64);
             self.push_value(&mut received, &labels, s.bytes_received as f64);
         }
@@ -154,6 +169,9 @@ impl Exporter {
 
         let usage = sysstat::process();
         let mut families = vec![requests, responses, errors, latency, sent, received, iterations, dropped, lag];
+        if !phases.get_metric().is_empty() {
+            families.push(phases);
+        }
         families.push(self.gauge("stampede_active_vus", "Virtual users running now.", f64::from(active)));
         families.push(self.gauge(
             "stampede_max_vus",

@@ -777,6 +777,36 @@ fn cli_exposition_has_every_runner_metric_the_loadtest_dashboard_uses() {
 }
 
 #[test]
+fn cli_exposition_has_latency_phases_per_step() {
+    let scrape = cli_scrape();
+    let e = &scrape.exposition;
+    assert_eq!(e.types.get("stampede_request_phase_duration_seconds").map(String::as_str), Some("histogram"));
+    let count = |name: &str, step: &str, phase: Option<&str>| -> f64 {
+        e.samples
+            .iter()
+            .filter(|s| s.name == name && s.labels.get("step").map(String::as_str) == Some(step))
+            .filter(|s| phase.is_none_or(|p| s.labels.get("phase").map(String::as_str) == Some(p)))
+            .map(|s| s.value)
+            .sum()
+    };
+    for step in ["home", "broken"] {
+        // One scrape is one snapshot: every answer has its time to first byte and receive.
+        let responses = count("stampede_responses_total", step, None);
+        assert!(responses > 0.0, "{step}: no responses in\n{}", scrape.text);
+        for phase in ["ttfb", "receive"] {
+            let n = count("stampede_request_phase_duration_seconds_count", step, Some(phase));
+            assert_eq!(n, responses, "{step}/{phase}\n{}", scrape.text);
+        }
+        // Plain HTTP on an IP: no DNS or TLS series; no more connects than the 2 VUs' first
+        // ones (keep-alive), the first request of each VU being `home`.
+        for phase in ["dns", "tls"] {
+            assert_eq!(count("stampede_request_phase_duration_seconds_count", step, Some(phase)), 0.0, "{phase}");
+        }
+    }
+    assert_eq!(count("stampede_request_phase_duration_seconds_count", "home", Some("connect")), 2.0, "{}", scrape.text);
+}
+
+#[test]
 fn cli_exposition_has_the_units_the_loadtest_dashboard_assumes() {
     let e = &cli_scrape().exposition;
     let sum = |name: &str| e.series(name).map(|s| s.value).sum::<f64>();
