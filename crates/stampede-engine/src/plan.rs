@@ -685,6 +685,12 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
                 for (i, col) in columns.iter().enumerate() {
                     scope.slots.insert(format!("{name}.{col}"), first_slot + i);
                 }
+                if spec.mode == DataMode::Random && spec.on_exhausted.is_some() {
+                    problems.push(Problem::new(
+                        format!("data.{name}.onExhausted"),
+                        "applies to `mode: sequential` or `unique`; random rows never run out",
+                    ));
+                }
                 let on_exhausted = spec.on_exhausted.unwrap_or(if spec.mode == DataMode::Unique {
                     OnExhausted::Stop
                 } else {
@@ -769,6 +775,17 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
                     problems.push(Problem::new(
                         format!("{loc}: extract.{name}"),
                         "this name is already a variable or reserved",
+                    ));
+                    continue;
+                }
+                if let Some(source) = data.iter().find(|d| {
+                    name.strip_prefix(d.name.as_str())
+                        .and_then(|rest| rest.strip_prefix('.'))
+                        .is_some_and(|column| d.columns.iter().any(|c| c == column))
+                }) {
+                    problems.push(Problem::new(
+                        format!("{loc}: extract.{name}"),
+                        format!("this name is a column of the data source `{}`; pick another name", source.name),
                     ));
                     continue;
                 }

@@ -315,11 +315,35 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 /// A threshold: an expression (`"latency.p99 < 250ms"`), or one with options.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum ThresholdSpec {
     Text(String),
     Full(ThresholdOptions),
+}
+
+// By hand rather than `untagged`, so that a mistake inside the object form (an unknown field,
+// a wrong type) is reported as such instead of as "no variant matched".
+impl<'de> Deserialize<'de> for ThresholdSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Spec;
+        impl<'de> serde::de::Visitor<'de> for Spec {
+            type Value = ThresholdSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "an expression such as \"latency.p99 < 250ms\", or {threshold, abortOnFail, delayAbortEval}",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ThresholdSpec, E> {
+                Ok(ThresholdSpec::Text(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ThresholdSpec, A::Error> {
+                ThresholdOptions::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ThresholdSpec::Full)
+            }
+        }
+        d.deserialize_any(Spec)
+    }
 }
 
 impl ThresholdSpec {
