@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release test unit lint fmt chart e2e bench bench-flow generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release test unit lint fmt chart e2e bench bench-flow bench-open bench-sweep bench-h2 bench-7 generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -58,6 +58,22 @@ bench:
 # installed (pinned) under ~/.cache/stampede/tools by the script; a section of bench/RESULTS.md.
 bench-flow:
 	bash bench/flow/run.sh
+
+# Issue #7, each a section of bench/RESULTS.md (see bench/README.md); QUICK=1 for a smoke test.
+# Open model at 20,000 req/s and at each tool's highest sustainable rate: stampede vs oha vs vegeta.
+bench-open:
+	bash bench/open.sh
+
+# Connection sweep 1 … 15,000 keep-alive connections (seed 000): stampede vs wrk vs JMeter.
+bench-sweep:
+	bash bench/sweep.sh
+
+# HTTP/2 cleartext (prior knowledge), 10 connections x 10 streams: stampede vs h2load.
+bench-h2:
+	bash bench/h2.sh
+
+# All three, one after the other (about 40 minutes).
+bench-7: bench-open bench-sweep bench-h2
 
 # Rewrites everything generated from the code; tests fail when committed copies drift.
 generate:

@@ -273,15 +273,18 @@ def summarize(manifest, results):
       f"{verdict(rss <= TARGET_RSS_BYTES if rss else None)} |")
     w("")
 
-    # Keep the user-flow section that bench/flow/run.sh writes into the same page.
-    flow_begin, flow_end = "<!-- BEGIN bench/flow", "<!-- END bench/flow -->"
+    # Keep the sections other scripts write into the same page (bench/flow/run.sh, bench/open.sh,
+    # bench/sweep.sh, bench/h2.sh): every `<!-- BEGIN bench/NAME … -->` … `<!-- END bench/NAME -->`.
     try:
         with open(results, encoding="utf-8") as f:
             old = f.read()
     except OSError:
         old = ""
-    if flow_begin in old and flow_end in old:
-        out += ["", old[old.index(flow_begin) : old.index(flow_end) + len(flow_end)], ""]
+    for m in re.finditer(r"<!-- BEGIN bench/([\w-]+)", old):
+        end = f"<!-- END bench/{m.group(1)} -->"
+        stop = old.find(end, m.start())
+        if stop >= 0:
+            out += ["", old[m.start() : stop + len(end)], ""]
     with open(results, "w", encoding="utf-8") as f:
         f.write("\n".join(out))
     print("\n".join(out[out.index("## Results"):]))
