@@ -1019,3 +1019,38 @@ async fn send(
         }
     }
 }
+
+#[cfg(test)]
+mod task_size {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    use super::{Shared, WorkerLocal};
+
+    /// The size of the future `make` would return (without calling it).
+    fn future_size<F: FnOnce(Arc<Shared>, Rc<WorkerLocal>) -> Fut, Fut>(_: &F) -> usize {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// Every VU is a task whose state is its future: at 15,000 VUs each KB is 15 MB. Rare,
+    /// large states (opening a connection with its TLS handshake, an HTTP/2 exchange) are
+    /// boxed so they do not weigh on every VU; this keeps them out.
+    #[test]
+    fn a_vu_task_stays_small() {
+        let closed = |s, l| super::vu_task(0, 0, s, l, Rc::new(Cell::new(false)));
+        let open = |s, l| {
+            super::open_vu(
+                0,
+                0,
+                Rc::new(super::VuSlot { index: 0, job: Cell::new(None), wake: tokio::sync::Notify::new() }),
+                Rc::new(super::Pool::default()),
+                s,
+                l,
+            )
+        };
+        let (closed, open) = (future_size(&closed), future_size(&open));
+        println!("VU task state: closed model {closed} bytes, open model {open} bytes");
+        assert!(closed <= 2048 && open <= 2048, "closed {closed}, open {open} bytes");
+    }
+}
