@@ -109,6 +109,7 @@ taskset -c "$GEN_CPU" timeout 10 wrk -t1 -c10 -d1s "$URL" >/dev/null 2>&1 || tru
 declare -A MAXRATE
 for tool in "${tools[@]}"; do
     best=0
+    failed_at=
     rate=$SEARCH_START
     log "search: $tool from $rate req/s, steps of $SEARCH_STEP, ${SEARCH_DURATION}s each"
     if run_one search "$tool" "$rate" "$SEARCH_DURATION" 1; then
@@ -128,7 +129,14 @@ for tool in "${tools[@]}"; do
             if (( rate > SEARCH_STEP )); then rate=$(( rate - SEARCH_STEP )); else rate=$(( rate / 2 )); fi
             (( rate >= 1000 )) || break
             if run_one search "$tool" "$rate" "$SEARCH_DURATION" 1; then best=$rate; break; fi
+            failed_at=$rate
         done
+        # half a step up from there, below the last rate that failed
+        failed_at=${failed_at:-$SEARCH_START}
+        half=$(( best + SEARCH_STEP / 2 ))
+        if (( best > 0 && half < failed_at )); then
+            run_one search "$tool" "$half" "$SEARCH_DURATION" 1 && best=$half
+        fi
     fi
     MAXRATE[$tool]=$best
     log "search: $tool sustained up to $best req/s"
