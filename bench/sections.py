@@ -353,7 +353,7 @@ def header_lines(part, meta, runs, extra_tools=()):
              f"ports {meta.get('BENCH_PORT_RANGE', '?')}, tcp_tw_reuse {meta.get('BENCH_TW_REUSE', '?')}.")
     w.append(f"- stampede {meta.get('BENCH_V_STAMPEDE', '?').removeprefix('stampede ')}; "
              + "; ".join(meta.get(k) for k in extra_tools if meta.get(k)) + ".")
-    w.append(f"- Server: nginx {meta.get('BENCH_V_NGINX', '?')} pinned to CPU {meta.get('BENCH_SERVER_CPU', '0')} "
+    w.append(f"- Server: {meta.get('BENCH_V_NGINX', 'nginx')} pinned to CPU {meta.get('BENCH_SERVER_CPU', '0')} "
              f"(`{meta.get('BENCH_NGINX_CONF', '?')}`), a static {meta.get('BENCH_PAGE_BYTES', '?')}-byte page on 127.0.0.1, "
              "`stub_status` for counting.")
     if loads:

@@ -126,7 +126,7 @@ export BENCH_PART=sweep BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_CMDL
     BENCH_ELAPSED_S=$(( SECONDS - T_START )) BENCH_RAW="${RAW#"$ROOT"/}" BENCH_SKIPPED="$SKIPPED" \
     BENCH_V_STAMPEDE="$("$STAMPEDE" --version 2>&1 | sed -n 1p) ($STAMPEDE_DESC)" \
     BENCH_V_WRK="$(wrk -v 2>&1 | sed -n 1p | cut -d' ' -f1-2)" \
-    BENCH_V_JMETER="$JMETER_VERSION ($(java -version 2>&1 | sed -n 1p))" \
+    BENCH_V_JMETER="JMeter $JMETER_VERSION ($(java -version 2>&1 | sed -n 1p))" \
     BENCH_JVM_ARGS="$JMETER_JVM_ARGS" \
     BENCH_CMD_STAMPEDE="taskset -c $GEN_CPU $(gen_cmd stampede N report | sed -e "s|$RAW/stampede|stampede|" -e "s|$ROOT/||g" -e "s|:$PORT|:PORT|")" \
     BENCH_CMD_WRK="taskset -c $GEN_CPU $(gen_cmd wrk N x | sed -e "s|:$PORT|:PORT|")" \
