@@ -687,6 +687,9 @@ struct VuSlot {
     wake: tokio::sync::Notify,
 }
 
+/// The resolution of tokio's timer.
+const TIMER_RESOLUTION: Duration = Duration::from_millis(1);
+
 /// Idle VUs of one open-model scheduler.
 #[derive(Default)]
 struct Pool {
@@ -722,7 +725,12 @@ async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>
     let start = tokio::time::Instant::from_std(shared.start);
     let mut k = id as u64;
     while let Some(at) = load.start_of(k) {
-        tokio::time::sleep_until(start + at).await;
+        // Tokio's timer fires on whole milliseconds, at or after the deadline: asked for the
+        // due instant itself, iterations would start 0–1+ ms late, and that lateness would
+        // count in every latency. Asking a millisecond early starts them within the
+        // millisecond around their schedule instead; one that starts early counts its
+        // latency from its actual send (see `run_step`), never from before it.
+        tokio::time::sleep_until((start + at).checked_sub(TIMER_RESOLUTION).unwrap_or(start)).await;
         if shared.halted() || shared.data_exhausted.load(Ordering::Relaxed) {
             break;
         }
@@ -786,7 +794,9 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
     vu.headers.all = step.needs_headers;
     let result = send(vu, &step.request, step.needs_body, &local.transport).await;
     let service = started.elapsed().as_micros() as u64;
-    let micros = intended.map_or(service, |at| at.elapsed().as_micros() as u64);
+    // From the scheduled start, or from the actual send when that came first (the scheduler
+    // may start an iteration up to a timer tick early).
+    let micros = intended.map_or(service, |at| (at.elapsed().as_micros() as u64).max(service));
     let mut guard = local.metrics.borrow_mut();
     let m = &mut *guard;
     let s = &mut m.steps[step.metric];
