@@ -370,6 +370,9 @@ pub struct RunnerReport {
     pub live: Option<PortableStep>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<GeneratorFacts>,
+    /// Why this runner's figures are suspect: it could not keep up (schedule lag or CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -385,6 +388,7 @@ impl RunnerReport {
             result: None,
             live: None,
             generator: None,
+            saturated: None,
             message: None,
         }
     }

@@ -307,6 +307,23 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
                             now,
                             generation,
                         );
+                        // A saturated generator makes the figures suspect; the verdict stands.
+                        let saturated: Vec<String> = done
+                            .iter()
+                            .filter_map(|r| r.saturated.as_ref().map(|why| format!("runner {}: {why}", r.index)))
+                            .collect();
+                        set_condition(
+                            &mut st.conditions,
+                            "GeneratorSaturated",
+                            !saturated.is_empty(),
+                            if saturated.is_empty() { "KeptUp" } else { "Saturated" },
+                            &saturated.join("; "),
+                            now,
+                            generation,
+                        );
+                        if !saturated.is_empty() {
+                            actions.push(event(true, "GeneratorSaturated", saturated.join("; ")));
+                        }
                         st.phase = if passed { Phase::Succeeded } else { Phase::Failed };
                         st.completion_time = Some(fmt(now));
                         st.message = Some(if passed {

@@ -82,6 +82,7 @@ fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> Runner
         result: (state == RunnerState::Done).then(|| PortableMetrics::encode(&plan.step_keys, &m, &names)),
         live: None,
         generator: None,
+        saturated: None,
         message: None,
     }
 }
@@ -181,6 +182,38 @@ fn open_model_drops_of_every_runner_add_up_in_the_status() {
     let summary = lt.status.as_ref().unwrap().summary.clone().unwrap();
     assert_eq!(summary.dropped_iterations, 0);
     assert!(!serde_json::to_string(&summary).unwrap().contains("droppedIterations"));
+}
+
+#[test]
+fn a_saturated_runner_is_a_condition_and_a_warning_but_keeps_the_verdict() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let why =
+        "the generator saturated (schedule lag p99 31.0 ms > 10 ms: iterations started late); its figures are suspect";
+    let hot = RunnerReport { saturated: Some(why.into()), ..report(1, RunnerState::Done, 500, 2_000) };
+    let job = Some(JobState { succeeded: 2, ..JobState::default() });
+    let actions =
+        step(&mut lt, &observed(now, vec![Some(report(0, RunnerState::Done, 500, 2_000)), Some(hot)], job.clone()));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "thresholds decide the phase, not saturation");
+    let cond = st.conditions.iter().find(|c| c.type_ == "GeneratorSaturated").unwrap();
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("True", "Saturated"));
+    assert_eq!(cond.message, format!("runner 1: {why}"));
+    assert!(actions.iter().any(
+        |a| matches!(a, Action::Event { warning: true, reason, note } if reason == "GeneratorSaturated" && note.contains("runner 1"))
+    ));
+
+    // Runners that kept up: the condition is False and there is no warning.
+    let mut lt = loadtest(1);
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let actions = step(&mut lt, &observed(now, vec![Some(report(0, RunnerState::Done, 500, 2_000))], job));
+    let st = lt.status.as_ref().unwrap();
+    let cond = st.conditions.iter().find(|c| c.type_ == "GeneratorSaturated").unwrap();
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "KeptUp"));
+    assert!(!actions.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "GeneratorSaturated")));
 }
 
 #[test]

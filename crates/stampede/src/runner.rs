@@ -495,6 +495,7 @@ async fn runner(
         result: Some(result),
         live: Some(PortableStep::from_interval("", "total", &ran.total)),
         generator: Some(report.run.generator.clone()),
+        saturated: report.run.saturated.clone(),
         ..RunnerReport::new(env.index, RunnerState::Done)
     };
     finish(reporter, done, &terminated).await
