@@ -231,6 +231,8 @@ def parse_nginx(prefix, warmup=None, measure=None):
                 t_end = float(p[1])
         except (ValueError, IndexError):
             continue
+    if t_end is not None:
+        r["t_end"] = t_end
     if "before" in r and "after" in r:
         # every poll (the samples and `after`) is itself a request nginx counts
         r["served"] = r["after"][3] - r["before"][3] - 1 - len(samples)
@@ -371,7 +373,8 @@ def problems(runs, key):
     for r in runs:
         if failed(r) or (r.get("errors") or 0) > 0:
             why = err_tail(r["prefix"])
-            what = f"rc {r['rc']}" + (f", {r.get('errors')} errors" if r.get("errors") else "")
+            what = f"rc {r['rc']}" + (" (killed by the time limit)" if r["rc"] in (124, 137) else "") \
+                + (f", {r.get('errors')} errors" if r.get("errors") else "")
             if r.get("cpu_us_per_req") is None:
                 what += ", no result"
             kinds = r.get("errors_by_kind") or r.get("error_kinds")
@@ -400,7 +403,11 @@ def write_sweep(meta, runs):
     w.append(f"  - JMeter: `bench/jmeter/sweep.jmx` (seed 000's plan: one HTTP sampler, keep-alive, HttpClient4, "
              f"same user on each iteration so connections are kept), JVM flags as its `bin/jmeter`: "
              f"`{meta.get('BENCH_JVM_ARGS', '')}`; like seed 000 it writes a result file (`-l`, a minimal CSV, for p99).")
-    w.append(f"- Each run lasts {meta.get('BENCH_RUN_S', '?')} s. **req/s is counted by nginx**: `stub_status` is polled "
+    short_note = ""
+    if meta.get("BENCH_QUICK") != "1" and (meta.get("BENCH_WARMUP"), meta.get("BENCH_MEASURE")) != ("5", "10"):
+        short_note = (f" (shortened from the default 5 s warm-up + 10 s window to {meta.get('BENCH_WARMUP')} s + "
+                      f"{meta.get('BENCH_MEASURE')} s to keep the whole issue #7 run within about 45 minutes)")
+    w.append(f"- Each run lasts {meta.get('BENCH_RUN_S', '?')} s{short_note}. **req/s is counted by nginx**: `stub_status` is polled "
              f"every {meta.get('BENCH_SAMPLE_EVERY', '?')} s (by a poller pinned to the server's CPU; the polls are subtracted), "
              f"and the measured window starts {meta.get('BENCH_WARMUP', '?')} s after the generator's first request "
              f"(warm-up: connection set-up, JIT) and lasts {meta.get('BENCH_MEASURE', '?')} s (up to the last poll before that; "
@@ -467,6 +474,25 @@ def write_sweep(meta, runs):
         if rs and most < 0.99 * top:
             w.append(f"- {NAMES[t]} never had all {top:,} connections open at once: at most {most:,} (nginx's active "
                      "connections over all polls).")
+    run_s = float(meta.get("BENCH_RUN_S") or 0)
+    limit = meta.get("BENCH_LIMIT_S") or (str(int(run_s) + 150) if run_s else "?")
+    for t in tools:
+        long_runs = [r for r in runs if r["tool"] == t and r["nginx"].get("t_end") and run_s
+                     and r["nginx"]["t_end"] > run_s + 10]
+        if long_runs:
+            by_n = {}
+            for r in long_runs:
+                by_n.setdefault(r["conns"], []).append(r)
+            parts = []
+            for n, rs in sorted(by_n.items()):
+                killed = sum(1 for r in rs if r["rc"] in (124, 137))
+                ends = ", ".join(f"{r['nginx']['t_end']:.0f}" for r in rs)
+                parts.append(f"{n:,} conns ({ends} s"
+                             + (f"; {killed} killed at the {limit} s limit" if killed else "") + ")")
+            w.append(f"- {NAMES[t]}'s runs lasted much longer than {run_s:.0f} s at " + ", ".join(parts)
+                     + ": its threads start slowly and each runs the full duration from its own start, so its own "
+                     "req/s, p99 and CPU-µs/req cover that longer run (JIT warmed up, start-up amortised), while "
+                     "req/s (nginx) covers the same window after the first request as for the other tools.")
     tails = [r for r in runs if r["tool"] == "stampede" and r.get("tail_requests") and r["conns"] >= 1000]
     if tails:
         w.append("- stampede's end of run (from its report's timeline): the requests still in flight at the planned end "
