@@ -432,8 +432,6 @@ fn worker_main(
 }
 
 struct RunningVu {
-    vu: u32,
-    group: usize,
     retire: Rc<Cell<bool>>,
     retiring_since: Option<Instant>,
     abort: AbortHandle,
@@ -465,8 +463,11 @@ async fn worker_loop(
         }
     }
     let mut set: JoinSet<()> = JoinSet::new();
-    let mut running: HashMap<tokio::task::Id, RunningVu> = HashMap::new();
-    let mut by_vu: HashMap<u32, tokio::task::Id> = HashMap::new();
+    // The running VU task of each `owned` entry, by position: the scan below touches every
+    // entry on each control tick, so it must be cheap at 15,000 VUs. Completions find their
+    // entry by task id.
+    let mut slots: Vec<Option<RunningVu>> = owned.iter().map(|_| None).collect();
+    let mut slot_of: HashMap<tokio::task::Id, usize> = HashMap::new();
     loop {
         let now = Instant::now();
         if shared.halted() {
@@ -479,25 +480,25 @@ async fn worker_loop(
         let elapsed = now - shared.start;
         let targets: Vec<u32> = shared.plan.groups.iter().map(|g| g.load.target_vus_at(elapsed)).collect();
         let mut all_stopping = true;
-        for &(vu, g, local_vu) in &owned {
+        for (i, (slot, &(vu, g, local_vu))) in slots.iter_mut().zip(&owned).enumerate() {
             let group = &shared.groups[g];
-            if group.hard_stop.is_some_and(|h| now >= h) {
-                if let Some(r) = by_vu.get(&vu).and_then(|id| running.get(id)) {
-                    r.abort.abort();
-                }
-                continue;
+            let hard_stopped = group.hard_stop.is_some_and(|h| now >= h);
+            if let Some(r) = slot.as_ref()
+                && (hard_stopped || r.retiring_since.is_some_and(|t| now - t >= group.ramp_down_grace))
+            {
+                r.abort.abort();
             }
-            if shared.stopping(g, now) {
+            if hard_stopped || shared.stopping(g, now) {
                 continue;
             }
             all_stopping = false;
             let target = targets[g];
-            match by_vu.get(&vu).and_then(|id| running.get_mut(id)) {
+            match slot {
                 None if local_vu < target => {
                     let retire = Rc::new(Cell::new(false));
                     let abort = set.spawn_local(vu_task(vu, g, shared.clone(), local.clone(), retire.clone()));
-                    by_vu.insert(vu, abort.id());
-                    running.insert(abort.id(), RunningVu { vu, group: g, retire, retiring_since: None, abort });
+                    slot_of.insert(abort.id(), i);
+                    *slot = Some(RunningVu { retire, retiring_since: None, abort });
                 }
                 Some(r) if local_vu >= target && r.retiring_since.is_none() => {
                     r.retire.set(true);
@@ -511,11 +512,6 @@ async fn worker_loop(
                 _ => {}
             }
         }
-        for r in running.values() {
-            if r.retiring_since.is_some_and(|t| now - t >= shared.groups[r.group].ramp_down_grace) {
-                r.abort.abort();
-            }
-        }
         if all_stopping && set.is_empty() && open.is_empty() {
             break;
         }
@@ -523,12 +519,18 @@ async fn worker_loop(
             _ = tokio::time::sleep(CONTROL_TICK) => {}
             Some(_) = open.join_next(), if !open.is_empty() => {}
             Some(res) = set.join_next_with_id(), if !set.is_empty() => {
-                let id = match res {
-                    Ok((id, ())) => id,
-                    Err(e) => e.id(),
-                };
-                if let Some(r) = running.remove(&id) {
-                    by_vu.remove(&r.vu);
+                // Take every VU task that has ended by now, not one per scan: at the end of
+                // a run thousands end at once.
+                let mut ended = Some(res);
+                while let Some(res) = ended {
+                    let id = match res {
+                        Ok((id, ())) => id,
+                        Err(e) => e.id(),
+                    };
+                    if let Some(i) = slot_of.remove(&id) {
+                        slots[i] = None;
+                    }
+                    ended = set.try_join_next_with_id();
                 }
             }
         }
