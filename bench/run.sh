@@ -39,49 +39,23 @@ OHA_VERSION=${OHA_VERSION:-1.16.0}
 TOOLS_ROOT=${TOOLS_ROOT:-$HOME/.cache/stampede/tools}
 OUT_ROOT=${OUT_ROOT:-$BENCH/out}
 
-log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+BENCH_TAG=bench
+# shellcheck source=bench/lib.sh
+source "$BENCH/lib.sh"   # log, die, tool installs, nginx start/stop (shared with bench/open.sh, sweep.sh, h2.sh)
 
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
 [[ "$DURATION" =~ ^[1-9][0-9]*$ ]] || die "DURATION must be whole seconds"
 (( $(nproc) >= 2 )) || die "needs at least 2 CPUs (server on CPU $SERVER_CPU, generators on CPU $GEN_CPU)"
 
 # ---------------------------------------------------------------- tools ---
-apt_updated=0
-apt_install() {
-    command -v apt-get >/dev/null || die "missing $*, and no apt-get to install it"
-    if [[ $apt_updated == 0 ]]; then
-        log "apt-get update"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        apt_updated=1
-    fi
-    log "apt-get install $*"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
-
-missing=()
-[[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null || missing+=(nginx)
-command -v wrk >/dev/null || missing+=(wrk)
-[[ -x /usr/bin/time ]] || missing+=(time)
-command -v taskset >/dev/null || missing+=(util-linux)
-command -v python3 >/dev/null || missing+=(python3)
-command -v curl >/dev/null || missing+=(curl)
+need_debian wrk:wrk
 if [[ -n "$PROFILE" ]]; then
     [[ "$PROFILE" =~ ^[1-9][0-9]*$ ]] || die "PROFILE must be a number of connections"
-    command -v perf >/dev/null || missing+=(linux-perf)
-fi
-if (( ${#missing[@]} )); then apt_install "${missing[@]}"; fi
-if [[ -n "$PROFILE" ]]; then
+    need_debian perf:linux-perf
     perf stat -e cpu-clock -o /dev/null true 2>/dev/null || die "perf cannot count cpu-clock here (perf_event_paranoid?)"
 fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-OHA="$TOOLS_ROOT/bin/oha"
-if [[ ! -x "$OHA" ]] || [[ "$("$OHA" --version 2>/dev/null)" != *"$OHA_VERSION"* ]]; then
-    log "cargo install oha $OHA_VERSION into $TOOLS_ROOT (a cold build takes several minutes)"
-    mkdir -p "$TOOLS_ROOT"
-    timeout 3600 cargo install oha --version "$OHA_VERSION" --locked --root "$TOOLS_ROOT" --force
-fi
+ensure_oha || die "cannot install oha $OHA_VERSION"
 
 # Which stampede: STAMPEDE_BIN as is; STAMPEDE_REV (e.g. HEAD) built from that commit's tree
 # (git archive into bench/out, own target dir, so edits in the work tree do not leak in);
@@ -144,21 +118,6 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/stampede-bench.XXXXXX")
 chmod 755 "$TMP"                         # nginx workers run as nobody when started as root
 NGINX_PID=
 
-stop_nginx() {
-    [[ -n "$NGINX_PID" ]] || return 0
-    if kill -0 "$NGINX_PID" 2>/dev/null; then
-        local workers
-        workers=$(pgrep -P "$NGINX_PID" || true)
-        kill -TERM "$NGINX_PID" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$NGINX_PID" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$NGINX_PID" 2>/dev/null; then
-            for w in $workers; do kill -KILL "$w" 2>/dev/null || true; done
-            kill -KILL "$NGINX_PID" 2>/dev/null || true
-        fi
-        wait "$NGINX_PID" 2>/dev/null || true
-    fi
-    NGINX_PID=
-}
 cleanup() {
     stop_nginx
     rm -rf "$TMP"
