@@ -14,9 +14,8 @@ use kube::CustomResource;
 use kube::core::crd::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stampede_engine::portable::{PortableMetrics, PortableStep};
-use stampede_engine::report::GeneratorFacts;
-use stampede_engine::threshold::Verdict;
+use stampede_model::portable::{PortableMetrics, PortableStep};
+use stampede_model::report::{GeneratorFacts, LatencySummary, Verdict};
 
 /// Field manager name for server-side apply.
 pub const MANAGER: &str = "stampede-operator";
@@ -310,7 +309,7 @@ pub struct Summary {
     pub p99: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors_by_kind: BTreeMap<String, u64>,
-    pub latency_ms: stampede_engine::report::LatencySummary,
+    pub latency_ms: LatencySummary,
     pub bytes_received: u64,
     pub bytes_sent: u64,
     pub iterations: u64,
@@ -333,7 +332,7 @@ pub struct StepResult {
     pub requests: u64,
     pub errors: u64,
     pub rps: f64,
-    pub latency_ms: stampede_engine::report::LatencySummary,
+    pub latency_ms: LatencySummary,
 }
 
 /// Where a runner is.

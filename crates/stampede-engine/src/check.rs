@@ -3,8 +3,8 @@
 
 use crate::extract::{ResponseView, Segment, describe, lookup, parse_json_path, value_text};
 use crate::plan::StatusCheck;
-use crate::scenario::{CheckSpec, Expect};
 use crate::template::{Escape, Scope, Template};
+use stampede_model::scenario::{CheckSpec, Expect};
 
 /// What a check looks at.
 #[derive(Debug)]
@@ -211,7 +211,7 @@ fn describe_expect(e: &Expect) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Scalar;
+    use stampede_model::scenario::Scalar;
 
     fn compile_one(spec: CheckSpec) -> CheckPlan {
         let mut problems = Vec::new();

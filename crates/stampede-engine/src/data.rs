@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use crate::scenario::DataSpec;
-use crate::scenario::{DataMode, OnExhausted};
+pub use stampede_model::scenario::DataSpec;
+use stampede_model::scenario::{DataMode, OnExhausted};
 
 /// A loaded data file.
 #[derive(Debug)]

@@ -24,10 +24,10 @@ use crate::extract::ResponseView;
 use crate::http1::{self, ExchangeError, ResponseInfo};
 use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics};
 use crate::plan::{LoadPlan, Plan, RequestPlan, StepPlan, Target};
-use crate::report::TimelinePoint;
-use crate::scenario::OnError;
+use crate::report::{self, TimelinePoint};
 use crate::sysstat;
 use crate::transport::{self, VuConn, WorkerTransport};
+use stampede_model::scenario::OnError;
 
 /// How often a worker's controller looks at the ramp and the clock.
 const CONTROL_TICK: Duration = Duration::from_millis(25);
@@ -336,7 +336,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         }
         let tick = Tick { index, elapsed, length: elapsed - prev_end, active_vus: active, stats, totals };
         on_tick(&tick);
-        timeline.push(TimelinePoint::of(&tick));
+        timeline.push(report::timeline_point(&tick));
         prev_end = elapsed;
     };
     for msg in rx {
@@ -706,7 +706,7 @@ struct Pool {
 async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>) {
     let load = &shared.plan.groups[g].load;
     let LoadPlan::ArrivalRate { pre_allocated, max_vus, .. } = load else { return };
-    let share = |n: u32| crate::scenario::split_evenly(u64::from(n), workers as u32, id as u32) as usize;
+    let share = |n: u32| stampede_model::scenario::split_evenly(u64::from(n), workers as u32, id as u32) as usize;
     let (pre, max) = (share(*pre_allocated), share(*max_vus).max(1));
     let pool = Rc::new(Pool::default());
     let mut slots: Vec<Rc<VuSlot>> = Vec::new();

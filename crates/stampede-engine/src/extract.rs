@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::scenario::ExtractSpec;
+use stampede_model::scenario::ExtractSpec;
 
 /// One segment of a JSON path.
 #[derive(Clone, Debug, PartialEq, Eq)]

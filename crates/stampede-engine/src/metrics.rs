@@ -5,7 +5,8 @@
 //! only from merged histograms, never from averaging percentiles.
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+
+pub use stampede_model::ErrorKind;
 
 use crate::phases::Phases;
 
@@ -17,63 +18,6 @@ pub const SIGFIG: u8 = 3;
 /// A new latency histogram in microseconds.
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, SIGFIG).expect("valid histogram bounds")
-}
-
-/// Why a request failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum ErrorKind {
-    /// The connection was refused or the host unreachable.
-    Connect,
-    /// The host name did not resolve.
-    Dns,
-    /// The TLS handshake failed: the message says whether the CA was unknown, the name did
-    /// not match, or the handshake itself failed.
-    Tls,
-    /// The request (or its connect) ran past its time limit.
-    Timeout,
-    /// The connection was reset or closed mid-exchange.
-    Reset,
-    /// The server's answer was not valid HTTP.
-    Protocol,
-    /// A check on the response failed.
-    Check,
-    /// An extractor found nothing to take.
-    Extract,
-    /// Any other local I/O error.
-    Io,
-}
-
-impl ErrorKind {
-    pub const ALL: [ErrorKind; 9] = [
-        ErrorKind::Connect,
-        ErrorKind::Dns,
-        ErrorKind::Tls,
-        ErrorKind::Timeout,
-        ErrorKind::Reset,
-        ErrorKind::Protocol,
-        ErrorKind::Check,
-        ErrorKind::Extract,
-        ErrorKind::Io,
-    ];
-
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::Dns => "dns",
-            ErrorKind::Tls => "tls",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Reset => "reset",
-            ErrorKind::Protocol => "protocol",
-            ErrorKind::Check => "check",
-            ErrorKind::Extract => "extract",
-            ErrorKind::Io => "io",
-        }
-    }
 }
 
 const KINDS: usize = ErrorKind::ALL.len();

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::error::ScenarioError;
-use crate::scenario::ScenarioFile;
+use stampede_model::scenario::ScenarioFile;
 
 /// Reads and parses a scenario file.
 pub fn load_file(path: &Path) -> Result<ScenarioFile, ScenarioError> {

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use crate::check::CheckPlan;
 use crate::data::DataSource;
-use crate::duration::Dur;
 use crate::error::Problem;
-use crate::scenario::{DataMode, OnError, OnExhausted};
-use crate::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
 use crate::template::{Escape, Scope, Template};
 use crate::threshold::{self, Threshold};
+use stampede_model::Dur;
+pub use stampede_model::StepKey;
+use stampede_model::scenario::{DataMode, OnError, OnExhausted};
+use stampede_model::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
 use std::sync::Arc;
 
 /// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
@@ -40,13 +41,6 @@ pub struct Plan {
     pub cookies: bool,
     /// HTTP version, connection layout and TLS.
     pub transport: Arc<crate::transport::TransportPlan>,
-}
-
-/// Names of a step, for reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StepKey {
-    pub scenario: String,
-    pub step: String,
 }
 
 /// VUs that follow one load model and run some scenarios.
@@ -839,7 +833,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         let src = spec.expression();
         match threshold::parse(src).and_then(|t| t.check_selectors(&step_keys).map(|()| t)) {
             Ok(mut t) => {
-                if let crate::scenario::ThresholdSpec::Full(o) = spec {
+                if let stampede_model::scenario::ThresholdSpec::Full(o) = spec {
                     t.abort_on_fail = o.abort_on_fail;
                     t.delay_abort_eval = o.delay_abort_eval.map(Dur::get).unwrap_or_default();
                     if o.delay_abort_eval.is_some() && !o.abort_on_fail {

@@ -11,69 +11,11 @@ use std::io::Cursor;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+pub use stampede_model::portable::{PortableMetrics, PortablePhase, PortableStep};
+use stampede_model::{ErrorKind, StepKey};
 
-use crate::metrics::{ErrorKind, IntervalStats, StepStats, WorkerMetrics, errors_by_name};
+use crate::metrics::{IntervalStats, StepStats, WorkerMetrics, errors_by_name};
 use crate::phases::{Phase, PhaseStats, Phases};
-use crate::plan::StepKey;
-
-/// One step's stats in portable form.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct PortableStep {
-    pub scenario: String,
-    pub step: String,
-    pub requests: u64,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub errors: BTreeMap<String, u64>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub status: BTreeMap<String, u64>,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    /// Exact smallest latency, µs (absent without samples).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_us: Option<u64>,
-    pub max_us: u64,
-    /// Total latency histogram (µs), HdrHistogram V2 + deflate, base64.
-    pub histogram: String,
-    /// Passes and failures of each named check, by the check's index in its step.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<[u64; 2]>,
-    /// Latency phases by name (`dns`, `connect`, `tls`, `ttfb`, `receive`); a phase without
-    /// samples is absent.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub phases: BTreeMap<String, PortablePhase>,
-}
-
-/// One latency phase's samples in portable form.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct PortablePhase {
-    /// Exact smallest value, µs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_us: Option<u64>,
-    /// Exact largest value, µs.
-    pub max_us: u64,
-    /// Histogram (µs), HdrHistogram V2 + deflate, base64.
-    pub histogram: String,
-}
-
-/// A run's (or a runner's) counters and histograms.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct PortableMetrics {
-    pub steps: Vec<PortableStep>,
-    /// Completed iterations by scenario name.
-    pub iterations: BTreeMap<String, u64>,
-    /// Open models: iterations due when no VU was free (all groups).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub dropped_iterations: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 /// Why portable metrics could not be read back.
 #[derive(Debug, thiserror::Error)]
@@ -86,89 +28,85 @@ pub enum PortableError {
     ErrorKind(String),
 }
 
-impl PortableStep {
-    /// Encodes interval stats (all steps together, e.g. a runner's running total) as one
-    /// step named `scenario`/`step`. Intervals carry no byte or status counts, so those stay
-    /// zero/empty; min and max come from the histogram (within its precision).
-    pub fn from_interval(scenario: &str, step: &str, stats: &IntervalStats) -> PortableStep {
-        let mut raw = Vec::new();
-        let _ = V2DeflateSerializer::new().serialize(&stats.latency, &mut raw);
-        let empty = stats.latency.is_empty();
-        PortableStep {
-            scenario: scenario.to_string(),
-            step: step.to_string(),
-            requests: stats.requests,
-            errors: errors_by_name(&stats.errors_by_kind),
-            status: BTreeMap::new(),
-            bytes_sent: 0,
-            bytes_received: 0,
-            min_us: (!empty).then(|| stats.latency.min()),
-            max_us: if empty { 0 } else { stats.latency.max() },
-            histogram: STANDARD.encode(raw),
-            checks: Vec::new(),
-            phases: BTreeMap::new(),
-        }
+/// Encodes interval stats (all steps together, e.g. a runner's running total) as one
+/// step named `scenario`/`step`. Intervals carry no byte or status counts, so those stay
+/// zero/empty; min and max come from the histogram (within its precision).
+pub fn step_from_interval(scenario: &str, step: &str, stats: &IntervalStats) -> PortableStep {
+    let mut raw = Vec::new();
+    let _ = V2DeflateSerializer::new().serialize(&stats.latency, &mut raw);
+    let empty = stats.latency.is_empty();
+    PortableStep {
+        scenario: scenario.to_string(),
+        step: step.to_string(),
+        requests: stats.requests,
+        errors: errors_by_name(&stats.errors_by_kind),
+        status: BTreeMap::new(),
+        bytes_sent: 0,
+        bytes_received: 0,
+        min_us: (!empty).then(|| stats.latency.min()),
+        max_us: if empty { 0 } else { stats.latency.max() },
+        histogram: STANDARD.encode(raw),
+        checks: Vec::new(),
+        phases: BTreeMap::new(),
     }
 }
 
-impl PortableMetrics {
-    /// Encodes per-step stats named by `keys`, and iterations per scenario.
-    pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[String]) -> PortableMetrics {
-        let steps = keys
-            .iter()
-            .zip(&metrics.steps)
-            .map(|(key, s)| {
-                let mut raw = Vec::new();
-                let _ = V2DeflateSerializer::new().serialize(&s.latency, &mut raw);
-                PortableStep {
-                    scenario: key.scenario.clone(),
-                    step: key.step.clone(),
-                    requests: s.requests,
-                    errors: errors_by_name(&s.errors),
-                    status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
-                    bytes_sent: s.bytes_sent,
-                    bytes_received: s.bytes_received,
-                    min_us: (!s.latency.is_empty()).then_some(s.min_us),
-                    max_us: s.max_us,
-                    histogram: STANDARD.encode(raw),
-                    checks: s.checks.clone(),
-                    phases: encode_phases(&s.phases),
-                }
-            })
-            .collect();
-        let iterations = scenario_names.iter().cloned().zip(metrics.iterations.iter().copied()).collect();
-        PortableMetrics { steps, iterations, dropped_iterations: metrics.dropped.iter().sum() }
-    }
+/// Encodes per-step stats named by `keys`, and iterations per scenario.
+pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[String]) -> PortableMetrics {
+    let steps = keys
+        .iter()
+        .zip(&metrics.steps)
+        .map(|(key, s)| {
+            let mut raw = Vec::new();
+            let _ = V2DeflateSerializer::new().serialize(&s.latency, &mut raw);
+            PortableStep {
+                scenario: key.scenario.clone(),
+                step: key.step.clone(),
+                requests: s.requests,
+                errors: errors_by_name(&s.errors),
+                status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+                bytes_sent: s.bytes_sent,
+                bytes_received: s.bytes_received,
+                min_us: (!s.latency.is_empty()).then_some(s.min_us),
+                max_us: s.max_us,
+                histogram: STANDARD.encode(raw),
+                checks: s.checks.clone(),
+                phases: encode_phases(&s.phases),
+            }
+        })
+        .collect();
+    let iterations = scenario_names.iter().cloned().zip(metrics.iterations.iter().copied()).collect();
+    PortableMetrics { steps, iterations, dropped_iterations: metrics.dropped.iter().sum() }
+}
 
-    /// Adds these metrics into `into`, matching steps by (scenario, step) name; steps
-    /// unknown to `keys` are skipped.
-    pub fn merge_into(
-        &self,
-        keys: &[StepKey],
-        scenario_names: &[String],
-        into: &mut WorkerMetrics,
-    ) -> Result<(), PortableError> {
-        for p in &self.steps {
-            let Some(index) = keys.iter().position(|k| k.scenario == p.scenario && k.step == p.step) else {
-                continue;
-            };
-            let stats = decode_step(p)?;
-            into.steps[index].merge(&stats);
-        }
-        for (name, n) in &self.iterations {
-            if let Some(i) = scenario_names.iter().position(|s| s == name) {
-                into.iterations[i] += n;
-            }
-        }
-        if self.dropped_iterations > 0 {
-            // Runners' drops are merged as one count (by group within a runner only).
-            if into.dropped.is_empty() {
-                into.dropped.push(0);
-            }
-            into.dropped[0] += self.dropped_iterations;
-        }
-        Ok(())
+/// Adds `portable` into `into`, matching steps by (scenario, step) name; steps unknown to
+/// `keys` are skipped.
+pub fn merge_into(
+    portable: &PortableMetrics,
+    keys: &[StepKey],
+    scenario_names: &[String],
+    into: &mut WorkerMetrics,
+) -> Result<(), PortableError> {
+    for p in &portable.steps {
+        let Some(index) = keys.iter().position(|k| k.scenario == p.scenario && k.step == p.step) else {
+            continue;
+        };
+        let stats = decode_step(p)?;
+        into.steps[index].merge(&stats);
     }
+    for (name, n) in &portable.iterations {
+        if let Some(i) = scenario_names.iter().position(|s| s == name) {
+            into.iterations[i] += n;
+        }
+    }
+    if portable.dropped_iterations > 0 {
+        // Runners' drops are merged as one count (by group within a runner only).
+        if into.dropped.is_empty() {
+            into.dropped.push(0);
+        }
+        into.dropped[0] += portable.dropped_iterations;
+    }
+    Ok(())
 }
 
 fn encode_phases(phases: &Phases) -> BTreeMap<String, PortablePhase> {
@@ -276,10 +214,10 @@ mod tests {
             });
             m.steps[0].phases.record_answer(300, 400);
             m.iterations[0] = 10 + runner;
-            let portable = PortableMetrics::encode(&keys, &m, &names);
+            let portable = encode(&keys, &m, &names);
             let json = serde_json::to_string(&portable).unwrap();
             let back: PortableMetrics = serde_json::from_str(&json).unwrap();
-            back.merge_into(&keys, &names, &mut merged).unwrap();
+            merge_into(&back, &keys, &names, &mut merged).unwrap();
         }
         let s = &merged.steps[0];
         for q in [0.5, 0.9, 0.95, 0.99, 0.999] {
@@ -315,7 +253,7 @@ mod tests {
             t.iterations += 500;
             total.merge(&t);
         }
-        let step = PortableStep::from_interval("", "total", &total);
+        let step = step_from_interval("", "total", &total);
         assert_eq!((step.scenario.as_str(), step.step.as_str()), ("", "total"));
         assert_eq!(step.requests, 3_003);
         assert_eq!(step.errors, BTreeMap::from([("check".to_string(), 3), ("timeout".to_string(), 3)]));
@@ -330,7 +268,7 @@ mod tests {
             assert_eq!(decoded.latency.value_at_quantile(q), total.latency.value_at_quantile(q));
         }
 
-        let empty = PortableStep::from_interval("", "total", &IntervalStats::default());
+        let empty = step_from_interval("", "total", &IntervalStats::default());
         assert_eq!((empty.requests, empty.min_us, empty.max_us), (0, None, 0));
         assert!(decode_step(&empty).is_ok());
     }
@@ -350,6 +288,6 @@ mod tests {
             dropped_iterations: 0,
         };
         let mut m = WorkerMetrics::new(1, 1);
-        assert!(bad.merge_into(&keys, &names, &mut m).is_err());
+        assert!(merge_into(&bad, &keys, &names, &mut m).is_err());
     }
 }

@@ -1,248 +1,35 @@
 //! The run report: one summary per step plus a total, the run facts and a timeline.
 //! Rendered as a terminal table and as JSON (schema: `schemas/report.schema.json`).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::executor::{RunOutcome, Tick};
-use crate::metrics::{ErrorKind, StepStats, errors_by_name};
-use crate::phases::{Phase, PhaseStats, Phases};
-use crate::plan::Plan;
-use crate::threshold::Verdict;
-
-/// Version of the JSON report layout.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
-
-/// The whole report of one run.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// Layout version of this document (currently 1).
-    pub schema_version: u32,
-    /// The scenario file's `name`.
-    pub name: String,
-    /// Start of the run, RFC 3339 (UTC).
-    pub started_at: String,
-    pub run: RunFacts,
-    /// All steps together.
-    pub total: StepSummary,
-    /// One entry per (scenario, step), in file order.
-    pub steps: Vec<StepSummary>,
-    /// Iterations completed per scenario.
-    pub scenarios: Vec<ScenarioSummary>,
-    /// One point per reporting interval (1 s).
-    pub timeline: Vec<TimelinePoint>,
-    /// Every named check: how often it passed and failed.
-    pub checks: Vec<CheckSummary>,
-    /// The first failures of each kind per step: message, request and response (truncated).
-    pub error_samples: Vec<ErrorSampleReport>,
-    /// Threshold verdicts, in file order.
-    pub thresholds: Vec<Verdict>,
-}
-
-/// Facts about the run and the generator itself.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct RunFacts {
-    pub executor: String,
-    /// Wall-clock length of the run, seconds.
-    pub duration_seconds: f64,
-    /// Length the load model planned (without grace periods); absent for iteration-bounded runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub planned_duration_seconds: Option<f64>,
-    /// Most virtual users the load model runs at once.
-    pub vus_max: u32,
-    /// Worker threads used.
-    pub threads: usize,
-    /// Iterations completed.
-    pub iterations: u64,
-    /// The run was stopped early (Ctrl-C).
-    pub interrupted: bool,
-    /// Why a step's `onError: abort-run` stopped the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aborted: Option<String>,
-    /// Open workload models: how well the schedule was kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<ScheduleFacts>,
-    /// Why the generator's own figures are suspect (it could not keep up), if it could not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub saturated: Option<String>,
-    /// The system's ports for a loopback target ran out: new connections were then spread
-    /// over this many source addresses (127.0.0.2 onwards).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_addresses_spread: Option<usize>,
-    /// Base URL of the system under test.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub base_url: Option<String>,
-    /// The built-in target served this run in-process (its CPU is excluded below).
-    pub builtin_target: bool,
-    pub generator: GeneratorFacts,
-}
-
-/// How an open model kept its schedule.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ScheduleFacts {
-    /// Iterations due per second by the schedule, over the planned duration.
-    pub target_rate: f64,
-    /// Iterations that ran per second, over the planned duration (closed-model scenarios
-    /// running beside the open ones left out).
-    pub achieved_rate: f64,
-    /// Iterations due over the whole run by the schedule.
-    pub scheduled_iterations: u64,
-    /// Iterations due when every VU was busy and no more could start.
-    pub dropped_iterations: u64,
-    /// How late iterations started against their schedule, ms.
-    pub lag_ms: LatencySummary,
-}
+pub use stampede_model::report::*;
 
 /// Schedule lag p99 above this means the generator could not keep its schedule.
-pub const SATURATION_LAG_P99_MS: f64 = 10.0;
+const SATURATION_LAG_P99_MS: f64 = 10.0;
 /// Generator CPU above this share of its worker threads' cores means it was saturated.
-pub const SATURATION_CPU_SHARE: f64 = 0.9;
+const SATURATION_CPU_SHARE: f64 = 0.9;
 
-/// The load generator's own resource use.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct GeneratorFacts {
-    /// CPU time (user + system) divided by wall time, in percent of one core.
-    pub cpu_percent: f64,
-    /// CPU time used by the generator, seconds.
-    pub cpu_seconds: f64,
-    /// CPU microseconds per request.
-    pub cpu_micros_per_request: f64,
-    /// Peak resident memory of the process, bytes.
-    pub peak_rss_bytes: u64,
-}
+use crate::executor::{RunOutcome, Tick};
+use crate::metrics::{StepStats, errors_by_name};
+use crate::phases::{Phase, PhaseStats, Phases};
+use crate::plan::Plan;
 
-/// Latency statistics in milliseconds (µs precision).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct LatencySummary {
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    pub p50: f64,
-    pub p75: f64,
-    pub p90: f64,
-    pub p95: f64,
-    pub p99: f64,
-    #[serde(rename = "p99.9")]
-    pub p999: f64,
-}
-
-/// Statistics of one step, or of all of them (`total`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct StepSummary {
-    /// Scenario name (absent in the total).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub scenario: Option<String>,
-    /// Step name (absent in the total).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
-    /// Requests attempted: the table's `samples`.
-    pub requests: u64,
-    /// Requests that got an answer (latency samples).
-    pub responses: u64,
-    /// Failed requests of any kind.
-    pub errors: u64,
-    /// `errors / requests`, 0–1.
-    pub error_rate: f64,
-    /// Failed requests by kind: connect, dns, timeout, reset, protocol, check, io.
-    pub errors_by_kind: BTreeMap<String, u64>,
-    /// Answers by HTTP status.
-    pub status_codes: BTreeMap<String, u64>,
-    /// Total latency of answered requests, ms (open models: from the scheduled start).
-    pub latency_ms: LatencySummary,
-    /// Open models: latency from the actual send (service time), ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_ms: Option<LatencySummary>,
-    /// Latency phases, ms: DNS, connect and TLS (once per new connection), time to first
-    /// byte (from the start of the request) and receive (the rest of it).
-    #[serde(default)]
-    pub phases_ms: PhasesSummary,
-    /// Requests per second over the run.
-    pub rps: f64,
-    pub bytes_received: u64,
-    pub bytes_sent: u64,
-    pub received_per_sec: f64,
-    pub sent_per_sec: f64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ScenarioSummary {
-    pub name: String,
-    pub iterations: u64,
-}
-
-/// One reporting interval.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct TimelinePoint {
-    /// Seconds since the start, at the end of the interval.
-    pub t: f64,
-    pub active_vus: u32,
-    pub requests: u64,
-    pub rps: f64,
-    pub errors: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ErrorSampleReport {
-    pub scenario: String,
-    pub step: String,
-    pub kind: ErrorKind,
-    pub message: String,
-    /// The request as sent (truncated to 1 KiB).
-    pub request: String,
-    /// The answer: status, kept headers and kept body (truncated to 1 KiB); absent when
-    /// none came.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<String>,
-}
-
-/// One named check's results.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckSummary {
-    pub scenario: String,
-    pub step: String,
-    /// The check as reports name it, e.g. `status is 200` or `json json.test equals "test"`.
-    pub name: String,
-    pub passes: u64,
-    pub fails: u64,
-}
-
-impl TimelinePoint {
-    /// Summarizes one merged interval.
-    pub fn of(t: &Tick) -> TimelinePoint {
-        let h = &t.stats.latency;
-        let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
-        TimelinePoint {
-            t: round3(t.elapsed.as_secs_f64()),
-            active_vus: t.active_vus,
-            requests: t.stats.requests,
-            rps: if t.length > Duration::ZERO { round3(t.stats.requests as f64 / t.length.as_secs_f64()) } else { 0.0 },
-            errors: t.stats.errors,
-            p50_ms: q(0.5),
-            p99_ms: q(0.99),
-            max_ms: if h.is_empty() { 0.0 } else { ms(h.max()) },
-        }
+/// Summarizes one merged interval.
+pub fn timeline_point(t: &Tick) -> TimelinePoint {
+    let h = &t.stats.latency;
+    let q = |q: f64| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(q)) };
+    TimelinePoint {
+        t: round3(t.elapsed.as_secs_f64()),
+        active_vus: t.active_vus,
+        requests: t.stats.requests,
+        rps: if t.length > Duration::ZERO { round3(t.stats.requests as f64 / t.length.as_secs_f64()) } else { 0.0 },
+        errors: t.stats.errors,
+        p50_ms: q(0.5),
+        p99_ms: q(0.99),
+        max_ms: if h.is_empty() { 0.0 } else { ms(h.max()) },
     }
-}
-
-/// Rounds to 3 decimals (µs precision for milliseconds).
-pub fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 fn ms(us: u64) -> f64 {
@@ -274,35 +61,6 @@ fn summary_with_exact(h: &hdrhistogram::Histogram<u64>, min_us: u64, max_us: u64
 /// Latency summary of a step's stats: exact min and max, percentiles from the histogram.
 pub fn latency_summary(s: &StepStats) -> LatencySummary {
     if s.latency.is_empty() { LatencySummary::default() } else { summary_with_exact(&s.latency, s.min_us, s.max_us) }
-}
-
-/// One latency phase: how many samples, and their distribution in ms.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct PhaseSummary {
-    /// Samples: for `dns`, `connect` and `tls`, the connections opened.
-    pub samples: u64,
-    #[serde(flatten)]
-    pub latency: LatencySummary,
-}
-
-/// The phases of a step's requests; a phase without samples is absent.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct PhasesSummary {
-    /// Name resolution (hosts given by name, on new connections).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<PhaseSummary>,
-    /// TCP connect (new connections).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connect: Option<PhaseSummary>,
-    /// TLS handshake (new `https` connections).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls: Option<PhaseSummary>,
-    /// Time to first byte of the answer, from the start of the request (connecting included).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttfb: Option<PhaseSummary>,
-    /// From the first byte to the end of the answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receive: Option<PhaseSummary>,
 }
 
 /// Summary of one phase: exact min and max, percentiles from the histogram.
@@ -349,331 +107,321 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
     }
 }
 
-impl Report {
-    /// Builds the report of a finished run. `generator` carries the process's own CPU and memory.
-    pub fn build(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, generator: GeneratorFacts) -> Report {
-        let seconds = outcome.duration.as_secs_f64();
-        let steps: Vec<StepSummary> = plan
-            .step_keys
-            .iter()
-            .zip(&outcome.metrics.steps)
-            .map(|(key, stats)| summarize(stats, seconds, Some(key.scenario.clone()), Some(key.step.clone())))
-            .collect();
-        let mut total_stats = StepStats::default();
-        for s in &outcome.metrics.steps {
-            total_stats.merge(s);
-        }
-        let total = summarize(&total_stats, seconds, None, None);
-        let started_at = time::OffsetDateTime::from(outcome.started_at)
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
-        let timeline = outcome.timeline.clone();
-        let error_samples = outcome
-            .error_samples
-            .iter()
-            .map(|e| ErrorSampleReport {
-                scenario: plan.step_keys[e.metric].scenario.clone(),
-                step: plan.step_keys[e.metric].step.clone(),
-                kind: e.kind,
-                message: e.message.clone(),
-                request: e.request.clone(),
-                response: e.response.clone(),
+/// Builds the report of a finished run. `generator` carries the process's own CPU and memory.
+pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, generator: GeneratorFacts) -> Report {
+    let seconds = outcome.duration.as_secs_f64();
+    let steps: Vec<StepSummary> = plan
+        .step_keys
+        .iter()
+        .zip(&outcome.metrics.steps)
+        .map(|(key, stats)| summarize(stats, seconds, Some(key.scenario.clone()), Some(key.step.clone())))
+        .collect();
+    let mut total_stats = StepStats::default();
+    for s in &outcome.metrics.steps {
+        total_stats.merge(s);
+    }
+    let total = summarize(&total_stats, seconds, None, None);
+    let started_at = time::OffsetDateTime::from(outcome.started_at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let timeline = outcome.timeline.clone();
+    let error_samples = outcome
+        .error_samples
+        .iter()
+        .map(|e| ErrorSampleReport {
+            scenario: plan.step_keys[e.metric].scenario.clone(),
+            step: plan.step_keys[e.metric].step.clone(),
+            kind: e.kind,
+            message: e.message.clone(),
+            request: e.request.clone(),
+            response: e.response.clone(),
+        })
+        .collect();
+    let checks = plan
+        .scenarios
+        .iter()
+        .flat_map(|sc| sc.steps.iter())
+        .flat_map(|step| {
+            let stats = &outcome.metrics.steps[step.metric];
+            step.checks.iter().enumerate().map(move |(i, c)| {
+                let [passes, fails] = stats.checks.get(i).copied().unwrap_or([0, 0]);
+                CheckSummary {
+                    scenario: plan.step_keys[step.metric].scenario.clone(),
+                    step: step.name.clone(),
+                    name: c.name.clone(),
+                    passes,
+                    fails,
+                }
             })
-            .collect();
-        let checks = plan
+        })
+        .collect();
+    let thresholds =
+        plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &outcome.metrics.steps, seconds)).collect();
+    let mut generator = generator;
+    if total.requests > 0 {
+        generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
+    }
+    let open: Vec<_> = plan.groups.iter().filter(|g| g.load.is_open()).collect();
+    let schedule = (!open.is_empty()).then(|| {
+        let scheduled: u64 = open.iter().filter_map(|g| g.load.scheduled_iterations()).sum();
+        let ran: u64 = open
+            .iter()
+            .flat_map(|g| &g.scenarios)
+            .map(|&s| outcome.metrics.iterations.get(s).copied().unwrap_or(0))
+            .sum();
+        let secs = open.iter().filter_map(|g| g.load.planned_duration()).max().unwrap_or_default().as_secs_f64();
+        let per_sec = |n: u64| if secs > 0.0 { round3(n as f64 / secs) } else { 0.0 };
+        ScheduleFacts {
+            target_rate: per_sec(scheduled),
+            achieved_rate: per_sec(ran),
+            scheduled_iterations: scheduled,
+            dropped_iterations: outcome.metrics.dropped.iter().sum(),
+            lag_ms: histogram_summary(&outcome.metrics.schedule_lag),
+        }
+    });
+    let mut saturated = Vec::new();
+    if let Some(s) = &schedule
+        && s.lag_ms.p99 > SATURATION_LAG_P99_MS
+    {
+        saturated.push(format!(
+            "schedule lag p99 {:.1} ms > {SATURATION_LAG_P99_MS} ms: iterations started late",
+            s.lag_ms.p99
+        ));
+    }
+    let cores = outcome.threads as f64;
+    if generator.cpu_percent > SATURATION_CPU_SHARE * 100.0 * cores {
+        saturated.push(format!(
+            "generator CPU {:.0}% of {} worker core(s) > {:.0}%",
+            generator.cpu_percent,
+            outcome.threads,
+            SATURATION_CPU_SHARE * 100.0 * cores
+        ));
+    }
+    let saturated = (!saturated.is_empty())
+        .then(|| format!("the generator saturated ({}); its figures are suspect", saturated.join("; ")));
+    Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        name: plan.name.clone(),
+        started_at,
+        run: RunFacts {
+            executor: plan.executor_name(),
+            duration_seconds: round3(seconds),
+            planned_duration_seconds: plan.planned_duration().map(|d| round3(d.as_secs_f64())),
+            vus_max: plan.max_vus(),
+            threads: outcome.threads,
+            iterations: outcome.metrics.iterations.iter().sum(),
+            interrupted: outcome.interrupted,
+            aborted: outcome.aborted.clone(),
+            schedule,
+            saturated,
+            source_addresses_spread: Some(plan.transport.sources.spread_over()).filter(|n| *n > 0),
+            base_url: plan.base_url.clone(),
+            builtin_target,
+            generator,
+        },
+        total,
+        steps,
+        scenarios: plan
             .scenarios
             .iter()
-            .flat_map(|sc| sc.steps.iter())
-            .flat_map(|step| {
-                let stats = &outcome.metrics.steps[step.metric];
-                step.checks.iter().enumerate().map(move |(i, c)| {
-                    let [passes, fails] = stats.checks.get(i).copied().unwrap_or([0, 0]);
-                    CheckSummary {
-                        scenario: plan.step_keys[step.metric].scenario.clone(),
-                        step: step.name.clone(),
-                        name: c.name.clone(),
-                        passes,
-                        fails,
-                    }
-                })
-            })
-            .collect();
-        let thresholds =
-            plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &outcome.metrics.steps, seconds)).collect();
-        let mut generator = generator;
-        if total.requests > 0 {
-            generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
-        }
-        let open: Vec<_> = plan.groups.iter().filter(|g| g.load.is_open()).collect();
-        let schedule = (!open.is_empty()).then(|| {
-            let scheduled: u64 = open.iter().filter_map(|g| g.load.scheduled_iterations()).sum();
-            let ran: u64 = open
-                .iter()
-                .flat_map(|g| &g.scenarios)
-                .map(|&s| outcome.metrics.iterations.get(s).copied().unwrap_or(0))
-                .sum();
-            let secs = open.iter().filter_map(|g| g.load.planned_duration()).max().unwrap_or_default().as_secs_f64();
-            let per_sec = |n: u64| if secs > 0.0 { round3(n as f64 / secs) } else { 0.0 };
-            ScheduleFacts {
-                target_rate: per_sec(scheduled),
-                achieved_rate: per_sec(ran),
-                scheduled_iterations: scheduled,
-                dropped_iterations: outcome.metrics.dropped.iter().sum(),
-                lag_ms: histogram_summary(&outcome.metrics.schedule_lag),
-            }
-        });
-        let mut saturated = Vec::new();
-        if let Some(s) = &schedule
-            && s.lag_ms.p99 > SATURATION_LAG_P99_MS
-        {
-            saturated.push(format!(
-                "schedule lag p99 {:.1} ms > {SATURATION_LAG_P99_MS} ms: iterations started late",
-                s.lag_ms.p99
-            ));
-        }
-        let cores = outcome.threads as f64;
-        if generator.cpu_percent > SATURATION_CPU_SHARE * 100.0 * cores {
-            saturated.push(format!(
-                "generator CPU {:.0}% of {} worker core(s) > {:.0}%",
-                generator.cpu_percent,
-                outcome.threads,
-                SATURATION_CPU_SHARE * 100.0 * cores
-            ));
-        }
-        let saturated = (!saturated.is_empty())
-            .then(|| format!("the generator saturated ({}); its figures are suspect", saturated.join("; ")));
-        Report {
-            schema_version: REPORT_SCHEMA_VERSION,
-            name: plan.name.clone(),
-            started_at,
-            run: RunFacts {
-                executor: plan.executor_name(),
-                duration_seconds: round3(seconds),
-                planned_duration_seconds: plan.planned_duration().map(|d| round3(d.as_secs_f64())),
-                vus_max: plan.max_vus(),
-                threads: outcome.threads,
-                iterations: outcome.metrics.iterations.iter().sum(),
-                interrupted: outcome.interrupted,
-                aborted: outcome.aborted.clone(),
-                schedule,
-                saturated,
-                source_addresses_spread: Some(plan.transport.sources.spread_over()).filter(|n| *n > 0),
-                base_url: plan.base_url.clone(),
-                builtin_target,
-                generator,
-            },
-            total,
-            steps,
-            scenarios: plan
-                .scenarios
-                .iter()
-                .zip(&outcome.metrics.iterations)
-                .map(|(s, n)| ScenarioSummary { name: s.name.clone(), iterations: *n })
-                .collect(),
-            timeline,
-            checks,
-            error_samples,
-            thresholds,
-        }
+            .zip(&outcome.metrics.iterations)
+            .map(|(s, n)| ScenarioSummary { name: s.name.clone(), iterations: *n })
+            .collect(),
+        timeline,
+        checks,
+        error_samples,
+        thresholds,
     }
+}
 
-    /// Whether every threshold passed (true when there are none).
-    pub fn thresholds_passed(&self) -> bool {
-        self.thresholds.iter().all(|v| v.passed)
+/// The terminal summary: run facts, then one row per step and a total.
+pub fn render_table(report: &Report) -> String {
+    let mut out = String::new();
+    let r = &report.run;
+    let _ = writeln!(out, "\n{} · {}{}", report.name, r.executor, if r.interrupted { " · INTERRUPTED" } else { "" });
+    let _ = writeln!(
+        out,
+        "duration {:.2}s · VUs {} · threads {} · iterations {} · generator CPU {:.1}% ({:.2} µs/req) · peak RSS {}",
+        r.duration_seconds,
+        r.vus_max,
+        r.threads,
+        r.iterations,
+        r.generator.cpu_percent,
+        r.generator.cpu_micros_per_request,
+        human_bytes(r.generator.peak_rss_bytes as f64),
+    );
+    if let Some(base) = &r.base_url {
+        let _ = writeln!(out, "target {base}{}", if r.builtin_target { " (built-in)" } else { "" });
     }
-
-    /// The terminal summary: run facts, then one row per step and a total.
-    pub fn render_table(&self) -> String {
-        let mut out = String::new();
-        let r = &self.run;
-        let _ = writeln!(out, "\n{} · {}{}", self.name, r.executor, if r.interrupted { " · INTERRUPTED" } else { "" });
+    if let Some(why) = &r.aborted {
+        let _ = writeln!(out, "ABORTED: {why}");
+    }
+    if let Some(s) = &r.schedule {
         let _ = writeln!(
             out,
-            "duration {:.2}s · VUs {} · threads {} · iterations {} · generator CPU {:.1}% ({:.2} µs/req) · peak RSS {}",
-            r.duration_seconds,
-            r.vus_max,
-            r.threads,
-            r.iterations,
-            r.generator.cpu_percent,
-            r.generator.cpu_micros_per_request,
-            human_bytes(r.generator.peak_rss_bytes as f64),
+            "schedule: {:.1} iterations/s achieved of {:.1}/s · {} of {} dropped · lag p50 {:.3} ms, p99 {:.3} ms, max \
+             {:.3} ms (latency counts from the scheduled start)",
+            s.achieved_rate,
+            s.target_rate,
+            s.dropped_iterations,
+            s.scheduled_iterations,
+            s.lag_ms.p50,
+            s.lag_ms.p99,
+            s.lag_ms.max
         );
-        if let Some(base) = &r.base_url {
-            let _ = writeln!(out, "target {base}{}", if r.builtin_target { " (built-in)" } else { "" });
+    }
+    if let Some(why) = &r.saturated {
+        let _ = writeln!(out, "WARNING: {why}");
+    }
+    if let Some(n) = r.source_addresses_spread {
+        let _ = writeln!(
+            out,
+            "note: the system's ports for the loopback target ran out; new connections were spread over {n} \
+             source address(es) from 127.0.0.2"
+        );
+    }
+    let _ = writeln!(out);
+    let headers = [
+        "step", "samples", "mean", "min", "max", "p50", "p75", "p90", "p99", "p99.9", "req/s", "errors", "error %",
+        "recv/s", "sent/s",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let multi = report.scenarios.len() > 1;
+    for s in &report.steps {
+        let name = match (&s.scenario, &s.step) {
+            (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
+            (_, Some(st)) => st.clone(),
+            _ => String::new(),
+        };
+        rows.push(table_row(name, s));
+    }
+    rows.push(table_row("TOTAL".into(), &report.total));
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
         }
-        if let Some(why) = &r.aborted {
-            let _ = writeln!(out, "ABORTED: {why}");
+    }
+    let line = |cells: &[String], out: &mut String| {
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{cell:<w$}");
+            } else {
+                let _ = write!(out, "  {cell:>w$}");
+            }
         }
-        if let Some(s) = &r.schedule {
+        out.push('\n');
+    };
+    line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &mut out);
+    let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+    let n = rows.len();
+    for (i, row) in rows.iter().enumerate() {
+        if i + 1 == n {
+            let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+        }
+        line(row, &mut out);
+    }
+    let _ = writeln!(out, "latency in ms; samples = requests sent; error % = errors / samples");
+    if !report.total.errors_by_kind.is_empty() {
+        let kinds: Vec<String> = report.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
+        for e in &report.error_samples {
+            let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
+        }
+    }
+    if !report.checks.is_empty() {
+        let passes: u64 = report.checks.iter().map(|c| c.passes).sum();
+        let fails: u64 = report.checks.iter().map(|c| c.fails).sum();
+        let rate = if passes + fails > 0 { passes as f64 * 100.0 / (passes + fails) as f64 } else { 100.0 };
+        let _ = writeln!(out, "\nchecks: {rate:.2}% passed ({passes} passed, {fails} failed)");
+        for c in &report.checks {
+            let mark = if c.fails == 0 { "✓" } else { "✗" };
             let _ = writeln!(
                 out,
-                "schedule: {:.1} iterations/s achieved of {:.1}/s · {} of {} dropped · lag p50 {:.3} ms, p99 {:.3} ms, max \
-                 {:.3} ms (latency counts from the scheduled start)",
-                s.achieved_rate,
-                s.target_rate,
-                s.dropped_iterations,
-                s.scheduled_iterations,
-                s.lag_ms.p50,
-                s.lag_ms.p99,
-                s.lag_ms.max
+                "  {mark} {}/{}: {}  ({} passed, {} failed)",
+                c.scenario, c.step, c.name, c.passes, c.fails
             );
         }
-        if let Some(why) = &r.saturated {
-            let _ = writeln!(out, "WARNING: {why}");
+    }
+    if !report.thresholds.is_empty() {
+        let failed = report.thresholds.iter().filter(|v| !v.passed).count();
+        let _ = writeln!(out, "\nthresholds: {} passed, {failed} failed", report.thresholds.len() - failed);
+        for v in &report.thresholds {
+            let _ = writeln!(out, "  {} {}  (actual {})", if v.passed { "✓" } else { "✗" }, v.threshold, v.actual_text);
         }
-        if let Some(n) = r.source_addresses_spread {
-            let _ = writeln!(
-                out,
-                "note: the system's ports for the loopback target ran out; new connections were spread over {n} \
-                 source address(es) from 127.0.0.2"
-            );
+    }
+    if !report.total.status_codes.is_empty() {
+        let codes: Vec<String> = report.total.status_codes.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let _ = writeln!(out, "status codes: {}", codes.join(", "));
+    }
+    out
+}
+
+/// The phases table (`stampede run --phases`): per step, the connections opened and the
+/// p50 and p99 of each phase, in ms.
+pub fn render_phases(report: &Report) -> String {
+    let headers = [
+        "step",
+        "conns",
+        "dns p50",
+        "dns p99",
+        "connect p50",
+        "connect p99",
+        "tls p50",
+        "tls p99",
+        "ttfb p50",
+        "ttfb p99",
+        "receive p50",
+        "receive p99",
+    ];
+    let multi = report.scenarios.len() > 1;
+    let row = |name: String, s: &StepSummary| {
+        let p = &s.phases_ms;
+        let mut cells = vec![name, p.connect.as_ref().map_or(0, |c| c.samples).to_string()];
+        for phase in [&p.dns, &p.connect, &p.tls, &p.ttfb, &p.receive] {
+            match phase {
+                Some(x) => cells.extend([format!("{:.3}", x.latency.p50), format!("{:.3}", x.latency.p99)]),
+                None => cells.extend(["-".to_string(), "-".to_string()]),
+            }
         }
-        let _ = writeln!(out);
-        let headers = [
-            "step", "samples", "mean", "min", "max", "p50", "p75", "p90", "p99", "p99.9", "req/s", "errors", "error %",
-            "recv/s", "sent/s",
-        ];
-        let mut rows: Vec<Vec<String>> = Vec::new();
-        let multi = self.scenarios.len() > 1;
-        for s in &self.steps {
+        cells
+    };
+    let mut rows: Vec<Vec<String>> = report
+        .steps
+        .iter()
+        .map(|s| {
             let name = match (&s.scenario, &s.step) {
                 (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
                 (_, Some(st)) => st.clone(),
                 _ => String::new(),
             };
-            rows.push(table_row(name, s));
+            row(name, s)
+        })
+        .collect();
+    rows.push(row("TOTAL".into(), &report.total));
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
         }
-        rows.push(table_row("TOTAL".into(), &self.total));
-        let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |cells: &[String], out: &mut String| {
-            for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-                if i == 0 {
-                    let _ = write!(out, "{cell:<w$}");
-                } else {
-                    let _ = write!(out, "  {cell:>w$}");
-                }
-            }
-            out.push('\n');
-        };
-        line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &mut out);
-        let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-        let n = rows.len();
-        for (i, row) in rows.iter().enumerate() {
-            if i + 1 == n {
-                let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-            }
-            line(row, &mut out);
-        }
-        let _ = writeln!(out, "latency in ms; samples = requests sent; error % = errors / samples");
-        if !self.total.errors_by_kind.is_empty() {
-            let kinds: Vec<String> = self.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
-            for e in &self.error_samples {
-                let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
-            }
-        }
-        if !self.checks.is_empty() {
-            let passes: u64 = self.checks.iter().map(|c| c.passes).sum();
-            let fails: u64 = self.checks.iter().map(|c| c.fails).sum();
-            let rate = if passes + fails > 0 { passes as f64 * 100.0 / (passes + fails) as f64 } else { 100.0 };
-            let _ = writeln!(out, "\nchecks: {rate:.2}% passed ({passes} passed, {fails} failed)");
-            for c in &self.checks {
-                let mark = if c.fails == 0 { "✓" } else { "✗" };
-                let _ = writeln!(
-                    out,
-                    "  {mark} {}/{}: {}  ({} passed, {} failed)",
-                    c.scenario, c.step, c.name, c.passes, c.fails
-                );
-            }
-        }
-        if !self.thresholds.is_empty() {
-            let failed = self.thresholds.iter().filter(|v| !v.passed).count();
-            let _ = writeln!(out, "\nthresholds: {} passed, {failed} failed", self.thresholds.len() - failed);
-            for v in &self.thresholds {
-                let _ =
-                    writeln!(out, "  {} {}  (actual {})", if v.passed { "✓" } else { "✗" }, v.threshold, v.actual_text);
-            }
-        }
-        if !self.total.status_codes.is_empty() {
-            let codes: Vec<String> = self.total.status_codes.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
-            let _ = writeln!(out, "status codes: {}", codes.join(", "));
-        }
-        out
     }
-}
-
-impl Report {
-    /// The phases table (`stampede run --phases`): per step, the connections opened and the
-    /// p50 and p99 of each phase, in ms.
-    pub fn render_phases(&self) -> String {
-        let headers = [
-            "step",
-            "conns",
-            "dns p50",
-            "dns p99",
-            "connect p50",
-            "connect p99",
-            "tls p50",
-            "tls p99",
-            "ttfb p50",
-            "ttfb p99",
-            "receive p50",
-            "receive p99",
-        ];
-        let multi = self.scenarios.len() > 1;
-        let row = |name: String, s: &StepSummary| {
-            let p = &s.phases_ms;
-            let mut cells = vec![name, p.connect.as_ref().map_or(0, |c| c.samples).to_string()];
-            for phase in [&p.dns, &p.connect, &p.tls, &p.ttfb, &p.receive] {
-                match phase {
-                    Some(x) => cells.extend([format!("{:.3}", x.latency.p50), format!("{:.3}", x.latency.p99)]),
-                    None => cells.extend(["-".to_string(), "-".to_string()]),
-                }
-            }
-            cells
-        };
-        let mut rows: Vec<Vec<String>> = self
-            .steps
-            .iter()
-            .map(|s| {
-                let name = match (&s.scenario, &s.step) {
-                    (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
-                    (_, Some(st)) => st.clone(),
-                    _ => String::new(),
-                };
-                row(name, s)
-            })
-            .collect();
-        rows.push(row("TOTAL".into(), &self.total));
-        let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-        for r in &rows {
-            for (w, cell) in widths.iter_mut().zip(r) {
-                *w = (*w).max(cell.chars().count());
+    let mut out = String::from("\nlatency phases (ms; dns, connect and tls once per new connection)\n");
+    let rule = "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1));
+    let header: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    for (i, r) in std::iter::once(&header).chain(&rows).enumerate() {
+        if i == 1 || i == rows.len() {
+            let _ = writeln!(out, "{rule}");
+        }
+        for (j, (cell, w)) in r.iter().zip(&widths).enumerate() {
+            if j == 0 {
+                let _ = write!(out, "{cell:<w$}");
+            } else {
+                let _ = write!(out, "  {cell:>w$}");
             }
         }
-        let mut out = String::from("\nlatency phases (ms; dns, connect and tls once per new connection)\n");
-        let rule = "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1));
-        let header: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
-        for (i, r) in std::iter::once(&header).chain(&rows).enumerate() {
-            if i == 1 || i == rows.len() {
-                let _ = writeln!(out, "{rule}");
-            }
-            for (j, (cell, w)) in r.iter().zip(&widths).enumerate() {
-                if j == 0 {
-                    let _ = write!(out, "{cell:<w$}");
-                } else {
-                    let _ = write!(out, "  {cell:>w$}");
-                }
-            }
-            out.push('\n');
-        }
-        out
+        out.push('\n');
     }
+    out
 }
 
 fn table_row(name: String, s: &StepSummary) -> Vec<String> {

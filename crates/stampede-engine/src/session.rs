@@ -9,10 +9,10 @@ use std::time::Instant;
 use crate::error::{RunError, ScenarioError};
 use crate::executor::{self, RunOptions, RunOutcome, Tick};
 use crate::plan::{self, CompileOptions, Plan};
-use crate::report::{GeneratorFacts, Report, round3};
-use crate::scenario::ScenarioFile;
+use crate::report::{self, GeneratorFacts, Report, round3};
 use crate::sysstat;
-use crate::target::TargetServer;
+use stampede_model::scenario::ScenarioFile;
+use stampede_target::TargetServer;
 
 /// A plan ready to run, with the built-in target when the scenario asked for it.
 #[derive(Debug)]
@@ -99,6 +99,6 @@ pub fn execute_full(
         cpu_micros_per_request: 0.0,
         peak_rss_bytes: after.max_rss_bytes,
     };
-    let report = Report::build(&prepared.plan, &outcome, builtin, generator);
+    let report = report::build_report(&prepared.plan, &outcome, builtin, generator);
     Ok((report, outcome))
 }

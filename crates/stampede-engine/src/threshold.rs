@@ -8,11 +8,10 @@
 
 use std::fmt;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use stampede_model::report::Verdict;
+use stampede_model::{ErrorKind, StepKey};
 
-use crate::metrics::{ErrorKind, StepStats};
-use crate::plan::StepKey;
+use crate::metrics::StepStats;
 
 /// Which statistic a threshold looks at.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -69,19 +68,6 @@ pub struct Threshold {
     pub abort_on_fail: bool,
     /// With `abort_on_fail`: not evaluated before this much of the run has passed.
     pub delay_abort_eval: std::time::Duration,
-}
-
-/// A threshold's outcome.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Verdict {
-    /// The threshold as written.
-    pub threshold: String,
-    pub passed: bool,
-    /// The measured value, in the threshold's unit (ms, %, req/s or a count).
-    pub actual: f64,
-    /// The measured value as text, e.g. `212.4ms` or `0.31%`.
-    pub actual_text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

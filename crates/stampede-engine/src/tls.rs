@@ -22,7 +22,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::http1::ExchangeError;
 use crate::metrics::ErrorKind;
-use crate::scenario::TlsSpec;
+use stampede_model::scenario::TlsSpec;
 
 /// Application protocols offered in the handshake (ALPN).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,21 +272,4 @@ impl ServerCertVerifier for AcceptAnyCertificate {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
     }
-}
-
-/// A TLS server configuration for tests and the built-in target: `cert_pem` (a chain) and
-/// `key_pem`, offering `h2` (when `http2`) and `http/1.1`.
-pub fn server_config(cert_pem: &str, key_pem: &str, http2: bool) -> Result<rustls::ServerConfig, String> {
-    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("invalid certificate PEM: {e}"))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("invalid key PEM: {e}"))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| e.to_string())?;
-    config.alpn_protocols = if http2 { Alpn::Both.protocols() } else { Alpn::Http11.protocols() };
-    Ok(config)
 }

@@ -24,9 +24,9 @@ use crate::http1::{self, Connection, ExchangeError, ResponseInfo, classify_io};
 use crate::metrics::ErrorKind;
 use crate::phases::ConnectTimes;
 use crate::plan::Target;
-use crate::scenario::{ConnectionPolicy, HttpDefaults, HttpVersion};
 use crate::source::{SourceAddrs, parse_local_addresses};
 use crate::tls::{Alpn, TlsPlan};
+use stampede_model::scenario::{ConnectionPolicy, HttpDefaults, HttpVersion};
 
 /// Default most concurrent streams per HTTP/2 connection.
 pub const DEFAULT_MAX_STREAMS: u32 = 100;

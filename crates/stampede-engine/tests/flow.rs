@@ -8,12 +8,12 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use stampede_engine::duration::Dur;
 use stampede_engine::executor::RunOptions;
 use stampede_engine::plan::CompileOptions;
 use stampede_engine::report::Report;
-use stampede_engine::target::TargetServer;
 use stampede_engine::{parse, session};
+use stampede_model::Dur;
+use stampede_target::TargetServer;
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")

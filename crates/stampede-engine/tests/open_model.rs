@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use stampede_engine::executor::RunOptions;
 use stampede_engine::plan::CompileOptions;
 use stampede_engine::report::Report;
-use stampede_engine::target::TargetServer;
 use stampede_engine::{parse, session};
+use stampede_target::TargetServer;
 
 mod common;
 

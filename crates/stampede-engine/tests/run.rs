@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use stampede_engine::executor::{self, RunOptions, Tick};
 use stampede_engine::metrics::ErrorKind;
 use stampede_engine::plan::{CompileOptions, Plan, compile, ramp_target};
-use stampede_engine::target::TargetServer;
 use stampede_engine::{parse, session};
+use stampede_target::TargetServer;
 
 mod common;
 

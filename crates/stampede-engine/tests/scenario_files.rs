@@ -132,8 +132,8 @@ scenarios:
 fn committed_json_schemas_match_the_types() {
     let root = repo_root();
     for (file, generated) in [
-        ("schemas/scenario.schema.json", stampede_engine::schema::scenario_schema()),
-        ("schemas/report.schema.json", stampede_engine::schema::report_schema()),
+        ("schemas/scenario.schema.json", stampede_model::schema::scenario_schema()),
+        ("schemas/report.schema.json", stampede_model::schema::report_schema()),
     ] {
         let committed = std::fs::read_to_string(root.join(file)).unwrap_or_default();
         assert!(committed == generated, "{file} is out of date: run `make generate`");

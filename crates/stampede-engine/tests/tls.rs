@@ -12,9 +12,9 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, 
 use stampede_engine::http1::Headers;
 use stampede_engine::metrics::ErrorKind;
 use stampede_engine::plan::Target;
-use stampede_engine::scenario::HttpDefaults;
-use stampede_engine::target::{TargetOptions, TargetServer};
 use stampede_engine::transport::{self, TransportPlan, VuConn, WorkerTransport};
+use stampede_model::scenario::HttpDefaults;
+use stampede_target::{TargetOptions, TargetServer};
 use tempfile::TempDir;
 
 /// A CA, a server certificate it issued for `localhost` and 127.0.0.1, and the CA's PEM file.
@@ -42,7 +42,7 @@ fn pki() -> Pki {
 
 /// The built-in target over TLS; `h2` offers HTTP/2 in ALPN besides HTTP/1.1.
 fn tls_target(pki: &Pki, h2: bool) -> TargetServer {
-    let config = stampede_engine::tls::server_config(&pki.cert_pem, &pki.key_pem, h2).unwrap();
+    let config = stampede_target::server_config(&pki.cert_pem, &pki.key_pem, h2).unwrap();
     let options = TargetOptions { tls: Some(Arc::new(config)), http2: h2 };
     TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap()
 }
@@ -284,7 +284,7 @@ fn tls_settings_are_checked_when_compiled() {
 use stampede_engine::executor::{self, RunOptions, RunOutcome};
 use stampede_engine::phases::Phase;
 use stampede_engine::plan::{CompileOptions, Plan};
-use stampede_engine::report::{GeneratorFacts, Report};
+use stampede_engine::report::{self, GeneratorFacts, Report};
 
 fn run_plan(yaml: &str, base_url: &str, threads: usize) -> (Arc<Plan>, RunOutcome) {
     let file = stampede_engine::parse::parse_str(yaml, Path::new("test.yaml")).unwrap();
@@ -318,7 +318,7 @@ fn assert_ttfb_within_total(report: &Report) {
 }
 
 fn report(plan: &Plan, outcome: &RunOutcome) -> Report {
-    Report::build(plan, outcome, false, GeneratorFacts::default())
+    report::build_report(plan, outcome, false, GeneratorFacts::default())
 }
 
 #[test]

@@ -76,7 +76,7 @@ fn parse(t: &str) -> Option<OffsetDateTime> {
 }
 
 fn duration_spec(text: Option<&str>) -> Option<Duration> {
-    text.and_then(|t| stampede_engine::duration::parse_duration(t).ok())
+    text.and_then(|t| stampede_model::parse_duration(t).ok())
 }
 
 /// Sets a condition, keeping its transition time when the status does not change.
@@ -253,10 +253,8 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
             let since = condition_since(&st.conditions, "Valid").unwrap_or(now);
             let limit = duration_spec(lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
             if now - since > limit {
-                let message = format!(
-                    "only {ready} of {runners} runner(s) were ready after {}",
-                    stampede_engine::duration::Dur(limit)
-                );
+                let message =
+                    format!("only {ready} of {runners} runner(s) were ready after {}", stampede_model::Dur(limit));
                 finish(&mut st, &plan, &done, Phase::Failed, "StartTimeout", message.clone(), now, generation);
                 actions.push(Action::DeleteRunners);
                 actions.push(event(true, "StartTimeout", message));
@@ -350,7 +348,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
                 plan.planned_duration().unwrap_or(Duration::ZERO) + plan.graceful_stop() + RUN_TIMEOUT_MARGIN
             });
             if now - start_at > limit {
-                let message = format!("the run passed its timeout of {}", stampede_engine::duration::Dur(limit));
+                let message = format!("the run passed its timeout of {}", stampede_model::Dur(limit));
                 finish(&mut st, &plan, &done, Phase::Failed, "RunTimeout", message.clone(), now, generation);
                 actions.push(Action::DeleteRunners);
                 actions.push(event(true, "RunTimeout", message));

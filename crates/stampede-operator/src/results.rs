@@ -4,9 +4,9 @@
 use stampede_api::{RunnerReport, StepResult, Summary};
 use stampede_engine::metrics::{StepStats, WorkerMetrics, errors_by_name};
 use stampede_engine::plan::Plan;
-use stampede_engine::portable::{PortableError, PortableMetrics};
+use stampede_engine::portable::{self, PortableError, PortableMetrics};
 use stampede_engine::report::{latency_summary, round3};
-use stampede_engine::threshold::Verdict;
+use stampede_model::report::Verdict;
 
 fn scenario_names(plan: &Plan) -> Vec<String> {
     plan.scenarios.iter().map(|s| s.name.clone()).collect()
@@ -19,7 +19,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<(Summary,
     let mut seconds: f64 = 0.0;
     for r in reports {
         if let Some(result) = &r.result {
-            result.merge_into(&plan.step_keys, &names, &mut merged)?;
+            portable::merge_into(result, &plan.step_keys, &names, &mut merged)?;
         }
         seconds = seconds.max(r.duration_seconds);
     }
@@ -56,7 +56,7 @@ pub fn live_summary(reports: &[&RunnerReport]) -> Result<Summary, PortableError>
     for r in reports {
         if let Some(live) = &r.live {
             let p = PortableMetrics { steps: vec![live.clone()], ..PortableMetrics::default() };
-            p.merge_into(&keys, &[], &mut merged)?;
+            portable::merge_into(&p, &keys, &[], &mut merged)?;
             seconds = seconds.max(r.duration_seconds);
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use stampede_api::{LoadTest, LoadTestSpec, Phase, RunnerReport, RunnerState};
 use stampede_engine::metrics::{ErrorKind, WorkerMetrics};
 use stampede_engine::plan::Plan;
-use stampede_engine::portable::{PortableMetrics, PortableStep};
+use stampede_engine::portable::{self, PortableStep};
 use stampede_operator::controller::{validate, validate_with_files};
 use stampede_operator::desired::desired;
 use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, decide};
@@ -79,7 +79,7 @@ fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> Runner
         state,
         started_at: None,
         duration_seconds: 10.0,
-        result: (state == RunnerState::Done).then(|| PortableMetrics::encode(&plan.step_keys, &m, &names)),
+        result: (state == RunnerState::Done).then(|| portable::encode(&plan.step_keys, &m, &names)),
         live: None,
         generator: None,
         saturated: None,
@@ -161,7 +161,7 @@ fn open_model_drops_of_every_runner_add_up_in_the_status() {
         for _ in 0..dropped {
             m.record_dropped(0);
         }
-        let encoded = PortableMetrics::encode(&keys, &m, &["buy".to_string()]);
+        let encoded = portable::encode(&keys, &m, &["buy".to_string()]);
         // As the runner writes it and the operator reads it back.
         let json = serde_json::to_string(&encoded).unwrap();
         assert_eq!(json.contains("droppedIterations"), dropped > 0, "{json}");
@@ -233,7 +233,7 @@ fn failed_thresholds_fail_the_test_with_their_reason() {
         m.steps[0].record_error(ErrorKind::Timeout);
         m.steps[0].record_error(ErrorKind::Timeout);
         m.steps[0].requests += 2;
-        *res = PortableMetrics::encode(&plan(&lt).step_keys, &m, &["buy".to_string()]);
+        *res = portable::encode(&plan(&lt).step_keys, &m, &["buy".to_string()]);
     }
     let actions = step(&mut lt, &observed(now, vec![Some(r)], None));
     let st = lt.status.as_ref().unwrap();
@@ -339,7 +339,7 @@ fn live_summaries_merge_the_runners_interim_totals() {
             m.steps[0].record_latency_us(2_000);
         }
         let keys = vec![stampede_engine::plan::StepKey { scenario: String::new(), step: "total".into() }];
-        let p: PortableStep = PortableMetrics::encode(&keys, &m, &[]).steps.remove(0);
+        let p: PortableStep = portable::encode(&keys, &m, &[]).steps.remove(0);
         RunnerReport { live: Some(p), duration_seconds: 5.0, ..report(0, RunnerState::Running, 0, 0) }
     };
     step(&mut lt, &observed(now, vec![Some(live(100)), Some(live(150))], None));

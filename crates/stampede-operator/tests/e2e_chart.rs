@@ -33,7 +33,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::conditions;
 use kube::{Client, Config, CustomResourceExt, ResourceExt};
 use stampede_api::{LoadTest, LoadTestSpec, Phase};
-use stampede_engine::target::TargetServer;
+use stampede_target::TargetServer;
 use stampede_testcluster::{TestCluster, wait_deleted, wait_for};
 
 const RELEASE: &str = "stampede";

@@ -8,12 +8,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use stampede_api::{LoadTest, LoadTestSpec, LoadTestStatus, Phase, RunnerReport, RunnerState, Summary};
-use stampede_engine::portable::PortableMetrics;
+use stampede_engine::portable;
 use stampede_engine::prom::{Exporter, MetricsServer};
-use stampede_engine::target::TargetServer;
 use stampede_engine::{CompileOptions, RunOptions, parse, session};
 use stampede_operator::metrics::Metrics;
 use stampede_operator::results::final_summary;
+use stampede_target::TargetServer;
 
 /// One parsed sample: name, labels, value.
 #[derive(Debug)]
@@ -127,7 +127,7 @@ fn promql_over_three_runners_buckets_agrees_with_the_merged_summary() {
         let keys = &plan.as_ref().unwrap().step_keys;
         reports.push(RunnerReport {
             duration_seconds: outcome.duration.as_secs_f64(),
-            result: Some(PortableMetrics::encode(keys, &outcome.metrics, &["api".to_string()])),
+            result: Some(portable::encode(keys, &outcome.metrics, &["api".to_string()])),
             ..RunnerReport::new(index as u32, RunnerState::Done)
         });
     }

@@ -17,7 +17,7 @@ use stampede_api::{
     LoadTest, LoadTestSpec, LoadTestStatus, Phase, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY,
 };
 use stampede_engine::metrics::WorkerMetrics;
-use stampede_engine::portable::PortableMetrics;
+use stampede_engine::portable;
 use stampede_operator::controller::{Context, Metrics, reconcile_once, validate};
 use stampede_operator::lifecycle::{self, Observed, START_DELAY};
 use time::OffsetDateTime;
@@ -300,7 +300,7 @@ fn done(index: u32, requests: u64) -> RunnerReport {
     m.iterations[0] = requests;
     RunnerReport {
         duration_seconds: 10.0,
-        result: Some(PortableMetrics::encode(&plan.step_keys, &m, &["buy".to_string()])),
+        result: Some(portable::encode(&plan.step_keys, &m, &["buy".to_string()])),
         ..RunnerReport::new(index, RunnerState::Done)
     }
 }

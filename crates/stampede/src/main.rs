@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use stampede_engine::duration::{Dur, parse_duration};
 use stampede_engine::metrics::IntervalStats;
 use stampede_engine::prom::{Exporter, MetricsServer};
-use stampede_engine::scenario::{Executor, LoadSpec, ScenarioFile};
 use stampede_engine::{CompileOptions, RunOptions, Tick, parse, session};
+use stampede_model::scenario::{Executor, LoadSpec, ScenarioFile};
+use stampede_model::{Dur, parse_duration};
 
 #[derive(Parser)]
 #[command(name = "stampede", version, about = "Load testing that fits Kubernetes: fast, correct numbers, one binary")]
@@ -115,7 +115,7 @@ struct TargetArgs {
     tls_key: Option<PathBuf>,
 }
 
-fn parse_dur(s: &str) -> Result<Dur, String> {
+fn parse_dur(s: &str) -> Result<Dur, stampede_model::DurationError> {
     parse_duration(s).map(Dur)
 }
 
@@ -150,8 +150,8 @@ fn main() -> ExitCode {
             print!(
                 "{}",
                 match which {
-                    SchemaKind::Scenario => stampede_engine::schema::scenario_schema(),
-                    SchemaKind::Report => stampede_engine::schema::report_schema(),
+                    SchemaKind::Scenario => stampede_model::schema::scenario_schema(),
+                    SchemaKind::Report => stampede_model::schema::report_schema(),
                 }
             );
             Ok(ExitCode::SUCCESS)
@@ -297,9 +297,9 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         progress.tick(t)
     })
     .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
-    print!("{}", report.render_table());
+    print!("{}", stampede_engine::report::render_table(&report));
     if args.phases {
-        print!("{}", report.render_phases());
+        print!("{}", stampede_engine::report::render_phases(&report));
     }
     let _ = std::io::stdout().flush();
     if let (Some(mut file), Some(path)) = (out_file, &args.out) {
@@ -381,12 +381,12 @@ fn watch_ctrl_c(flag: Arc<AtomicBool>) {
 
 fn target(args: TargetArgs) -> Result<ExitCode, Failure> {
     let addr = SocketAddr::new(args.host, args.port);
-    let mut options = stampede_engine::target::TargetOptions { tls: None, http2: args.http2 };
+    let mut options = stampede_target::TargetOptions { tls: None, http2: args.http2 };
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let read = |p: &PathBuf| {
             std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display())).map_err(Failure::Invalid)
         };
-        let config = stampede_engine::tls::server_config(&read(cert)?, &read(key)?, args.http2).map_err(|e| {
+        let config = stampede_target::server_config(&read(cert)?, &read(key)?, args.http2).map_err(|e| {
             Failure::Invalid(anyhow::anyhow!("--tls-cert {} / --tls-key {}: {e}", cert.display(), key.display()))
         })?;
         options.tls = Some(Arc::new(config));
@@ -399,7 +399,7 @@ fn target(args: TargetArgs) -> Result<ExitCode, Failure> {
     let scheme = if options.tls.is_some() { "https" } else { "http" };
     let protocols = if args.http2 { "HTTP/1.1 and HTTP/2" } else { "HTTP/1.1" };
     eprintln!("stampede target listening on {scheme}://{addr}, {protocols} (Ctrl-C to stop)");
-    rt.block_on(stampede_engine::target::TargetServer::serve_until(addr, options, async {
+    rt.block_on(stampede_target::TargetServer::serve_until(addr, options, async {
         let _ = tokio::signal::ctrl_c().await;
     }))
     .with_context(|| format!("cannot serve on {addr}"))

@@ -34,7 +34,7 @@ use kube::{Api, Client, ResourceExt as _};
 use stampede_api::{LoadTest, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY, env, names};
 use stampede_engine::metrics::{IntervalStats, WorkerMetrics};
 use stampede_engine::plan::{Plan, Target};
-use stampede_engine::portable::{PortableMetrics, PortableStep};
+use stampede_engine::portable::{self, PortableStep};
 use stampede_engine::prom::{Exporter, MetricsServer};
 use stampede_engine::report::round3;
 use stampede_engine::session::{self, PrepareError, Prepared};
@@ -152,7 +152,7 @@ pub fn empty_done_report(
     let metrics = WorkerMetrics::new(keys.len(), scenario_names.len());
     RunnerReport {
         started_at: started_at.map(format_micros),
-        result: Some(PortableMetrics::encode(keys, &metrics, scenario_names)),
+        result: Some(portable::encode(keys, &metrics, scenario_names)),
         ..RunnerReport::new(index, RunnerState::Done)
     }
 }
@@ -480,7 +480,7 @@ async fn runner(
     };
     let (report, outcome) =
         ran.result.map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
-    let result = PortableMetrics::encode(&plan.step_keys, &outcome.metrics, &scenario_names);
+    let result = portable::encode(&plan.step_keys, &outcome.metrics, &scenario_names);
     let requests: u64 = outcome.metrics.steps.iter().map(|s| s.requests).sum();
     info!(
         requests,
@@ -493,7 +493,7 @@ async fn runner(
         started_at: Some(format_micros(ran.started_at)),
         duration_seconds: round3(outcome.duration.as_secs_f64()),
         result: Some(result),
-        live: Some(PortableStep::from_interval("", "total", &ran.total)),
+        live: Some(portable::step_from_interval("", "total", &ran.total)),
         generator: Some(report.run.generator.clone()),
         saturated: report.run.saturated.clone(),
         ..RunnerReport::new(env.index, RunnerState::Done)
@@ -535,7 +535,11 @@ fn data_dir() -> Option<PathBuf> {
 
 /// Compiles this runner's share; `unique` data rows are partitioned by runner (`partition`:
 /// index, count), so no row is used by two runners.
-fn prepare(scenario: &stampede_engine::ScenarioFile, path: &Path, partition: (u32, u32)) -> Result<Prepared, Failure> {
+fn prepare(
+    scenario: &stampede_model::scenario::ScenarioFile,
+    path: &Path,
+    partition: (u32, u32),
+) -> Result<Prepared, Failure> {
     let opts = CompileOptions { data_partition: Some(partition), base_dir: data_dir(), ..CompileOptions::default() };
     session::prepare(scenario, path, opts).map_err(|e| match e {
         PrepareError::Invalid(e) => Failure::Invalid(e.into()),
@@ -596,7 +600,7 @@ fn execute_at(
     if let Some(e) = &exporter {
         e.started(started_at);
     }
-    let _ = live.send(Some((Duration::ZERO, PortableStep::from_interval("", "total", &IntervalStats::default()))));
+    let _ = live.send(Some((Duration::ZERO, portable::step_from_interval("", "total", &IntervalStats::default()))));
     let opts = RunOptions { interrupt, totals: exporter.is_some(), ..RunOptions::default() };
     let mut total = IntervalStats::default();
     let mut last_sent = Duration::ZERO;
@@ -607,7 +611,7 @@ fn execute_at(
         total.merge(&t.stats);
         if t.elapsed.saturating_sub(last_sent) + Duration::from_millis(100) >= LIVE_EVERY {
             last_sent = t.elapsed;
-            let _ = live.send(Some((t.elapsed, PortableStep::from_interval("", "total", &total))));
+            let _ = live.send(Some((t.elapsed, portable::step_from_interval("", "total", &total))));
         }
     });
     Some(Ran { started_at, result, total })
@@ -889,7 +893,7 @@ mod tests {
 
     #[test]
     fn reports_serialize_into_a_merge_patch_of_one_key() {
-        let live = PortableStep::from_interval("", "total", &IntervalStats::default());
+        let live = portable::step_from_interval("", "total", &IntervalStats::default());
         let t = parse_start_at("2030-01-02T03:04:05.000007Z").unwrap();
         let r = running_report(1, t, Duration::from_millis(2_001), live);
         let patch = report_patch(&r);
@@ -925,7 +929,7 @@ mod tests {
         assert!(result.steps.iter().all(|s| s.requests == 0));
         assert_eq!(result.iterations.get("buy"), Some(&0));
         let mut merged = WorkerMetrics::new(2, 1);
-        result.merge_into(&keys, &names, &mut merged).unwrap();
+        portable::merge_into(&result, &keys, &names, &mut merged).unwrap();
         assert_eq!(merged.steps[0].requests, 0);
     }
 

@@ -16,7 +16,7 @@ use kube::runtime::wait::conditions;
 use kube::{Api, Client, CustomResourceExt as _};
 use serde_json::json;
 use stampede_api::{LoadTest, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY, env, names};
-use stampede_engine::target::TargetServer;
+use stampede_target::TargetServer;
 use stampede_testcluster::{TestCluster, wait_for};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

@@ -20,7 +20,7 @@ use regex::Regex;
 use serde_json::Value;
 use stampede_api::{LoadTest, LoadTestSpec, LoadTestStatus, Phase, Summary};
 use stampede_engine::report::LatencySummary;
-use stampede_engine::threshold::Verdict;
+use stampede_model::report::Verdict;
 
 type Labels = BTreeMap<String, String>;
 

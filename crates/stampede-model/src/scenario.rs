@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::duration::Dur;
+use crate::Dur;
 
 /// A Stampede scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]

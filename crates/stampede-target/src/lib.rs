@@ -32,8 +32,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::sysstat;
-
 /// The page served at `/`.
 pub const INDEX_HTML: &str = "<html>\n<body>\n<p><em>Hello,World!</em></p>\n</body>\n</html>\n";
 const MAX_DELAY_MS: u64 = 60_000;
@@ -119,7 +117,7 @@ impl TargetServer {
                 };
                 rt.block_on(serve(listener, stats, rx, options));
                 drop(rt);
-                sysstat::this_thread().cpu()
+                thread_cpu()
             })?;
             handles.push(handle);
         }
@@ -514,6 +512,43 @@ fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
         }
     }
     parts
+}
+
+/// Why a TLS server configuration could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    #[error("invalid certificate PEM: {0}")]
+    Certificate(rustls::pki_types::pem::Error),
+    #[error("invalid key PEM: {0}")]
+    Key(rustls::pki_types::pem::Error),
+    #[error(transparent)]
+    Rustls(#[from] rustls::Error),
+}
+
+/// A TLS server configuration from a PEM certificate chain and key, offering `h2` by ALPN
+/// when `http2` (and `http/1.1` always).
+pub fn server_config(cert_pem: &str, key_pem: &str, http2: bool) -> Result<rustls::ServerConfig, TlsConfigError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TlsConfigError::Certificate)?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(TlsConfigError::Key)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
+    Ok(config)
+}
+
+/// CPU time (user + system) of the calling thread so far.
+fn thread_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().max(0) as u64) + Duration::from_micros(t.tv_usec().max(0) as u64)
+    };
+    getrusage(UsageWho::RUSAGE_THREAD).map(|u| tv(u.user_time()) + tv(u.system_time())).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -31,8 +31,22 @@ impl From<Duration> for Dur {
     }
 }
 
+/// A duration that does not parse: the text and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid duration `{text}`: {reason}")]
+pub struct DurationError {
+    pub text: String,
+    pub reason: String,
+}
+
+impl DurationError {
+    fn negative(text: &str) -> Self {
+        DurationError { text: text.to_string(), reason: "must not be negative".into() }
+    }
+}
+
 /// Parses `250ms`, `30s`, `2m`, `1h30m`, `1.5s`. A bare `0` means zero.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text == "0" {
         return Ok(Duration::ZERO);
@@ -45,13 +59,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         if secs.is_finite() && secs >= 0.0 {
             return Ok(Duration::from_secs_f64(secs));
         }
-        return Err(format!("invalid duration `{text}`: must not be negative"));
+        return Err(DurationError::negative(text));
     }
     if text.starts_with('-') {
-        return Err(format!("invalid duration `{text}`: must not be negative"));
+        return Err(DurationError::negative(text));
     }
-    humantime::parse_duration(text)
-        .map_err(|e| format!("invalid duration `{text}` ({e}); write a number with a unit, e.g. 500ms, 30s, 2m, 1h30m"))
+    humantime::parse_duration(text).map_err(|e| DurationError {
+        text: text.to_string(),
+        reason: format!("{e}; write a number with a unit, e.g. 500ms, 30s, 2m, 1h30m"),
+    })
 }
 
 impl fmt::Display for Dur {
@@ -148,7 +164,7 @@ mod tests {
     #[test]
     fn rejects_garbage_and_negatives() {
         assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("-3s").unwrap_err().contains("negative"));
+        assert!(parse_duration("-3s").unwrap_err().to_string().contains("negative"));
         assert!(parse_duration("10").is_err());
     }
 

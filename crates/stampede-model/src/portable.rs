@@ -1,0 +1,68 @@
+//! Results that travel: a runner's counters and HDR histograms in a form that can be stored
+//! in a Kubernetes object and merged exactly by the operator (the engine encodes and merges
+//! them).
+//!
+//! Histograms use the HdrHistogram V2 format with deflate, in base64, so merged percentiles
+//! equal those of one histogram of all samples; percentiles are never averaged.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One step's stats in portable form.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableStep {
+    pub scenario: String,
+    pub step: String,
+    pub requests: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub status: BTreeMap<String, u64>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Exact smallest latency, µs (absent without samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_us: Option<u64>,
+    pub max_us: u64,
+    /// Total latency histogram (µs), HdrHistogram V2 + deflate, base64.
+    pub histogram: String,
+    /// Passes and failures of each named check, by the check's index in its step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<[u64; 2]>,
+    /// Latency phases by name (`dns`, `connect`, `tls`, `ttfb`, `receive`); a phase without
+    /// samples is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, PortablePhase>,
+}
+
+/// One latency phase's samples in portable form.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortablePhase {
+    /// Exact smallest value, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_us: Option<u64>,
+    /// Exact largest value, µs.
+    pub max_us: u64,
+    /// Histogram (µs), HdrHistogram V2 + deflate, base64.
+    pub histogram: String,
+}
+
+/// A run's (or a runner's) counters and histograms.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableMetrics {
+    pub steps: Vec<PortableStep>,
+    /// Completed iterations by scenario name.
+    pub iterations: BTreeMap<String, u64>,
+    /// Open models: iterations due when no VU was free (all groups).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_iterations: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

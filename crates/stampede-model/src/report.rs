@@ -1,0 +1,268 @@
+//! The run report's document: one summary per step plus a total, the run facts, a timeline,
+//! checks, error samples and threshold verdicts. `stampede run --out` writes it as JSON
+//! (schema: `schemas/report.schema.json`); the engine fills it and renders it as a table.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::ErrorKind;
+
+/// Version of the JSON report layout.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// The whole report of one run.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Layout version of this document (currently 1).
+    pub schema_version: u32,
+    /// The scenario file's `name`.
+    pub name: String,
+    /// Start of the run, RFC 3339 (UTC).
+    pub started_at: String,
+    pub run: RunFacts,
+    /// All steps together.
+    pub total: StepSummary,
+    /// One entry per (scenario, step), in file order.
+    pub steps: Vec<StepSummary>,
+    /// Iterations completed per scenario.
+    pub scenarios: Vec<ScenarioSummary>,
+    /// One point per reporting interval (1 s).
+    pub timeline: Vec<TimelinePoint>,
+    /// Every named check: how often it passed and failed.
+    pub checks: Vec<CheckSummary>,
+    /// The first failures of each kind per step: message, request and response (truncated).
+    pub error_samples: Vec<ErrorSampleReport>,
+    /// Threshold verdicts, in file order.
+    pub thresholds: Vec<Verdict>,
+}
+
+/// Facts about the run and the generator itself.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunFacts {
+    pub executor: String,
+    /// Wall-clock length of the run, seconds.
+    pub duration_seconds: f64,
+    /// Length the load model planned (without grace periods); absent for iteration-bounded runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_duration_seconds: Option<f64>,
+    /// Most virtual users the load model runs at once.
+    pub vus_max: u32,
+    /// Worker threads used.
+    pub threads: usize,
+    /// Iterations completed.
+    pub iterations: u64,
+    /// The run was stopped early (Ctrl-C).
+    pub interrupted: bool,
+    /// Why a step's `onError: abort-run` stopped the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
+    /// Open workload models: how well the schedule was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleFacts>,
+    /// Why the generator's own figures are suspect (it could not keep up), if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<String>,
+    /// The system's ports for a loopback target ran out: new connections were then spread
+    /// over this many source addresses (127.0.0.2 onwards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_addresses_spread: Option<usize>,
+    /// Base URL of the system under test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The built-in target served this run in-process (its CPU is excluded below).
+    pub builtin_target: bool,
+    pub generator: GeneratorFacts,
+}
+
+/// How an open model kept its schedule.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleFacts {
+    /// Iterations due per second by the schedule, over the planned duration.
+    pub target_rate: f64,
+    /// Iterations that ran per second, over the planned duration (closed-model scenarios
+    /// running beside the open ones left out).
+    pub achieved_rate: f64,
+    /// Iterations due over the whole run by the schedule.
+    pub scheduled_iterations: u64,
+    /// Iterations due when every VU was busy and no more could start.
+    pub dropped_iterations: u64,
+    /// How late iterations started against their schedule, ms.
+    pub lag_ms: LatencySummary,
+}
+
+/// The load generator's own resource use.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorFacts {
+    /// CPU time (user + system) divided by wall time, in percent of one core.
+    pub cpu_percent: f64,
+    /// CPU time used by the generator, seconds.
+    pub cpu_seconds: f64,
+    /// CPU microseconds per request.
+    pub cpu_micros_per_request: f64,
+    /// Peak resident memory of the process, bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// Latency statistics in milliseconds (µs precision).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct LatencySummary {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    #[serde(rename = "p99.9")]
+    pub p999: f64,
+}
+
+/// Statistics of one step, or of all of them (`total`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StepSummary {
+    /// Scenario name (absent in the total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
+    /// Step name (absent in the total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Requests attempted: the table's `samples`.
+    pub requests: u64,
+    /// Requests that got an answer (latency samples).
+    pub responses: u64,
+    /// Failed requests of any kind.
+    pub errors: u64,
+    /// `errors / requests`, 0–1.
+    pub error_rate: f64,
+    /// Failed requests by kind: connect, dns, timeout, reset, protocol, check, io.
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Answers by HTTP status.
+    pub status_codes: BTreeMap<String, u64>,
+    /// Total latency of answered requests, ms (open models: from the scheduled start).
+    pub latency_ms: LatencySummary,
+    /// Open models: latency from the actual send (service time), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ms: Option<LatencySummary>,
+    /// Latency phases, ms: DNS, connect and TLS (once per new connection), time to first
+    /// byte (from the start of the request) and receive (the rest of it).
+    #[serde(default)]
+    pub phases_ms: PhasesSummary,
+    /// Requests per second over the run.
+    pub rps: f64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    pub received_per_sec: f64,
+    pub sent_per_sec: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScenarioSummary {
+    pub name: String,
+    pub iterations: u64,
+}
+
+/// One reporting interval.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelinePoint {
+    /// Seconds since the start, at the end of the interval.
+    pub t: f64,
+    pub active_vus: u32,
+    pub requests: u64,
+    pub rps: f64,
+    pub errors: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorSampleReport {
+    pub scenario: String,
+    pub step: String,
+    pub kind: ErrorKind,
+    pub message: String,
+    /// The request as sent (truncated to 1 KiB).
+    pub request: String,
+    /// The answer: status, kept headers and kept body (truncated to 1 KiB); absent when
+    /// none came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+}
+
+/// One named check's results.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckSummary {
+    pub scenario: String,
+    pub step: String,
+    /// The check as reports name it, e.g. `status is 200` or `json json.test equals "test"`.
+    pub name: String,
+    pub passes: u64,
+    pub fails: u64,
+}
+
+/// One latency phase: how many samples, and their distribution in ms.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct PhaseSummary {
+    /// Samples: for `dns`, `connect` and `tls`, the connections opened.
+    pub samples: u64,
+    #[serde(flatten)]
+    pub latency: LatencySummary,
+}
+
+/// The phases of a step's requests; a phase without samples is absent.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct PhasesSummary {
+    /// Name resolution (hosts given by name, on new connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<PhaseSummary>,
+    /// TCP connect (new connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect: Option<PhaseSummary>,
+    /// TLS handshake (new `https` connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<PhaseSummary>,
+    /// Time to first byte of the answer, from the start of the request (connecting included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb: Option<PhaseSummary>,
+    /// From the first byte to the end of the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive: Option<PhaseSummary>,
+}
+
+/// A threshold's outcome.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// The threshold as written.
+    pub threshold: String,
+    pub passed: bool,
+    /// The measured value, in the threshold's unit (ms, %, req/s or a count).
+    pub actual: f64,
+    /// The measured value as text, e.g. `212.4ms` or `0.31%`.
+    pub actual_text: String,
+}
+
+impl Report {
+    /// Whether every threshold passed (true when there are none).
+    pub fn thresholds_passed(&self) -> bool {
+        self.thresholds.iter().all(|v| v.passed)
+    }
+}
+
+/// Rounds to 3 decimals: µs precision for milliseconds, ms for seconds. Every figure of a
+/// report and of a LoadTest's status is rounded this way.
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
