@@ -1,36 +1,39 @@
-//! Stampede's load engine.
+//! Stampede's load engine: a scenario file in, load on a target, a report out.
 //!
-//! It owns the scenario model and its validation ([`scenario`], [`parse`], [`plan`]),
-//! templating ([`template`]), a lean HTTP/1.1 client ([`http1`]) with TLS ([`tls`]) and
-//! HTTP/2 ([`h2`]) beside it ([`transport`]), the workload models ([`executor`]), latency
-//! phases ([`phases`]), HDR latency metrics ([`metrics`]), reports ([`report`]) and the
-//! built-in target server ([`target`]). [`session`] ties them into one run.
+//! The folders, in the order a run passes through them (each depends only on those above it,
+//! and on the `stampede-model` crate for the wire types; `tests/layers.rs` checks it):
+//!
+//! | folder | its job |
+//! | --- | --- |
+//! | `error` | errors and validation problems, each naming the file, the field and the reason |
+//! | `stats` | HDR histograms, per-step counters, latency phases, portable (mergeable) results, the process's own CPU and memory |
+//! | `client` | request URLs, opening connections (DNS, TCP, TLS, source addresses), the HTTP/1.1 codec, HTTP/2, cookies |
+//! | `compile` | a scenario file to an immutable [`Plan`]: templates, checks, extractors, data files, thresholds, the `http` section |
+//! | `run` | the workload models: VUs on worker threads, closed and open models, the reporter's ticks |
+//! | `output` | the report (table and JSON) and the Prometheus exposition |
+//! | `session` | one run end to end: the built-in target, compile, run, measure, report |
+//!
+//! Everything inside is `pub(crate)`; this file re-exports what the CLI, the runner and the
+//! operator use.
 
-pub mod check;
-pub mod cookies;
-pub mod data;
-pub mod error;
-pub mod executor;
-pub mod extract;
-pub mod h2;
-pub mod http1;
-pub mod metrics;
-pub mod parse;
-pub mod phases;
-pub mod plan;
-pub mod portable;
-pub mod prom;
-pub mod report;
-pub mod session;
-pub mod source;
-pub mod sysstat;
-pub mod template;
-pub mod threshold;
-pub mod tls;
-pub mod transport;
+mod client;
+mod compile;
+mod error;
+mod output;
+mod run;
+mod session;
+mod stats;
 
+pub use client::url::HttpUrl;
+pub use compile::parse::{load_file, parse_str};
+pub use compile::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan, compile, ramp_target};
 pub use error::{Problem, RunError, ScenarioError};
-pub use executor::{RunOptions, Tick};
-pub use plan::{CompileOptions, Plan};
-pub use report::Report;
+pub use output::prom::{Exporter, MetricsServer};
+pub use output::report::{build_report, latency_summary, render_phases, render_table};
+pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};
+pub use session::{PrepareError, Prepared, execute, execute_full, prepare, validate, wants_builtin};
+pub use stampede_model::report::Report;
 pub use stampede_model::scenario::ScenarioFile;
+pub use stats::metrics::{IntervalStats, StepStats, WorkerMetrics};
+pub use stats::phases::Phase;
+pub use stats::portable;

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::compile::plan::{self, CompileOptions, Plan};
 use crate::error::{RunError, ScenarioError};
-use crate::executor::{self, RunOptions, RunOutcome, Tick};
-use crate::plan::{self, CompileOptions, Plan};
-use crate::report::{self, GeneratorFacts, Report, round3};
-use crate::sysstat;
+use crate::output::report::{self, GeneratorFacts, Report, round3};
+use crate::run::executor::{self, RunOptions, RunOutcome, Tick};
+use crate::stats::sysstat;
 use stampede_model::scenario::ScenarioFile;
 use stampede_target::TargetServer;
 

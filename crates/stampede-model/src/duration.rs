@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for Dur {
         struct V;
         impl Visitor<'_> for V {
             type Value = Dur;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a duration with a unit, e.g. 500ms, 30s, 2m")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {

@@ -59,3 +59,8 @@ impl ErrorKind {
         }
     }
 }
+
+/// Non-zero error counts by kind name (`connect`, `timeout`, …), for reports and results.
+pub fn errors_by_name(counts: &[u64; ErrorKind::ALL.len()]) -> std::collections::BTreeMap<String, u64> {
+    ErrorKind::ALL.iter().filter(|k| counts[k.index()] > 0).map(|k| (k.name().to_string(), counts[k.index()])).collect()
+}

@@ -18,5 +18,5 @@ pub mod schema;
 mod step_key;
 
 pub use duration::{Dur, DurationError, parse_duration};
-pub use error_kind::ErrorKind;
+pub use error_kind::{ErrorKind, errors_by_name};
 pub use step_key::StepKey;

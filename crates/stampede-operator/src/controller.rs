@@ -18,8 +18,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER, RESULT_KEY, RunnerReport, names};
-use stampede_engine::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
-use stampede_engine::{parse, session};
+use stampede_engine::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
 use time::OffsetDateTime;
 
 use crate::desired::{self, LOADTEST_LABEL};
@@ -271,11 +270,11 @@ pub fn validate_with_files(
     source: &str,
     files: Option<BTreeMap<String, Vec<u8>>>,
 ) -> Result<Arc<Plan>, String> {
-    let file = parse::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
+    let file = stampede_engine::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
     // Runners see spec.env; values from Secrets are unknown here, so any value will do.
     let env = lt.spec.env.iter().map(|e| (e.name.clone(), e.value.clone().unwrap_or_else(|| "x".into()))).collect();
-    let base_url = session::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
-    session::validate(
+    let base_url = stampede_engine::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
+    stampede_engine::validate(
         &file,
         Path::new(source),
         &CompileOptions { base_url, env: Some(env), files: files.map(Arc::new), ..CompileOptions::default() },

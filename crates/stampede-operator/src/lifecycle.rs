@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use stampede_api::{CleanupMode, LoadTest, LoadTestStatus, Phase, RunnerCounts, RunnerReport, RunnerState};
-use stampede_engine::plan::Plan;
+use stampede_engine::Plan;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -382,7 +382,7 @@ fn counts(desired: i32, reports: &[Option<RunnerReport>], job: Option<&JobState>
 }
 
 /// Ends the test with `phase`, keeping the partial results of runners that finished.
-#[allow(clippy::too_many_arguments)] // one place that writes every field of a finished status
+#[expect(clippy::too_many_arguments, reason = "one place that writes every field of a finished status")]
 fn finish(
     st: &mut LoadTestStatus,
     plan: &Plan,

@@ -2,11 +2,13 @@
 //! percentiles) and thresholds are evaluated on the merged data.
 
 use stampede_api::{RunnerReport, StepResult, Summary};
-use stampede_engine::metrics::{StepStats, WorkerMetrics, errors_by_name};
-use stampede_engine::plan::Plan;
+use stampede_engine::Plan;
+use stampede_engine::latency_summary;
 use stampede_engine::portable::{self, PortableError, PortableMetrics};
-use stampede_engine::report::{latency_summary, round3};
+use stampede_engine::{StepStats, WorkerMetrics};
+use stampede_model::errors_by_name;
 use stampede_model::report::Verdict;
+use stampede_model::report::round3;
 
 fn scenario_names(plan: &Plan) -> Vec<String> {
     plan.scenarios.iter().map(|s| s.name.clone()).collect()
@@ -50,7 +52,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<(Summary,
 
 /// A live summary from the runners' interim totals.
 pub fn live_summary(reports: &[&RunnerReport]) -> Result<Summary, PortableError> {
-    let keys = vec![stampede_engine::plan::StepKey { scenario: String::new(), step: "total".into() }];
+    let keys = vec![stampede_model::StepKey { scenario: String::new(), step: "total".into() }];
     let mut merged = WorkerMetrics::new(1, 0);
     let mut seconds: f64 = 0.0;
     for r in reports {

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stampede_api::{LoadTest, LoadTestSpec, Phase, RunnerReport, RunnerState};
-use stampede_engine::metrics::{ErrorKind, WorkerMetrics};
-use stampede_engine::plan::Plan;
+use stampede_engine::Plan;
+use stampede_engine::WorkerMetrics;
 use stampede_engine::portable::{self, PortableStep};
+use stampede_model::ErrorKind;
 use stampede_operator::controller::{validate, validate_with_files};
 use stampede_operator::desired::desired;
 use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, decide};
@@ -338,7 +339,7 @@ fn live_summaries_merge_the_runners_interim_totals() {
             m.steps[0].requests += 1;
             m.steps[0].record_latency_us(2_000);
         }
-        let keys = vec![stampede_engine::plan::StepKey { scenario: String::new(), step: "total".into() }];
+        let keys = vec![stampede_model::StepKey { scenario: String::new(), step: "total".into() }];
         let p: PortableStep = portable::encode(&keys, &m, &[]).steps.remove(0);
         RunnerReport { live: Some(p), duration_seconds: 5.0, ..report(0, RunnerState::Running, 0, 0) }
     };

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use stampede_api::{LoadTest, LoadTestSpec, LoadTestStatus, Phase, RunnerReport, RunnerState, Summary};
 use stampede_engine::portable;
-use stampede_engine::prom::{Exporter, MetricsServer};
-use stampede_engine::{CompileOptions, RunOptions, parse, session};
+use stampede_engine::{CompileOptions, RunOptions};
+use stampede_engine::{Exporter, MetricsServer};
 use stampede_operator::metrics::Metrics;
 use stampede_operator::results::final_summary;
 use stampede_target::TargetServer;
@@ -108,9 +108,9 @@ fn promql_over_three_runners_buckets_agrees_with_the_merged_summary() {
     for (index, (iterations, delay)) in runners.iter().enumerate() {
         let yaml = SCENARIO.replace("ITERATIONS", &iterations.to_string()).replace("DELAY", &delay.to_string());
         let path = Path::new("merge.yaml");
-        let file = parse::parse_str(&yaml, path).unwrap();
+        let file = stampede_engine::parse_str(&yaml, path).unwrap();
         let opts = CompileOptions { base_url: Some(target.base_url()), ..CompileOptions::default() };
-        let prepared = session::prepare(&file, path, opts).unwrap();
+        let prepared = stampede_engine::prepare(&file, path, opts).unwrap();
         let exporter = Arc::new(Exporter::new(
             &prepared.plan,
             vec![
@@ -122,7 +122,7 @@ fn promql_over_three_runners_buckets_agrees_with_the_merged_summary() {
         let server = MetricsServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), exporter.clone()).unwrap();
         plan = Some(prepared.plan.clone());
         let run_opts = RunOptions { totals: true, ..RunOptions::default() };
-        let (_, outcome) = session::execute_full(prepared, &run_opts, &mut |t| exporter.observe(t)).unwrap();
+        let (_, outcome) = stampede_engine::execute_full(prepared, &run_opts, &mut |t| exporter.observe(t)).unwrap();
         expositions.push(scrape(server.addr()));
         let keys = &plan.as_ref().unwrap().step_keys;
         reports.push(RunnerReport {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use stampede_api::{
     LoadTest, LoadTestSpec, LoadTestStatus, Phase, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY,
 };
-use stampede_engine::metrics::WorkerMetrics;
+use stampede_engine::WorkerMetrics;
 use stampede_engine::portable;
 use stampede_operator::controller::{Context, Metrics, reconcile_once, validate};
 use stampede_operator::lifecycle::{self, Observed, START_DELAY};

@@ -779,7 +779,6 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 }
 
 /// Runs one container, restarting it as `policy` says, until it is done or the pod stops.
-#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename the list
 async fn run_container(
     dir: PathBuf,
     name: String,

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use stampede_engine::metrics::IntervalStats;
-use stampede_engine::prom::{Exporter, MetricsServer};
-use stampede_engine::{CompileOptions, RunOptions, Tick, parse, session};
+use stampede_engine::IntervalStats;
+use stampede_engine::{CompileOptions, RunOptions, Tick};
+use stampede_engine::{Exporter, MetricsServer};
 use stampede_model::scenario::{Executor, LoadSpec, ScenarioFile};
 use stampede_model::{Dur, parse_duration};
 
@@ -171,13 +171,13 @@ fn main() -> ExitCode {
 }
 
 fn load(file: &Path) -> Result<ScenarioFile, Failure> {
-    parse::load_file(file).map_err(|e| Failure::Invalid(e.into()))
+    stampede_engine::load_file(file).map_err(|e| Failure::Invalid(e.into()))
 }
 
 fn validate(file: &Path) -> Result<ExitCode, Failure> {
     let scenario = load(file)?;
-    let plan =
-        session::validate(&scenario, file, &CompileOptions::default()).map_err(|e| Failure::Invalid(e.into()))?;
+    let plan = stampede_engine::validate(&scenario, file, &CompileOptions::default())
+        .map_err(|e| Failure::Invalid(e.into()))?;
     let steps: usize = plan.scenarios.iter().map(|s| s.steps.len()).sum();
     println!(
         "{}: ok — `{}`, {} scenario(s), {} step(s), {} up to {} VUs",
@@ -243,9 +243,9 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         None => None,
     };
     let opts = CompileOptions { base_url: args.base_url.clone(), ..CompileOptions::default() };
-    let prepared = session::prepare(&scenario, &args.file, opts).map_err(|e| match e {
-        session::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
-        session::PrepareError::Run(e) => Failure::CouldNotRun(e.into()),
+    let prepared = stampede_engine::prepare(&scenario, &args.file, opts).map_err(|e| match e {
+        stampede_engine::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
+        stampede_engine::PrepareError::Run(e) => Failure::CouldNotRun(e.into()),
     })?;
     let interrupt = Arc::new(AtomicBool::new(false));
     watch_ctrl_c(interrupt.clone());
@@ -290,16 +290,16 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         e.started(std::time::SystemTime::now());
     }
     let mut progress = Progress::new(args.progress_every.max(1), args.quiet);
-    let report = session::execute(prepared, &run_opts, &mut |t| {
+    let report = stampede_engine::execute(prepared, &run_opts, &mut |t| {
         if let Some(e) = &exporter {
             e.observe(t);
         }
         progress.tick(t)
     })
     .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
-    print!("{}", stampede_engine::report::render_table(&report));
+    print!("{}", stampede_engine::render_table(&report));
     if args.phases {
-        print!("{}", stampede_engine::report::render_phases(&report));
+        print!("{}", stampede_engine::render_phases(&report));
     }
     let _ = std::io::stdout().flush();
     if let (Some(mut file), Some(path)) = (out_file, &args.out) {

@@ -32,22 +32,22 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, WatchEvent, WatchParams};
 use kube::{Api, Client, ResourceExt as _};
 use stampede_api::{LoadTest, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY, env, names};
-use stampede_engine::metrics::{IntervalStats, WorkerMetrics};
-use stampede_engine::plan::{Plan, Target};
 use stampede_engine::portable::{self, PortableStep};
-use stampede_engine::prom::{Exporter, MetricsServer};
-use stampede_engine::report::round3;
-use stampede_engine::session::{self, PrepareError, Prepared};
-use stampede_engine::{CompileOptions, RunOptions, Tick, parse};
+use stampede_engine::{CompileOptions, RunOptions, Tick};
+use stampede_engine::{Exporter, MetricsServer};
+use stampede_engine::{HttpUrl, Plan};
+use stampede_engine::{IntervalStats, WorkerMetrics};
+use stampede_engine::{PrepareError, Prepared};
+use stampede_model::report::round3;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 /// How often a running runner reports its cumulative total.
-pub const LIVE_EVERY: Duration = Duration::from_secs(2);
+pub(crate) const LIVE_EVERY: Duration = Duration::from_secs(2);
 /// Most runners a LoadTest may have (the CRD's limit).
-pub const MAX_RUNNERS: u32 = 1000;
+pub(crate) const MAX_RUNNERS: u32 = 1000;
 /// Attempts for an API call that fails transiently (backoff 100 ms doubling to 2 s).
 const API_ATTEMPTS: u32 = 6;
 /// Attempts for the final report (about 30 s in all): losing it loses the run.
@@ -63,7 +63,7 @@ const SPIN_MARGIN: Duration = Duration::from_millis(2);
 
 /// What a runner learns from its environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunnerEnv {
+pub(crate) struct RunnerEnv {
     pub loadtest: String,
     pub namespace: String,
     pub index: u32,
@@ -74,7 +74,7 @@ pub struct RunnerEnv {
 
 /// Reads the runner's environment through `get` (e.g. `std::env::var`): the LoadTest's name and
 /// namespace, the runner count and Kubernetes' `JOB_COMPLETION_INDEX`.
-pub fn parse_env(get: impl Fn(&str) -> Option<String>) -> Result<RunnerEnv, String> {
+pub(crate) fn parse_env(get: impl Fn(&str) -> Option<String>) -> Result<RunnerEnv, String> {
     let required = |name: &str| -> Result<String, String> {
         let v = get(name).ok_or_else(|| format!("{name} is not set"))?;
         let v = v.trim().to_string();
@@ -105,19 +105,19 @@ pub fn parse_env(get: impl Fn(&str) -> Option<String>) -> Result<RunnerEnv, Stri
 }
 
 /// Parses `status.startAt` (RFC 3339).
-pub fn parse_start_at(s: &str) -> Result<SystemTime, String> {
+pub(crate) fn parse_start_at(s: &str) -> Result<SystemTime, String> {
     OffsetDateTime::parse(s.trim(), &Rfc3339)
         .map(SystemTime::from)
         .map_err(|e| format!("status.startAt {s:?} is not an RFC 3339 time: {e}"))
 }
 
 /// How long to wait from `now` until `start_at` (zero when it has passed).
-pub fn start_delay(start_at: SystemTime, now: SystemTime) -> Duration {
+pub(crate) fn start_delay(start_at: SystemTime, now: SystemTime) -> Duration {
     start_at.duration_since(now).unwrap_or(Duration::ZERO)
 }
 
 /// RFC 3339 in UTC with microseconds, e.g. `2025-01-02T03:04:05.678901Z`.
-pub fn format_micros(t: SystemTime) -> String {
+pub(crate) fn format_micros(t: SystemTime) -> String {
     let t = OffsetDateTime::from(t).to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
@@ -132,7 +132,12 @@ pub fn format_micros(t: SystemTime) -> String {
 }
 
 /// The report while running: the start instant, seconds since, and the cumulative total.
-pub fn running_report(index: u32, started_at: SystemTime, elapsed: Duration, live: PortableStep) -> RunnerReport {
+pub(crate) fn running_report(
+    index: u32,
+    started_at: SystemTime,
+    elapsed: Duration,
+    live: PortableStep,
+) -> RunnerReport {
     RunnerReport {
         started_at: Some(format_micros(started_at)),
         duration_seconds: round3(elapsed.as_secs_f64()),
@@ -143,9 +148,9 @@ pub fn running_report(index: u32, started_at: SystemTime, elapsed: Duration, liv
 
 /// The final report of a runner that did not run (no share of the load, or aborted before the
 /// start): zero counts for every step, so it merges like any other.
-pub fn empty_done_report(
+pub(crate) fn empty_done_report(
     index: u32,
-    keys: &[stampede_engine::plan::StepKey],
+    keys: &[stampede_model::StepKey],
     scenario_names: &[String],
     started_at: Option<SystemTime>,
 ) -> RunnerReport {
@@ -158,19 +163,19 @@ pub fn empty_done_report(
 }
 
 /// A `Failed` report with what went wrong.
-pub fn failed_report(index: u32, message: String) -> RunnerReport {
+pub(crate) fn failed_report(index: u32, message: String) -> RunnerReport {
     RunnerReport { message: Some(message), ..RunnerReport::new(index, RunnerState::Failed) }
 }
 
 /// The JSON merge patch that stores `report` in a result ConfigMap.
-pub fn report_patch(report: &RunnerReport) -> serde_json::Value {
+pub(crate) fn report_patch(report: &RunnerReport) -> serde_json::Value {
     let text = serde_json::to_string(report).unwrap_or_default();
     serde_json::json!({ "data": { RESULT_KEY: text } })
 }
 
 /// What the runner sees of its LoadTest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct View {
+pub(crate) struct View {
     pub start_at: Option<String>,
     pub abort: bool,
     /// The phase is Succeeded, Failed or Aborted.
@@ -194,7 +199,7 @@ impl View {
     }
 
     /// The run must not start, or must stop.
-    pub fn stop(&self) -> bool {
+    pub(crate) fn stop(&self) -> bool {
         self.abort || self.finished || self.gone
     }
 
@@ -234,7 +239,7 @@ impl Failure {
 }
 
 /// Entry point of `stampede runner`.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let env = match parse_env(|k| std::env::var(k).ok()) {
         Ok(env) => env,
         Err(e) => {
@@ -348,11 +353,14 @@ async fn runner(
         .and_then(|d| d.get(SCENARIO_KEY))
         .ok_or_else(|| Failure::Invalid(anyhow!("ConfigMap {cm_name} has no key {SCENARIO_KEY}")))?;
     let path = PathBuf::from(format!("configmap/{cm_name}/{SCENARIO_KEY}"));
-    let mut scenario = parse::parse_str(text, &path).map_err(|e| Failure::Invalid(e.into()))?;
+    let mut scenario = stampede_engine::parse_str(text, &path).map_err(|e| Failure::Invalid(e.into()))?;
     // The whole scenario names the steps every runner reports, with or without work.
-    let full =
-        session::validate(&scenario, &path, &CompileOptions { base_dir: data_dir(), ..CompileOptions::default() })
-            .map_err(|e| Failure::Invalid(e.into()))?;
+    let full = stampede_engine::validate(
+        &scenario,
+        &path,
+        &CompileOptions { base_dir: data_dir(), ..CompileOptions::default() },
+    )
+    .map_err(|e| Failure::Invalid(e.into()))?;
     let scenario_names: Vec<String> = full.scenarios.iter().map(|s| s.name.clone()).collect();
     scenario.share(env.index, env.runners);
     let has_work = scenario.has_work();
@@ -541,7 +549,7 @@ fn prepare(
     partition: (u32, u32),
 ) -> Result<Prepared, Failure> {
     let opts = CompileOptions { data_partition: Some(partition), base_dir: data_dir(), ..CompileOptions::default() };
-    session::prepare(scenario, path, opts).map_err(|e| match e {
+    stampede_engine::prepare(scenario, path, opts).map_err(|e| match e {
         PrepareError::Invalid(e) => Failure::Invalid(e.into()),
         PrepareError::Run(e) => Failure::CouldNotRun(anyhow::Error::new(e).context("cannot prepare the run")),
     })
@@ -551,7 +559,7 @@ fn prepare(
 /// before the start rather than every request after it.
 async fn resolve_base_url(plan: &Plan) -> anyhow::Result<()> {
     let Some(url) = plan.base_url.as_deref() else { return Ok(()) };
-    let target = Target::parse(url).map_err(|e| anyhow!("base URL {url}: {e}"))?;
+    let target = HttpUrl::parse(url).map_err(|e| anyhow!("base URL {url}: {e}"))?;
     let mut last = None;
     for attempt in 0..3u32 {
         if attempt > 0 {
@@ -576,7 +584,7 @@ async fn resolve_base_url(plan: &Plan) -> anyhow::Result<()> {
 /// What [`execute_at`] produced once it started.
 struct Ran {
     started_at: SystemTime,
-    result: Result<(stampede_engine::Report, stampede_engine::executor::RunOutcome), stampede_engine::RunError>,
+    result: Result<(stampede_engine::Report, stampede_engine::RunOutcome), stampede_engine::RunError>,
     /// The cumulative total of all ticks.
     total: IntervalStats,
 }
@@ -604,7 +612,7 @@ fn execute_at(
     let opts = RunOptions { interrupt, totals: exporter.is_some(), ..RunOptions::default() };
     let mut total = IntervalStats::default();
     let mut last_sent = Duration::ZERO;
-    let result = session::execute_full(prepared, &opts, &mut |t: &Tick| {
+    let result = stampede_engine::execute_full(prepared, &opts, &mut |t: &Tick| {
         if let Some(e) = &exporter {
             e.observe(t);
         }
@@ -918,8 +926,8 @@ mod tests {
     #[test]
     fn an_empty_result_has_every_step_with_zero_counts() {
         let keys = vec![
-            stampede_engine::plan::StepKey { scenario: "buy".into(), step: "a".into() },
-            stampede_engine::plan::StepKey { scenario: "buy".into(), step: "b".into() },
+            stampede_model::StepKey { scenario: "buy".into(), step: "a".into() },
+            stampede_model::StepKey { scenario: "buy".into(), step: "b".into() },
         ];
         let names = vec!["buy".to_string()];
         let r = empty_done_report(4, &keys, &names, None);

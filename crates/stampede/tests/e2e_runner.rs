@@ -213,7 +213,7 @@ fn spawn_runner(kubeconfig: &Path, ns: &str, lt: &str, index: u32, dir: &Path) -
 
 fn serde_yaml_value(yaml: &str) -> serde_json::Value {
     // The scenario is plain YAML without anchors: parse it via the engine's model to JSON.
-    let file = stampede_engine::parse::parse_str(yaml, Path::new("test.yaml")).expect("valid scenario");
+    let file = stampede_engine::parse_str(yaml, Path::new("test.yaml")).expect("valid scenario");
     serde_json::to_value(file).unwrap()
 }
 

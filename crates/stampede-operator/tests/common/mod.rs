@@ -1,7 +1,7 @@
 //! Fixtures shared by the operator's test targets.
 
 /// The scenario of the LoadTests the pure-core and mock-API tests use.
-pub const SCENARIO: &str = r#"
+pub(crate) const SCENARIO: &str = r#"
 name: shop
 baseUrl: http://my-service.default.svc
 load: {executor: constant-vus, vus: 10, duration: 30s}

@@ -4,14 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub value: f64,
 }
 
 #[derive(Debug, Default, Clone)]
-pub struct Exposition {
+pub(crate) struct Exposition {
     /// Family name → type (`counter`, `gauge`, `histogram`, `summary`, `untyped`).
     pub types: BTreeMap<String, String>,
     pub samples: Vec<Sample>,
@@ -19,7 +19,7 @@ pub struct Exposition {
 
 /// Where a metric name used in a query comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub family: String,
     pub family_type: String,
     /// `_bucket`, `_sum` or `_count` of a histogram or summary, or "".
@@ -27,7 +27,7 @@ pub struct Resolved {
 }
 
 impl Exposition {
-    pub fn parse(text: &str) -> Result<Exposition, String> {
+    pub(crate) fn parse(text: &str) -> Result<Exposition, String> {
         let mut e = Exposition::default();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim_end();
@@ -54,14 +54,14 @@ impl Exposition {
     }
 
     /// Every sample name.
-    pub fn names(&self) -> BTreeSet<&str> {
+    pub(crate) fn names(&self) -> BTreeSet<&str> {
         self.samples.iter().map(|s| s.name.as_str()).collect()
     }
 
     /// The family a sample name belongs to: `x_bucket` is family `x` only where `x` is a
     /// histogram (and `x_sum`/`x_count` where `x` is a histogram or summary); any other name
     /// is its own family. `None` when no TYPE line declares it.
-    pub fn resolve(&self, name: &str) -> Option<Resolved> {
+    pub(crate) fn resolve(&self, name: &str) -> Option<Resolved> {
         for suffix in ["_bucket", "_sum", "_count"] {
             if let Some(base) = name.strip_suffix(suffix)
                 && let Some(ty) = self.types.get(base)
@@ -75,7 +75,7 @@ impl Exposition {
     }
 
     /// Samples of one name.
-    pub fn series<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
+    pub(crate) fn series<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
         self.samples.iter().filter(move |s| s.name == name)
     }
 }

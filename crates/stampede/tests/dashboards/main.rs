@@ -19,7 +19,7 @@ use promql::{COUNTER_FUNCTIONS, Kind, Selector};
 use regex::Regex;
 use serde_json::Value;
 use stampede_api::{LoadTest, LoadTestSpec, LoadTestStatus, Phase, Summary};
-use stampede_engine::report::LatencySummary;
+use stampede_model::report::LatencySummary;
 use stampede_model::report::Verdict;
 
 type Labels = BTreeMap<String, String>;
@@ -499,7 +499,7 @@ impl<'a> LabelTest<'a> {
 fn substitute(text: &str, values: &Labels) -> Result<String, String> {
     let re = Regex::new(r"\$\{([A-Za-z0-9_]+)\}|\$([A-Za-z0-9_]+)").unwrap();
     let mut missing = None;
-    let out = re.replace_all(text, |c: &regex::Captures| {
+    let out = re.replace_all(text, |c: &regex::Captures<'_>| {
         let name = c.get(1).or(c.get(2)).unwrap().as_str();
         values.get(name).cloned().unwrap_or_else(|| {
             missing = Some(name.to_string());

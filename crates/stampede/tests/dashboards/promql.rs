@@ -29,7 +29,7 @@ enum Tok {
 
 /// Matches a label: `=`, `!=`, `=~`, `!~`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Matcher {
+pub(crate) struct Matcher {
     pub label: String,
     pub op: &'static str,
     pub value: String,
@@ -38,7 +38,7 @@ pub struct Matcher {
 /// One vector selector: `name{matchers}`, and the range function (`rate`, ...) it feeds when it
 /// is a range vector passed straight to a function.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selector {
+pub(crate) struct Selector {
     pub name: Option<String>,
     pub matchers: Vec<Matcher>,
     pub range_fn: Option<String>,
@@ -46,7 +46,7 @@ pub struct Selector {
 
 impl Selector {
     /// The metric name, from the name or a `__name__="..."` matcher.
-    pub fn metric(&self) -> Option<&str> {
+    pub(crate) fn metric(&self) -> Option<&str> {
         self.name
             .as_deref()
             .or_else(|| self.matchers.iter().find(|m| m.label == "__name__" && m.op == "=").map(|m| m.value.as_str()))
@@ -55,7 +55,7 @@ impl Selector {
 
 /// What an expression evaluates to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Scalar,
     Vector,
     Matrix,
@@ -65,7 +65,7 @@ pub enum Kind {
 /// A parsed expression: its type, the labels of its result where they are known (after an
 /// aggregation `by (...)`, say), and every selector in it.
 #[derive(Debug, Clone)]
-pub struct Query {
+pub(crate) struct Query {
     pub kind: Kind,
     pub labels: Option<BTreeSet<String>>,
     pub selectors: Vec<Selector>,
@@ -73,7 +73,7 @@ pub struct Query {
 
 impl Query {
     /// Metric names, sorted, without repeats.
-    pub fn metric_names(&self) -> BTreeSet<String> {
+    pub(crate) fn metric_names(&self) -> BTreeSet<String> {
         self.selectors.iter().filter_map(|s| s.metric().map(str::to_string)).collect()
     }
 }
@@ -179,10 +179,10 @@ const FUNCTIONS: &[(&str, &str, Kind)] = &[
 
 /// Functions that read a counter: their selector must be a counter (or a histogram's
 /// `_bucket`/`_sum`/`_count`).
-pub const COUNTER_FUNCTIONS: &[&str] = &["rate", "irate", "increase", "resets"];
+pub(crate) const COUNTER_FUNCTIONS: &[&str] = &["rate", "irate", "increase", "resets"];
 
 /// Parses `src` as one PromQL expression.
-pub fn parse(src: &str) -> Result<Query, String> {
+pub(crate) fn parse(src: &str) -> Result<Query, String> {
     let toks = lex(src)?;
     let mut p = Parser { toks, pos: 0, selectors: Vec::new() };
     let node = p.expr(0)?;
@@ -795,7 +795,7 @@ fn check_arguments(name: &str, sig: &str, args: &[Node]) -> Result<(), String> {
 
 /// Parses `src` as exactly one series selector (`name{...}` or `{__name__="..."}`), as Grafana's
 /// `label_values(selector, label)` sends it to the series API.
-pub fn parse_series_selector(src: &str) -> Result<Selector, String> {
+pub(crate) fn parse_series_selector(src: &str) -> Result<Selector, String> {
     let toks = lex(src)?;
     let mut p = Parser { toks, pos: 0, selectors: Vec::new() };
     let node = p.primary()?;

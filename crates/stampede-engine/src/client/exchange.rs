@@ -1,0 +1,83 @@
+//! What one exchange (a request and its answer) yields, on HTTP/1.1 and HTTP/2 alike: the
+//! answer's facts, the headers kept, and why it failed.
+
+use std::io;
+use std::time::Instant;
+
+use stampede_model::ErrorKind;
+
+/// Why an exchange failed, and whether the server had started to answer.
+#[derive(Debug)]
+pub struct ExchangeError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// Some response bytes arrived before the failure.
+    pub answered: bool,
+}
+
+impl ExchangeError {
+    pub(crate) fn io(e: io::Error, answered: bool) -> Self {
+        let kind = classify_io(&e);
+        let message = if kind == ErrorKind::Tls { format!("TLS: {e}") } else { e.to_string() };
+        ExchangeError { kind, message, answered }
+    }
+
+    pub(crate) fn protocol(message: impl Into<String>) -> Self {
+        ExchangeError { kind: ErrorKind::Protocol, message: message.into(), answered: true }
+    }
+}
+
+/// Maps an I/O error to an error kind. A TLS error after the handshake (an alert from the
+/// server, e.g. a refused client certificate under TLS 1.3) is of kind `tls`.
+pub(crate) fn classify_io(e: &io::Error) -> ErrorKind {
+    use io::ErrorKind as K;
+    if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+        return ErrorKind::Tls;
+    }
+    match e.kind() {
+        K::ConnectionRefused | K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable => ErrorKind::Connect,
+        K::TimedOut | K::WouldBlock => ErrorKind::Timeout,
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof | K::NotConnected => {
+            ErrorKind::Reset
+        }
+        _ => ErrorKind::Io,
+    }
+}
+
+/// A response as far as the engine needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResponseInfo {
+    pub status: u16,
+    /// Bytes read from the socket for this response (head, framing and body).
+    pub bytes_received: u64,
+    /// Decoded body length.
+    pub body_len: u64,
+    /// The connection may carry another request.
+    pub keep_alive: bool,
+    /// When the first byte of the answer arrived.
+    pub first_byte: Option<Instant>,
+}
+
+/// Which response headers an exchange keeps.
+#[derive(Debug, Default)]
+pub(crate) struct Headers {
+    /// Keep every header; otherwise only `set-cookie` and `location` (for the cookie jar and
+    /// redirects), which most responses lack, so the common case stores nothing.
+    pub all: bool,
+    /// Kept headers of the last response: lowercase name, value.
+    pub list: Vec<(String, String)>,
+}
+
+impl Headers {
+    /// The first header called `name` (lowercase).
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.list.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn keep(&mut self, name: &str, value: &[u8]) {
+        let wanted = self.all || name.eq_ignore_ascii_case("set-cookie") || name.eq_ignore_ascii_case("location");
+        if wanted {
+            self.list.push((name.to_ascii_lowercase(), String::from_utf8_lossy(value).into_owned()));
+        }
+    }
+}

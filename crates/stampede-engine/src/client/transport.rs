@@ -1,0 +1,173 @@
+//! Connections and protocols: opening a connection (DNS, TCP, TLS, each timed), and sending
+//! a VU's request over HTTP/1.1 or HTTP/2 as the scenario's `http` settings say.
+//!
+//! HTTP/1.1 goes through the lean codec in [`crate::client::http1`] on the VU's own connection,
+//! plain or TLS alike. HTTP/2 goes through the worker's shared [`crate::client::h2::Pool`]. With
+//! `version: auto`, an `https` origin is asked for `h2` in the TLS handshake; when the
+//! server picks `http/1.1` instead, the worker remembers it and its VUs use HTTP/1.1.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stampede_model::ErrorKind;
+use stampede_model::scenario::{ConnectionPolicy, HttpVersion};
+
+use crate::client::connect::open;
+use crate::client::exchange::{ExchangeError, Headers, ResponseInfo};
+use crate::client::h2::{Outcome, Pool};
+use crate::client::http1::Connection;
+use crate::client::settings::TransportPlan;
+use crate::client::tls::Alpn;
+use crate::client::url::HttpUrl;
+use crate::stats::phases::ConnectTimes;
+
+/// What one worker thread shares among its VUs: the HTTP/2 pool.
+#[derive(Debug)]
+pub(crate) struct WorkerTransport {
+    pub plan: Arc<TransportPlan>,
+    pub h2: Pool,
+}
+
+impl WorkerTransport {
+    pub(crate) fn new(plan: Arc<TransportPlan>, worker: usize, threads: usize) -> WorkerTransport {
+        let h2 = Pool::new(plan.connections_for(worker, threads), plan.max_streams);
+        WorkerTransport { plan, h2 }
+    }
+}
+
+/// A VU's own connection state.
+#[derive(Debug, Default)]
+pub(crate) struct VuConn {
+    /// The VU's HTTP/1.1 connection.
+    h1: Option<Connection>,
+    /// Connections opened since the last [`VuConn::take_opened`], with their phase timings.
+    opened: Vec<ConnectTimes>,
+}
+
+impl VuConn {
+    /// Drops the VU's HTTP/1.1 connection (after a timeout, whose answer may still come).
+    pub(crate) fn close(&mut self) {
+        self.h1 = None;
+    }
+
+    /// The end of an iteration: `connectionPolicy: per-iteration` closes the connection.
+    pub(crate) fn end_iteration(&mut self, plan: &TransportPlan) {
+        if plan.policy == ConnectionPolicy::PerIteration {
+            self.h1 = None;
+        }
+    }
+
+    /// Connections opened since the last call, with their timings.
+    pub(crate) fn take_opened(&mut self) -> std::vec::Drain<'_, ConnectTimes> {
+        self.opened.drain(..)
+    }
+
+    /// Whether a connection was opened since the last [`VuConn::take_opened`].
+    pub(crate) fn opened_any(&self) -> bool {
+        !self.opened.is_empty()
+    }
+}
+
+/// Sends one request (`bytes`, HTTP/1.1 as written by the plan) to `target` and reads the
+/// answer, over HTTP/2 or the VU's HTTP/1.1 connection.
+#[expect(clippy::too_many_arguments, reason = "the parts of one exchange, borrowed from the VU")]
+pub(crate) async fn exchange(
+    vc: &mut VuConn,
+    wt: &WorkerTransport,
+    target: &HttpUrl,
+    bytes: &[u8],
+    head: bool,
+    mut body: Option<&mut Vec<u8>>,
+    headers: &mut Headers,
+    connect_timeout: Duration,
+) -> Result<ResponseInfo, ExchangeError> {
+    let plan = &*wt.plan;
+    let h2 = match (plan.version, target.tls) {
+        (HttpVersion::Http11, _) | (HttpVersion::Auto, false) => None,
+        (HttpVersion::Http2, _) => Some(Alpn::H2),
+        (HttpVersion::Auto, true) => {
+            let h1 = vc.h1.as_ref().is_some_and(|c| c.serves(target)) || wt.h2.is_http1(target);
+            (!h1).then_some(Alpn::Both)
+        }
+    };
+    if let Some(alpn) = h2 {
+        // Boxed: the HTTP/2 exchange's state is large (about 2 KB), and inline it would make
+        // every VU's task that much bigger, HTTP/1.1 ones included.
+        let outcome = Box::pin(wt.h2.exchange(
+            target,
+            bytes,
+            plan,
+            alpn,
+            connect_timeout,
+            body.as_deref_mut(),
+            headers,
+            &mut vc.opened,
+        ))
+        .await?;
+        match outcome {
+            Outcome::Answer(info) => return Ok(info),
+            Outcome::Http1(io) => vc.h1 = Some(Connection::new(io, target)),
+        }
+    }
+    exchange_http1(vc, plan, target, bytes, head, body, headers, connect_timeout).await
+}
+
+/// One request and its answer on the VU's HTTP/1.1 connection (opening one when needed). A
+/// request that fails on a reused connection before any byte of answer came back is retried
+/// once on a new connection: the server had closed the idle connection.
+#[expect(clippy::too_many_arguments, reason = "the parts of one exchange, borrowed from the VU")]
+async fn exchange_http1(
+    vc: &mut VuConn,
+    plan: &TransportPlan,
+    target: &HttpUrl,
+    bytes: &[u8],
+    head: bool,
+    mut body: Option<&mut Vec<u8>>,
+    headers: &mut Headers,
+    connect_timeout: Duration,
+) -> Result<ResponseInfo, ExchangeError> {
+    let mut retried = false;
+    loop {
+        let have = vc.h1.as_ref().is_some_and(|c| c.serves(target));
+        if !have {
+            vc.h1 = None;
+            let tls = target.tls.then_some((&plan.tls, Alpn::Http11));
+            // Boxed: opening (DNS, TCP, TLS handshake state) is large and rare on keep-alive
+            // connections; inline it would weigh on every VU task.
+            let (io, times) = Box::pin(open(target, connect_timeout, tls, &plan.sources)).await?;
+            vc.opened.push(times);
+            vc.h1 = Some(Connection::new(io, target));
+        }
+        let Some(c) = vc.h1.as_mut() else { unreachable!("connection was just set") };
+        let reused = c.uses > 0;
+        if let Some(b) = body.as_deref_mut() {
+            b.clear();
+        }
+        match c.exchange(bytes, head, body.as_deref_mut(), Some(&mut *headers)).await {
+            Ok(info) => {
+                if !info.keep_alive || plan.max_requests_per_connection.is_some_and(|m| c.uses >= m) {
+                    vc.h1 = None;
+                }
+                return Ok(info);
+            }
+            Err(mut e) => {
+                vc.h1 = None;
+                if reused && !e.answered && !retried {
+                    retried = true;
+                    continue;
+                }
+                // A TLS 1.3 server refuses a client certificate after the handshake; its alert
+                // may be lost to the reset that follows.
+                if !reused && target.tls && !e.answered && e.kind == ErrorKind::Reset {
+                    e.kind = ErrorKind::Tls;
+                    e.message = format!(
+                        "TLS: the server closed the new connection before any answer (did it refuse the client \
+                         certificate?): {}",
+                        e.message
+                    );
+                }
+                return Err(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Checks: named assertions on a response (status, headers, body, JSON paths). Each one is
+//! counted by name; a request that fails any of them is an error of kind `check`.
+
+use crate::compile::extract::{ResponseView, Segment, describe, lookup, parse_json_path, value_text};
+use crate::compile::template::{Escape, Scope, Template};
+use stampede_model::scenario::{CheckSpec, Expect};
+
+/// What a check looks at.
+#[derive(Debug)]
+pub enum Subject {
+    /// The status must be in one of the ranges (no `Expectation`).
+    Status(StatusCheck),
+    /// A response header (lowercase name).
+    Header(String),
+    Body,
+    Json(Vec<Segment>),
+}
+
+/// What the looked-at value must be.
+#[derive(Debug)]
+pub enum Expectation {
+    Equals(Template),
+    Exists(bool),
+    Contains(Template),
+    Matches(regex::Regex),
+}
+
+/// One compiled, named check.
+#[derive(Debug)]
+pub struct CheckPlan {
+    /// How reports name it, e.g. `json json.test equals "test"`.
+    pub name: String,
+    pub subject: Subject,
+    pub expect: Option<Expectation>,
+}
+
+impl CheckPlan {
+    /// Whether it reads the body.
+    pub fn needs_body(&self) -> bool {
+        matches!(self.subject, Subject::Body | Subject::Json(_))
+    }
+
+    /// Whether it reads a response header.
+    pub fn needs_headers(&self) -> bool {
+        matches!(self.subject, Subject::Header(_))
+    }
+
+    /// Passes, or says why not. `json` is the body parsed once per response.
+    pub fn evaluate(
+        &self,
+        resp: &ResponseView<'_>,
+        slots: &[String],
+        json: &mut Option<Option<serde_json::Value>>,
+    ) -> Result<(), String> {
+        let owned;
+        let value: Option<&str> = match &self.subject {
+            Subject::Status(s) => {
+                return if s.passes(resp.status) { Ok(()) } else { Err(format!("got status {}", resp.status)) };
+            }
+            Subject::Header(name) => resp.header(name),
+            Subject::Body => {
+                owned = String::from_utf8_lossy(resp.body).into_owned();
+                (!owned.is_empty()).then_some(owned.as_str())
+            }
+            Subject::Json(path) => {
+                let doc = json.get_or_insert_with(|| serde_json::from_slice(resp.body).ok());
+                match doc.as_ref() {
+                    None => return Err("the body is not JSON".into()),
+                    Some(doc) => {
+                        owned = lookup(doc, path).map(value_text).unwrap_or_default();
+                        lookup(doc, path).map(|_| owned.as_str())
+                    }
+                }
+            }
+        };
+        let shown = |v: &str| {
+            let mut v = v.to_string();
+            if v.len() > 80 {
+                let cut = (0..=80).rev().find(|i| v.is_char_boundary(*i)).unwrap_or(0);
+                v.truncate(cut);
+                v.push('…');
+            }
+            format!("{v:?}")
+        };
+        match (self.expect.as_ref(), value) {
+            (Some(Expectation::Exists(true)) | None, Some(_)) | (Some(Expectation::Exists(false)), None) => Ok(()),
+            (Some(Expectation::Exists(true)) | None, None) => Err("it is missing".into()),
+            (Some(Expectation::Exists(false)), Some(v)) => Err(format!("it is there: {}", shown(v))),
+            (Some(_), None) => Err("it is missing".into()),
+            (Some(Expectation::Equals(t)), Some(v)) => {
+                let want = t.render(slots);
+                if v == want { Ok(()) } else { Err(format!("got {}", shown(v))) }
+            }
+            (Some(Expectation::Contains(t)), Some(v)) => {
+                if v.contains(t.render(slots).as_str()) {
+                    Ok(())
+                } else {
+                    Err(format!("got {}", shown(v)))
+                }
+            }
+            (Some(Expectation::Matches(re)), Some(v)) => {
+                if re.is_match(v) {
+                    Ok(())
+                } else {
+                    Err(format!("got {}", shown(v)))
+                }
+            }
+        }
+    }
+}
+
+/// Compiles the checks of a step; problems are `(field, message)` pairs.
+pub(crate) fn compile(
+    spec: &CheckSpec,
+    status: Option<StatusCheck>,
+    scope: &Scope,
+    problems: &mut Vec<(String, String)>,
+) -> Vec<CheckPlan> {
+    let mut checks = Vec::new();
+    if let (Some(s), Some(src)) = (status, &spec.status) {
+        let text = match serde_json::to_value(src) {
+            Ok(serde_json::Value::Array(items)) => {
+                format!("in [{}]", items.iter().map(value_text).collect::<Vec<_>>().join(", "))
+            }
+            Ok(v) => format!("is {}", value_text(&v)),
+            Err(_) => String::new(),
+        };
+        checks.push(CheckPlan { name: format!("status {text}"), subject: Subject::Status(s), expect: None });
+    }
+    for (name, e) in &spec.headers {
+        let field = format!("check.headers.{name}");
+        if name.trim().is_empty() {
+            problems.push((field, "names no header".into()));
+            continue;
+        }
+        let header = name.trim().to_ascii_lowercase();
+        if let Some(expect) = expectation(e, scope, &field, problems) {
+            let name = format!("header {header} {}", describe_expect(e));
+            checks.push(CheckPlan { name, subject: Subject::Header(header), expect: Some(expect) });
+        }
+    }
+    if let Some(e) = &spec.body
+        && let Some(expect) = expectation(e, scope, "check.body", problems)
+    {
+        let name = format!("body {}", describe_expect(e));
+        checks.push(CheckPlan { name, subject: Subject::Body, expect: Some(expect) });
+    }
+    for (path, e) in &spec.json {
+        let field = format!("check.json.{path}");
+        let segments = match parse_json_path(path) {
+            Ok(s) => s,
+            Err(msg) => {
+                problems.push((field, format!("invalid JSON path: {msg}")));
+                continue;
+            }
+        };
+        if let Some(expect) = expectation(e, scope, &field, problems) {
+            let name = format!("json {} {}", describe(&segments), describe_expect(e));
+            checks.push(CheckPlan { name, subject: Subject::Json(segments), expect: Some(expect) });
+        }
+    }
+    checks
+}
+
+fn expectation(e: &Expect, scope: &Scope, field: &str, problems: &mut Vec<(String, String)>) -> Option<Expectation> {
+    let set = [e.equals.is_some(), e.exists.is_some(), e.contains.is_some(), e.matches.is_some()];
+    if set.iter().filter(|b| **b).count() != 1 {
+        problems.push((field.into(), "set exactly one of `equals`, `exists`, `contains` or `matches`".into()));
+        return None;
+    }
+    let mut template = |src: &str| match Template::compile(src, scope, Escape::None) {
+        Ok(t) => Some(t),
+        Err(err) => {
+            problems.push((field.into(), err.to_string()));
+            None
+        }
+    };
+    if let Some(v) = &e.equals {
+        return template(&v.as_text()).map(Expectation::Equals);
+    }
+    if let Some(v) = &e.contains {
+        return template(v).map(Expectation::Contains);
+    }
+    if let Some(re) = &e.matches {
+        return match regex::Regex::new(re) {
+            Ok(re) => Some(Expectation::Matches(re)),
+            Err(err) => {
+                problems.push((format!("{field}.matches"), format!("invalid regex: {err}")));
+                None
+            }
+        };
+    }
+    e.exists.map(Expectation::Exists)
+}
+
+fn describe_expect(e: &Expect) -> String {
+    if let Some(v) = &e.equals {
+        format!("equals {:?}", v.as_text())
+    } else if let Some(v) = &e.contains {
+        format!("contains {v:?}")
+    } else if let Some(v) = &e.matches {
+        format!("matches /{v}/")
+    } else if e.exists == Some(false) {
+        "is absent".into()
+    } else {
+        "exists".into()
+    }
+}
+
+/// Accepted status ranges (inclusive).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCheck {
+    pub ranges: Vec<(u16, u16)>,
+}
+
+impl StatusCheck {
+    pub fn passes(&self, status: u16) -> bool {
+        self.ranges.iter().any(|&(lo, hi)| status >= lo && status <= hi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stampede_model::scenario::Scalar;
+
+    fn compile_one(spec: CheckSpec) -> CheckPlan {
+        let mut problems = Vec::new();
+        let mut checks = compile(&spec, None, &Scope::default(), &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        checks.remove(0)
+    }
+
+    #[test]
+    fn headers_body_and_json_checks() {
+        let headers = vec![("content-type".to_string(), "application/json".to_string())];
+        let body = br#"{"json": {"test": "test", "n": 3}, "form": {}}"#;
+        let resp = ResponseView { status: 200, headers: &headers, body };
+        let expect = |f: fn(&mut Expect)| {
+            let mut e = Expect::default();
+            f(&mut e);
+            e
+        };
+        let header = compile_one(CheckSpec {
+            headers: [("Content-Type".to_string(), expect(|e| e.contains = Some("json".into())))].into(),
+            ..CheckSpec::default()
+        });
+        assert_eq!(header.name, r#"header content-type contains "json""#);
+        assert!(header.evaluate(&resp, &[], &mut None).is_ok());
+        let eq = compile_one(CheckSpec {
+            json: [("$.json.n".to_string(), expect(|e| e.equals = Some(Scalar::Number(3.into()))))].into(),
+            ..CheckSpec::default()
+        });
+        assert_eq!(eq.name, r#"json json.n equals "3""#);
+        assert!(eq.evaluate(&resp, &[], &mut None).is_ok());
+        let absent = compile_one(CheckSpec {
+            json: [("form.key1".to_string(), expect(|e| e.exists = Some(true)))].into(),
+            ..CheckSpec::default()
+        });
+        assert_eq!(absent.evaluate(&resp, &[], &mut None).unwrap_err(), "it is missing");
+        let re = compile_one(CheckSpec {
+            body: Some(expect(|e| e.matches = Some(r#""n":\s*\d"#.into()))),
+            ..CheckSpec::default()
+        });
+        assert!(re.evaluate(&resp, &[], &mut None).is_ok());
+        let not_json = ResponseView { status: 200, headers: &[], body: b"<html>" };
+        assert_eq!(eq.evaluate(&not_json, &[], &mut None).unwrap_err(), "the body is not JSON");
+    }
+
+    #[test]
+    fn an_expectation_needs_exactly_one_test() {
+        let mut problems = Vec::new();
+        let spec = CheckSpec {
+            body: Some(Expect { contains: Some("a".into()), matches: Some("b".into()), ..Expect::default() }),
+            json: [("$.[".to_string(), Expect { exists: Some(true), ..Expect::default() })].into(),
+            ..CheckSpec::default()
+        };
+        compile(&spec, None, &Scope::default(), &mut problems);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].1.contains("exactly one"));
+        assert!(problems[1].0 == "check.json.$.[" && problems[1].1.contains("invalid JSON path"));
+    }
+}

@@ -1,0 +1,104 @@
+//! The scenario's `http` section: HTTP version, connection layout, source addresses and TLS.
+//! TLS files (`caFile`, `clientCert`, `clientKey`) are read through [`Files`], like data
+//! files, so a CA that comes from a LoadTest's `spec.data` validates as it will run.
+
+use stampede_model::scenario::{ConnectionPolicy, HttpDefaults, HttpVersion, TlsSpec};
+
+use crate::client::settings::{DEFAULT_MAX_STREAMS, TransportPlan};
+use crate::client::source::{SourceAddrs, parse_local_addresses};
+use crate::client::tls::{self, TlsPlan};
+use crate::compile::files::Files;
+use crate::error::Problem;
+
+/// Checks the `http` settings and reads the TLS files they name.
+pub(crate) fn compile_transport(http: &HttpDefaults, files: Files<'_>, problems: &mut Vec<Problem>) -> TransportPlan {
+    let h2 = matches!(http.version, HttpVersion::Http2 | HttpVersion::Auto);
+    let h1 = matches!(http.version, HttpVersion::Http11 | HttpVersion::Auto);
+    let mut at_least_one = |field: &str, value: Option<u32>, applies: bool, to: &str| {
+        if value == Some(0) {
+            problems.push(Problem::new(format!("http.{field}"), "must be at least 1"));
+        } else if value.is_some() && !applies {
+            problems.push(Problem::new(format!("http.{field}"), format!("applies to {to}")));
+        }
+    };
+    let for_h2 = "HTTP/2 (`version: 2` or `auto`)";
+    let for_h1 = "HTTP/1.1 (`version: 1.1` or `auto`)";
+    at_least_one("connections", http.connections, h2, for_h2);
+    at_least_one("maxStreams", http.max_streams, h2, for_h2);
+    at_least_one("maxRequestsPerConnection", http.max_requests_per_connection, h1, for_h1);
+    if http.connection_policy != ConnectionPolicy::KeepAlive && !h1 {
+        problems.push(Problem::new("http.connectionPolicy", format!("applies to {for_h1}")));
+    }
+    let tls = match &http.tls {
+        Some(spec) => compile_tls(spec, files, problems),
+        None => TlsPlan::default(),
+    };
+    let sources = match parse_local_addresses(&http.local_addresses) {
+        Ok(ips) => SourceAddrs::new(ips),
+        Err(bad) => {
+            for (i, reason) in bad {
+                problems.push(Problem::new(format!("http.localAddresses[{i}]"), reason));
+            }
+            SourceAddrs::default()
+        }
+    };
+    TransportPlan {
+        version: http.version,
+        connections: http.connections,
+        max_streams: http.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
+        policy: http.connection_policy,
+        max_requests_per_connection: http.max_requests_per_connection,
+        tls,
+        sources,
+    }
+}
+
+/// Reads the certificates and key `spec` names and checks the settings (problems under
+/// `http.tls`).
+fn compile_tls(spec: &TlsSpec, files: Files<'_>, problems: &mut Vec<Problem>) -> TlsPlan {
+    let before = problems.len();
+    let mut problem = |field: &str, message: String| problems.push(Problem::new(format!("http.tls.{field}"), message));
+    let pem = |field: &str, name: &str, problem: &mut dyn FnMut(&str, String)| match files.read(name) {
+        Ok(bytes) => Some(bytes),
+        Err(e) => {
+            problem(field, e.to_string());
+            None
+        }
+    };
+    let shown = |name: &str| files.shown(name).display().to_string();
+    let mut extra_roots = Vec::new();
+    if let Some(name) = &spec.ca_file
+        && let Some(bytes) = pem("caFile", name, &mut problem)
+    {
+        match tls::certs_from_pem(&bytes) {
+            Ok(certs) => extra_roots = certs,
+            Err(e) => problem("caFile", format!("{}: {e}", shown(name))),
+        }
+    }
+    let mut client_auth = None;
+    match (&spec.client_cert, &spec.client_key) {
+        (Some(cert), Some(key)) => {
+            let chain = pem("clientCert", cert, &mut problem).and_then(|b| {
+                tls::certs_from_pem(&b).map_err(|e| problem("clientCert", format!("{}: {e}", shown(cert)))).ok()
+            });
+            let key = pem("clientKey", key, &mut problem).and_then(|b| {
+                tls::key_from_pem(&b).map_err(|e| problem("clientKey", format!("{}: {e}", shown(key)))).ok()
+            });
+            if let (Some(chain), Some(key)) = (chain, key) {
+                client_auth = Some((chain, key));
+            }
+        }
+        (Some(_), None) => problem("clientKey", "`clientCert` needs `clientKey`".into()),
+        (None, Some(_)) => problem("clientCert", "`clientKey` needs `clientCert`".into()),
+        (None, None) => {}
+    }
+    let server_name =
+        spec.server_name.as_deref().and_then(|name| tls::server_name(name).map_err(|e| problem("serverName", e)).ok());
+    if problems.len() > before {
+        return TlsPlan::default();
+    }
+    TlsPlan::new(spec.insecure, extra_roots, client_auth, server_name).unwrap_or_else(|e| {
+        problems.push(Problem::new("http.tls.clientKey", e));
+        TlsPlan::default()
+    })
+}

@@ -1,0 +1,9 @@
+pub(crate) mod check;
+pub(crate) mod data;
+pub(crate) mod extract;
+pub(crate) mod files;
+pub(crate) mod http;
+pub(crate) mod parse;
+pub(crate) mod plan;
+pub(crate) mod template;
+pub(crate) mod threshold;

@@ -1,0 +1,1294 @@
+//! Validation and compilation: a [`ScenarioFile`] becomes a [`Plan`], the immutable,
+//! ready-to-run form shared by every worker. Templates are compiled here once; requests
+//! made only of constants are serialized here once.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use crate::client::url::HttpUrl;
+use crate::compile::check::{CheckPlan, StatusCheck};
+use crate::compile::data::DataSource;
+use crate::compile::files::Files;
+use crate::compile::template::{Escape, Scope, Template};
+use crate::compile::threshold::{self, Threshold};
+use crate::error::Problem;
+use stampede_model::Dur;
+pub(crate) use stampede_model::StepKey;
+use stampede_model::scenario::{DataMode, OnError, OnExhausted};
+use stampede_model::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
+use std::sync::Arc;
+
+/// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// The ready-to-run form of a scenario file.
+#[derive(Debug)]
+pub struct Plan {
+    pub name: String,
+    /// `baseUrl` after resolution (the built-in target's address when `builtin`).
+    pub base_url: Option<String>,
+    /// Groups of VUs running side by side: the file's `load` (shared by the scenarios without
+    /// their own, by weight), then one per scenario with its own `load`.
+    pub groups: Vec<GroupPlan>,
+    pub scenarios: Vec<ScenarioPlan>,
+    /// (scenario, step) names by metric index.
+    pub step_keys: Vec<StepKey>,
+    /// Number of per-VU value slots (extracted values).
+    pub slot_count: usize,
+    /// Pass/fail criteria evaluated on the merged results.
+    pub thresholds: Vec<Threshold>,
+    /// Data files, loaded once and shared by all VUs.
+    pub data: Vec<DataSource>,
+    /// Each VU keeps a cookie jar.
+    pub cookies: bool,
+    /// HTTP version, connection layout and TLS.
+    pub transport: Arc<crate::client::settings::TransportPlan>,
+}
+
+/// VUs that follow one load model and run some scenarios.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupPlan {
+    /// `default` for the file's `load`, else the scenario's name.
+    pub name: String,
+    pub load: LoadPlan,
+    /// Indices into [`Plan::scenarios`].
+    pub scenarios: Vec<usize>,
+    /// Running sums of the scenarios' weights, for picking one per iteration.
+    pub cumulative_weights: Vec<u64>,
+}
+
+impl GroupPlan {
+    /// Picks a scenario by weight.
+    pub fn pick(&self, rng: &mut fastrand::Rng) -> usize {
+        let total = *self.cumulative_weights.last().unwrap_or(&0);
+        if self.scenarios.len() == 1 || total == 0 {
+            return self.scenarios[0];
+        }
+        let r = rng.u64(0..total);
+        self.scenarios[self.cumulative_weights.partition_point(|&c| c <= r)]
+    }
+}
+
+impl Plan {
+    /// The most VUs that run at once, all groups together.
+    pub fn max_vus(&self) -> u32 {
+        self.groups.iter().map(|g| g.load.max_vus()).sum()
+    }
+
+    /// Planned length of the longest group (`None` when one is bounded by iterations only).
+    pub fn planned_duration(&self) -> Option<std::time::Duration> {
+        self.groups.iter().map(|g| g.load.planned_duration()).try_fold(Duration::ZERO, |a, d| d.map(|d| a.max(d)))
+    }
+
+    /// The longest graceful stop of any group.
+    pub fn graceful_stop(&self) -> Duration {
+        self.groups.iter().map(|g| g.load.graceful_stop()).max().unwrap_or_default()
+    }
+
+    /// `constant-vus`, or the groups' executors joined with `+`.
+    pub fn executor_name(&self) -> String {
+        self.groups.iter().map(|g| g.load.executor_name()).collect::<Vec<_>>().join(" + ")
+    }
+}
+
+/// The workload model with defaults applied.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoadPlan {
+    ConstantVus {
+        vus: u32,
+        duration: Option<Duration>,
+        iterations: Option<u64>,
+        graceful_stop: Duration,
+    },
+    RampingVus {
+        start_vus: u32,
+        stages: Vec<(Duration, u32)>,
+        graceful_ramp_down: Duration,
+        graceful_stop: Duration,
+    },
+    /// Open model: iterations start on a schedule; rates are per second, moving linearly
+    /// from the previous stage's rate (`start_rate` first) to each stage's.
+    ArrivalRate {
+        constant: bool,
+        start_rate: f64,
+        stages: Vec<(Duration, f64)>,
+        pre_allocated: u32,
+        max_vus: u32,
+        graceful_stop: Duration,
+    },
+}
+
+impl LoadPlan {
+    /// The most VUs the model ever runs at once.
+    pub fn max_vus(&self) -> u32 {
+        match self {
+            LoadPlan::ConstantVus { vus, .. } => *vus,
+            LoadPlan::RampingVus { start_vus, stages, .. } => {
+                stages.iter().map(|s| s.1).chain([*start_vus]).max().unwrap_or(0)
+            }
+            LoadPlan::ArrivalRate { max_vus, .. } => *max_vus,
+        }
+    }
+
+    /// Whether iterations start on a schedule (open model).
+    pub fn is_open(&self) -> bool {
+        matches!(self, LoadPlan::ArrivalRate { .. })
+    }
+
+    /// When iteration `k` (0-based) of an open model is due, from the start; `None` past the
+    /// end. Iteration k starts when the integral of the rate reaches k.
+    pub fn start_of(&self, k: u64) -> Option<Duration> {
+        let LoadPlan::ArrivalRate { start_rate, stages, .. } = self else { return None };
+        let mut left = k as f64;
+        let mut t0 = Duration::ZERO;
+        let mut r0 = *start_rate;
+        for &(len, r1) in stages {
+            let secs = len.as_secs_f64();
+            let in_stage = (r0 + r1) / 2.0 * secs;
+            if left < in_stage || (left == 0.0 && in_stage > 0.0) {
+                // Solve r0·τ + (r1 − r0)·τ²/(2·secs) = left for τ in [0, secs].
+                let a = (r1 - r0) / (2.0 * secs);
+                let tau =
+                    if a.abs() < 1e-12 { left / r0 } else { (-r0 + (r0 * r0 + 4.0 * a * left).sqrt()) / (2.0 * a) };
+                return Some(t0 + Duration::from_secs_f64(tau.clamp(0.0, secs)));
+            }
+            left -= in_stage;
+            t0 += len;
+            r0 = r1;
+        }
+        None
+    }
+
+    /// Open models: how many iterations the schedule starts over the whole run (the integral
+    /// of the rate); `None` for closed models.
+    pub fn scheduled_iterations(&self) -> Option<u64> {
+        let LoadPlan::ArrivalRate { start_rate, stages, .. } = self else { return None };
+        let mut r0 = *start_rate;
+        let mut total = 0.0;
+        for &(len, r1) in stages {
+            total += (r0 + r1) / 2.0 * len.as_secs_f64();
+            r0 = r1;
+        }
+        // Iteration k is due while the integral is still above k (see `start_of`).
+        Some(total.ceil().max(0.0) as u64)
+    }
+
+    /// Planned length of the run, excluding grace periods (`None`: bounded by iterations).
+    pub fn planned_duration(&self) -> Option<Duration> {
+        match self {
+            LoadPlan::ConstantVus { duration, .. } => *duration,
+            LoadPlan::RampingVus { stages, .. } => Some(stages.iter().map(|s| s.0).sum()),
+            LoadPlan::ArrivalRate { stages, .. } => Some(stages.iter().map(|s| s.0).sum()),
+        }
+    }
+
+    pub fn graceful_stop(&self) -> Duration {
+        match self {
+            LoadPlan::ConstantVus { graceful_stop, .. }
+            | LoadPlan::RampingVus { graceful_stop, .. }
+            | LoadPlan::ArrivalRate { graceful_stop, .. } => *graceful_stop,
+        }
+    }
+
+    pub fn executor_name(&self) -> &'static str {
+        match self {
+            LoadPlan::ConstantVus { .. } => "constant-vus",
+            LoadPlan::RampingVus { .. } => "ramping-vus",
+            LoadPlan::ArrivalRate { constant: true, .. } => "constant-arrival-rate",
+            LoadPlan::ArrivalRate { constant: false, .. } => "ramping-arrival-rate",
+        }
+    }
+
+    /// Target VU count `elapsed` into a ramp: linear within each stage, rounded down.
+    pub fn target_vus_at(&self, elapsed: Duration) -> u32 {
+        match self {
+            LoadPlan::ConstantVus { vus, .. } => *vus,
+            LoadPlan::RampingVus { start_vus, stages, .. } => ramp_target(*start_vus, stages, elapsed),
+            LoadPlan::ArrivalRate { .. } => 0,
+        }
+    }
+}
+
+/// VUs wanted `elapsed` into a ramp of `stages` starting at `start`.
+pub fn ramp_target(start: u32, stages: &[(Duration, u32)], elapsed: Duration) -> u32 {
+    let mut from = start;
+    let mut t0 = Duration::ZERO;
+    for &(len, to) in stages {
+        let t1 = t0 + len;
+        if elapsed < t1 {
+            let frac = (elapsed - t0).as_secs_f64() / len.as_secs_f64();
+            let v = from as f64 + (to as f64 - from as f64) * frac;
+            // The epsilon keeps 5.9999999 (float error at a stage's exact boundary) at 6.
+            return (v + 1e-9).floor().max(0.0) as u32;
+        }
+        from = to;
+        t0 = t1;
+    }
+    from
+}
+
+/// One user flow.
+#[derive(Debug)]
+pub struct ScenarioPlan {
+    pub name: String,
+    pub weight: u32,
+    pub steps: Vec<StepPlan>,
+}
+
+/// One compiled step.
+#[derive(Debug)]
+pub struct StepPlan {
+    pub name: String,
+    /// Index into per-step metrics.
+    pub metric: usize,
+    pub request: RequestPlan,
+    /// Statuses that count as answers rather than `check` errors (the explicit status
+    /// check, else 200–399).
+    pub accept: StatusCheck,
+    /// Named checks, counted one by one.
+    pub checks: Vec<CheckPlan>,
+    pub think: Option<ThinkPlan>,
+    /// Values taken from the response for later steps.
+    pub extract: Vec<crate::compile::extract::Extractor>,
+    pub on_error: OnError,
+    /// The response body must be kept (for extractors and checks); decided once, here.
+    pub needs_body: bool,
+    /// Every response header must be kept (for extractors and checks).
+    pub needs_headers: bool,
+}
+
+impl StepPlan {
+    fn reads_body(extract: &[crate::compile::extract::Extractor], checks: &[CheckPlan]) -> bool {
+        extract.iter().any(crate::compile::extract::Extractor::needs_body) || checks.iter().any(CheckPlan::needs_body)
+    }
+
+    fn reads_headers(extract: &[crate::compile::extract::Extractor], checks: &[CheckPlan]) -> bool {
+        extract.iter().any(crate::compile::extract::Extractor::needs_headers)
+            || checks.iter().any(CheckPlan::needs_headers)
+    }
+}
+
+/// Think time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ThinkPlan {
+    Fixed(Duration),
+    Uniform(Duration, Duration),
+}
+
+impl ThinkPlan {
+    pub fn pick(&self, rng: &mut fastrand::Rng) -> Duration {
+        match *self {
+            ThinkPlan::Fixed(d) => d,
+            ThinkPlan::Uniform(lo, hi) => {
+                let span = (hi - lo).as_micros() as u64;
+                lo + Duration::from_micros(if span == 0 { 0 } else { rng.u64(0..=span) })
+            }
+        }
+    }
+}
+
+/// Body of a request.
+#[derive(Debug)]
+pub struct BodyPlan {
+    pub kind: BodyKind,
+    /// Content type implied by the body kind, unless the user set one.
+    pub content_type: Option<String>,
+}
+
+/// What a body is made of.
+#[derive(Debug)]
+pub enum BodyKind {
+    /// Text (raw or JSON).
+    Text(Template),
+    /// `application/x-www-form-urlencoded` fields (names already encoded).
+    Form(Vec<(String, Template)>),
+    /// `multipart/form-data` parts with their boundary.
+    Multipart { boundary: String, parts: Vec<PartPlan> },
+}
+
+/// One multipart part.
+#[derive(Debug)]
+pub enum PartPlan {
+    Field {
+        name: String,
+        value: Template,
+        content_type: Option<String>,
+    },
+    /// A file, read once when the plan was compiled.
+    File {
+        name: String,
+        filename: String,
+        content_type: String,
+        bytes: bytes::Bytes,
+    },
+}
+
+impl BodyPlan {
+    /// Writes the body for one VU.
+    pub fn render_into(&self, slots: &[String], out: &mut Vec<u8>) {
+        match &self.kind {
+            BodyKind::Text(t) => t.render_into(slots, out),
+            BodyKind::Form(fields) => {
+                for (i, (name, value)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b'&');
+                    }
+                    out.extend_from_slice(name.as_bytes());
+                    out.push(b'=');
+                    let v = value.render(slots);
+                    out.extend(form_urlencoded::byte_serialize(v.as_bytes()).flat_map(str::bytes));
+                }
+            }
+            BodyKind::Multipart { boundary, parts } => {
+                for part in parts {
+                    out.extend_from_slice(b"--");
+                    out.extend_from_slice(boundary.as_bytes());
+                    out.extend_from_slice(b"\r\ncontent-disposition: form-data; name=\"");
+                    match part {
+                        PartPlan::Field { name, value, content_type } => {
+                            out.extend_from_slice(quote_param(name).as_bytes());
+                            out.extend_from_slice(b"\"\r\n");
+                            if let Some(ct) = content_type {
+                                out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+                            }
+                            out.extend_from_slice(b"\r\n");
+                            value.render_into(slots, out);
+                        }
+                        PartPlan::File { name, filename, content_type, bytes } => {
+                            out.extend_from_slice(quote_param(name).as_bytes());
+                            out.extend_from_slice(b"\"; filename=\"");
+                            out.extend_from_slice(quote_param(filename).as_bytes());
+                            out.extend_from_slice(format!("\"\r\ncontent-type: {content_type}\r\n\r\n").as_bytes());
+                            out.extend_from_slice(bytes);
+                        }
+                    }
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"--");
+                out.extend_from_slice(boundary.as_bytes());
+                out.extend_from_slice(b"--\r\n");
+            }
+        }
+    }
+
+    /// Whether the body is the same for every VU.
+    pub fn is_const(&self) -> bool {
+        match &self.kind {
+            BodyKind::Text(t) => t.as_const().is_some(),
+            BodyKind::Form(fields) => fields.iter().all(|(_, v)| v.as_const().is_some()),
+            BodyKind::Multipart { parts, .. } => parts.iter().all(|p| match p {
+                PartPlan::Field { value, .. } => value.as_const().is_some(),
+                PartPlan::File { .. } => true,
+            }),
+        }
+    }
+}
+
+/// A quoted-string parameter of a multipart header: quotes and line breaks escaped as
+/// browsers do.
+fn quote_param(s: &str) -> String {
+    s.replace('"', "%22").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+/// A compiled request.
+#[derive(Debug)]
+pub struct RequestPlan {
+    pub method: String,
+    pub url: Template,
+    /// Query parameters (name already percent-encoded, value encoded at render time).
+    pub query: Vec<(String, Template)>,
+    pub headers: Vec<(String, Template)>,
+    pub body: Option<BodyPlan>,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Redirects to follow (0: none).
+    pub redirects: u32,
+    /// The whole request, serialized once, when nothing in it varies per VU.
+    pub fixed: Option<FixedRequest>,
+}
+
+/// A request that is the same every time.
+#[derive(Debug, Clone)]
+pub struct FixedRequest {
+    pub target: HttpUrl,
+    pub bytes: bytes::Bytes,
+}
+
+impl RequestPlan {
+    /// Serializes the request for one VU into `out`, returning where it goes.
+    pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<HttpUrl, String> {
+        let mut url = self.url.render(slots);
+        append_query(&mut url, &self.query, slots);
+        let target = HttpUrl::parse(&url)?;
+        let mut body = Vec::new();
+        if let Some(b) = &self.body {
+            b.render_into(slots, &mut body);
+        }
+        write_request(self, &target, slots, &body, out);
+        Ok(target)
+    }
+
+    /// Serializes a redirected request: `method` to `target`, with this request's headers
+    /// (minus the body's when `body` is `None`, and minus credentials on another host).
+    pub fn render_redirect(
+        &self,
+        method: &str,
+        target: &HttpUrl,
+        same_host: bool,
+        slots: &[String],
+        body: Option<&[u8]>,
+        out: &mut Vec<u8>,
+    ) {
+        out.extend_from_slice(method.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(target.path_and_query.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        out.extend_from_slice(target.authority.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in &self.headers {
+            let dropped = (body.is_none() && name.starts_with("content-"))
+                || (!same_host && matches!(name.as_str(), "authorization" | "cookie"));
+            if !dropped {
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b": ");
+                value.render_into(slots, out);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        if let Some(body) = body {
+            if let Some(ct) = self.body.as_ref().and_then(|b| b.content_type.as_deref())
+                && !self.headers.iter().any(|(n, _)| n == "content-type")
+            {
+                out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+            }
+            out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+            out.extend_from_slice(body);
+        } else {
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+fn append_query(url: &mut String, query: &[(String, Template)], slots: &[String]) {
+    for (i, (name, value)) in query.iter().enumerate() {
+        let sep = if i == 0 && !url.contains('?') { '?' } else { '&' };
+        url.push(sep);
+        url.push_str(name);
+        url.push('=');
+        let v = value.render(slots);
+        url.extend(form_urlencoded::byte_serialize(v.as_bytes()));
+    }
+}
+
+/// Writes an HTTP/1.1 request head and body.
+fn write_request(plan: &RequestPlan, target: &HttpUrl, slots: &[String], body: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(plan.method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.path_and_query.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(target.authority.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let has = |name: &str| plan.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    if !has("user-agent") {
+        out.extend_from_slice(concat!("user-agent: stampede/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
+    }
+    if !has("accept") {
+        out.extend_from_slice(b"accept: */*\r\n");
+    }
+    for (name, value) in &plan.headers {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        value.render_into(slots, out);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(ct) = plan.body.as_ref().and_then(|b| b.content_type.as_deref())
+        && !has("content-type")
+    {
+        out.extend_from_slice(b"content-type: ");
+        out.extend_from_slice(ct.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if plan.body.is_some() || matches!(plan.method.as_str(), "POST" | "PUT" | "PATCH") {
+        out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
+/// Options for compiling a scenario file.
+#[derive(Debug, Default, Clone)]
+pub struct CompileOptions {
+    /// Replaces the file's `baseUrl` (used for `builtin` and by runners).
+    pub base_url: Option<String>,
+    /// Environment for `{{env.NAME}}`; `None` reads the process environment.
+    pub env: Option<HashMap<String, String>>,
+    /// Folder data file paths are relative to (the scenario file's); default: the current one.
+    pub base_dir: Option<std::path::PathBuf>,
+    /// Keep only the data rows of runner `index` of `count`.
+    pub data_partition: Option<(u32, u32)>,
+    /// File contents by the path the scenario names (data files, multipart uploads), used
+    /// instead of reading the disk: the operator validates with the files of `spec.data`.
+    pub files: Option<Arc<std::collections::BTreeMap<String, Vec<u8>>>>,
+}
+
+/// Placeholder base URL used to validate a `builtin` scenario without starting a server.
+pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
+
+/// Validates and compiles a scenario file, collecting every problem found.
+pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let shared_used = file.scenarios.iter().any(|s| s.load.is_none());
+    let load = match (&file.load, shared_used) {
+        (Some(spec), true) => compile_load(spec, "load", &mut problems),
+        (None, true) => {
+            problems.push(Problem::new("load", "missing: the scenarios without a `load` of their own need the file's"));
+            None
+        }
+        (Some(_), false) => {
+            problems.push(Problem::new("load", "no scenario uses it: each has its own `load`"));
+            None
+        }
+        (None, false) => None,
+    };
+
+    let mut scope = Scope { env: opts.env.clone(), ..Scope::default() };
+    // baseUrl: may use env; `builtin` must be replaced by the caller.
+    let base_url = match (&opts.base_url, &file.base_url) {
+        (Some(b), _) => Some(b.trim_end_matches('/').to_string()),
+        (None, Some(b)) if b == "builtin" => Some(BUILTIN_PLACEHOLDER.to_string()),
+        (None, Some(b)) => match Template::compile(b, &scope, Escape::None) {
+            Ok(t) => {
+                let value = t.as_const().unwrap_or_default().trim_end_matches('/').to_string();
+                if let Err(e) = HttpUrl::parse(&value) {
+                    problems.push(Problem::new("baseUrl", e));
+                }
+                Some(value)
+            }
+            Err(e) => {
+                problems.push(Problem::new("baseUrl", e.to_string()));
+                // Keep later templates from failing for the same reason.
+                Some(BUILTIN_PLACEHOLDER.to_string())
+            }
+        },
+        (None, None) => None,
+    };
+    if let Some(b) = &base_url {
+        scope.consts.insert("baseUrl".into(), b.clone());
+    }
+    for (name, value) in &file.vars {
+        if name == "baseUrl" || name.starts_with("env.") || name.is_empty() {
+            problems.push(Problem::new(format!("vars.{name}"), "this name is reserved"));
+            continue;
+        }
+        match Template::compile(value, &scope, Escape::None) {
+            Ok(t) => {
+                scope.consts.insert(name.clone(), t.as_const().unwrap_or_default().to_string());
+            }
+            Err(e) => problems.push(Problem::new(format!("vars.{name}"), e.to_string())),
+        }
+    }
+
+    let mut data = Vec::new();
+    let base_dir = opts.base_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
+    let files = Files::new(&base_dir, opts.files.as_deref());
+    for (name, spec) in &file.data {
+        if name.is_empty() || name.contains('.') || name == "env" {
+            problems.push(Problem::new(
+                format!("data.{name}"),
+                "a data source needs a name without dots, other than `env`",
+            ));
+            continue;
+        }
+        match crate::compile::data::load(name, spec, files, opts.data_partition) {
+            Ok((columns, rows)) => {
+                let first_slot = scope.slots.len();
+                for (i, col) in columns.iter().enumerate() {
+                    scope.slots.insert(format!("{name}.{col}"), first_slot + i);
+                }
+                if spec.mode == DataMode::Random && spec.on_exhausted.is_some() {
+                    problems.push(Problem::new(
+                        format!("data.{name}.onExhausted"),
+                        "applies to `mode: sequential` or `unique`; random rows never run out",
+                    ));
+                }
+                let on_exhausted = spec.on_exhausted.unwrap_or(if spec.mode == DataMode::Unique {
+                    OnExhausted::Stop
+                } else {
+                    OnExhausted::Loop
+                });
+                data.push(DataSource {
+                    name: name.clone(),
+                    columns,
+                    rows: Arc::new(rows),
+                    mode: spec.mode,
+                    on_exhausted,
+                    first_slot,
+                });
+            }
+            Err(e) => problems.push(Problem::new(format!("data.{name}"), e)),
+        }
+    }
+
+    if file.scenarios.is_empty() {
+        problems.push(Problem::new("scenarios", "at least one scenario is needed"));
+    } else if shared_used && file.scenarios.iter().filter(|s| s.load.is_none()).all(|s| s.weight == 0) {
+        problems.push(Problem::new(
+            "scenarios",
+            "the weights of the scenarios sharing `load` are all 0, so none of them would ever run",
+        ));
+    }
+
+    let mut scenarios = Vec::new();
+    let mut step_keys = Vec::new();
+    // Extracted values get fresh slots; a name is visible to later steps of its own scenario.
+    let mut next_slot = scope.slots.len();
+    let mut scenario_names = HashSet::new();
+    let mut own_groups = Vec::new();
+    for (si, sc) in file.scenarios.iter().enumerate() {
+        let sc_loc = location(&sc.name, "scenario", format!("scenarios[{si}]"), &mut problems);
+        if !scenario_names.insert(sc.name.as_str()) {
+            problems.push(Problem::new(&sc_loc, "another scenario has the same name"));
+        }
+        if sc.steps.is_empty() {
+            problems.push(Problem::new(&sc_loc, "a scenario needs at least one step"));
+        }
+        let mut step_names = HashSet::new();
+        let mut steps = Vec::new();
+        let scenario_scope = scope.slots.clone();
+        let scenario_first_slot = next_slot;
+        for (ti, step) in sc.steps.iter().enumerate() {
+            let loc = location(&step.name, &format!("{sc_loc}, step"), format!("{sc_loc}, steps[{ti}]"), &mut problems);
+            if !step_names.insert(step.name.as_str()) {
+                problems.push(Problem::new(&loc, "another step of this scenario has the same name"));
+            }
+            let metric = step_keys.len();
+            step_keys.push(StepKey { scenario: sc.name.clone(), step: step.name.clone() });
+            let request = compile_request(&step.request, file, &scope, files, &loc, &mut problems);
+            let explicit = step
+                .check
+                .as_ref()
+                .and_then(|c| c.status.as_ref())
+                .map(|spec| compile_status(spec, &format!("{loc}: check.status"), &mut problems));
+            let accept = explicit.clone().unwrap_or(StatusCheck { ranges: vec![(200, 399)] });
+            let think = step.think.as_ref().map(|t| match t {
+                Think::Fixed(d) => ThinkPlan::Fixed(d.get()),
+                Think::Range(r) => {
+                    if r.min > r.max {
+                        problems.push(Problem::new(format!("{loc}: think"), "min is greater than max"));
+                    }
+                    ThinkPlan::Uniform(r.min.get(), r.max.get().max(r.min.get()))
+                }
+            });
+            let checks = match &step.check {
+                Some(spec) => {
+                    let mut found = Vec::new();
+                    let checks = crate::compile::check::compile(spec, explicit, &scope, &mut found);
+                    problems.extend(found.into_iter().map(|(field, msg)| Problem::new(format!("{loc}: {field}"), msg)));
+                    checks
+                }
+                None => Vec::new(),
+            };
+            let mut extract = Vec::new();
+            for (name, spec) in &step.extract {
+                if name.is_empty() || name.starts_with("env.") || name == "baseUrl" || scope.consts.contains_key(name) {
+                    problems.push(Problem::new(
+                        format!("{loc}: extract.{name}"),
+                        "this name is already a variable or reserved",
+                    ));
+                    continue;
+                }
+                if let Some(source) = data.iter().find(|d| {
+                    name.strip_prefix(d.name.as_str())
+                        .and_then(|rest| rest.strip_prefix('.'))
+                        .is_some_and(|column| d.columns.iter().any(|c| c == column))
+                }) {
+                    problems.push(Problem::new(
+                        format!("{loc}: extract.{name}"),
+                        format!("this name is a column of the data source `{}`; pick another name", source.name),
+                    ));
+                    continue;
+                }
+                let slot = match scope.slots.get(name) {
+                    // Extracted again in this scenario: the later value replaces the earlier.
+                    Some(&slot) if slot >= scenario_first_slot => slot,
+                    _ => {
+                        next_slot += 1;
+                        next_slot - 1
+                    }
+                };
+                match crate::compile::extract::compile(name, spec, slot) {
+                    Ok(e) => {
+                        scope.slots.insert(name.clone(), slot);
+                        extract.push(e);
+                    }
+                    Err(e) => problems.push(Problem::new(format!("{loc}: extract.{name}"), e)),
+                }
+            }
+            if let Some(request) = request {
+                steps.push(StepPlan {
+                    name: step.name.clone(),
+                    metric,
+                    request,
+                    accept,
+                    needs_body: StepPlan::reads_body(&extract, &checks),
+                    needs_headers: StepPlan::reads_headers(&extract, &checks),
+                    checks,
+                    think,
+                    extract,
+                    on_error: step.on_error,
+                });
+            }
+        }
+        scope.slots = scenario_scope;
+        scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
+        if let Some(spec) = &sc.load
+            && let Some(load) = compile_load(spec, &format!("{sc_loc}: load"), &mut problems)
+        {
+            own_groups.push(GroupPlan {
+                name: sc.name.clone(),
+                load,
+                scenarios: vec![si],
+                cumulative_weights: vec![u64::from(sc.weight.max(1))],
+            });
+        }
+    }
+
+    let mut thresholds = Vec::new();
+    for (i, spec) in file.thresholds.iter().enumerate() {
+        let src = spec.expression();
+        match threshold::parse(src).and_then(|t| t.check_selectors(&step_keys).map(|()| t)) {
+            Ok(mut t) => {
+                if let stampede_model::scenario::ThresholdSpec::Full(o) = spec {
+                    t.abort_on_fail = o.abort_on_fail;
+                    t.delay_abort_eval = o.delay_abort_eval.map(Dur::get).unwrap_or_default();
+                    if o.delay_abort_eval.is_some() && !o.abort_on_fail {
+                        problems.push(Problem::new(
+                            format!("thresholds[{i}].delayAbortEval"),
+                            "goes with `abortOnFail: true`",
+                        ));
+                    }
+                }
+                thresholds.push(t)
+            }
+            Err(e) => problems.push(Problem::new(format!("thresholds[{i}] `{src}`"), e.0)),
+        }
+    }
+
+    let mut groups = Vec::new();
+    if let Some(load) = load {
+        let members: Vec<usize> = (0..file.scenarios.len()).filter(|&i| file.scenarios[i].load.is_none()).collect();
+        let mut sum = 0u64;
+        let cumulative_weights = members
+            .iter()
+            .map(|&i| {
+                sum += u64::from(file.scenarios[i].weight);
+                sum
+            })
+            .collect();
+        groups.push(GroupPlan { name: "default".into(), load, scenarios: members, cumulative_weights });
+    }
+    groups.extend(own_groups);
+    let transport = crate::compile::http::compile_transport(&file.http, files, &mut problems);
+    match (problems.is_empty(), groups.is_empty()) {
+        (true, false) => Ok(Plan {
+            name: file.name.clone(),
+            base_url,
+            groups,
+            scenarios,
+            step_keys,
+            slot_count: next_slot,
+            thresholds,
+            data,
+            cookies: file.http.cookies,
+            transport: Arc::new(transport),
+        }),
+        _ => Err(problems),
+    }
+}
+
+/// Where a named thing is, for messages: ``scenario `buy` `` when it has a name; else its
+/// position (`scenarios[2]`), with a problem saying the name is missing.
+fn location(name: &str, kind: &str, position: String, problems: &mut Vec<Problem>) -> String {
+    if name.trim().is_empty() {
+        let what = kind.rsplit(' ').next().unwrap_or(kind);
+        problems.push(Problem::new(format!("{position}.name"), format!("a {what} needs a name")));
+        position
+    } else {
+        format!("{kind} `{name}`")
+    }
+}
+
+fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Option<LoadPlan> {
+    let grace = |d: Option<Dur>| d.map(Dur::get).unwrap_or(DEFAULT_GRACE);
+    let before = problems.len();
+    let name = spec.executor.name();
+    let mut not_for = |field: &str, set: bool| {
+        if set {
+            problems.push(Problem::new(format!("{at}.{field}"), format!("does not apply to {name}")));
+        }
+    };
+    let plan = match spec.executor {
+        Executor::ConstantVus => {
+            not_for("startVus", spec.start_vus.is_some());
+            not_for("stages", !spec.stages.is_empty());
+            not_for("gracefulRampDown", spec.graceful_ramp_down.is_some());
+            let vus = spec.vus.unwrap_or(0);
+            if spec.vus.is_none() {
+                problems.push(Problem::new(format!("{at}.vus"), "constant-vus needs `vus`"));
+            } else if vus == 0 {
+                problems.push(Problem::new(format!("{at}.vus"), "must be at least 1"));
+            }
+            if spec.duration.is_none() && spec.iterations.is_none() {
+                problems.push(Problem::new(at, "constant-vus needs `duration`, `iterations` or both"));
+            }
+            if spec.duration.is_some_and(Dur::is_zero) {
+                problems.push(Problem::new(format!("{at}.duration"), "must be longer than 0s"));
+            }
+            if spec.iterations == Some(0) {
+                problems.push(Problem::new(format!("{at}.iterations"), "must be at least 1"));
+            }
+            LoadPlan::ConstantVus {
+                vus,
+                duration: spec.duration.map(Dur::get),
+                iterations: spec.iterations,
+                graceful_stop: grace(spec.graceful_stop),
+            }
+        }
+        Executor::RampingVus => {
+            not_for("vus", spec.vus.is_some());
+            not_for("duration", spec.duration.is_some());
+            not_for("iterations", spec.iterations.is_some());
+            let stages = &spec.stages;
+            let start_vus = spec.start_vus.unwrap_or(0);
+            if stages.is_empty() {
+                problems.push(Problem::new(format!("{at}.stages"), "ramping-vus needs at least one stage"));
+            }
+            for (i, s) in stages.iter().enumerate() {
+                if s.duration.is_none() {
+                    problems.push(Problem::new(format!("{at}.stages[{i}]"), "stage has no `duration`"));
+                }
+            }
+            if !stages.is_empty() && stages.iter().all(|s| s.target == 0) && start_vus == 0 {
+                problems.push(Problem::new(format!("{at}.stages"), "every target is 0, so no VU would ever run"));
+            }
+            if !stages.is_empty()
+                && stages.iter().all(|s| s.duration.is_some())
+                && stages.iter().map(|s| s.duration.unwrap_or_default().get()).sum::<Duration>().is_zero()
+            {
+                problems.push(Problem::new(format!("{at}.stages"), "the stages last 0s in total"));
+            }
+            LoadPlan::RampingVus {
+                start_vus,
+                stages: stages.iter().map(|s| (s.duration.unwrap_or_default().get(), s.target)).collect(),
+                graceful_ramp_down: grace(spec.graceful_ramp_down),
+                graceful_stop: grace(spec.graceful_stop),
+            }
+        }
+        Executor::ConstantArrivalRate | Executor::RampingArrivalRate => {
+            let constant = spec.executor == Executor::ConstantArrivalRate;
+            not_for("vus", spec.vus.is_some());
+            not_for("iterations", spec.iterations.is_some());
+            not_for("startVus", spec.start_vus.is_some());
+            not_for("gracefulRampDown", spec.graceful_ramp_down.is_some());
+            if constant {
+                not_for("stages", !spec.stages.is_empty());
+                not_for("startRate", spec.start_rate.is_some());
+            } else {
+                not_for("rate", spec.rate.is_some());
+                not_for("duration", spec.duration.is_some());
+            }
+            let unit = spec.time_unit.map(Dur::get).unwrap_or(Duration::from_secs(1));
+            if unit.is_zero() {
+                problems.push(Problem::new(format!("{at}.timeUnit"), "must be longer than 0s"));
+            }
+            let per_sec = |n: u32| if unit.is_zero() { 0.0 } else { f64::from(n) / unit.as_secs_f64() };
+            let (max_vus, pre) = match (spec.max_vus, spec.pre_allocated_vus) {
+                (None, None) => {
+                    problems.push(Problem::new(
+                        format!("{at}.preAllocatedVUs"),
+                        format!("{name} needs `preAllocatedVUs` (and may set `maxVUs`)"),
+                    ));
+                    (0, 0)
+                }
+                (Some(max), pre) => (max, pre.unwrap_or(max.min(100))),
+                (None, Some(pre)) => (pre, pre),
+            };
+            if max_vus == 0 && (spec.max_vus.is_some() || spec.pre_allocated_vus.is_some()) {
+                problems.push(Problem::new(format!("{at}.maxVUs"), "must be at least 1"));
+            }
+            if pre > max_vus {
+                problems
+                    .push(Problem::new(format!("{at}.preAllocatedVUs"), format!("is more than maxVUs ({max_vus})")));
+            }
+            let (start_rate, stages) = if constant {
+                let rate = spec.rate.unwrap_or(0);
+                if spec.rate.is_none() {
+                    problems.push(Problem::new(format!("{at}.rate"), "constant-arrival-rate needs `rate`"));
+                } else if rate == 0 {
+                    problems.push(Problem::new(format!("{at}.rate"), "must be at least 1"));
+                }
+                match spec.duration {
+                    None => {
+                        problems.push(Problem::new(format!("{at}.duration"), "constant-arrival-rate needs `duration`"))
+                    }
+                    Some(d) if d.is_zero() => {
+                        problems.push(Problem::new(format!("{at}.duration"), "must be longer than 0s"))
+                    }
+                    Some(_) => {}
+                }
+                let d = spec.duration.map(Dur::get).unwrap_or_default();
+                (per_sec(rate), vec![(d, per_sec(rate))])
+            } else {
+                if spec.stages.is_empty() {
+                    problems
+                        .push(Problem::new(format!("{at}.stages"), "ramping-arrival-rate needs at least one stage"));
+                }
+                for (i, st) in spec.stages.iter().enumerate() {
+                    if st.duration.is_none() {
+                        problems.push(Problem::new(format!("{at}.stages[{i}]"), "stage has no `duration`"));
+                    }
+                }
+                if !spec.stages.is_empty()
+                    && spec.start_rate.unwrap_or(0) == 0
+                    && spec.stages.iter().all(|s| s.target == 0)
+                {
+                    problems.push(Problem::new(
+                        format!("{at}.stages"),
+                        "every rate is 0, so no iteration would ever start",
+                    ));
+                }
+                let stages =
+                    spec.stages.iter().map(|s| (s.duration.unwrap_or_default().get(), per_sec(s.target))).collect();
+                (per_sec(spec.start_rate.unwrap_or(0)), stages)
+            };
+            LoadPlan::ArrivalRate {
+                constant,
+                start_rate,
+                stages,
+                pre_allocated: pre,
+                max_vus,
+                graceful_stop: grace(spec.graceful_stop),
+            }
+        }
+    };
+    (problems.len() == before).then_some(plan)
+}
+
+fn compile_request(
+    req: &RequestSpec,
+    file: &ScenarioFile,
+    scope: &Scope,
+    files: Files<'_>,
+    loc: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<RequestPlan> {
+    let before = problems.len();
+    let mut tpl = |field: &str, src: &str, escape: Escape| -> Template {
+        Template::compile(src, scope, escape).unwrap_or_else(|e| {
+            problems.push(Problem::new(format!("{loc}: {field}"), e.to_string()));
+            Template::literal("")
+        })
+    };
+    let method = req.method.trim().to_ascii_uppercase();
+    let url_ok = Template::compile(&req.url, scope, Escape::None).is_ok();
+    let url = tpl("request.url", &req.url, Escape::None);
+    let mut headers: Vec<(String, Template)> = Vec::new();
+    for (name, value) in
+        file.http.headers.iter().filter(|(n, _)| !req.headers.keys().any(|k| k.eq_ignore_ascii_case(n)))
+    {
+        headers.push((name.to_ascii_lowercase(), tpl(&format!("http.headers.{name}"), value, Escape::None)));
+    }
+    for (name, value) in &req.headers {
+        headers.push((name.to_ascii_lowercase(), tpl(&format!("request.headers.{name}"), value, Escape::None)));
+    }
+    let query: Vec<(String, Template)> = req
+        .query
+        .iter()
+        .map(|(k, v)| {
+            (
+                form_urlencoded::byte_serialize(k.as_bytes()).collect(),
+                tpl(&format!("request.query.{k}"), v, Escape::None),
+            )
+        })
+        .collect();
+    // Problems found while `tpl` (which borrows `problems`) is in use.
+    let mut extra: Vec<Problem> = Vec::new();
+    let kinds = [req.body.is_some(), req.json.is_some(), req.form.is_some(), req.multipart.is_some()];
+    let body = if kinds.iter().filter(|k| **k).count() > 1 {
+        extra.push(Problem::new(
+            format!("{loc}: request"),
+            "set one of `body`, `json`, `form` or `multipart`, not several",
+        ));
+        None
+    } else if let Some(text) = &req.body {
+        Some(BodyPlan { kind: BodyKind::Text(tpl("request.body", text, Escape::None)), content_type: None })
+    } else if let Some(json) = &req.json {
+        let text = serde_json::to_string(json).unwrap_or_default();
+        Some(BodyPlan {
+            kind: BodyKind::Text(tpl("request.json", &text, Escape::JsonString)),
+            content_type: Some("application/json".into()),
+        })
+    } else if let Some(form) = &req.form {
+        let fields = form
+            .iter()
+            .map(|(k, v)| {
+                (
+                    form_urlencoded::byte_serialize(k.as_bytes()).collect(),
+                    tpl(&format!("request.form.{k}"), v, Escape::None),
+                )
+            })
+            .collect();
+        Some(BodyPlan { kind: BodyKind::Form(fields), content_type: Some("application/x-www-form-urlencoded".into()) })
+    } else if let Some(parts) = &req.multipart {
+        let mut compiled = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let field = format!("request.multipart[{i}]");
+            if part.name.trim().is_empty() {
+                extra.push(Problem::new(format!("{loc}: {field}.name"), "a part needs a name"));
+            }
+            for (what, v) in [
+                ("name", Some(&part.name)),
+                ("filename", part.filename.as_ref()),
+                ("contentType", part.content_type.as_ref()),
+            ] {
+                if v.is_some_and(|v| v.contains(['\r', '\n'])) {
+                    extra.push(Problem::new(format!("{loc}: {field}.{what}"), "must not contain line breaks"));
+                }
+            }
+            match (&part.value, &part.file) {
+                (Some(value), None) => {
+                    if part.filename.is_some() {
+                        extra.push(Problem::new(format!("{loc}: {field}.filename"), "goes with `file`"));
+                    }
+                    compiled.push(PartPlan::Field {
+                        name: part.name.clone(),
+                        value: tpl(&format!("{field}.value"), value, Escape::None),
+                        content_type: part.content_type.clone(),
+                    });
+                }
+                (None, Some(path)) => {
+                    let full = files.shown(path);
+                    match files.read(path).map_err(|e| e.to_string()) {
+                        Ok(bytes) => compiled.push(PartPlan::File {
+                            name: part.name.clone(),
+                            filename: part.filename.clone().unwrap_or_else(|| {
+                                full.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+                            }),
+                            content_type: part
+                                .content_type
+                                .clone()
+                                .unwrap_or_else(|| "application/octet-stream".into()),
+                            bytes: bytes.into(),
+                        }),
+                        Err(e) => extra.push(Problem::new(format!("{loc}: {field}.file"), e)),
+                    }
+                }
+                _ => extra.push(Problem::new(format!("{loc}: {field}"), "set either `value` or `file`")),
+            }
+        }
+        let boundary = format!("stampede-{:016x}", fastrand::u64(..));
+        let content_type = format!("multipart/form-data; boundary={boundary}");
+        Some(BodyPlan { kind: BodyKind::Multipart { boundary, parts: compiled }, content_type: Some(content_type) })
+    } else {
+        None
+    };
+    problems.extend(extra);
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_') {
+        problems
+            .push(Problem::new(format!("{loc}: request.method"), format!("`{}` is not an HTTP method", req.method)));
+    }
+    for (name, value) in &headers {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+            problems
+                .push(Problem::new(format!("{loc}: request.headers"), format!("`{name}` is not a valid header name")));
+        }
+        if value.as_const().is_some_and(|v| v.contains(['\r', '\n'])) {
+            problems.push(Problem::new(
+                format!("{loc}: request.headers.{name}"),
+                "a header value must not contain line breaks",
+            ));
+        }
+        if matches!(name.as_str(), "host" | "content-length" | "transfer-encoding") {
+            problems.push(Problem::new(format!("{loc}: request.headers.{name}"), "this header is set by Stampede"));
+        }
+    }
+    // A URL made only of constants must be valid now; one with per-VU parts is checked when sent.
+    if let Some(u) = url.as_const().filter(|_| url_ok) {
+        if !u.is_empty()
+            && let Err(e) = HttpUrl::parse(u)
+        {
+            problems.push(Problem::new(format!("{loc}: request.url"), e));
+        } else if u.is_empty() {
+            problems.push(Problem::new(format!("{loc}: request.url"), "the URL is empty"));
+        }
+    }
+    let timeout = req.timeout.unwrap_or(file.http.timeout).get();
+    if timeout.is_zero() {
+        problems.push(Problem::new(format!("{loc}: request.timeout"), "must be longer than 0s"));
+    }
+    if problems.len() != before {
+        return None;
+    }
+    let mut plan = RequestPlan {
+        method,
+        url,
+        query,
+        headers,
+        body,
+        timeout,
+        connect_timeout: file.http.connect_timeout.get().min(timeout),
+        redirects: req.redirects.unwrap_or(file.http.redirects),
+        fixed: None,
+    };
+    let all_fixed = plan.url.as_const().is_some()
+        && plan.query.iter().all(|(_, v)| v.as_const().is_some())
+        && plan.headers.iter().all(|(_, v)| v.as_const().is_some())
+        && plan.body.as_ref().is_none_or(BodyPlan::is_const);
+    if all_fixed {
+        let mut bytes = Vec::new();
+        match plan.render(&[], &mut bytes) {
+            Ok(target) => plan.fixed = Some(FixedRequest { target, bytes: bytes.into() }),
+            Err(e) => {
+                problems.push(Problem::new(format!("{loc}: request.url"), e));
+                return None;
+            }
+        }
+    }
+    Some(plan)
+}
+
+fn compile_status(spec: &StatusSpec, loc: &str, problems: &mut Vec<Problem>) -> StatusCheck {
+    let items: Vec<&StatusItem> = match spec {
+        StatusSpec::One(i) => vec![i],
+        StatusSpec::Many(v) => v.iter().collect(),
+    };
+    if items.is_empty() {
+        problems.push(Problem::new(loc, "the list of accepted statuses is empty"));
+    }
+    let mut ranges = Vec::new();
+    for item in items {
+        match parse_status_item(item) {
+            Ok(r) => ranges.push(r),
+            Err(e) => problems.push(Problem::new(loc, e)),
+        }
+    }
+    StatusCheck { ranges }
+}
+
+fn parse_status_item(item: &StatusItem) -> Result<(u16, u16), String> {
+    let valid = |c: u16| (100..=599).contains(&c);
+    match item {
+        StatusItem::Code(c) if valid(*c) => Ok((*c, *c)),
+        StatusItem::Code(c) => Err(format!("{c} is not an HTTP status (100-599)")),
+        StatusItem::Pattern(p) => {
+            let p = p.trim();
+            let bad = || format!("`{p}` is not a status, a class like 2xx, or a range like 200-299");
+            if let Some(class) = p.strip_suffix("xx").or_else(|| p.strip_suffix("XX")) {
+                let d: u16 = class.parse().map_err(|_| bad())?;
+                if (1..=5).contains(&d) {
+                    return Ok((d * 100, d * 100 + 99));
+                }
+                return Err(bad());
+            }
+            if let Some((a, b)) = p.split_once('-') {
+                let lo: u16 = a.trim().parse().map_err(|_| bad())?;
+                let hi: u16 = b.trim().parse().map_err(|_| bad())?;
+                if valid(lo) && valid(hi) && lo <= hi {
+                    return Ok((lo, hi));
+                }
+                return Err(bad());
+            }
+            let c: u16 = p.parse().map_err(|_| bad())?;
+            if valid(c) { Ok((c, c)) } else { Err(bad()) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ramp_interpolates_linearly_and_holds_the_last_target() {
+        let stages = vec![(Duration::from_secs(10), 10), (Duration::from_secs(10), 10), (Duration::from_secs(5), 0)];
+        assert_eq!(ramp_target(0, &stages, Duration::ZERO), 0);
+        assert_eq!(ramp_target(0, &stages, Duration::from_millis(4_999)), 4);
+        assert_eq!(ramp_target(0, &stages, Duration::from_secs(5)), 5);
+        assert_eq!(ramp_target(0, &stages, Duration::from_secs(15)), 10);
+        assert_eq!(ramp_target(0, &stages, Duration::from_millis(22_500)), 5);
+        assert_eq!(ramp_target(0, &stages, Duration::from_secs(60)), 0);
+        // A zero-length stage jumps at once.
+        let jump = vec![(Duration::ZERO, 7), (Duration::from_secs(1), 7)];
+        assert_eq!(ramp_target(1, &jump, Duration::ZERO), 7);
+    }
+
+    #[test]
+    fn arrival_schedules_integrate_the_rate() {
+        let constant = LoadPlan::ArrivalRate {
+            constant: true,
+            start_rate: 100.0,
+            stages: vec![(Duration::from_secs(2), 100.0)],
+            pre_allocated: 1,
+            max_vus: 1,
+            graceful_stop: Duration::ZERO,
+        };
+        assert_eq!(constant.start_of(0), Some(Duration::ZERO));
+        assert_eq!(constant.start_of(100), Some(Duration::from_secs(1)));
+        assert_eq!(constant.start_of(199).map(|d| d.as_millis()), Some(1990));
+        assert_eq!(constant.start_of(200), None, "200 iterations in 2 s: k = 200 is past the end");
+        // 0 → 100/s over 10 s, then 100/s for 1 s: 500 + 100 iterations.
+        let ramp = LoadPlan::ArrivalRate {
+            constant: false,
+            start_rate: 0.0,
+            stages: vec![(Duration::from_secs(10), 100.0), (Duration::from_secs(1), 100.0)],
+            pre_allocated: 1,
+            max_vus: 1,
+            graceful_stop: Duration::ZERO,
+        };
+        // N(t) = 5·t² in the first stage: the 125th iteration is due at 5 s.
+        assert_eq!(ramp.start_of(125).map(|d| d.as_millis()), Some(5000));
+        assert_eq!(ramp.start_of(550).map(|d| d.as_millis()), Some(10_500));
+        assert_eq!(ramp.start_of(600), None);
+        let due: Vec<Duration> = (0..600).map_while(|k| ramp.start_of(k)).collect();
+        assert_eq!(due.len(), 600);
+        assert!(due.windows(2).all(|w| w[0] <= w[1]), "the schedule never goes back");
+        // The count agrees with the schedule, also when the integral is fractional.
+        assert_eq!(constant.scheduled_iterations(), Some(200));
+        assert_eq!(ramp.scheduled_iterations(), Some(600));
+        let odd = LoadPlan::ArrivalRate {
+            constant: true,
+            start_rate: 3.0,
+            stages: vec![(Duration::from_millis(1500), 3.0)],
+            pre_allocated: 1,
+            max_vus: 1,
+            graceful_stop: Duration::ZERO,
+        };
+        let n = (0..10).map_while(|k| odd.start_of(k)).count() as u64;
+        assert_eq!((odd.scheduled_iterations(), n), (Some(5), 5), "4.5 iterations due: 0 … 4");
+    }
+
+    #[test]
+    fn status_patterns() {
+        let p = |s: &str| parse_status_item(&StatusItem::Pattern(s.into()));
+        assert_eq!(p("2xx"), Ok((200, 299)));
+        assert_eq!(p("200-204"), Ok((200, 204)));
+        assert_eq!(p("404"), Ok((404, 404)));
+        assert!(p("7xx").is_err());
+        assert!(p("300-200").is_err());
+        assert!(parse_status_item(&StatusItem::Code(42)).is_err());
+    }
+
+    #[test]
+    fn targets_keep_explicit_ports_in_the_host_header() {
+        let t = HttpUrl::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.port, t.authority.as_str(), t.path_and_query.as_str()),
+            ("127.0.0.1", 8080, "127.0.0.1:8080", "/a/b?x=1")
+        );
+        let t = HttpUrl::parse("http://localhost/").unwrap();
+        assert_eq!((t.port, t.authority.as_str(), t.tls), (80, "localhost", false));
+        let t = HttpUrl::parse("https://localhost/").unwrap();
+        assert_eq!((t.port, t.authority.as_str(), t.tls), (443, "localhost", true));
+        assert!(HttpUrl::parse("ftp://x/").is_err());
+    }
+}

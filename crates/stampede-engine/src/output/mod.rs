@@ -1,0 +1,2 @@
+pub(crate) mod prom;
+pub(crate) mod report;

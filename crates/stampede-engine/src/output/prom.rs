@@ -1,0 +1,398 @@
+//! Prometheus exposition of a run in progress.
+//!
+//! Nothing here runs per request: the executor hands each tick's cumulative totals
+//! ([`crate::run::executor::Tick::totals`]) to [`Exporter::observe`], and a scrape renders the
+//! latest of them. Latency is a Prometheus histogram with fixed buckets for HTTP latency, so
+//! `histogram_quantile(q, sum by (le) (rate(..._bucket[..])))` merges runners correctly; the
+//! buckets are filled from the HDR histograms at scrape time.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus::proto::{self, MetricFamily, MetricType};
+use prometheus::{Encoder, TextEncoder};
+use tokio::sync::watch;
+
+use crate::compile::plan::Plan;
+use crate::run::executor::{Tick, Totals};
+use crate::stats::metrics::StepStats;
+use crate::stats::phases::Phase;
+use crate::stats::sysstat;
+use stampede_model::{ErrorKind, StepKey};
+
+/// Upper bounds of the latency buckets, in seconds: 100 µs to 60 s, roughly 1-2.5-5 per decade.
+pub(crate) const LATENCY_BUCKETS: [f64; 18] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+/// The `Content-Type` of the text exposition format.
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Metric families a run exports, fed by ticks.
+pub struct Exporter {
+    labels: Vec<(String, String)>,
+    keys: Vec<StepKey>,
+    scenarios: Vec<String>,
+    /// Load group names (for dropped iterations).
+    groups: Vec<String>,
+    max_vus: u32,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    totals: Option<Arc<Totals>>,
+    active_vus: u32,
+    start_unix: Option<f64>,
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter").field("labels", &self.labels).finish_non_exhaustive()
+    }
+}
+
+impl Exporter {
+    /// An exporter for `plan`; `labels` go on every series (e.g. namespace, loadtest, runner).
+    pub fn new(plan: &Plan, labels: Vec<(String, String)>) -> Self {
+        Exporter {
+            labels,
+            keys: plan.step_keys.clone(),
+            scenarios: plan.scenarios.iter().map(|s| s.name.clone()).collect(),
+            groups: plan.groups.iter().map(|g| g.name.clone()).collect(),
+            max_vus: plan.max_vus(),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Takes in one tick (it needs [`crate::run::executor::RunOptions::totals`] for the counters).
+    pub fn observe(&self, tick: &Tick) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(totals) = &tick.totals {
+            state.totals = Some(totals.clone());
+        }
+        state.active_vus = tick.active_vus;
+        if state.start_unix.is_none() {
+            let start = SystemTime::now().checked_sub(tick.elapsed).unwrap_or_else(SystemTime::now);
+            state.start_unix = Some(unix_seconds(start));
+        }
+    }
+
+    /// Records when the run started (before its first tick).
+    pub fn started(&self, at: SystemTime) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).start_unix = Some(unix_seconds(at));
+    }
+
+    /// The metric families as they stand now.
+    pub fn families(&self) -> Vec<MetricFamily> {
+        let (totals, active, start) = {
+            let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            (s.totals.clone(), s.active_vus, s.start_unix)
+        };
+        let empty = StepStats::default();
+        let step = |i: usize| totals.as_ref().and_then(|t| t.steps.get(i)).unwrap_or(&empty);
+        let step_labels = |k: &StepKey| vec![("scenario", k.scenario.clone()), ("step", k.step.clone())];
+
+        let mut requests = self.family("stampede_requests_total", "Requests sent.", MetricType::COUNTER);
+        let mut responses =
+            self.family("stampede_responses_total", "Responses received, by HTTP status.", MetricType::COUNTER);
+        let mut errors = self.family("stampede_errors_total", "Failed requests, by kind.", MetricType::COUNTER);
+        let mut latency = self.family(
+            "stampede_request_duration_seconds",
+            "Time to a request's whole response: from sending it, or in open models from the iteration's scheduled \
+             start.",
+            MetricType::HISTOGRAM,
+        );
+        let mut phases = self.family(
+            "stampede_request_phase_duration_seconds",
+            "Latency phases: dns, connect and tls once per new connection; ttfb (send to first byte) and receive \
+             (the rest) per response.",
+            MetricType::HISTOGRAM,
+        );
+        let mut sent = self.family("stampede_sent_bytes_total", "Request bytes written.", MetricType::COUNTER);
+        let mut received = self.family("stampede_received_bytes_total", "Response bytes read.", MetricType::COUNTER);
+        for (i, key) in self.keys.iter().enumerate() {
+            let s = step(i);
+            let labels = step_labels(key);
+            self.push_value(&mut requests, &labels, s.requests as f64);
+            for (status, n) in s.status_counts() {
+                let mut l = labels.clone();
+                l.push(("status", status.to_string()));
+                self.push_value(&mut responses, &l, n as f64);
+            }
+            for kind in ErrorKind::ALL {
+                let mut l = labels.clone();
+                l.push(("kind", kind.name().to_string()));
+                self.push_value(&mut errors, &l, s.errors[kind.index()] as f64);
+            }
+            self.push_histogram(&mut latency, &labels, &s.latency);
+            for phase in Phase::ALL {
+                if let Some(p) = s.phases.get(phase).filter(|p| p.count() > 0) {
+                    let mut l = labels.clone();
+                    l.push(("phase", phase.name().to_string()));
+                    self.push_histogram(&mut phases, &l, &p.histogram);
+                }
+            }
+            self.push_value(&mut sent, &labels, s.bytes_sent as f64);
+            self.push_value(&mut received, &labels, s.bytes_received as f64);
+        }
+        let mut iterations =
+            self.family("stampede_iterations_total", "Iterations completed, by scenario.", MetricType::COUNTER);
+        let mut dropped = self.family(
+            "stampede_dropped_iterations_total",
+            "Iterations the schedule wanted but no VU was free to start.",
+            MetricType::COUNTER,
+        );
+        for (i, name) in self.scenarios.iter().enumerate() {
+            let n = totals.as_ref().and_then(|t| t.iterations.get(i)).copied().unwrap_or(0);
+            self.push_value(&mut iterations, &[("scenario", name.clone())], n as f64);
+        }
+        // Dropped iterations belong to a load group: the scenario with its own load, or the
+        // shared load (`default`).
+        for (g, name) in self.groups.iter().enumerate() {
+            let n = totals.as_ref().and_then(|t| t.dropped.get(g)).copied().unwrap_or(0);
+            self.push_value(&mut dropped, &[("scenario", name.clone())], n as f64);
+        }
+        let mut lag = self.family(
+            "stampede_schedule_lag_seconds",
+            "How late iterations started against their schedule (open workload models).",
+            MetricType::HISTOGRAM,
+        );
+        let lag_hist = totals.as_ref().and_then(|t| t.schedule_lag.as_ref()).unwrap_or(&empty.latency);
+        self.push_histogram(&mut lag, &[], lag_hist);
+
+        let usage = sysstat::process();
+        let mut families = vec![requests, responses, errors, latency, sent, received, iterations, dropped, lag];
+        if !phases.get_metric().is_empty() {
+            families.push(phases);
+        }
+        families.push(self.gauge("stampede_active_vus", "Virtual users running now.", f64::from(active)));
+        families.push(self.gauge(
+            "stampede_max_vus",
+            "Most virtual users the load plan runs.",
+            f64::from(self.max_vus),
+        ));
+        let mut cpu = self.family(
+            "stampede_generator_cpu_seconds_total",
+            "CPU time this generator process used (user + system).",
+            MetricType::COUNTER,
+        );
+        self.push_value(&mut cpu, &[], usage.cpu().as_secs_f64());
+        families.push(cpu);
+        families.push(self.gauge(
+            "stampede_generator_resident_memory_bytes",
+            "Resident memory of this generator process.",
+            sysstat::current_rss_bytes().unwrap_or(usage.max_rss_bytes) as f64,
+        ));
+        if let Some(start) = start {
+            families.push(self.gauge(
+                "stampede_run_start_timestamp_seconds",
+                "When the run started (Unix time).",
+                start,
+            ));
+        }
+        families.retain(|f| !f.get_metric().is_empty());
+        families
+    }
+
+    /// The text exposition of [`Exporter::families`].
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Names and labels are ours and valid; encoding into a Vec cannot fail otherwise.
+        if let Err(e) = TextEncoder::new().encode(&self.families(), &mut out) {
+            tracing::warn!("cannot encode metrics: {e}");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    fn family(&self, name: &str, help: &str, kind: MetricType) -> MetricFamily {
+        let mut f = MetricFamily::default();
+        f.set_name(name.to_string());
+        f.set_help(help.to_string());
+        f.set_field_type(kind);
+        f
+    }
+
+    fn gauge(&self, name: &str, help: &str, value: f64) -> MetricFamily {
+        let mut f = self.family(name, help, MetricType::GAUGE);
+        self.push_value(&mut f, &[], value);
+        f
+    }
+
+    fn metric(&self, labels: &[(&str, String)]) -> proto::Metric {
+        let mut m = proto::Metric::default();
+        let pairs = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(labels.iter().map(|(k, v)| (*k, v.as_str())))
+            .map(|(k, v)| {
+                let mut p = proto::LabelPair::default();
+                p.set_name(k.to_string());
+                p.set_value(v.to_string());
+                p
+            })
+            .collect();
+        m.set_label(pairs);
+        m
+    }
+
+    fn push_value(&self, family: &mut MetricFamily, labels: &[(&str, String)], value: f64) {
+        let mut m = self.metric(labels);
+        if family.get_field_type() == MetricType::COUNTER {
+            let mut c = proto::Counter::default();
+            c.set_value(value);
+            m.set_counter(c);
+        } else {
+            let mut g = proto::Gauge::default();
+            g.set_value(value);
+            m.set_gauge(g);
+        }
+        family.mut_metric().push(m);
+    }
+
+    fn push_histogram(&self, family: &mut MetricFamily, labels: &[(&str, String)], hist: &Histogram<u64>) {
+        let mut m = self.metric(labels);
+        let (counts, sum) = bucket_counts(hist);
+        let mut h = proto::Histogram::default();
+        h.set_sample_count(hist.len());
+        h.set_sample_sum(sum);
+        h.set_bucket(
+            LATENCY_BUCKETS
+                .iter()
+                .zip(counts)
+                .map(|(&le, n)| {
+                    let mut b = proto::Bucket::default();
+                    b.set_upper_bound(le);
+                    b.set_cumulative_count(n);
+                    b
+                })
+                .collect(),
+        );
+        m.set_histogram(h);
+        family.mut_metric().push(m);
+    }
+}
+
+/// Cumulative counts per [`LATENCY_BUCKETS`] bound and the sum in seconds, from a histogram in
+/// microseconds. A recorded value counts in the first bucket whose bound it does not exceed.
+pub(crate) fn bucket_counts(hist: &Histogram<u64>) -> ([u64; LATENCY_BUCKETS.len()], f64) {
+    let mut counts = [0u64; LATENCY_BUCKETS.len()];
+    let mut sum = 0.0;
+    for v in hist.iter_recorded() {
+        let n = v.count_at_value();
+        let value = v.value_iterated_to();
+        sum += hist.median_equivalent(value) as f64 / 1e6 * n as f64;
+        // The bin's lowest value decides: a recorded value equal to a bound stays in its bucket.
+        let us = hist.lowest_equivalent(value) as f64;
+        let first = LATENCY_BUCKETS.partition_point(|&le| le * 1e6 < us);
+        for c in counts.iter_mut().skip(first) {
+            *c += n;
+        }
+    }
+    (counts, sum)
+}
+
+fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// A `/metrics` endpoint serving an [`Exporter`] on its own thread.
+#[derive(Debug)]
+pub struct MetricsServer {
+    addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Binds `addr` (port 0 picks one) and serves `GET /metrics`.
+    pub fn start(addr: SocketAddr, exporter: Arc<Exporter>) -> std::io::Result<MetricsServer> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (shutdown, mut stop) = watch::channel(false);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let thread = std::thread::Builder::new().name("stampede-metrics".into()).spawn(move || {
+            rt.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+                loop {
+                    let stream = tokio::select! {
+                        accepted = listener.accept() => match accepted {
+                            Ok((stream, _)) => stream,
+                            Err(_) => continue,
+                        },
+                        _ = stop.changed() => return,
+                    };
+                    let exporter = exporter.clone();
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                            let exporter = exporter.clone();
+                            async move { Ok::<_, Infallible>(respond(req.uri().path(), &exporter)) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            })
+        })?;
+        Ok(MetricsServer { addr, shutdown, thread: Some(thread) })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn respond(path: &str, exporter: &Exporter) -> Response<Full<Bytes>> {
+    match path {
+        "/metrics" => {
+            let mut r = Response::new(Full::new(Bytes::from(exporter.render())));
+            r.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(CONTENT_TYPE));
+            r
+        }
+        _ => {
+            let mut r = Response::new(Full::new(Bytes::from_static(b"stampede: metrics are at /metrics\n")));
+            *r.status_mut() = StatusCode::NOT_FOUND;
+            r
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::histogram::new_histogram;
+
+    #[test]
+    fn buckets_are_cumulative_and_bounds_inclusive() {
+        let mut h = new_histogram();
+        h.record_n(100, 3).unwrap(); // exactly 0.0001 s: in the first bucket
+        h.record_n(800, 2).unwrap(); // ≤ 1 ms
+        h.record(70_000_000).unwrap(); // 70 s: above every bound, only in +Inf (the count)
+        let (counts, sum) = bucket_counts(&h);
+        assert_eq!(counts[0], 3);
+        assert_eq!(counts[2], 3); // ≤ 0.5 ms
+        assert_eq!(counts[3], 5); // ≤ 1 ms
+        assert_eq!(counts[LATENCY_BUCKETS.len() - 1], 5);
+        assert!((sum - (3.0 * 0.0001 + 2.0 * 0.0008 + 70.0)).abs() < 0.1, "{sum}");
+    }
+}

@@ -1,0 +1,442 @@
+//! The run report: one summary per step plus a total, the run facts and a timeline.
+//! Rendered as a terminal table and as JSON (schema: `schemas/report.schema.json`).
+
+use std::fmt::Write as _;
+
+pub(crate) use stampede_model::report::*;
+
+/// Schedule lag p99 above this means the generator could not keep its schedule.
+const SATURATION_LAG_P99_MS: f64 = 10.0;
+/// Generator CPU above this share of its worker threads' cores means it was saturated.
+const SATURATION_CPU_SHARE: f64 = 0.9;
+
+use crate::compile::plan::Plan;
+use crate::run::executor::RunOutcome;
+use crate::stats::metrics::{StepStats, errors_by_name};
+use crate::stats::phases::{Phase, PhaseStats, Phases};
+
+fn ms(us: u64) -> f64 {
+    round3(us as f64 / 1000.0)
+}
+
+/// Summary of a histogram in µs, as ms.
+pub(crate) fn histogram_summary(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
+    if h.is_empty() { LatencySummary::default() } else { summary_with_exact(h, h.min(), h.max()) }
+}
+
+/// A summary with the exact smallest and largest values (the histogram rounds within its
+/// precision); percentiles never exceed the exact maximum. `h` is not empty.
+fn summary_with_exact(h: &hdrhistogram::Histogram<u64>, min_us: u64, max_us: u64) -> LatencySummary {
+    let q = |q: f64| ms(h.value_at_quantile(q).min(max_us));
+    LatencySummary {
+        mean: round3(h.mean() / 1000.0),
+        min: ms(min_us),
+        max: ms(max_us),
+        p50: q(0.50),
+        p75: q(0.75),
+        p90: q(0.90),
+        p95: q(0.95),
+        p99: q(0.99),
+        p999: q(0.999),
+    }
+}
+
+/// Latency summary of a step's stats: exact min and max, percentiles from the histogram.
+pub fn latency_summary(s: &StepStats) -> LatencySummary {
+    if s.latency.is_empty() { LatencySummary::default() } else { summary_with_exact(&s.latency, s.min_us, s.max_us) }
+}
+
+/// Summary of one phase: exact min and max, percentiles from the histogram.
+pub(crate) fn phase_summary(p: &PhaseStats) -> PhaseSummary {
+    let latency = if p.histogram.is_empty() {
+        LatencySummary::default()
+    } else {
+        summary_with_exact(&p.histogram, p.min_value_us(), p.max_us)
+    };
+    PhaseSummary { samples: p.count(), latency }
+}
+
+fn phases_summary(phases: &Phases) -> PhasesSummary {
+    let get = |phase| phases.get(phase).filter(|p| p.count() > 0).map(phase_summary);
+    PhasesSummary {
+        dns: get(Phase::Dns),
+        connect: get(Phase::Connect),
+        tls: get(Phase::Tls),
+        ttfb: get(Phase::Ttfb),
+        receive: get(Phase::Receive),
+    }
+}
+
+fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Option<String>) -> StepSummary {
+    let errors = stats.error_total();
+    let per_sec = |n: u64| if seconds > 0.0 { round3(n as f64 / seconds) } else { 0.0 };
+    StepSummary {
+        scenario,
+        step,
+        requests: stats.requests,
+        responses: stats.latency.len(),
+        errors,
+        error_rate: if stats.requests > 0 { errors as f64 / stats.requests as f64 } else { 0.0 },
+        errors_by_kind: errors_by_name(&stats.errors),
+        status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+        latency_ms: latency_summary(stats),
+        service_ms: stats.service.as_ref().map(|h| histogram_summary(h)),
+        phases_ms: phases_summary(&stats.phases),
+        rps: per_sec(stats.requests),
+        bytes_received: stats.bytes_received,
+        bytes_sent: stats.bytes_sent,
+        received_per_sec: per_sec(stats.bytes_received),
+        sent_per_sec: per_sec(stats.bytes_sent),
+    }
+}
+
+/// Builds the report of a finished run. `generator` carries the process's own CPU and memory.
+pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, generator: GeneratorFacts) -> Report {
+    let seconds = outcome.duration.as_secs_f64();
+    let steps: Vec<StepSummary> = plan
+        .step_keys
+        .iter()
+        .zip(&outcome.metrics.steps)
+        .map(|(key, stats)| summarize(stats, seconds, Some(key.scenario.clone()), Some(key.step.clone())))
+        .collect();
+    let mut total_stats = StepStats::default();
+    for s in &outcome.metrics.steps {
+        total_stats.merge(s);
+    }
+    let total = summarize(&total_stats, seconds, None, None);
+    let started_at = time::OffsetDateTime::from(outcome.started_at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let timeline = outcome.timeline.clone();
+    let error_samples = outcome
+        .error_samples
+        .iter()
+        .map(|e| ErrorSampleReport {
+            scenario: plan.step_keys[e.metric].scenario.clone(),
+            step: plan.step_keys[e.metric].step.clone(),
+            kind: e.kind,
+            message: e.message.clone(),
+            request: e.request.clone(),
+            response: e.response.clone(),
+        })
+        .collect();
+    let checks = plan
+        .scenarios
+        .iter()
+        .flat_map(|sc| sc.steps.iter())
+        .flat_map(|step| {
+            let stats = &outcome.metrics.steps[step.metric];
+            step.checks.iter().enumerate().map(move |(i, c)| {
+                let [passes, fails] = stats.checks.get(i).copied().unwrap_or([0, 0]);
+                CheckSummary {
+                    scenario: plan.step_keys[step.metric].scenario.clone(),
+                    step: step.name.clone(),
+                    name: c.name.clone(),
+                    passes,
+                    fails,
+                }
+            })
+        })
+        .collect();
+    let thresholds =
+        plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &outcome.metrics.steps, seconds)).collect();
+    let mut generator = generator;
+    if total.requests > 0 {
+        generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
+    }
+    let open: Vec<_> = plan.groups.iter().filter(|g| g.load.is_open()).collect();
+    let schedule = (!open.is_empty()).then(|| {
+        let scheduled: u64 = open.iter().filter_map(|g| g.load.scheduled_iterations()).sum();
+        let ran: u64 = open
+            .iter()
+            .flat_map(|g| &g.scenarios)
+            .map(|&s| outcome.metrics.iterations.get(s).copied().unwrap_or(0))
+            .sum();
+        let secs = open.iter().filter_map(|g| g.load.planned_duration()).max().unwrap_or_default().as_secs_f64();
+        let per_sec = |n: u64| if secs > 0.0 { round3(n as f64 / secs) } else { 0.0 };
+        ScheduleFacts {
+            target_rate: per_sec(scheduled),
+            achieved_rate: per_sec(ran),
+            scheduled_iterations: scheduled,
+            dropped_iterations: outcome.metrics.dropped.iter().sum(),
+            lag_ms: histogram_summary(&outcome.metrics.schedule_lag),
+        }
+    });
+    let mut saturated = Vec::new();
+    if let Some(s) = &schedule
+        && s.lag_ms.p99 > SATURATION_LAG_P99_MS
+    {
+        saturated.push(format!(
+            "schedule lag p99 {:.1} ms > {SATURATION_LAG_P99_MS} ms: iterations started late",
+            s.lag_ms.p99
+        ));
+    }
+    let cores = outcome.threads as f64;
+    if generator.cpu_percent > SATURATION_CPU_SHARE * 100.0 * cores {
+        saturated.push(format!(
+            "generator CPU {:.0}% of {} worker core(s) > {:.0}%",
+            generator.cpu_percent,
+            outcome.threads,
+            SATURATION_CPU_SHARE * 100.0 * cores
+        ));
+    }
+    let saturated = (!saturated.is_empty())
+        .then(|| format!("the generator saturated ({}); its figures are suspect", saturated.join("; ")));
+    Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        name: plan.name.clone(),
+        started_at,
+        run: RunFacts {
+            executor: plan.executor_name(),
+            duration_seconds: round3(seconds),
+            planned_duration_seconds: plan.planned_duration().map(|d| round3(d.as_secs_f64())),
+            vus_max: plan.max_vus(),
+            threads: outcome.threads,
+            iterations: outcome.metrics.iterations.iter().sum(),
+            interrupted: outcome.interrupted,
+            aborted: outcome.aborted.clone(),
+            schedule,
+            saturated,
+            source_addresses_spread: Some(plan.transport.sources.spread_over()).filter(|n| *n > 0),
+            base_url: plan.base_url.clone(),
+            builtin_target,
+            generator,
+        },
+        total,
+        steps,
+        scenarios: plan
+            .scenarios
+            .iter()
+            .zip(&outcome.metrics.iterations)
+            .map(|(s, n)| ScenarioSummary { name: s.name.clone(), iterations: *n })
+            .collect(),
+        timeline,
+        checks,
+        error_samples,
+        thresholds,
+    }
+}
+
+/// The terminal summary: run facts, then one row per step and a total.
+pub fn render_table(report: &Report) -> String {
+    let mut out = String::new();
+    let r = &report.run;
+    let _ = writeln!(out, "\n{} · {}{}", report.name, r.executor, if r.interrupted { " · INTERRUPTED" } else { "" });
+    let _ = writeln!(
+        out,
+        "duration {:.2}s · VUs {} · threads {} · iterations {} · generator CPU {:.1}% ({:.2} µs/req) · peak RSS {}",
+        r.duration_seconds,
+        r.vus_max,
+        r.threads,
+        r.iterations,
+        r.generator.cpu_percent,
+        r.generator.cpu_micros_per_request,
+        human_bytes(r.generator.peak_rss_bytes as f64),
+    );
+    if let Some(base) = &r.base_url {
+        let _ = writeln!(out, "target {base}{}", if r.builtin_target { " (built-in)" } else { "" });
+    }
+    if let Some(why) = &r.aborted {
+        let _ = writeln!(out, "ABORTED: {why}");
+    }
+    if let Some(s) = &r.schedule {
+        let _ = writeln!(
+            out,
+            "schedule: {:.1} iterations/s achieved of {:.1}/s · {} of {} dropped · lag p50 {:.3} ms, p99 {:.3} ms, max \
+             {:.3} ms (latency counts from the scheduled start)",
+            s.achieved_rate,
+            s.target_rate,
+            s.dropped_iterations,
+            s.scheduled_iterations,
+            s.lag_ms.p50,
+            s.lag_ms.p99,
+            s.lag_ms.max
+        );
+    }
+    if let Some(why) = &r.saturated {
+        let _ = writeln!(out, "WARNING: {why}");
+    }
+    if let Some(n) = r.source_addresses_spread {
+        let _ = writeln!(
+            out,
+            "note: the system's ports for the loopback target ran out; new connections were spread over {n} \
+             source address(es) from 127.0.0.2"
+        );
+    }
+    let _ = writeln!(out);
+    let headers = [
+        "step", "samples", "mean", "min", "max", "p50", "p75", "p90", "p99", "p99.9", "req/s", "errors", "error %",
+        "recv/s", "sent/s",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let multi = report.scenarios.len() > 1;
+    for s in &report.steps {
+        let name = match (&s.scenario, &s.step) {
+            (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
+            (_, Some(st)) => st.clone(),
+            _ => String::new(),
+        };
+        rows.push(table_row(name, s));
+    }
+    rows.push(table_row("TOTAL".into(), &report.total));
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String], out: &mut String| {
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{cell:<w$}");
+            } else {
+                let _ = write!(out, "  {cell:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &mut out);
+    let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+    let n = rows.len();
+    for (i, row) in rows.iter().enumerate() {
+        if i + 1 == n {
+            let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+        }
+        line(row, &mut out);
+    }
+    let _ = writeln!(out, "latency in ms; samples = requests sent; error % = errors / samples");
+    if !report.total.errors_by_kind.is_empty() {
+        let kinds: Vec<String> = report.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
+        for e in &report.error_samples {
+            let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
+        }
+    }
+    if !report.checks.is_empty() {
+        let passes: u64 = report.checks.iter().map(|c| c.passes).sum();
+        let fails: u64 = report.checks.iter().map(|c| c.fails).sum();
+        let rate = if passes + fails > 0 { passes as f64 * 100.0 / (passes + fails) as f64 } else { 100.0 };
+        let _ = writeln!(out, "\nchecks: {rate:.2}% passed ({passes} passed, {fails} failed)");
+        for c in &report.checks {
+            let mark = if c.fails == 0 { "✓" } else { "✗" };
+            let _ = writeln!(
+                out,
+                "  {mark} {}/{}: {}  ({} passed, {} failed)",
+                c.scenario, c.step, c.name, c.passes, c.fails
+            );
+        }
+    }
+    if !report.thresholds.is_empty() {
+        let failed = report.thresholds.iter().filter(|v| !v.passed).count();
+        let _ = writeln!(out, "\nthresholds: {} passed, {failed} failed", report.thresholds.len() - failed);
+        for v in &report.thresholds {
+            let _ = writeln!(out, "  {} {}  (actual {})", if v.passed { "✓" } else { "✗" }, v.threshold, v.actual_text);
+        }
+    }
+    if !report.total.status_codes.is_empty() {
+        let codes: Vec<String> = report.total.status_codes.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let _ = writeln!(out, "status codes: {}", codes.join(", "));
+    }
+    out
+}
+
+/// The phases table (`stampede run --phases`): per step, the connections opened and the
+/// p50 and p99 of each phase, in ms.
+pub fn render_phases(report: &Report) -> String {
+    let headers = [
+        "step",
+        "conns",
+        "dns p50",
+        "dns p99",
+        "connect p50",
+        "connect p99",
+        "tls p50",
+        "tls p99",
+        "ttfb p50",
+        "ttfb p99",
+        "receive p50",
+        "receive p99",
+    ];
+    let multi = report.scenarios.len() > 1;
+    let row = |name: String, s: &StepSummary| {
+        let p = &s.phases_ms;
+        let mut cells = vec![name, p.connect.as_ref().map_or(0, |c| c.samples).to_string()];
+        for phase in [&p.dns, &p.connect, &p.tls, &p.ttfb, &p.receive] {
+            match phase {
+                Some(x) => cells.extend([format!("{:.3}", x.latency.p50), format!("{:.3}", x.latency.p99)]),
+                None => cells.extend(["-".to_string(), "-".to_string()]),
+            }
+        }
+        cells
+    };
+    let mut rows: Vec<Vec<String>> = report
+        .steps
+        .iter()
+        .map(|s| {
+            let name = match (&s.scenario, &s.step) {
+                (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
+                (_, Some(st)) => st.clone(),
+                _ => String::new(),
+            };
+            row(name, s)
+        })
+        .collect();
+    rows.push(row("TOTAL".into(), &report.total));
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::from("\nlatency phases (ms; dns, connect and tls once per new connection)\n");
+    let rule = "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1));
+    let header: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    for (i, r) in std::iter::once(&header).chain(&rows).enumerate() {
+        if i == 1 || i == rows.len() {
+            let _ = writeln!(out, "{rule}");
+        }
+        for (j, (cell, w)) in r.iter().zip(&widths).enumerate() {
+            if j == 0 {
+                let _ = write!(out, "{cell:<w$}");
+            } else {
+                let _ = write!(out, "  {cell:>w$}");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn table_row(name: String, s: &StepSummary) -> Vec<String> {
+    let l = &s.latency_ms;
+    let f = |x: f64| format!("{x:.3}");
+    vec![
+        name,
+        s.requests.to_string(),
+        f(l.mean),
+        f(l.min),
+        f(l.max),
+        f(l.p50),
+        f(l.p75),
+        f(l.p90),
+        f(l.p99),
+        f(l.p999),
+        format!("{:.1}", s.rps),
+        s.errors.to_string(),
+        format!("{:.2}", s.error_rate * 100.0),
+        format!("{}/s", human_bytes(s.received_per_sec)),
+        format!("{}/s", human_bytes(s.sent_per_sec)),
+    ]
+}
+
+/// `1.2 MB`, `640 B`, decimal units.
+pub(crate) fn human_bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1000.0 && u < UNITS.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 { format!("{v:.0} {}", UNITS[u]) } else { format!("{v:.1} {}", UNITS[u]) }
+}

@@ -1,0 +1,13 @@
+//! The one histogram shape every latency is recorded in, so that any two merge exactly.
+
+use hdrhistogram::Histogram;
+
+/// Highest latency a histogram tracks (10 minutes, in µs); larger values saturate.
+pub(crate) const MAX_LATENCY_US: u64 = 600_000_000;
+/// Significant decimal digits kept by every latency histogram.
+pub(crate) const SIGFIG: u8 = 3;
+
+/// A new latency histogram in microseconds.
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, SIGFIG).expect("valid histogram bounds")
+}

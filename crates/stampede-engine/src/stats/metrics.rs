@@ -1,0 +1,320 @@
+//! Latency histograms and counters.
+//!
+//! Each worker thread owns one [`StepStats`] per (scenario, step) and records into it
+//! without locks; a reporter merges the workers' stats. Percentiles of a merged run come
+//! only from merged histograms, never from averaging percentiles.
+
+use hdrhistogram::Histogram;
+
+use stampede_model::ErrorKind;
+pub(crate) use stampede_model::errors_by_name;
+
+use crate::stats::histogram::new_histogram;
+
+use crate::stats::phases::Phases;
+
+const KINDS: usize = ErrorKind::ALL.len();
+
+/// Status codes 100–599 counted in a flat array.
+const STATUS_MIN: u16 = 100;
+const STATUS_SLOTS: usize = 500;
+
+/// Everything recorded for one (scenario, step).
+#[derive(Clone, Debug)]
+pub struct StepStats {
+    /// Total latency of answered requests, µs.
+    pub latency: Histogram<u64>,
+    /// Requests attempted.
+    pub requests: u64,
+    /// Requests that failed, by kind.
+    pub errors: [u64; KINDS],
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Exact smallest and largest latency, µs (the histogram rounds within its precision).
+    pub min_us: u64,
+    pub max_us: u64,
+    /// Passes and failures of each named check of the step, by check index.
+    pub checks: Vec<[u64; 2]>,
+    /// DNS, connect, TLS, time to first byte and receive, µs.
+    pub phases: Phases,
+    /// Open models: latency from the actual send (service time), while `latency` counts from
+    /// the intended start. Absent for closed models, where the two are the same.
+    pub service: Option<Box<Histogram<u64>>>,
+    status: Vec<u64>,
+}
+
+impl Default for StepStats {
+    fn default() -> Self {
+        StepStats {
+            latency: new_histogram(),
+            requests: 0,
+            errors: [0; KINDS],
+            bytes_sent: 0,
+            bytes_received: 0,
+            min_us: u64::MAX,
+            max_us: 0,
+            checks: Vec::new(),
+            phases: Phases::default(),
+            service: None,
+            status: vec![0; STATUS_SLOTS],
+        }
+    }
+}
+
+impl StepStats {
+    #[inline]
+    pub fn record_latency_us(&mut self, us: u64) {
+        let us = us.max(1);
+        self.latency.saturating_record(us);
+        self.min_us = self.min_us.min(us);
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// Records a service time (open models).
+    #[inline]
+    pub fn record_service_us(&mut self, us: u64) {
+        self.service.get_or_insert_with(|| Box::new(new_histogram())).saturating_record(us.max(1));
+    }
+
+    /// Latency at quantile `q` (0–1) in µs, never above the exact maximum.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        if self.latency.is_empty() { 0 } else { self.latency.value_at_quantile(q).min(self.max_us) }
+    }
+
+    /// Exact smallest latency in µs (0 when there is none).
+    pub fn min_latency_us(&self) -> u64 {
+        if self.latency.is_empty() { 0 } else { self.min_us }
+    }
+
+    #[inline]
+    pub fn record_status(&mut self, status: u16) {
+        if let Some(slot) = status.checked_sub(STATUS_MIN).map(usize::from)
+            && slot < STATUS_SLOTS
+        {
+            self.status[slot] += 1;
+        }
+    }
+
+    /// Adds `n` answers with `status`.
+    pub fn add_status(&mut self, status: u16, n: u64) {
+        if let Some(slot) = status.checked_sub(STATUS_MIN).map(usize::from)
+            && slot < STATUS_SLOTS
+        {
+            self.status[slot] += n;
+        }
+    }
+
+    #[inline]
+    pub fn record_error(&mut self, kind: ErrorKind) {
+        self.errors[kind.index()] += 1;
+    }
+
+    /// Counts one evaluation of check `index`.
+    #[inline]
+    pub fn record_check(&mut self, index: usize, passed: bool) {
+        self.add_check(index, u64::from(passed), u64::from(!passed));
+    }
+
+    /// Adds `passed` passes and `failed` failures of check `index`.
+    pub fn add_check(&mut self, index: usize, passed: u64, failed: u64) {
+        if self.checks.len() <= index {
+            self.checks.resize(index + 1, [0, 0]);
+        }
+        self.checks[index][0] += passed;
+        self.checks[index][1] += failed;
+    }
+
+    /// Check evaluations that passed and failed, all checks together.
+    pub fn check_totals(&self) -> (u64, u64) {
+        self.checks.iter().fold((0, 0), |(p, f), c| (p + c[0], f + c[1]))
+    }
+
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Status codes seen, with counts, in ascending order.
+    pub fn status_counts(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.status.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (i as u16 + STATUS_MIN, *n))
+    }
+
+    /// Adds another worker's stats into these.
+    pub fn merge(&mut self, other: &StepStats) {
+        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.requests += other.requests;
+        for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
+            *a += b;
+        }
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        self.min_us = self.min_us.min(other.min_us);
+        self.max_us = self.max_us.max(other.max_us);
+        for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
+            *a += b;
+        }
+        for (i, c) in other.checks.iter().enumerate() {
+            self.add_check(i, c[0], c[1]);
+        }
+        self.phases.merge(&other.phases);
+        if let Some(o) = &other.service {
+            let mine = self.service.get_or_insert_with(|| Box::new(new_histogram()));
+            mine.add(o.as_ref()).expect("histograms share bounds");
+        }
+    }
+}
+
+/// What one worker records in one reporting interval (all steps together).
+#[derive(Clone, Debug)]
+pub struct IntervalStats {
+    pub latency: Histogram<u64>,
+    pub requests: u64,
+    /// Failed requests, all kinds together.
+    pub errors: u64,
+    /// Failed requests by kind (indexed by [`ErrorKind::index`]); they add up to `errors`.
+    pub errors_by_kind: [u64; KINDS],
+    pub iterations: u64,
+}
+
+impl Default for IntervalStats {
+    fn default() -> Self {
+        IntervalStats { latency: new_histogram(), requests: 0, errors: 0, errors_by_kind: [0; KINDS], iterations: 0 }
+    }
+}
+
+impl IntervalStats {
+    /// Counts one failed request of `kind`.
+    #[inline]
+    pub fn record_error(&mut self, kind: ErrorKind) {
+        self.errors += 1;
+        self.errors_by_kind[kind.index()] += 1;
+    }
+
+    pub fn merge(&mut self, other: &IntervalStats) {
+        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.requests += other.requests;
+        self.errors += other.errors;
+        for (a, b) in self.errors_by_kind.iter_mut().zip(other.errors_by_kind.iter()) {
+            *a += b;
+        }
+        self.iterations += other.iterations;
+    }
+
+    pub fn reset(&mut self) {
+        self.latency.reset();
+        self.requests = 0;
+        self.errors = 0;
+        self.errors_by_kind = [0; KINDS];
+        self.iterations = 0;
+    }
+}
+
+/// All of one worker's recordings.
+#[derive(Clone, Debug)]
+pub struct WorkerMetrics {
+    /// Indexed by the plan's step metric index.
+    pub steps: Vec<StepStats>,
+    /// Completed iterations per scenario.
+    pub iterations: Vec<u64>,
+    /// The current reporting interval.
+    pub interval: IntervalStats,
+    /// Open models: how late iterations started against their schedule, µs.
+    pub schedule_lag: Histogram<u64>,
+    /// Open models: iterations due when no VU was free, by load group.
+    pub dropped: Vec<u64>,
+}
+
+impl WorkerMetrics {
+    pub fn new(steps: usize, scenarios: usize) -> Self {
+        WorkerMetrics {
+            steps: (0..steps).map(|_| StepStats::default()).collect(),
+            iterations: vec![0; scenarios],
+            interval: IntervalStats::default(),
+            schedule_lag: new_histogram(),
+            dropped: Vec::new(),
+        }
+    }
+
+    /// Counts an iteration of group `g` that could not start.
+    pub fn record_dropped(&mut self, g: usize) {
+        if self.dropped.len() <= g {
+            self.dropped.resize(g + 1, 0);
+        }
+        self.dropped[g] += 1;
+    }
+
+    pub fn merge(&mut self, other: &WorkerMetrics) {
+        for (a, b) in self.steps.iter_mut().zip(other.steps.iter()) {
+            a.merge(b);
+        }
+        for (a, b) in self.iterations.iter_mut().zip(other.iterations.iter()) {
+            *a += b;
+        }
+        self.schedule_lag.add(&other.schedule_lag).expect("histograms share bounds");
+        for (g, n) in other.dropped.iter().enumerate() {
+            if self.dropped.len() <= g {
+                self.dropped.resize(g + 1, 0);
+            }
+            self.dropped[g] += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per-worker histograms merged give exactly the percentiles of one histogram of all
+    /// samples.
+    #[test]
+    fn merged_worker_histograms_equal_one_histogram_of_all_samples() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let samples: Vec<u64> = (0..30_000)
+            .map(|i| match i % 10 {
+                0 => rng.u64(50_000..2_000_000), // a slow tail
+                _ => rng.u64(80..2_000),
+            })
+            .collect();
+        let mut all = StepStats::default();
+        let mut workers: Vec<StepStats> = (0..4).map(|_| StepStats::default()).collect();
+        for (i, &s) in samples.iter().enumerate() {
+            all.record_latency_us(s);
+            // Uneven split: worker 0 gets most of the slow tail.
+            let w = if s > 50_000 { i % 2 } else { i % 4 };
+            workers[w].record_latency_us(s);
+        }
+        let mut merged = StepStats::default();
+        for w in &workers {
+            merged.merge(w);
+        }
+        for q in [0.5, 0.75, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(merged.latency.value_at_quantile(q), all.latency.value_at_quantile(q), "q={q}");
+        }
+        assert_eq!(merged.latency.len(), samples.len() as u64);
+        assert_eq!(merged.latency.min(), all.latency.min());
+        assert_eq!(merged.latency.max(), all.latency.max());
+        assert_eq!(merged.max_us, *samples.iter().max().unwrap());
+        assert_eq!(merged.min_latency_us(), *samples.iter().min().unwrap());
+        assert!((merged.latency.mean() - all.latency.mean()).abs() < 1e-6);
+        // Averaging the workers' p99s would be wrong: it differs from the true p99.
+        let avg_p99: f64 = workers.iter().map(|w| w.latency.value_at_quantile(0.99) as f64).sum::<f64>() / 4.0;
+        assert_ne!(avg_p99 as u64, all.latency.value_at_quantile(0.99));
+        // The percentiles match the exact order statistics within histogram precision.
+        let mut sorted = samples.clone();
+        sorted.sort_unstable();
+        let exact_p99 = sorted[(sorted.len() as f64 * 0.99).ceil() as usize - 1];
+        let hdr_p99 = merged.latency.value_at_quantile(0.99);
+        assert!(hdr_p99.abs_diff(exact_p99) as f64 <= exact_p99 as f64 * 0.001 + 1.0, "{hdr_p99} vs {exact_p99}");
+    }
+
+    #[test]
+    fn counts_statuses_and_errors() {
+        let mut s = StepStats::default();
+        s.record_status(200);
+        s.record_status(200);
+        s.record_status(503);
+        s.record_status(42); // out of range: ignored
+        s.record_error(ErrorKind::Timeout);
+        assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, 2), (503, 1)]);
+        assert_eq!(s.error_total(), 1);
+    }
+}

@@ -1,0 +1,5 @@
+pub(crate) mod histogram;
+pub(crate) mod metrics;
+pub(crate) mod phases;
+pub mod portable;
+pub(crate) mod sysstat;

@@ -1,0 +1,376 @@
+//! The user-flow example (seed 003's 5 requests) and the scenario language around it, checked
+//! at the server: a recording proxy in front of the built-in target keeps every byte the VUs
+//! send. Every run is bounded in time.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use stampede_engine::CompileOptions;
+use stampede_engine::Report;
+use stampede_engine::RunOptions;
+use stampede_model::Dur;
+use stampede_target::TargetServer;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// What each client connection sent, in connection order.
+type Recorded = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
+
+/// A TCP relay to `upstream` that records what each client connection sent.
+fn recording_proxy(upstream: SocketAddr) -> (SocketAddr, Recorded) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns: Recorded = Arc::default();
+    let all = conns.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let Ok(mut server) = TcpStream::connect(upstream) else { return };
+            let log: Arc<Mutex<Vec<u8>>> = Arc::default();
+            all.lock().unwrap().push(log.clone());
+            let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    match client.read(&mut buf) {
+                        Ok(0) | Err(_) => {
+                            let _ = server.shutdown(std::net::Shutdown::Write);
+                            return;
+                        }
+                        Ok(n) => {
+                            log.lock().unwrap().extend_from_slice(&buf[..n]);
+                            if server.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s2, &mut c2);
+                let _ = c2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (addr, conns)
+}
+
+/// One request as the server got it.
+#[derive(Debug)]
+struct Seen {
+    method: String,
+    target: String,
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// Splits a connection's bytes into requests (content-length framing: what Stampede sends).
+fn requests(mut bytes: &[u8]) -> Vec<Seen> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        let Ok(httparse::Status::Complete(len)) = req.parse(bytes) else { break };
+        let headers: BTreeMap<String, String> = req
+            .headers
+            .iter()
+            .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+            .collect();
+        let body_len: usize = headers.get("content-length").map_or(0, |v| v.parse().unwrap());
+        if bytes.len() < len + body_len {
+            break; // cut off by the end of the run
+        }
+        out.push(Seen {
+            method: req.method.unwrap().to_string(),
+            target: req.path.unwrap().to_string(),
+            headers,
+            body: bytes[len..len + body_len].to_vec(),
+        });
+        bytes = &bytes[len + body_len..];
+    }
+    out
+}
+
+fn form(body: &[u8]) -> BTreeMap<String, String> {
+    form_urlencoded::parse(body).into_owned().collect()
+}
+
+/// The bytes of multipart part `name`.
+fn part<'a>(body: &'a [u8], boundary: &str, name: &str) -> Option<&'a [u8]> {
+    let delimiter = format!("--{boundary}");
+    let text_marker = format!("name=\"{name}\"");
+    let mut rest = body;
+    while let Some(start) = find(rest, delimiter.as_bytes()) {
+        rest = &rest[start + delimiter.len()..];
+        let head_end = find(rest, b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&rest[..head_end]);
+        let content = &rest[head_end + 4..];
+        let end = find(content, format!("\r\n{delimiter}").as_bytes())?;
+        if head.contains(&text_marker) {
+            return Some(&content[..end]);
+        }
+    }
+    None
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn run_example(name: &str, base_url: String, vus: u32, seconds: u64) -> Report {
+    let path = examples().join(name);
+    let mut file = stampede_engine::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let load = file.load.as_mut().unwrap();
+    load.vus = Some(vus);
+    load.duration = Some(Dur::from_secs(seconds));
+    let opts = CompileOptions { base_url: Some(base_url), base_dir: Some(examples()), ..CompileOptions::default() };
+    let prepared = stampede_engine::prepare(&file, &path, opts).unwrap_or_else(|e| panic!("{e}"));
+    stampede_engine::execute(prepared, &RunOptions { threads: 2, ..RunOptions::default() }, &mut |_| {}).unwrap()
+}
+
+#[test]
+fn the_user_flow_carries_extracted_values_and_uploads_files_intact() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let (proxy, conns) = recording_proxy(target.addr());
+    let report = run_example("user-flow.yaml", format!("http://{proxy}"), 4, 2);
+    target.stop();
+
+    // All checks pass, nothing failed.
+    assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
+    assert!(report.checks.len() >= 10, "{:?}", report.checks);
+    for c in &report.checks {
+        assert!(c.fails == 0 && c.passes > 0, "{c:?}");
+    }
+    assert!(report.thresholds_passed(), "{:?}", report.thresholds);
+
+    let upload = std::fs::read(examples().join("data/upload.json")).unwrap();
+    let (mut pairs, mut uploads, mut posts) = (0, 0, 0);
+    for conn in conns.lock().unwrap().iter() {
+        let seen = requests(&conn.lock().unwrap());
+        for w in seen.windows(2) {
+            // Step 1's echoed `args.row` was extracted and sent back in step 2's form.
+            if w[0].method == "GET" && w[0].target.starts_with("/get?row=") && w[1].method == "POST" {
+                let row = w[0].target.trim_start_matches("/get?row=");
+                let f = form(&w[1].body);
+                assert_eq!(f["key24"], row, "step 2 carries the value extracted in step 1");
+                assert_eq!(w[1].headers["authorization"], "bearer jwt", "the extracted header value");
+                pairs += 1;
+            }
+        }
+        for r in &seen {
+            let ct = r.headers.get("content-type").cloned().unwrap_or_default();
+            if let Some(boundary) = ct.strip_prefix("multipart/form-data; boundary=")
+                && let Some(file) = part(&r.body, boundary, "file")
+            {
+                assert_eq!(file, upload.as_slice(), "the uploaded file's bytes arrive intact");
+                uploads += 1;
+            }
+            posts += usize::from(r.method == "POST");
+        }
+    }
+    assert!(pairs > 20, "saw {pairs} extraction pairs");
+    assert!(uploads > 20, "saw {uploads} uploads");
+    assert!(posts >= 4 * pairs, "four POSTs per iteration");
+}
+
+fn run_yaml(yaml: &str, base_url: &str) -> Report {
+    let path = Path::new("inline.yaml");
+    let file = stampede_engine::parse_str(yaml, path).unwrap_or_else(|e| panic!("{e}"));
+    let opts = CompileOptions { base_url: Some(base_url.to_string()), ..CompileOptions::default() };
+    let prepared = stampede_engine::prepare(&file, path, opts).unwrap_or_else(|e| panic!("{e}"));
+    stampede_engine::execute(prepared, &RunOptions { threads: 1, ..RunOptions::default() }, &mut |_| {}).unwrap()
+}
+
+fn step<'a>(report: &'a Report, name: &str) -> &'a stampede_model::report::StepSummary {
+    report.steps.iter().find(|s| s.step.as_deref() == Some(name)).unwrap()
+}
+
+#[test]
+fn cookies_go_back_to_the_server_unless_the_jar_is_off_and_redirects_are_followed() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let flow = |http: &str| {
+        format!(
+            r#"
+name: jar
+load: {{executor: constant-vus, vus: 2, iterations: 10}}
+http: {http}
+scenarios:
+  - name: s
+    steps:
+      # Sets the cookie and redirects to /cookies (302), which echoes the cookies it got.
+      - name: login
+        request: {{url: "{{{{baseUrl}}}}/cookies/set?session=abc123"}}
+        check: {{status: 200, json: {{cookies.session: {{equals: abc123}}}}}}
+      - name: again
+        request: {{url: "{{{{baseUrl}}}}/cookies"}}
+        check: {{json: {{cookies.session: {{exists: true}}}}}}
+      - name: chain
+        request: {{url: "{{{{baseUrl}}}}/redirect/3"}}
+        check: {{status: 200, json: {{url: {{contains: /get}}}}}}
+      - name: keep-post
+        request:
+          method: POST
+          url: "{{{{baseUrl}}}}/redirect-to?url=/post&status_code=307"
+          json: {{kept: yes}}
+        check: {{status: 200, json: {{json.kept: {{equals: "yes"}}}}}}
+"#
+        )
+    };
+    let on = run_yaml(&flow("{}"), &target.base_url());
+    for c in &on.checks {
+        assert!(c.fails == 0 && c.passes == 10, "{c:?}");
+    }
+    assert_eq!(on.total.requests, 40, "a followed chain counts as one request of its step");
+
+    // No jar: the redirected request carries no cookie; no redirects: the 302 is the answer.
+    let off = run_yaml(&flow("{cookies: false, redirects: 0}"), &target.base_url());
+    let fails = |name: &str| {
+        off.checks.iter().filter(|c| c.step == name && c.name.contains("cookies.session")).map(|c| c.fails).sum::<u64>()
+    };
+    assert_eq!(fails("login"), 10, "{:?}", off.checks);
+    assert_eq!(fails("again"), 10);
+    assert_eq!(step(&off, "chain").status_codes.get("302"), Some(&10));
+    assert_eq!(step(&off, "keep-post").status_codes.get("307"), Some(&10));
+    target.stop();
+}
+
+#[test]
+fn header_and_cookie_extractors_feed_later_steps() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let report = run_yaml(
+        r#"
+name: extract
+load: {executor: constant-vus, vus: 1, iterations: 5}
+http: {cookies: false}
+scenarios:
+  - name: s
+    steps:
+      - name: headers
+        request: {url: "{{baseUrl}}/response-headers?x-token=t-42"}
+        extract: {token: {header: X-Token}}
+        check: {headers: {x-token: {equals: t-42}}}
+      - name: cookie
+        request: {url: "{{baseUrl}}/cookies/set?sid=s-7", redirects: 0}
+        extract: {sid: {cookie: sid}}
+        check: {status: 302}
+      - name: use
+        request: {url: "{{baseUrl}}/get", headers: {x-token: "{{token}}", x-sid: "{{sid}}"}}
+        check: {json: {headers.X-Token: {equals: t-42}, headers.X-Sid: {equals: s-7}}}
+"#,
+        &target.base_url(),
+    );
+    target.stop();
+    assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
+    assert!(report.checks.iter().all(|c| c.passes == 5 && c.fails == 0), "{:?}", report.checks);
+}
+
+#[test]
+fn on_error_skips_the_iteration_or_aborts_the_run_and_failures_keep_samples() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let flow = |on_error: &str| {
+        format!(
+            r#"
+name: on-error
+load: {{executor: constant-vus, vus: 2, duration: 5s}}
+scenarios:
+  - name: s
+    steps:
+      - name: broken
+        request: {{url: "{{{{baseUrl}}}}/status/503", headers: {{x-marker: sample-me}}}}
+        check: {{status: 200}}
+        onError: {on_error}
+      - name: after
+        request: {{url: "{{{{baseUrl}}}}/get"}}
+"#
+        )
+    };
+    let skipped = run_yaml(&flow("next-iteration").replace("duration: 5s", "iterations: 20"), &target.base_url());
+    assert_eq!(step(&skipped, "broken").requests, 20);
+    assert_eq!(step(&skipped, "after").requests, 0, "the rest of each iteration is skipped");
+    let sample = skipped.error_samples.iter().find(|e| e.step == "broken").unwrap();
+    assert!(sample.message.contains("check `status is 200` failed: got status 503"), "{sample:?}");
+    assert!(sample.request.starts_with("GET /status/503 HTTP/1.1") && sample.request.contains("x-marker: sample-me"));
+    assert!(sample.response.as_deref().unwrap().starts_with("HTTP 503"), "{sample:?}");
+
+    let started = std::time::Instant::now();
+    let aborted = run_yaml(&flow("abort-run"), &target.base_url());
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "abort-run stops the run at once");
+    let why = aborted.run.aborted.as_deref().unwrap();
+    assert!(why.contains("step `broken` of scenario `s` failed"), "{why}");
+    assert!(step(&aborted, "broken").requests <= 2, "each VU failed at most once before the stop");
+    target.stop();
+}
+
+#[test]
+fn an_abort_on_fail_threshold_stops_the_run_early() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let started = std::time::Instant::now();
+    let report = run_yaml(
+        r#"
+name: abort
+load: {executor: constant-vus, vus: 2, duration: 20s}
+scenarios:
+  - name: s
+    steps:
+      - {name: flaky, request: {url: "{{baseUrl}}/status/500"}}
+thresholds:
+  - {threshold: "errors.rate < 1%", abortOnFail: true, delayAbortEval: 1s}
+  - "latency.p99 < 10s"
+"#,
+        &target.base_url(),
+    );
+    target.stop();
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(5), "stopped after {took:?}, not 20 s");
+    assert!(took >= std::time::Duration::from_secs(1), "not before delayAbortEval");
+    let why = report.run.aborted.as_deref().unwrap();
+    assert!(why.contains("threshold `errors.rate < 1%` failed"), "{why}");
+    assert!(!report.thresholds[0].passed && report.thresholds[1].passed);
+}
+
+#[test]
+fn scenarios_with_their_own_load_run_side_by_side() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let started = std::time::Instant::now();
+    let report = run_yaml(
+        r#"
+name: mixed
+load: {executor: constant-vus, vus: 2, iterations: 40}
+scenarios:
+  - name: browse
+    weight: 3
+    steps: [{name: home, request: {url: "{{baseUrl}}/get"}}]
+  - name: search
+    weight: 1
+    steps: [{name: find, request: {url: "{{baseUrl}}/get?q=x"}}]
+  - name: checkout
+    load: {executor: constant-vus, vus: 3, iterations: 30}
+    steps: [{name: pay, request: {method: POST, url: "{{baseUrl}}/post", json: {a: 1}}}]
+  - name: background
+    load:
+      executor: ramping-vus
+      stages: [{duration: 1s, target: 2}, {duration: 1s, target: 2}]
+    steps: [{name: poll, request: {url: "{{baseUrl}}/delay/20"}, think: 50ms}]
+"#,
+        &target.base_url(),
+    );
+    target.stop();
+    let took = started.elapsed();
+    let iterations: BTreeMap<&str, u64> = report.scenarios.iter().map(|s| (s.name.as_str(), s.iterations)).collect();
+    // The shared load's 40 iterations are split by weight between browse and search.
+    assert_eq!(iterations["browse"] + iterations["search"], 40, "{iterations:?}");
+    assert!(iterations["browse"] > iterations["search"], "{iterations:?}");
+    // checkout runs exactly its own 30 iterations, alongside.
+    assert_eq!(iterations["checkout"], 30, "{iterations:?}");
+    // background ramps for its 2 s, concurrently: the whole run takes about 2 s, not the sum.
+    assert!(iterations["background"] > 5, "{iterations:?}");
+    assert!(took < std::time::Duration::from_secs(4), "{took:?}");
+    assert_eq!(report.run.vus_max, 2 + 3 + 2);
+    assert_eq!(report.run.executor, "constant-vus + constant-vus + ramping-vus");
+    assert_eq!(report.total.errors, 0);
+}

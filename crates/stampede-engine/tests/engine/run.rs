@@ -1,0 +1,375 @@
+//! Runs against real servers on loopback: the built-in target and small raw TCP servers.
+//! Every run here is bounded in iterations or time.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use stampede_engine::{CompileOptions, Plan, compile, ramp_target};
+use stampede_engine::{RunOptions, Tick};
+use stampede_model::ErrorKind;
+use stampede_target::TargetServer;
+
+fn plan(yaml: &str, base_url: &str) -> Arc<Plan> {
+    let file = stampede_engine::parse_str(yaml, Path::new("test.yaml")).unwrap();
+    let opts = CompileOptions { base_url: Some(base_url.to_string()), ..CompileOptions::default() };
+    Arc::new(compile(&file, &opts).unwrap_or_else(|p| panic!("{p:?}")))
+}
+
+fn target() -> TargetServer {
+    TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap()
+}
+
+fn opts(threads: usize) -> RunOptions {
+    RunOptions { threads, ..RunOptions::default() }
+}
+
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn an_iteration_bounded_run_sends_exactly_the_expected_requests() {
+    let server = target();
+    let plan = plan(
+        r#"
+name: exact
+load: {executor: constant-vus, vus: 7, iterations: 333}
+scenarios:
+  - name: flow
+    steps:
+      - {name: page, request: {url: "{{baseUrl}}/"}}
+      - {name: echo, request: {url: "{{baseUrl}}/get", query: {n: "1"}}}
+      - {name: post, request: {method: POST, url: "{{baseUrl}}/post", json: {a: 1}}}
+"#,
+        &server.base_url(),
+    );
+    let outcome = stampede_engine::run(plan, &opts(2), &mut |_| {}).unwrap();
+    let served = server.stats().requests();
+    server.stop();
+    assert_eq!(served, 999, "the server counted {served} requests");
+    assert_eq!(outcome.metrics.iterations.iter().sum::<u64>(), 333);
+    let sent: u64 = outcome.metrics.steps.iter().map(|s| s.requests).sum();
+    assert_eq!(sent, 999);
+    assert_eq!(outcome.metrics.steps.iter().map(|s| s.error_total()).sum::<u64>(), 0);
+    assert_eq!(outcome.threads, 2);
+}
+
+#[test]
+fn ramping_vus_follow_the_stages() {
+    let server = target();
+    let plan = plan(
+        r#"
+name: ramp
+load:
+  executor: ramping-vus
+  startVus: 0
+  stages:
+    - {duration: 2s, target: 8}
+    - {duration: 1500ms, target: 8}
+    - {duration: 1500ms, target: 2}
+  gracefulRampDown: 1s
+scenarios:
+  - name: s
+    steps:
+      - {name: a, request: {url: "{{baseUrl}}/"}, think: 20ms}
+"#,
+        &server.base_url(),
+    );
+    let stages = [(Duration::from_secs(2), 8), (Duration::from_millis(1500), 8), (Duration::from_millis(1500), 2)];
+    let mut samples: Vec<(Duration, u32)> = Vec::new();
+    let run_opts = RunOptions { tick: Duration::from_millis(250), ..opts(2) };
+    let outcome =
+        stampede_engine::run(plan, &run_opts, &mut |t: &Tick| samples.push((t.elapsed, t.active_vus))).unwrap();
+    server.stop();
+    assert!(samples.len() >= 18, "{samples:?}");
+    for &(at, active) in &samples {
+        if at >= Duration::from_millis(4_950) {
+            continue; // the end: VUs leave as the run stops
+        }
+        // VUs are added within one control period (25 ms) of their time, and a retiring
+        // VU leaves after its current iteration (one 20 ms think time, one request).
+        let now = ramp_target(0, &stages, at);
+        let earlier = ramp_target(0, &stages, at.saturating_sub(Duration::from_millis(150)));
+        let (lo, hi) = (now.min(earlier), now.max(earlier));
+        assert!(active >= lo && active <= hi, "at {at:?}: {active} active VUs, expected {lo}..={hi}; all: {samples:?}");
+    }
+    // The plateau holds 8, and the ramp passes through the middle values.
+    assert!(
+        samples.iter().any(|&(at, a)| at > Duration::from_millis(2_200) && at < Duration::from_millis(3_400) && a == 8)
+    );
+    assert!(samples.iter().any(|&(at, a)| at < Duration::from_secs(2) && (3..=5).contains(&a)), "{samples:?}");
+    assert!(samples.iter().any(|&(at, a)| at > Duration::from_millis(3_600) && a < 8 && a > 2), "{samples:?}");
+    assert!(outcome.duration < Duration::from_millis(6_500), "took {:?}", outcome.duration);
+}
+
+#[test]
+fn a_closed_port_gives_connect_errors_not_a_crash() {
+    let port = closed_port();
+    let plan = plan(
+        r#"
+name: refused
+load: {executor: constant-vus, vus: 3, iterations: 30}
+scenarios:
+  - name: s
+    steps:
+      - {name: a, request: {url: "{{baseUrl}}/"}}
+"#,
+        &format!("http://127.0.0.1:{port}"),
+    );
+    let outcome = stampede_engine::run(plan, &opts(1), &mut |_| {}).unwrap();
+    let s = &outcome.metrics.steps[0];
+    assert_eq!(s.requests, 30);
+    assert_eq!(s.errors[ErrorKind::Connect.index()], 30);
+    assert_eq!(s.latency.len(), 0);
+    assert!(outcome.error_samples.iter().any(|e| e.kind == ErrorKind::Connect && e.message.contains("refused")));
+}
+
+#[test]
+fn slow_answers_time_out_and_the_run_still_ends_on_time() {
+    let server = target();
+    let plan = plan(
+        r#"
+name: slow
+load: {executor: constant-vus, vus: 4, duration: 2s, gracefulStop: 5s}
+http: {timeout: 500ms}
+scenarios:
+  - name: s
+    steps:
+      - {name: slow, request: {url: "{{baseUrl}}/delay/2000"}}
+"#,
+        &server.base_url(),
+    );
+    let started = Instant::now();
+    let outcome = stampede_engine::run(plan, &opts(2), &mut |_| {}).unwrap();
+    let took = started.elapsed();
+    server.stop();
+    let s = &outcome.metrics.steps[0];
+    // 4 VUs × 2 s / 0.5 s per timeout = 16 requests, give or take one round.
+    assert!((12..=20).contains(&s.requests), "{} requests", s.requests);
+    assert_eq!(s.errors[ErrorKind::Timeout.index()], s.requests);
+    assert!(took < Duration::from_millis(2_800), "the run took {took:?}");
+}
+
+#[test]
+fn a_run_past_its_duration_cuts_off_iterations_after_the_graceful_stop() {
+    let server = target();
+    let plan = plan(
+        r#"
+name: grace
+load: {executor: constant-vus, vus: 2, duration: 500ms, gracefulStop: 300ms}
+http: {timeout: 10s}
+scenarios:
+  - name: s
+    steps:
+      - {name: slow, request: {url: "{{baseUrl}}/delay/5000"}}
+"#,
+        &server.base_url(),
+    );
+    let started = Instant::now();
+    let outcome = stampede_engine::run(plan, &opts(1), &mut |_| {}).unwrap();
+    let took = started.elapsed();
+    server.stop();
+    assert!(took < Duration::from_millis(1_500), "the run took {took:?}");
+    assert_eq!(outcome.metrics.iterations[0], 0, "cut-off iterations do not count as completed");
+}
+
+/// A raw HTTP server that closes every connection after `per_conn` answers, without
+/// saying so (no `connection: close`), like a server whose keep-alive limit is reached.
+fn closing_server(per_conn: usize) -> (u16, Arc<std::sync::atomic::AtomicU64>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                for _ in 0..per_conn {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                }
+                // Give the client time to send its next request on this connection.
+                std::thread::sleep(Duration::from_millis(20));
+            });
+        }
+    });
+    (port, served)
+}
+
+#[test]
+fn a_vu_reconnects_when_the_server_closes_its_connection() {
+    let (port, served) = closing_server(3);
+    let plan = plan(
+        r#"
+name: reconnect
+load: {executor: constant-vus, vus: 2, iterations: 40}
+scenarios:
+  - name: s
+    steps:
+      - {name: a, request: {url: "{{baseUrl}}/"}}
+"#,
+        &format!("http://127.0.0.1:{port}"),
+    );
+    let outcome = stampede_engine::run(plan, &opts(1), &mut |_| {}).unwrap();
+    let s = &outcome.metrics.steps[0];
+    assert_eq!(s.requests, 40);
+    assert_eq!(s.error_total(), 0, "errors: {:?} {:?}", s.errors, outcome.error_samples);
+    assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 40);
+}
+
+#[test]
+fn a_builtin_scenario_runs_end_to_end_and_reports_consistent_totals() {
+    let yaml = r#"
+name: builtin
+baseUrl: builtin
+load: {executor: constant-vus, vus: 3, iterations: 60}
+scenarios:
+  - name: a
+    weight: 3
+    steps:
+      - {name: page, request: {url: "{{baseUrl}}/"}, check: {status: 200}}
+  - name: b
+    steps:
+      - {name: missing, request: {url: "{{baseUrl}}/status/404"}, check: {status: 404}}
+      - {name: wrong, request: {url: "{{baseUrl}}/status/503"}}
+"#;
+    let file = stampede_engine::parse_str(yaml, Path::new("builtin.yaml")).unwrap();
+    let prepared = stampede_engine::prepare(&file, Path::new("builtin.yaml"), CompileOptions::default()).unwrap();
+    assert!(prepared.target.is_some());
+    let report = stampede_engine::execute(prepared, &opts(2), &mut |_| {}).unwrap();
+    assert_eq!(report.run.iterations, 60);
+    let a = report.scenarios.iter().find(|s| s.name == "a").unwrap().iterations;
+    let b = report.scenarios.iter().find(|s| s.name == "b").unwrap().iterations;
+    assert_eq!(a + b, 60);
+    assert!(a > b, "weights 3:1 gave {a}:{b}");
+    // 503 fails the default check (status < 400); 404 passes its explicit check.
+    let wrong = report.steps.iter().find(|s| s.step.as_deref() == Some("wrong")).unwrap();
+    assert_eq!(wrong.errors, b);
+    assert_eq!(wrong.errors_by_kind.get("check"), Some(&b));
+    assert_eq!(wrong.status_codes.get("503"), Some(&b));
+    let missing = report.steps.iter().find(|s| s.step.as_deref() == Some("missing")).unwrap();
+    assert_eq!(missing.errors, 0);
+    assert_eq!(report.total.requests, a + 2 * b);
+    assert_eq!(report.total.errors, b);
+    assert!(report.run.builtin_target);
+    assert!(report.run.generator.peak_rss_bytes > 0);
+}
+
+/// A raw HTTP/1.1 server that answers `200 ok` and records every request target.
+fn recording_server() -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let addr = crate::common::raw_http_server(move |target| log.lock().unwrap().push(target.to_string()));
+    (addr.port(), seen)
+}
+
+#[test]
+fn unique_data_rows_are_each_used_once_across_vus_and_the_run_stops_when_they_run_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("email,city\n");
+    for i in 0..250 {
+        csv.push_str(&format!("user{i}@example.test,\"City, {i}\"\n"));
+    }
+    std::fs::write(dir.path().join("users.csv"), csv).unwrap();
+    let (port, seen) = recording_server();
+    let yaml = format!(
+        r#"
+name: data
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 4, duration: 30s}}
+data:
+  users: {{csv: users.csv, mode: unique}}
+scenarios:
+  - name: s
+    steps:
+      - {{name: a, request: {{url: "{{{{baseUrl}}}}/u", query: {{email: "{{{{users.email}}}}", city: "{{{{users.city}}}}"}}}}}}
+"#
+    );
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, &yaml).unwrap();
+    let file = stampede_engine::parse_str(&yaml, &path).unwrap();
+    let prepared = stampede_engine::prepare(&file, &path, CompileOptions::default()).unwrap();
+    let started = Instant::now();
+    let report = stampede_engine::execute(prepared, &opts(2), &mut |_| {}).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "the run ended when the rows ran out");
+    assert_eq!(report.total.requests, 250);
+    let mut targets = seen.lock().unwrap().clone();
+    assert_eq!(targets.len(), 250);
+    targets.sort();
+    targets.dedup();
+    assert_eq!(targets.len(), 250, "no row was used twice");
+    assert!(
+        targets.contains(&"/u?email=user7%40example.test&city=City%2C+7".to_string())
+            || targets.contains(&"/u?city=City%2C+7&email=user7%40example.test".to_string()),
+        "{:?}",
+        &targets[..3]
+    );
+}
+
+#[test]
+fn values_extracted_from_one_response_feed_the_next_requests_of_the_same_vu() {
+    let (port, seen) = recording_server();
+    let server = target();
+    // Step 1 and 2 go to the built-in target (JSON echo); step 3 to the recording server, so
+    // the test sees exactly what was sent after two extractions.
+    let yaml = format!(
+        r#"
+name: flow
+load: {{executor: constant-vus, vus: 3, iterations: 30}}
+scenarios:
+  - name: s
+    steps:
+      - name: who
+        request: {{url: "{}/get?user={{{{vu_marker}}}}", headers: {{authorization: "bearer jwt"}}}}
+        extract:
+          auth: {{json: "headers.Authorization"}}
+          code: {{status: true}}
+      - name: post
+        request: {{method: POST, url: "{}/post", json: {{test: "{{{{auth}}}}"}}}}
+        extract:
+          echoed: {{json: "$.json.test"}}
+          host: {{regex: '"Host": "([^"]+)"'}}
+      - name: use
+        request: {{url: "http://127.0.0.1:{port}/use", query: {{v: "{{{{echoed}}}}", code: "{{{{code}}}}", host: "{{{{host}}}}"}}}}
+      - name: missing
+        request: {{url: "{}/get"}}
+        extract:
+          nope: {{json: "$.no.such.field"}}
+vars: {{vu_marker: x}}
+"#,
+        server.base_url(),
+        server.base_url(),
+        server.base_url()
+    );
+    let file = stampede_engine::parse_str(&yaml, Path::new("flow.yaml")).unwrap();
+    let plan = compile(&file, &CompileOptions::default()).unwrap_or_else(|p| panic!("{p:?}"));
+    let outcome = stampede_engine::run(Arc::new(plan), &opts(2), &mut |_| {}).unwrap();
+    server.stop();
+    let targets = seen.lock().unwrap().clone();
+    assert_eq!(targets.len(), 30);
+    let host = format!("127.0.0.1%3A{}", server_port_of(&yaml));
+    for t in &targets {
+        assert_eq!(t, &format!("/use?code=200&host={host}&v=bearer+jwt"), "what the third step sent");
+    }
+    let missing = &outcome.metrics.steps[3];
+    assert_eq!(missing.errors[ErrorKind::Extract.index()], 30);
+    assert!(outcome.error_samples.iter().any(|e| e.kind == ErrorKind::Extract && e.message.contains("no.such.field")));
+    let ok: u64 = outcome.metrics.steps[..3].iter().map(|s| s.error_total()).sum();
+    assert_eq!(ok, 0);
+}
+
+/// The built-in target's port, as written into the test scenario.
+fn server_port_of(yaml: &str) -> String {
+    let start = yaml.find("http://127.0.0.1:").unwrap() + "http://127.0.0.1:".len();
+    yaml[start..].chars().take_while(char::is_ascii_digit).collect()
+}
