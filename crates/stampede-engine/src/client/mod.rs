@@ -8,6 +8,7 @@ pub(crate) mod tls;
 pub(crate) mod transport;
 pub(crate) mod url;
 
+pub(crate) mod request;
 pub(crate) mod settings;
 #[cfg(test)]
 mod tls_tests;

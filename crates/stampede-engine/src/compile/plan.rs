@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use crate::client::request::{Head, write_request};
 use crate::client::url::HttpUrl;
 use crate::compile::check::{CheckPlan, StatusCheck};
 use crate::compile::data::DataSource;
@@ -424,7 +425,8 @@ impl RequestPlan {
         if let Some(b) = &self.body {
             b.render_into(slots, &mut body);
         }
-        write_request(self, &target, slots, &body, out);
+        let sends_body = self.body.is_some() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
+        self.write(&self.method, &target, slots, sends_body.then_some(body.as_slice()), |_| true, out);
         Ok(target)
     }
 
@@ -439,33 +441,26 @@ impl RequestPlan {
         body: Option<&[u8]>,
         out: &mut Vec<u8>,
     ) {
-        out.extend_from_slice(method.as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(target.path_and_query.as_bytes());
-        out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-        out.extend_from_slice(target.authority.as_bytes());
-        out.extend_from_slice(b"\r\n");
-        for (name, value) in &self.headers {
-            let dropped = (body.is_none() && name.starts_with("content-"))
-                || (!same_host && matches!(name.as_str(), "authorization" | "cookie"));
-            if !dropped {
-                out.extend_from_slice(name.as_bytes());
-                out.extend_from_slice(b": ");
-                value.render_into(slots, out);
-                out.extend_from_slice(b"\r\n");
-            }
-        }
-        if let Some(body) = body {
-            if let Some(ct) = self.body.as_ref().and_then(|b| b.content_type.as_deref())
-                && !self.headers.iter().any(|(n, _)| n == "content-type")
-            {
-                out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
-            }
-            out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
-            out.extend_from_slice(body);
-        } else {
-            out.extend_from_slice(b"\r\n");
-        }
+        let keep = |name: &str| {
+            !((body.is_none() && name.starts_with("content-"))
+                || (!same_host && matches!(name, "authorization" | "cookie")))
+        };
+        self.write(method, target, slots, body, keep, out);
+    }
+
+    fn write(
+        &self,
+        method: &str,
+        url: &HttpUrl,
+        slots: &[String],
+        body: Option<&[u8]>,
+        keep: impl Fn(&str) -> bool,
+        out: &mut Vec<u8>,
+    ) {
+        let content_type = body.and(self.body.as_ref()).and_then(|b| b.content_type.as_deref());
+        let head = Head { method, url, content_type, body };
+        let headers = self.headers.iter().filter(|(n, _)| keep(n)).map(|(n, v)| (n.as_str(), v));
+        write_request(&head, headers, |t: &Template, out| t.render_into(slots, out), out);
     }
 }
 
@@ -478,41 +473,6 @@ fn append_query(url: &mut String, query: &[(String, Template)], slots: &[String]
         let v = value.render(slots);
         url.extend(form_urlencoded::byte_serialize(v.as_bytes()));
     }
-}
-
-/// Writes an HTTP/1.1 request head and body.
-fn write_request(plan: &RequestPlan, target: &HttpUrl, slots: &[String], body: &[u8], out: &mut Vec<u8>) {
-    out.extend_from_slice(plan.method.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(target.path_and_query.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-    out.extend_from_slice(target.authority.as_bytes());
-    out.extend_from_slice(b"\r\n");
-    let has = |name: &str| plan.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    if !has("user-agent") {
-        out.extend_from_slice(concat!("user-agent: stampede/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
-    }
-    if !has("accept") {
-        out.extend_from_slice(b"accept: */*\r\n");
-    }
-    for (name, value) in &plan.headers {
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        value.render_into(slots, out);
-        out.extend_from_slice(b"\r\n");
-    }
-    if let Some(ct) = plan.body.as_ref().and_then(|b| b.content_type.as_deref())
-        && !has("content-type")
-    {
-        out.extend_from_slice(b"content-type: ");
-        out.extend_from_slice(ct.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if plan.body.is_some() || matches!(plan.method.as_str(), "POST" | "PUT" | "PATCH") {
-        out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(body);
 }
 
 /// Options for compiling a scenario file.

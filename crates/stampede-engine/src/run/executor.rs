@@ -941,9 +941,8 @@ async fn send(
                 jar.as_ref().filter(|_| !user_cookie).and_then(|j| j.header_for(&target.host, &target.path_and_query));
             let bytes: &[u8] = match (&cookie, redirected) {
                 (Some(c), false) => {
-                    let mut spliced = Vec::with_capacity(first.len() + c.len() + 10);
-                    crate::client::cookies::splice_header(first, c, &mut spliced);
-                    *extra_buf = spliced;
+                    // Into the VU's spare buffer: no allocation per request once it has grown.
+                    crate::client::cookies::splice_header(first, c, extra_buf);
                     extra_buf.as_slice()
                 }
                 (Some(c), true) => {

@@ -374,3 +374,47 @@ scenarios:
     assert_eq!(report.run.executor, "constant-vus + constant-vus + ramping-vus");
     assert_eq!(report.total.errors, 0);
 }
+
+/// Every request a VU sends is written by one writer: a followed redirect carries the same
+/// default `user-agent` and `accept` as the first request, and a 307 keeps the method, the
+/// body and its headers while a 303 turns into a GET without them.
+#[test]
+fn redirected_requests_carry_the_same_default_headers_as_the_first() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let (proxy, conns) = recording_proxy(target.addr());
+    let yaml = r#"
+name: redirects
+load: {executor: constant-vus, vus: 1, iterations: 2}
+scenarios:
+  - name: s
+    steps:
+      - name: see-other
+        request: {method: POST, url: "{{baseUrl}}/redirect-to?url=/get&status_code=303", json: {a: 1}}
+      - name: temporary
+        request: {method: POST, url: "{{baseUrl}}/redirect-to?url=/post&status_code=307", json: {a: 1}}
+"#;
+    let report = run_yaml(yaml, &format!("http://{proxy}"));
+    target.stop();
+    assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
+    let seen: Vec<Seen> = conns.lock().unwrap().iter().flat_map(|c| requests(&c.lock().unwrap())).collect();
+    // Per iteration: POST, its 303 as GET /get, POST, its 307 as POST /post.
+    assert_eq!(seen.len(), 8, "{seen:#?}");
+    let agent = format!("stampede/{}", env!("CARGO_PKG_VERSION"));
+    for r in &seen {
+        assert_eq!(r.headers.get("user-agent"), Some(&agent), "{r:#?}");
+        assert_eq!(r.headers.get("accept").map(String::as_str), Some("*/*"), "{r:#?}");
+    }
+    let gets: Vec<&Seen> = seen.iter().filter(|r| r.target == "/get").collect();
+    assert_eq!(gets.len(), 2);
+    for r in gets {
+        assert_eq!(r.method, "GET");
+        assert!(r.body.is_empty() && !r.headers.contains_key("content-type"), "{r:#?}");
+    }
+    let posts: Vec<&Seen> = seen.iter().filter(|r| r.target == "/post").collect();
+    assert_eq!(posts.len(), 2);
+    for r in posts {
+        assert_eq!(r.method, "POST");
+        assert_eq!(r.body, br#"{"a":1}"#);
+        assert_eq!(r.headers.get("content-type").map(String::as_str), Some("application/json"), "{r:#?}");
+    }
+}
