@@ -2,7 +2,6 @@
 //! needs, and carries out its decision (server-side apply, deletes, Events, status).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,11 +17,13 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER, RESULT_KEY, RunnerReport, names};
-use stampede_engine::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
+use stampede_engine::Plan;
+
+use crate::validation::validate_with_files;
 use time::OffsetDateTime;
 
 use crate::desired::{self, LOADTEST_LABEL};
-use crate::lifecycle::{self, Action, JobState, Observed};
+use crate::lifecycle::{self, Action, JobState, Observed, Scenario};
 use crate::{Error, Result};
 
 pub use crate::metrics::Metrics;
@@ -135,14 +136,18 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     let name = lt.name_any();
     let phase = lt.status.as_ref().map(|s| s.phase).unwrap_or_default();
     // A finished test needs neither its scenario nor its children: only cleanup and TTL remain.
-    let (scenario_yaml, plan) =
-        if phase.is_finished() { (None, Err("finished".to_string())) } else { resolve_scenario(client, lt, &ns).await };
-    let (reports, job) = if phase == stampede_api::Phase::Pending || phase.is_finished() {
-        (Vec::new(), None)
+    let (scenario_yaml, plan) = if phase.is_finished() {
+        (None, Scenario::NotRead)
+    } else {
+        let (yaml, plan) = resolve_scenario(client, lt, &ns).await;
+        (yaml, plan.into())
+    };
+    let ((reports, unreadable), job) = if phase == stampede_api::Phase::Pending || phase.is_finished() {
+        ((Vec::new(), Vec::new()), None)
     } else {
         observe(client, &ns, &name, lt.spec.runners).await?
     };
-    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, job };
+    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job };
     let decision = lifecycle::decide(lt, &observed);
 
     for action in &decision.actions {
@@ -258,47 +263,21 @@ async fn data_files(client: &Client, lt: &LoadTest, ns: &str) -> Result<BTreeMap
     Ok(files)
 }
 
-/// Validates the scenario as a runner would, with the environment the runners get.
-pub fn validate(lt: &LoadTest, yaml: &str, source: &str) -> Result<Arc<Plan>, String> {
-    validate_with_files(lt, yaml, source, None)
-}
-
-/// Like [`validate`], with the data files of `spec.data` (`None`: read the disk).
-pub fn validate_with_files(
-    lt: &LoadTest,
-    yaml: &str,
-    source: &str,
-    files: Option<BTreeMap<String, Vec<u8>>>,
-) -> Result<Arc<Plan>, String> {
-    let file = stampede_engine::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
-    // Runners see spec.env; values from Secrets are unknown here, so any value will do.
-    let env = lt.spec.env.iter().map(|e| (e.name.clone(), e.value.clone().unwrap_or_else(|| "x".into()))).collect();
-    let base_url = stampede_engine::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
-    stampede_engine::validate(
-        &file,
-        Path::new(source),
-        &CompileOptions { base_url, env: Some(env), files: files.map(Arc::new), ..CompileOptions::default() },
-    )
-    .map(Arc::new)
-    .map_err(|e| e.problems().join("; "))
-}
-
 async fn observe(
     client: &Client,
     ns: &str,
     name: &str,
     runners: i32,
-) -> Result<(Vec<Option<RunnerReport>>, Option<JobState>)> {
+) -> Result<((Vec<Option<RunnerReport>>, Vec<String>), Option<JobState>)> {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let selector = format!("{LOADTEST_LABEL}={name}");
     let list = cms.list(&ListParams::default().labels(&selector)).await?;
     let by_name: BTreeMap<String, ConfigMap> = list.items.into_iter().map(|cm| (cm.name_any(), cm)).collect();
+    let mut unreadable = Vec::new();
     let reports = (0..runners.max(1) as u32)
         .map(|i| {
-            by_name
-                .get(&names::result_config_map(name, i))
-                .and_then(|cm| cm.data.as_ref()?.get(RESULT_KEY).cloned())
-                .and_then(|text| serde_json::from_str::<RunnerReport>(&text).ok())
+            let text = by_name.get(&names::result_config_map(name, i))?.data.as_ref()?.get(RESULT_KEY)?;
+            lifecycle::read_report(i, text).map_err(|e| unreadable.push(e)).ok()
         })
         .collect();
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -318,7 +297,7 @@ async fn observe(
             Some(state)
         }
     };
-    Ok((reports, job))
+    Ok(((reports, unreadable), job))
 }
 
 /// Why runner pods failed: `runner 2: OOMKilled (exit 137)`.
@@ -333,19 +312,10 @@ async fn pod_failures(client: &Client, ns: &str, selector: &str) -> Result<Vec<S
         }
         let index =
             pod.annotations().get("batch.kubernetes.io/job-completion-index").cloned().unwrap_or_else(|| "?".into());
-        let why =
-            status
-                .container_statuses
-                .unwrap_or_default()
-                .iter()
-                .find_map(|c| {
-                    c.state.as_ref()?.terminated.as_ref().map(|t| {
-                        format!("{} (exit {})", t.reason.clone().unwrap_or_else(|| "Error".into()), t.exit_code)
-                    })
-                })
-                .or(status.reason)
-                .unwrap_or_else(|| "failed".into());
-        out.push(format!("runner {index}: {why}"));
+        let containers = status.container_statuses.unwrap_or_default();
+        let terminated = containers.iter().find_map(|c| c.state.as_ref()?.terminated.as_ref());
+        let terminated = terminated.map(|t| (t.reason.as_deref(), t.exit_code));
+        out.push(lifecycle::pod_failure(&index, terminated, status.reason.as_deref()));
     }
     out.sort();
     Ok(out)

@@ -1,6 +1,7 @@
 //! The LoadTest operator: pure functions compute the desired runner objects
 //! ([`desired`]), the next status ([`lifecycle`]) and merged results ([`results`]) from a
-//! `LoadTest` and what was observed; a thin shell ([`controller`]) does the I/O.
+//! `LoadTest` and what was observed, and whether its scenario is valid ([`validation`]); a
+//! thin shell ([`controller`]) does the I/O.
 
 pub mod controller;
 pub mod desired;
@@ -8,6 +9,7 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod results;
+pub mod validation;
 
 /// Errors of the operator's shell.
 #[derive(Debug, thiserror::Error)]

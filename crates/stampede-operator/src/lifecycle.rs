@@ -28,10 +28,49 @@ pub const ABORT_GRACE: Duration = Duration::from_secs(30);
 pub struct Observed {
     pub now: OffsetDateTime,
     /// The scenario compiled by the engine, or why it is invalid.
-    pub plan: Result<Arc<Plan>, String>,
+    pub plan: Scenario,
     /// Runner reports by index (`None`: nothing reported yet).
     pub reports: Vec<Option<RunnerReport>>,
+    /// Result ConfigMaps whose report cannot be read, e.g. `runner 2: …` (see [`read_report`]).
+    pub unreadable: Vec<String>,
     pub job: Option<JobState>,
+}
+
+/// The LoadTest's scenario, as far as the shell read it.
+#[derive(Clone, Debug)]
+pub enum Scenario {
+    Compiled(Arc<Plan>),
+    /// Why it is invalid.
+    Invalid(String),
+    /// Not read: a finished test needs neither its scenario nor its children.
+    NotRead,
+}
+
+impl From<Result<Arc<Plan>, String>> for Scenario {
+    fn from(r: Result<Arc<Plan>, String>) -> Self {
+        match r {
+            Ok(plan) => Scenario::Compiled(plan),
+            Err(problems) => Scenario::Invalid(problems),
+        }
+    }
+}
+
+/// Reads runner `index`'s report from its result ConfigMap. A report that does not parse is
+/// an error naming the runner: the test fails at once instead of waiting for a report that
+/// will never be readable.
+pub fn read_report(index: u32, text: &str) -> Result<RunnerReport, String> {
+    serde_json::from_str(text).map_err(|e| format!("runner {index}: its result is not a runner report ({e})"))
+}
+
+/// Why a runner pod failed, as status messages say it: `runner 2: OOMKilled (exit 137)`.
+/// `terminated` is the container's termination reason and exit code, `pod_reason` the pod's.
+pub fn pod_failure(index: &str, terminated: Option<(Option<&str>, i32)>, pod_reason: Option<&str>) -> String {
+    let why = match (terminated, pod_reason) {
+        (Some((reason, exit)), _) => format!("{} (exit {exit})", reason.unwrap_or("Error")),
+        (None, Some(reason)) => reason.to_string(),
+        (None, None) => "failed".into(),
+    };
+    format!("runner {index}: {why}")
 }
 
 /// The runner Job's counters.
@@ -154,8 +193,10 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
 
     // Validation.
     let plan = match &obs.plan {
-        Ok(plan) => plan.clone(),
-        Err(problems) => {
+        Scenario::Compiled(plan) => plan.clone(),
+        // Only a finished test is observed without its scenario; wait for the next look.
+        Scenario::NotRead => return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) },
+        Scenario::Invalid(problems) => {
             set_condition(&mut st.conditions, "Valid", false, "InvalidSpec", problems, now, generation);
             st.phase = Phase::Failed;
             st.message = Some(format!("invalid scenario: {problems}"));
@@ -215,6 +256,15 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         );
         st.message = Some("aborting: waiting for runners to stop".into());
         return Decision { status: st, actions, requeue: Some(Duration::from_secs(1)) };
+    }
+
+    // A runner's result cannot be read: it never will be, so the test fails now.
+    if !obs.unreadable.is_empty() {
+        let message = format!("cannot read runner results: {}", obs.unreadable.join("; "));
+        finish(&mut st, &plan, &done, Phase::Failed, "ResultsInvalid", message.clone(), now, generation);
+        actions.push(event(true, "ResultsInvalid", message));
+        actions.extend(cleanup(lt, Phase::Failed));
+        return Decision { status: st, actions, requeue: None };
     }
 
     // A runner failed.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mlua::{Lua, LuaOptions, StdLib};
 use stampede_api::{LoadTest, LoadTestSpec, LoadTestStatus, Phase};
-use stampede_operator::lifecycle::{self, Observed};
+use stampede_operator::lifecycle::{self, Observed, Scenario};
 use time::OffsetDateTime;
 
 fn repo_file(path: &str) -> PathBuf {
@@ -124,8 +124,13 @@ fn an_invalid_spec_as_the_operator_reports_it_is_degraded_with_the_problem() {
     // The status the operator's own lifecycle writes for an invalid scenario.
     let lt = loadtest();
     let problem = "scenario `buy` step `home`: unknown variable `{{nope}}`";
-    let observed =
-        Observed { now: OffsetDateTime::now_utc(), plan: Err(problem.to_string()), reports: Vec::new(), job: None };
+    let observed = Observed {
+        now: OffsetDateTime::now_utc(),
+        plan: Scenario::Invalid(problem.to_string()),
+        reports: Vec::new(),
+        unreadable: vec![],
+        job: None,
+    };
     let decision = lifecycle::decide(&lt, &observed);
     assert_eq!(decision.status.phase, Phase::Failed);
     let mut lt = lt;

@@ -9,9 +9,9 @@ use stampede_engine::Plan;
 use stampede_engine::WorkerMetrics;
 use stampede_engine::portable::{self, PortableStep};
 use stampede_model::ErrorKind;
-use stampede_operator::controller::{validate, validate_with_files};
 use stampede_operator::desired::desired;
-use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, decide};
+use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, Scenario, decide, read_report};
+use stampede_operator::validation::{validate, validate_with_files};
 use time::OffsetDateTime;
 
 mod common;
@@ -89,7 +89,7 @@ fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> Runner
 }
 
 fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
-    Observed { now, plan: Ok(plan(&loadtest(1))), reports, job }
+    Observed { now, plan: Scenario::Compiled(plan(&loadtest(1))), reports, unreadable: vec![], job }
 }
 
 /// Applies a decision's status to the LoadTest, as the shell does.
@@ -256,8 +256,9 @@ fn an_invalid_scenario_fails_with_valid_false_an_event_and_no_children() {
     let mut lt = loadtest(1);
     let obs = Observed {
         now: OffsetDateTime::now_utc(),
-        plan: Err("scenario `buy`, step `home`: request.url: unknown variable `nope`".into()),
+        plan: Scenario::Invalid("scenario `buy`, step `home`: request.url: unknown variable `nope`".into()),
         reports: vec![],
+        unreadable: vec![],
         job: None,
     };
     let actions = step(&mut lt, &obs);
@@ -410,4 +411,63 @@ scenarios:
     assert_eq!(plan.data[0].rows.len(), 2);
     let err = validate_with_files(&lt, scenario, "test", Some(Default::default())).unwrap_err();
     assert!(err.contains("no data file `users.csv` in spec.data (it has: none)"), "{err}");
+}
+
+/// TLS files come from `spec.data` like data files: a LoadTest whose `caFile` is a key of
+/// `spec.data` validates as its runners will run it, and a missing one is named.
+#[test]
+fn tls_files_from_spec_data_are_validated_with_their_contents() {
+    let scenario = r#"
+name: tls
+baseUrl: https://127.0.0.1:8443
+load: {executor: constant-vus, vus: 1, duration: 1s}
+http: {tls: {caFile: ca.pem, clientCert: client.pem, clientKey: client.key}}
+scenarios:
+  - name: s
+    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
+"#;
+    let mut lt = loadtest(1);
+    lt.spec.scenario = Some(serde_yaml::from_str(scenario).unwrap());
+    let ca = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let client = rcgen::generate_simple_self_signed(vec!["client".to_string()]).unwrap();
+    let files = std::collections::BTreeMap::from([
+        ("ca.pem".to_string(), ca.cert.pem().into_bytes()),
+        ("client.pem".to_string(), client.cert.pem().into_bytes()),
+        ("client.key".to_string(), client.signing_key.serialize_pem().into_bytes()),
+    ]);
+    validate_with_files(&lt, scenario, "test", Some(files.clone())).unwrap_or_else(|e| panic!("{e}"));
+
+    let mut without_ca = files;
+    without_ca.remove("ca.pem");
+    let err = validate_with_files(&lt, scenario, "test", Some(without_ca)).unwrap_err();
+    assert_eq!(err, "http.tls.caFile: no data file `ca.pem` in spec.data (it has: client.key, client.pem)");
+}
+
+/// A result ConfigMap whose report does not parse is not "not reported yet": the test fails
+/// at once with the runner named, keeping the readable runners' results, instead of waiting
+/// for its run timeout.
+#[test]
+fn an_unreadable_runner_result_fails_the_test_at_once_naming_the_runner() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let broken = read_report(1, r#"{"index": 1, "state": "done", "result": {"steps": "oops"}}"#).unwrap_err();
+    assert!(broken.starts_with("runner 1: its result is not a runner report ("), "{broken}");
+    let obs = Observed {
+        unreadable: vec![broken.clone()],
+        ..observed(now + Duration::from_secs(1), vec![Some(report(0, RunnerState::Done, 300, 2_000)), None], None)
+    };
+    let actions = step(&mut lt, &obs);
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert_eq!(st.message.as_deref(), Some(format!("cannot read runner results: {broken}").as_str()));
+    assert_eq!(st.conditions.iter().find(|c| c.type_ == "Completed").unwrap().reason, "ResultsInvalid");
+    assert_eq!(st.summary.as_ref().unwrap().requests, 300, "the readable result is kept");
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Event { warning: true, reason, .. } if reason == "ResultsInvalid"))
+    );
+    // A readable report parses as before.
+    let text = serde_json::to_string(&report(0, RunnerState::Ready, 0, 0)).unwrap();
+    assert_eq!(read_report(0, &text).unwrap().state, RunnerState::Ready);
 }

@@ -18,8 +18,9 @@ use stampede_api::{
 };
 use stampede_engine::WorkerMetrics;
 use stampede_engine::portable;
-use stampede_operator::controller::{Context, Metrics, reconcile_once, validate};
+use stampede_operator::controller::{Context, Metrics, reconcile_once};
 use stampede_operator::lifecycle::{self, Observed, START_DELAY};
+use stampede_operator::validation::validate;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::task::JoinHandle;
@@ -45,6 +46,8 @@ enum Expect {
     /// The list of this LoadTest's ConfigMaps by label; answered with one result ConfigMap
     /// per runner, holding its report where there is one.
     ListResults(Vec<Option<RunnerReport>>),
+    /// Like `ListResults`, with each result ConfigMap's text as given (e.g. not a report).
+    ListResultTexts(Vec<Option<String>>),
     /// A get of the runner Job; answered with a Job in this state, or 404.
     GetJob(Option<JobStatus>),
     /// An Event about the LoadTest, with this reason.
@@ -140,11 +143,18 @@ impl ApiServerVerifier {
                         lt.status = Some(serde_json::from_value(body["status"].clone()).expect("a valid status"));
                         (StatusCode::OK, serde_json::to_value(&lt).unwrap())
                     }
-                    Expect::ListResults(reports) => {
+                    Expect::ListResults(_) | Expect::ListResultTexts(_) => {
                         is(Method::GET, &api_path("configmaps", ""));
                         let selector = query.get("labelSelector").map(String::as_str);
                         assert_eq!(selector, Some("stampede.dev/loadtest=shop"), "{got}");
-                        let items: Vec<Value> = reports
+                        let texts: Vec<Option<String>> = match &expect {
+                            Expect::ListResults(reports) => {
+                                reports.iter().map(|r| r.as_ref().map(|r| serde_json::to_string(r).unwrap())).collect()
+                            }
+                            Expect::ListResultTexts(texts) => texts.clone(),
+                            _ => unreachable!("matched above"),
+                        };
+                        let items: Vec<Value> = texts
                             .iter()
                             .enumerate()
                             .map(|(i, r)| {
@@ -154,8 +164,8 @@ impl ApiServerVerifier {
                                     "metadata": {"name": format!("{NAME}-result-{i}"), "namespace": NS,
                                                  "labels": {"stampede.dev/loadtest": NAME}},
                                 });
-                                if let Some(r) = r {
-                                    cm["data"] = json!({RESULT_KEY: serde_json::to_string(r).unwrap()});
+                                if let Some(text) = r {
+                                    cm["data"] = json!({RESULT_KEY: text});
                                 }
                                 cm
                             })
@@ -270,7 +280,13 @@ fn loadtest(runners: i32, scenario: &str) -> LoadTest {
 fn initializing(runners: i32, ago: Duration) -> LoadTest {
     let mut lt = loadtest(runners, SCENARIO);
     let plan = validate(&lt, SCENARIO, "test").map_err(|e| e.to_string());
-    let obs = Observed { now: OffsetDateTime::now_utc() - ago, plan, reports: vec![], job: None };
+    let obs = Observed {
+        now: OffsetDateTime::now_utc() - ago,
+        plan: plan.into(),
+        reports: vec![],
+        unreadable: vec![],
+        job: None,
+    };
     lt.status = Some(lifecycle::decide(&lt, &obs).status);
     assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Initializing);
     lt
@@ -472,6 +488,36 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
     assert_eq!(condition(&st, "ThresholdsPassed").0, "True");
 }
 
+/// A result ConfigMap that holds no readable report fails the test at once (it used to look
+/// like "not reported yet", so the test ran on until its run timeout).
+#[tokio::test]
+async fn an_unreadable_runner_result_fails_the_test_at_once() {
+    let lt = running(2, Duration::from_secs(30));
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::ListResultTexts(vec![
+                Some(serde_json::to_string(&done(0, 1000)).unwrap()),
+                Some("{not json".into()),
+            ]),
+            Expect::GetJob(active(1)),
+            Expect::Event { reason: "ResultsInvalid", warning: true },
+            Expect::ApplyStatus,
+        ],
+    )
+    .await;
+
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Failed, "{:?}", st.message);
+    let message = st.message.as_deref().unwrap();
+    assert!(
+        message.starts_with("cannot read runner results: runner 1: its result is not a runner report ("),
+        "{message}"
+    );
+    assert_eq!(condition(&st, "Completed").1, "ResultsInvalid");
+    assert_eq!(st.summary.as_ref().unwrap().requests, 1000, "runner 0's result is kept");
+}
+
 #[tokio::test]
 async fn an_invalid_scenario_fails_with_a_warning_and_creates_no_children() {
     let invalid = SCENARIO.replace("{{baseUrl}}/", "{{baseUrl}}/{{nope}}");
@@ -525,8 +571,9 @@ async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
     let job = lifecycle::JobState { succeeded: 2, ..lifecycle::JobState::default() };
     let obs = Observed {
         now: OffsetDateTime::now_utc(),
-        plan,
+        plan: plan.into(),
         reports: vec![Some(done(0, 1000)), Some(done(1, 500))],
+        unreadable: vec![],
         job: Some(job),
     };
     lt.status = Some(lifecycle::decide(&lt, &obs).status);
