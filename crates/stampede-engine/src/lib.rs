@@ -30,6 +30,7 @@ pub use compile::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan, compile, ramp
 pub use error::{Problem, RunError, ScenarioError};
 pub use output::prom::{Exporter, MetricsServer};
 pub use output::report::{build_report, latency_summary, render_phases, render_table};
+pub use output::serve::{Accept, serve_http};
 pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};
 pub use session::{PrepareError, Prepared, execute, execute_full, prepare, validate, wants_builtin};
 pub use stampede_model::report::Report;

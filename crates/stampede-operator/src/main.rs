@@ -1,6 +1,5 @@
 //! `stampede-operator`: reconciles LoadTests. Serves `/healthz`, `/readyz` and `/metrics`.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -8,10 +7,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Parser;
 use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper::Response;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use stampede_api::LoadTest;
@@ -70,19 +66,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.http_addr))?;
     tracing::info!("serving /healthz, /readyz and /metrics on {}", listener.local_addr()?);
     let served = metrics.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
-            let metrics = served.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let metrics = metrics.clone();
-                    async move { Ok::<_, Infallible>(probe(req.uri().path(), &metrics)) }
-                });
-                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-            });
-        }
-    });
+    tokio::spawn(stampede_engine::serve_http(listener, move |path: &str| probe(path, &served), std::future::pending()));
     let scope = if namespaces.is_empty() { "all namespaces".to_string() } else { namespaces.join(", ") };
     let options = controller::Options { namespaces, runner_image: args.runner_image.clone() };
     if let Some(lease_ns) = &args.leader_election_namespace {

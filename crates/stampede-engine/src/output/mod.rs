@@ -1,2 +1,3 @@
 pub(crate) mod prom;
 pub(crate) mod report;
+pub(crate) mod serve;

@@ -6,7 +6,6 @@
 //! `histogram_quantile(q, sum by (le) (rate(..._bucket[..])))` merges runners correctly; the
 //! buckets are filled from the HDR histograms at scrape time.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,14 +13,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::{Response, StatusCode};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
 use tokio::sync::watch;
 
 use crate::compile::plan::Plan;
+use crate::output::serve::serve_http;
 use crate::run::executor::{Tick, Totals};
 use crate::stats::metrics::StepStats;
 use crate::stats::phases::Phase;
@@ -323,25 +321,10 @@ impl MetricsServer {
         let thread = std::thread::Builder::new().name("stampede-metrics".into()).spawn(move || {
             rt.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                loop {
-                    let stream = tokio::select! {
-                        accepted = listener.accept() => match accepted {
-                            Ok((stream, _)) => stream,
-                            Err(_) => continue,
-                        },
-                        _ = stop.changed() => return,
-                    };
-                    let exporter = exporter.clone();
-                    tokio::spawn(async move {
-                        let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                            let exporter = exporter.clone();
-                            async move { Ok::<_, Infallible>(respond(req.uri().path(), &exporter)) }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
+                let stopped = async move {
+                    let _ = stop.changed().await;
+                };
+                serve_http(listener, move |path: &str| respond(path, &exporter), stopped).await;
             })
         })?;
         Ok(MetricsServer { addr, shutdown, thread: Some(thread) })
