@@ -36,7 +36,7 @@ t1=$(date +%s.%N)
 "$here/up.sh"
 t_up=$(secs "$t1")
 t2=$(date +%s.%N)
-# One test at a time: the operator tests measure start skew (runners within 100 ms of startAt),
+# One test at a time: the operator tests print start skew (runners vs startAt),
 # which two load tests side by side on a 2-core machine would distort.
 "$CARGO" test --workspace --no-fail-fast --test 'e2e*' -- --ignored --test-threads=1 "$@"
 t_tests=$(secs "$t2")

@@ -27,6 +27,51 @@ impl fmt::Display for Problem {
     }
 }
 
+/// The one way validation collects problems: each under a location, every path of the
+/// compiler adding to the same list, so that one pass reports everything wrong with a file.
+#[derive(Debug, Default)]
+pub(crate) struct Problems(Vec<Problem>);
+
+impl Problems {
+    /// Adds a problem at `location`.
+    pub(crate) fn add(&mut self, location: impl Into<String>, message: impl ToString) {
+        self.0.push(Problem { location: location.into(), message: message.to_string() });
+    }
+
+    /// A view that adds under `prefix`: `under("http.tls.").add("caFile", …)` files the
+    /// problem at `http.tls.caFile`.
+    pub(crate) fn under(&mut self, prefix: impl Into<String>) -> Under<'_> {
+        Under { problems: self, prefix: prefix.into() }
+    }
+
+    /// Problems so far (compare before and after a part to see whether it added any).
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<Problem> {
+        self.0
+    }
+}
+
+/// [`Problems`] under a location prefix.
+#[derive(Debug)]
+pub(crate) struct Under<'a> {
+    problems: &'a mut Problems,
+    prefix: String,
+}
+
+impl Under<'_> {
+    /// Adds a problem at the prefix followed by `field`.
+    pub(crate) fn add(&mut self, field: &str, message: impl ToString) {
+        self.problems.add(format!("{}{field}", self.prefix), message);
+    }
+}
+
 /// Why a scenario file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {

@@ -1,7 +1,7 @@
 //! Stampede's load engine: a scenario file in, load on a target, a report out.
 //!
 //! The folders, in the order a run passes through them (each depends only on those above it,
-//! and on the `stampede-model` crate for the wire types; `tests/layers.rs` checks it):
+//! and on the `stampede-model` crate for the wire types; `tests/engine/layers.rs` checks it):
 //!
 //! | folder | its job |
 //! | --- | --- |
@@ -26,7 +26,7 @@ mod stats;
 
 pub use client::url::HttpUrl;
 pub use compile::parse::{load_file, parse_str};
-pub use compile::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan, compile, ramp_target};
+pub use compile::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan, compile};
 pub use error::{Problem, RunError, ScenarioError};
 pub use output::prom::{Exporter, MetricsServer};
 pub use output::report::{build_report, latency_summary, render_phases, render_table};

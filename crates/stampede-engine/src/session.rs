@@ -49,16 +49,23 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
     if opts.base_dir.is_none() {
         opts.base_dir = path.parent().map(Path::to_path_buf);
     }
-    // Validate before starting anything.
-    validate(file, path, &opts)?;
+    // The built-in target's address is part of the plan, so it starts first; the scenario is
+    // compiled once, and the target stopped again when it is invalid.
     let mut target = None;
     if wants_builtin(file) && opts.base_url.is_none() {
         let server = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).map_err(RunError::Target)?;
         opts.base_url = Some(server.base_url());
         target = Some(server);
     }
-    let plan = validate(file, path, &opts)?;
-    Ok(Prepared { plan: Arc::new(plan), target })
+    match validate(file, path, &opts) {
+        Ok(plan) => Ok(Prepared { plan: Arc::new(plan), target }),
+        Err(e) => {
+            if let Some(server) = target {
+                server.stop();
+            }
+            Err(e.into())
+        }
+    }
 }
 
 /// Runs a prepared plan and builds its report. The built-in target's own CPU time is

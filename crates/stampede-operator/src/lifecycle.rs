@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use stampede_api::{CleanupMode, LoadTest, LoadTestStatus, Phase, RunnerCounts, RunnerReport, RunnerState};
+use stampede_api::{CleanupMode, LoadTest, LoadTestStatus, Phase, RunnerCounts, RunnerReport, RunnerState, Summary};
 use stampede_engine::Plan;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -118,36 +118,38 @@ fn duration_spec(text: Option<&str>) -> Option<Duration> {
     text.and_then(|t| stampede_model::parse_duration(t).ok())
 }
 
-/// Sets a condition, keeping its transition time when the status does not change.
-pub fn set_condition(
-    conds: &mut Vec<Condition>,
-    type_: &str,
-    ok: bool,
-    reason: &str,
-    message: &str,
+/// The instant and generation every condition set by one decision carries.
+#[derive(Clone, Copy, Debug)]
+struct Stamp {
     now: OffsetDateTime,
     generation: Option<i64>,
-) {
-    let status = if ok { "True" } else { "False" };
-    let now_time = Time(jiff_now(now));
-    match conds.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = now_time;
+}
+
+impl Stamp {
+    /// Sets condition `type_` to `ok` with `reason` and `message`, keeping its transition
+    /// time when its status does not change.
+    fn set(self, conds: &mut Vec<Condition>, type_: &str, ok: bool, reason: &str, message: &str) {
+        let status = if ok { "True" } else { "False" };
+        let now_time = Time(jiff_now(self.now));
+        match conds.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => {
+                if c.status != status {
+                    c.last_transition_time = now_time;
+                }
+                c.status = status.into();
+                c.reason = reason.into();
+                c.message = message.into();
+                c.observed_generation = self.generation;
             }
-            c.status = status.into();
-            c.reason = reason.into();
-            c.message = message.into();
-            c.observed_generation = generation;
+            None => conds.push(Condition {
+                type_: type_.into(),
+                status: status.into(),
+                reason: reason.into(),
+                message: message.into(),
+                last_transition_time: now_time,
+                observed_generation: self.generation,
+            }),
         }
-        None => conds.push(Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: now_time,
-            observed_generation: generation,
-        }),
     }
 }
 
@@ -168,6 +170,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     let mut st = lt.status.clone().unwrap_or_default();
     let generation = lt.metadata.generation;
     let now = obs.now;
+    let stamp = Stamp { now, generation };
     let mut actions = Vec::new();
     let runners = lt.spec.runners.max(1);
     let event = |warning: bool, reason: &str, note: String| Action::Event { warning, reason: reason.into(), note };
@@ -197,7 +200,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         // Only a finished test is observed without its scenario; wait for the next look.
         Scenario::NotRead => return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) },
         Scenario::Invalid(problems) => {
-            set_condition(&mut st.conditions, "Valid", false, "InvalidSpec", problems, now, generation);
+            stamp.set(&mut st.conditions, "Valid", false, "InvalidSpec", problems);
             st.phase = Phase::Failed;
             st.message = Some(format!("invalid scenario: {problems}"));
             st.completion_time = Some(fmt(now));
@@ -207,7 +210,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     };
 
     if st.phase == Phase::Pending {
-        set_condition(&mut st.conditions, "Valid", true, "Valid", "the scenario is valid", now, generation);
+        stamp.set(&mut st.conditions, "Valid", true, "Valid", "the scenario is valid");
         st.phase = Phase::Initializing;
         st.message = Some(format!("starting {runners} runner(s)"));
         actions.push(Action::ApplyChildren);
@@ -228,7 +231,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     {
         st.phase = Phase::Running;
         st.start_time = st.start_at.clone();
-        set_condition(&mut st.conditions, "Started", true, "Started", "runners started together", now, generation);
+        stamp.set(&mut st.conditions, "Started", true, "Started", "runners started together");
         st.message = Some("running".into());
         actions.push(event(false, "Started", format!("{runners} runner(s) started")));
     }
@@ -240,20 +243,12 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         // Runners that never report are not waited for forever.
         let waited_too_long = condition_since(&st.conditions, "Aborting").is_some_and(|t| now - t > ABORT_GRACE);
         if !started || settled || waited_too_long {
-            finish(&mut st, &plan, &done, Phase::Aborted, "Aborted", "aborted by spec.abort".into(), now, generation);
+            finish(&mut st, &plan, &done, Phase::Aborted, "Aborted", "aborted by spec.abort".into(), stamp);
             actions.push(Action::DeleteRunners);
             actions.push(event(true, "Aborted", "the test was aborted; partial results are in status".into()));
             return Decision { status: st, actions, requeue: None };
         }
-        set_condition(
-            &mut st.conditions,
-            "Aborting",
-            true,
-            "AbortRequested",
-            "waiting for runners to stop",
-            now,
-            generation,
-        );
+        stamp.set(&mut st.conditions, "Aborting", true, "AbortRequested", "waiting for runners to stop");
         st.message = Some("aborting: waiting for runners to stop".into());
         return Decision { status: st, actions, requeue: Some(Duration::from_secs(1)) };
     }
@@ -261,7 +256,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     // A runner's result cannot be read: it never will be, so the test fails now.
     if !obs.unreadable.is_empty() {
         let message = format!("cannot read runner results: {}", obs.unreadable.join("; "));
-        finish(&mut st, &plan, &done, Phase::Failed, "ResultsInvalid", message.clone(), now, generation);
+        finish(&mut st, &plan, &done, Phase::Failed, "ResultsInvalid", message.clone(), stamp);
         actions.push(event(true, "ResultsInvalid", message));
         actions.extend(cleanup(lt, Phase::Failed));
         return Decision { status: st, actions, requeue: None };
@@ -275,7 +270,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         );
         let message =
             format!("runner failed: {}", if why.is_empty() { "a runner pod failed".into() } else { why.join("; ") });
-        finish(&mut st, &plan, &done, Phase::Failed, "RunnerFailed", message.clone(), now, generation);
+        finish(&mut st, &plan, &done, Phase::Failed, "RunnerFailed", message.clone(), stamp);
         actions.push(event(true, "RunnerFailed", message));
         actions.extend(cleanup(lt, Phase::Failed));
         return Decision { status: st, actions, requeue: None };
@@ -287,15 +282,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
             if ready >= runners {
                 let at = now + START_DELAY;
                 st.start_at = Some(fmt_micros(at));
-                set_condition(
-                    &mut st.conditions,
-                    "RunnersReady",
-                    true,
-                    "AllReady",
-                    &format!("{runners} runner(s) ready"),
-                    now,
-                    generation,
-                );
+                stamp.set(&mut st.conditions, "RunnersReady", true, "AllReady", &format!("{runners} runner(s) ready"));
                 st.message = Some(format!("all {runners} runner(s) ready; starting at {}", fmt(at)));
                 actions.push(event(false, "StartScheduled", format!("all runners ready; start at {}", fmt_micros(at))));
                 return Decision { status: st, actions, requeue: Some(START_DELAY) };
@@ -305,20 +292,12 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
             if now - since > limit {
                 let message =
                     format!("only {ready} of {runners} runner(s) were ready after {}", stampede_model::Dur(limit));
-                finish(&mut st, &plan, &done, Phase::Failed, "StartTimeout", message.clone(), now, generation);
+                finish(&mut st, &plan, &done, Phase::Failed, "StartTimeout", message.clone(), stamp);
                 actions.push(Action::DeleteRunners);
                 actions.push(event(true, "StartTimeout", message));
                 return Decision { status: st, actions, requeue: None };
             }
-            set_condition(
-                &mut st.conditions,
-                "RunnersReady",
-                false,
-                "Waiting",
-                &format!("{ready} of {runners} ready"),
-                now,
-                generation,
-            );
+            stamp.set(&mut st.conditions, "RunnersReady", false, "Waiting", &format!("{ready} of {runners} ready"));
             Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) }
         }
         Some(start_at) => {
@@ -337,37 +316,25 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
                         st.summary = Some(summary);
                         st.thresholds = verdicts.clone();
                         let passed = failed.is_empty();
-                        set_condition(
+                        stamp.set(
                             &mut st.conditions,
                             "ThresholdsPassed",
                             passed,
                             if passed { "Passed" } else { "ThresholdsFailed" },
                             &failed.join(", "),
-                            now,
-                            generation,
                         );
-                        set_condition(
-                            &mut st.conditions,
-                            "Completed",
-                            true,
-                            "Completed",
-                            "all runners finished",
-                            now,
-                            generation,
-                        );
+                        stamp.set(&mut st.conditions, "Completed", true, "Completed", "all runners finished");
                         // A saturated generator makes the figures suspect; the verdict stands.
                         let saturated: Vec<String> = done
                             .iter()
                             .filter_map(|r| r.saturated.as_ref().map(|why| format!("runner {}: {why}", r.index)))
                             .collect();
-                        set_condition(
+                        stamp.set(
                             &mut st.conditions,
                             "GeneratorSaturated",
                             !saturated.is_empty(),
                             if saturated.is_empty() { "KeptUp" } else { "Saturated" },
                             &saturated.join("; "),
-                            now,
-                            generation,
                         );
                         if !saturated.is_empty() {
                             actions.push(event(true, "GeneratorSaturated", saturated.join("; ")));
@@ -388,7 +355,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
                     }
                     Err(e) => {
                         let message = format!("cannot merge runner results: {e}");
-                        finish(&mut st, &plan, &[], Phase::Failed, "ResultsInvalid", message.clone(), now, generation);
+                        finish(&mut st, &plan, &[], Phase::Failed, "ResultsInvalid", message.clone(), stamp);
                         actions.push(event(true, "ResultsInvalid", message));
                     }
                 }
@@ -399,7 +366,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
             });
             if now - start_at > limit {
                 let message = format!("the run passed its timeout of {}", stampede_model::Dur(limit));
-                finish(&mut st, &plan, &done, Phase::Failed, "RunTimeout", message.clone(), now, generation);
+                finish(&mut st, &plan, &done, Phase::Failed, "RunTimeout", message.clone(), stamp);
                 actions.push(Action::DeleteRunners);
                 actions.push(event(true, "RunTimeout", message));
                 return Decision { status: st, actions, requeue: None };
@@ -432,7 +399,6 @@ fn counts(desired: i32, reports: &[Option<RunnerReport>], job: Option<&JobState>
 }
 
 /// Ends the test with `phase`, keeping the partial results of runners that finished.
-#[expect(clippy::too_many_arguments, reason = "one place that writes every field of a finished status")]
 fn finish(
     st: &mut LoadTestStatus,
     plan: &Plan,
@@ -440,8 +406,7 @@ fn finish(
     phase: Phase,
     reason: &str,
     message: String,
-    now: OffsetDateTime,
-    generation: Option<i64>,
+    stamp: Stamp,
 ) {
     if !done.is_empty()
         && let Ok((summary, verdicts)) = results::final_summary(plan, done)
@@ -451,11 +416,9 @@ fn finish(
     }
     st.phase = phase;
     st.message = Some(message.clone());
-    st.completion_time = Some(fmt(now));
-    set_condition(&mut st.conditions, "Completed", false, reason, &message, now, generation);
+    st.completion_time = Some(fmt(stamp.now));
+    stamp.set(&mut st.conditions, "Completed", false, reason, &message);
 }
-
-use stampede_api::Summary;
 
 fn cleanup(lt: &LoadTest, phase: Phase) -> Vec<Action> {
     let mode = if phase == Phase::Succeeded { lt.spec.cleanup.on_success } else { lt.spec.cleanup.on_failure };

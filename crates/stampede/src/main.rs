@@ -4,8 +4,6 @@
 //! Exit codes: 0 the run completed, 1 thresholds failed or the run was aborted (`onError:
 //! abort-run`, `abortOnFail`), 2 invalid input, 3 could not run.
 
-mod runner;
-
 use std::io::{IsTerminal as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -138,7 +136,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
-        Command::Runner => return runner::main(),
+        Command::Runner => return stampede_runner::main(),
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),

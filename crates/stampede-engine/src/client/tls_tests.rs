@@ -53,7 +53,7 @@ fn tls_target(pki: &Pki, h2: bool) -> TargetServer {
 
 fn transport_plan(yaml: &str, dir: &Path) -> Arc<TransportPlan> {
     let http: HttpDefaults = serde_yaml::from_str(yaml).unwrap();
-    let mut problems = Vec::new();
+    let mut problems = crate::error::Problems::default();
     let plan = compile_transport(&http, Files::new(dir, None), &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
     Arc::new(plan)
@@ -272,9 +272,9 @@ fn tls_settings_are_checked_when_compiled() {
         "{version: '1.1', connections: 2, maxRequestsPerConnection: 0, tls: {caFile: empty.pem, clientCert: missing.pem, serverName: 'not a name'}}",
     )
     .unwrap();
-    let mut problems = Vec::new();
+    let mut problems = crate::error::Problems::default();
     compile_transport(&http, Files::new(dir.path(), None), &mut problems);
-    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let text: Vec<String> = problems.into_vec().iter().map(ToString::to_string).collect();
     let has = |s: &str| text.iter().any(|p| p.contains(s));
     assert!(has("http.connections: applies to HTTP/2"), "{text:?}");
     assert!(has("http.maxRequestsPerConnection: must be at least 1"), "{text:?}");

@@ -3,6 +3,7 @@
 
 use crate::compile::extract::{ResponseView, Segment, describe, lookup, parse_json_path, value_text};
 use crate::compile::template::{Escape, Scope, Template};
+use crate::error::Under;
 use stampede_model::scenario::{CheckSpec, Expect};
 
 /// What a check looks at.
@@ -109,12 +110,12 @@ impl CheckPlan {
     }
 }
 
-/// Compiles the checks of a step; problems are `(field, message)` pairs.
+/// Compiles the checks of a step; problems go under the step's location (`check.…`).
 pub(crate) fn compile(
     spec: &CheckSpec,
     status: Option<StatusCheck>,
     scope: &Scope,
-    problems: &mut Vec<(String, String)>,
+    problems: &mut Under<'_>,
 ) -> Vec<CheckPlan> {
     let mut checks = Vec::new();
     if let (Some(s), Some(src)) = (status, &spec.status) {
@@ -130,7 +131,7 @@ pub(crate) fn compile(
     for (name, e) in &spec.headers {
         let field = format!("check.headers.{name}");
         if name.trim().is_empty() {
-            problems.push((field, "names no header".into()));
+            problems.add(&field, "names no header");
             continue;
         }
         let header = name.trim().to_ascii_lowercase();
@@ -150,7 +151,7 @@ pub(crate) fn compile(
         let segments = match parse_json_path(path) {
             Ok(s) => s,
             Err(msg) => {
-                problems.push((field, format!("invalid JSON path: {msg}")));
+                problems.add(&field, format!("invalid JSON path: {msg}"));
                 continue;
             }
         };
@@ -162,16 +163,16 @@ pub(crate) fn compile(
     checks
 }
 
-fn expectation(e: &Expect, scope: &Scope, field: &str, problems: &mut Vec<(String, String)>) -> Option<Expectation> {
+fn expectation(e: &Expect, scope: &Scope, field: &str, problems: &mut Under<'_>) -> Option<Expectation> {
     let set = [e.equals.is_some(), e.exists.is_some(), e.contains.is_some(), e.matches.is_some()];
     if set.iter().filter(|b| **b).count() != 1 {
-        problems.push((field.into(), "set exactly one of `equals`, `exists`, `contains` or `matches`".into()));
+        problems.add(field, "set exactly one of `equals`, `exists`, `contains` or `matches`");
         return None;
     }
     let mut template = |src: &str| match Template::compile(src, scope, Escape::None) {
         Ok(t) => Some(t),
         Err(err) => {
-            problems.push((field.into(), err.to_string()));
+            problems.add(field, err);
             None
         }
     };
@@ -185,7 +186,7 @@ fn expectation(e: &Expect, scope: &Scope, field: &str, problems: &mut Vec<(Strin
         return match regex::Regex::new(re) {
             Ok(re) => Some(Expectation::Matches(re)),
             Err(err) => {
-                problems.push((format!("{field}.matches"), format!("invalid regex: {err}")));
+                problems.add(&format!("{field}.matches"), format!("invalid regex: {err}"));
                 None
             }
         };
@@ -222,11 +223,12 @@ impl StatusCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Problems;
     use stampede_model::scenario::Scalar;
 
     fn compile_one(spec: CheckSpec) -> CheckPlan {
-        let mut problems = Vec::new();
-        let mut checks = compile(&spec, None, &Scope::default(), &mut problems);
+        let mut problems = Problems::default();
+        let mut checks = compile(&spec, None, &Scope::default(), &mut problems.under(""));
         assert!(problems.is_empty(), "{problems:?}");
         checks.remove(0)
     }
@@ -269,15 +271,16 @@ mod tests {
 
     #[test]
     fn an_expectation_needs_exactly_one_test() {
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         let spec = CheckSpec {
             body: Some(Expect { contains: Some("a".into()), matches: Some("b".into()), ..Expect::default() }),
             json: [("$.[".to_string(), Expect { exists: Some(true), ..Expect::default() })].into(),
             ..CheckSpec::default()
         };
-        compile(&spec, None, &Scope::default(), &mut problems);
+        compile(&spec, None, &Scope::default(), &mut problems.under("step: "));
+        let problems = problems.into_vec();
         assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].1.contains("exactly one"));
-        assert!(problems[1].0 == "check.json.$.[" && problems[1].1.contains("invalid JSON path"));
+        assert!(problems[0].message.contains("exactly one"));
+        assert!(problems[1].location == "step: check.json.$.[" && problems[1].message.contains("invalid JSON path"));
     }
 }

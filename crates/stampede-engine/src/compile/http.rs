@@ -8,17 +8,17 @@ use crate::client::settings::{DEFAULT_MAX_STREAMS, TransportPlan};
 use crate::client::source::{SourceAddrs, parse_local_addresses};
 use crate::client::tls::{self, TlsPlan};
 use crate::compile::files::Files;
-use crate::error::Problem;
+use crate::error::{Problems, Under};
 
 /// Checks the `http` settings and reads the TLS files they name.
-pub(crate) fn compile_transport(http: &HttpDefaults, files: Files<'_>, problems: &mut Vec<Problem>) -> TransportPlan {
+pub(crate) fn compile_transport(http: &HttpDefaults, files: Files<'_>, problems: &mut Problems) -> TransportPlan {
     let h2 = matches!(http.version, HttpVersion::Http2 | HttpVersion::Auto);
     let h1 = matches!(http.version, HttpVersion::Http11 | HttpVersion::Auto);
     let mut at_least_one = |field: &str, value: Option<u32>, applies: bool, to: &str| {
         if value == Some(0) {
-            problems.push(Problem::new(format!("http.{field}"), "must be at least 1"));
+            problems.add(format!("http.{field}"), "must be at least 1");
         } else if value.is_some() && !applies {
-            problems.push(Problem::new(format!("http.{field}"), format!("applies to {to}")));
+            problems.add(format!("http.{field}"), format!("applies to {to}"));
         }
     };
     let for_h2 = "HTTP/2 (`version: 2` or `auto`)";
@@ -27,7 +27,7 @@ pub(crate) fn compile_transport(http: &HttpDefaults, files: Files<'_>, problems:
     at_least_one("maxStreams", http.max_streams, h2, for_h2);
     at_least_one("maxRequestsPerConnection", http.max_requests_per_connection, h1, for_h1);
     if http.connection_policy != ConnectionPolicy::KeepAlive && !h1 {
-        problems.push(Problem::new("http.connectionPolicy", format!("applies to {for_h1}")));
+        problems.add("http.connectionPolicy", format!("applies to {for_h1}"));
     }
     let tls = match &http.tls {
         Some(spec) => compile_tls(spec, files, problems),
@@ -37,7 +37,7 @@ pub(crate) fn compile_transport(http: &HttpDefaults, files: Files<'_>, problems:
         Ok(ips) => SourceAddrs::new(ips),
         Err(bad) => {
             for (i, reason) in bad {
-                problems.push(Problem::new(format!("http.localAddresses[{i}]"), reason));
+                problems.add(format!("http.localAddresses[{i}]"), reason);
             }
             SourceAddrs::default()
         }
@@ -55,50 +55,44 @@ pub(crate) fn compile_transport(http: &HttpDefaults, files: Files<'_>, problems:
 
 /// Reads the certificates and key `spec` names and checks the settings (problems under
 /// `http.tls`).
-fn compile_tls(spec: &TlsSpec, files: Files<'_>, problems: &mut Vec<Problem>) -> TlsPlan {
+fn compile_tls(spec: &TlsSpec, files: Files<'_>, problems: &mut Problems) -> TlsPlan {
     let before = problems.len();
-    let mut problem = |field: &str, message: String| problems.push(Problem::new(format!("http.tls.{field}"), message));
-    let pem = |field: &str, name: &str, problem: &mut dyn FnMut(&str, String)| match files.read(name) {
-        Ok(bytes) => Some(bytes),
-        Err(e) => {
-            problem(field, e.to_string());
-            None
-        }
+    let mut tls = problems.under("http.tls.");
+    // A PEM file's contents by the field that names it; a file that cannot be read is a problem.
+    let read = |field: &str, name: &str, tls: &mut Under<'_>| {
+        files.read(name).map_err(|e| tls.add(field, e)).ok().map(|bytes| (bytes, files.shown(name)))
     };
-    let shown = |name: &str| files.shown(name).display().to_string();
     let mut extra_roots = Vec::new();
     if let Some(name) = &spec.ca_file
-        && let Some(bytes) = pem("caFile", name, &mut problem)
+        && let Some((pem, shown)) = read("caFile", name, &mut tls)
     {
-        match tls::certs_from_pem(&bytes) {
+        match tls::certs_from_pem(&pem) {
             Ok(certs) => extra_roots = certs,
-            Err(e) => problem("caFile", format!("{}: {e}", shown(name))),
+            Err(e) => tls.add("caFile", format!("{}: {e}", shown.display())),
         }
     }
     let mut client_auth = None;
     match (&spec.client_cert, &spec.client_key) {
         (Some(cert), Some(key)) => {
-            let chain = pem("clientCert", cert, &mut problem).and_then(|b| {
-                tls::certs_from_pem(&b).map_err(|e| problem("clientCert", format!("{}: {e}", shown(cert)))).ok()
+            let chain = read("clientCert", cert, &mut tls).and_then(|(pem, shown)| {
+                tls::certs_from_pem(&pem).map_err(|e| tls.add("clientCert", format!("{}: {e}", shown.display()))).ok()
             });
-            let key = pem("clientKey", key, &mut problem).and_then(|b| {
-                tls::key_from_pem(&b).map_err(|e| problem("clientKey", format!("{}: {e}", shown(key)))).ok()
+            let key = read("clientKey", key, &mut tls).and_then(|(pem, shown)| {
+                tls::key_from_pem(&pem).map_err(|e| tls.add("clientKey", format!("{}: {e}", shown.display()))).ok()
             });
-            if let (Some(chain), Some(key)) = (chain, key) {
-                client_auth = Some((chain, key));
-            }
+            client_auth = chain.zip(key);
         }
-        (Some(_), None) => problem("clientKey", "`clientCert` needs `clientKey`".into()),
-        (None, Some(_)) => problem("clientCert", "`clientKey` needs `clientCert`".into()),
+        (Some(_), None) => tls.add("clientKey", "`clientCert` needs `clientKey`"),
+        (None, Some(_)) => tls.add("clientCert", "`clientKey` needs `clientCert`"),
         (None, None) => {}
     }
     let server_name =
-        spec.server_name.as_deref().and_then(|name| tls::server_name(name).map_err(|e| problem("serverName", e)).ok());
+        spec.server_name.as_deref().and_then(|name| tls::server_name(name).map_err(|e| tls.add("serverName", e)).ok());
     if problems.len() > before {
         return TlsPlan::default();
     }
     TlsPlan::new(spec.insecure, extra_roots, client_auth, server_name).unwrap_or_else(|e| {
-        problems.push(Problem::new("http.tls.clientKey", e));
+        problems.add("http.tls.clientKey", e);
         TlsPlan::default()
     })
 }

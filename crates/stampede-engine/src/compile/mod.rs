@@ -5,5 +5,6 @@ pub(crate) mod files;
 pub(crate) mod http;
 pub(crate) mod parse;
 pub(crate) mod plan;
+pub(crate) mod request;
 pub(crate) mod template;
 pub(crate) mod threshold;

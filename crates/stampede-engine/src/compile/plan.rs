@@ -5,18 +5,21 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::client::request::{Head, write_request};
 use crate::client::url::HttpUrl;
 use crate::compile::check::{CheckPlan, StatusCheck};
 use crate::compile::data::DataSource;
+use crate::compile::extract::Extractor;
 use crate::compile::files::Files;
+use crate::compile::request::{RequestPlan, compile_request};
 use crate::compile::template::{Escape, Scope, Template};
 use crate::compile::threshold::{self, Threshold};
-use crate::error::Problem;
+use crate::error::{Problem, Problems};
 use stampede_model::Dur;
 pub(crate) use stampede_model::StepKey;
 use stampede_model::scenario::{DataMode, OnError, OnExhausted};
-use stampede_model::scenario::{Executor, LoadSpec, RequestSpec, ScenarioFile, StatusItem, StatusSpec, Think};
+use stampede_model::scenario::{
+    Executor, LoadSpec, ScenarioFile, StatusItem, StatusSpec, Step as StepSpec, Think, ThresholdSpec,
+};
 use std::sync::Arc;
 
 /// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
@@ -211,7 +214,7 @@ impl LoadPlan {
 }
 
 /// VUs wanted `elapsed` into a ramp of `stages` starting at `start`.
-pub fn ramp_target(start: u32, stages: &[(Duration, u32)], elapsed: Duration) -> u32 {
+pub(crate) fn ramp_target(start: u32, stages: &[(Duration, u32)], elapsed: Duration) -> u32 {
     let mut from = start;
     let mut t0 = Duration::ZERO;
     for &(len, to) in stages {
@@ -288,193 +291,6 @@ impl ThinkPlan {
     }
 }
 
-/// Body of a request.
-#[derive(Debug)]
-pub struct BodyPlan {
-    pub kind: BodyKind,
-    /// Content type implied by the body kind, unless the user set one.
-    pub content_type: Option<String>,
-}
-
-/// What a body is made of.
-#[derive(Debug)]
-pub enum BodyKind {
-    /// Text (raw or JSON).
-    Text(Template),
-    /// `application/x-www-form-urlencoded` fields (names already encoded).
-    Form(Vec<(String, Template)>),
-    /// `multipart/form-data` parts with their boundary.
-    Multipart { boundary: String, parts: Vec<PartPlan> },
-}
-
-/// One multipart part.
-#[derive(Debug)]
-pub enum PartPlan {
-    Field {
-        name: String,
-        value: Template,
-        content_type: Option<String>,
-    },
-    /// A file, read once when the plan was compiled.
-    File {
-        name: String,
-        filename: String,
-        content_type: String,
-        bytes: bytes::Bytes,
-    },
-}
-
-impl BodyPlan {
-    /// Writes the body for one VU.
-    pub fn render_into(&self, slots: &[String], out: &mut Vec<u8>) {
-        match &self.kind {
-            BodyKind::Text(t) => t.render_into(slots, out),
-            BodyKind::Form(fields) => {
-                for (i, (name, value)) in fields.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b'&');
-                    }
-                    out.extend_from_slice(name.as_bytes());
-                    out.push(b'=');
-                    let v = value.render(slots);
-                    out.extend(form_urlencoded::byte_serialize(v.as_bytes()).flat_map(str::bytes));
-                }
-            }
-            BodyKind::Multipart { boundary, parts } => {
-                for part in parts {
-                    out.extend_from_slice(b"--");
-                    out.extend_from_slice(boundary.as_bytes());
-                    out.extend_from_slice(b"\r\ncontent-disposition: form-data; name=\"");
-                    match part {
-                        PartPlan::Field { name, value, content_type } => {
-                            out.extend_from_slice(quote_param(name).as_bytes());
-                            out.extend_from_slice(b"\"\r\n");
-                            if let Some(ct) = content_type {
-                                out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
-                            }
-                            out.extend_from_slice(b"\r\n");
-                            value.render_into(slots, out);
-                        }
-                        PartPlan::File { name, filename, content_type, bytes } => {
-                            out.extend_from_slice(quote_param(name).as_bytes());
-                            out.extend_from_slice(b"\"; filename=\"");
-                            out.extend_from_slice(quote_param(filename).as_bytes());
-                            out.extend_from_slice(format!("\"\r\ncontent-type: {content_type}\r\n\r\n").as_bytes());
-                            out.extend_from_slice(bytes);
-                        }
-                    }
-                    out.extend_from_slice(b"\r\n");
-                }
-                out.extend_from_slice(b"--");
-                out.extend_from_slice(boundary.as_bytes());
-                out.extend_from_slice(b"--\r\n");
-            }
-        }
-    }
-
-    /// Whether the body is the same for every VU.
-    pub fn is_const(&self) -> bool {
-        match &self.kind {
-            BodyKind::Text(t) => t.as_const().is_some(),
-            BodyKind::Form(fields) => fields.iter().all(|(_, v)| v.as_const().is_some()),
-            BodyKind::Multipart { parts, .. } => parts.iter().all(|p| match p {
-                PartPlan::Field { value, .. } => value.as_const().is_some(),
-                PartPlan::File { .. } => true,
-            }),
-        }
-    }
-}
-
-/// A quoted-string parameter of a multipart header: quotes and line breaks escaped as
-/// browsers do.
-fn quote_param(s: &str) -> String {
-    s.replace('"', "%22").replace('\r', "%0D").replace('\n', "%0A")
-}
-
-/// A compiled request.
-#[derive(Debug)]
-pub struct RequestPlan {
-    pub method: String,
-    pub url: Template,
-    /// Query parameters (name already percent-encoded, value encoded at render time).
-    pub query: Vec<(String, Template)>,
-    pub headers: Vec<(String, Template)>,
-    pub body: Option<BodyPlan>,
-    pub timeout: Duration,
-    pub connect_timeout: Duration,
-    /// Redirects to follow (0: none).
-    pub redirects: u32,
-    /// The whole request, serialized once, when nothing in it varies per VU.
-    pub fixed: Option<FixedRequest>,
-}
-
-/// A request that is the same every time.
-#[derive(Debug, Clone)]
-pub struct FixedRequest {
-    pub target: HttpUrl,
-    pub bytes: bytes::Bytes,
-}
-
-impl RequestPlan {
-    /// Serializes the request for one VU into `out`, returning where it goes.
-    pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<HttpUrl, String> {
-        let mut url = self.url.render(slots);
-        append_query(&mut url, &self.query, slots);
-        let target = HttpUrl::parse(&url)?;
-        let mut body = Vec::new();
-        if let Some(b) = &self.body {
-            b.render_into(slots, &mut body);
-        }
-        let sends_body = self.body.is_some() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
-        self.write(&self.method, &target, slots, sends_body.then_some(body.as_slice()), |_| true, out);
-        Ok(target)
-    }
-
-    /// Serializes a redirected request: `method` to `target`, with this request's headers
-    /// (minus the body's when `body` is `None`, and minus credentials on another host).
-    pub fn render_redirect(
-        &self,
-        method: &str,
-        target: &HttpUrl,
-        same_host: bool,
-        slots: &[String],
-        body: Option<&[u8]>,
-        out: &mut Vec<u8>,
-    ) {
-        let keep = |name: &str| {
-            !((body.is_none() && name.starts_with("content-"))
-                || (!same_host && matches!(name, "authorization" | "cookie")))
-        };
-        self.write(method, target, slots, body, keep, out);
-    }
-
-    fn write(
-        &self,
-        method: &str,
-        url: &HttpUrl,
-        slots: &[String],
-        body: Option<&[u8]>,
-        keep: impl Fn(&str) -> bool,
-        out: &mut Vec<u8>,
-    ) {
-        let content_type = body.and(self.body.as_ref()).and_then(|b| b.content_type.as_deref());
-        let head = Head { method, url, content_type, body };
-        let headers = self.headers.iter().filter(|(n, _)| keep(n)).map(|(n, v)| (n.as_str(), v));
-        write_request(&head, headers, |t: &Template, out| t.render_into(slots, out), out);
-    }
-}
-
-fn append_query(url: &mut String, query: &[(String, Template)], slots: &[String]) {
-    for (i, (name, value)) in query.iter().enumerate() {
-        let sep = if i == 0 && !url.contains('?') { '?' } else { '&' };
-        url.push(sep);
-        url.push_str(name);
-        url.push('=');
-        let v = value.render(slots);
-        url.extend(form_urlencoded::byte_serialize(v.as_bytes()));
-    }
-}
-
 /// Options for compiling a scenario file.
 #[derive(Debug, Default, Clone)]
 pub struct CompileOptions {
@@ -496,295 +312,351 @@ pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
 
 /// Validates and compiles a scenario file, collecting every problem found.
 pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
-    let mut problems = Vec::new();
-    let shared_used = file.scenarios.iter().any(|s| s.load.is_none());
-    let load = match (&file.load, shared_used) {
-        (Some(spec), true) => compile_load(spec, "load", &mut problems),
-        (None, true) => {
-            problems.push(Problem::new("load", "missing: the scenarios without a `load` of their own need the file's"));
-            None
-        }
-        (Some(_), false) => {
-            problems.push(Problem::new("load", "no scenario uses it: each has its own `load`"));
-            None
-        }
-        (None, false) => None,
-    };
-
-    let mut scope = Scope { env: opts.env.clone(), ..Scope::default() };
-    // baseUrl: may use env; `builtin` must be replaced by the caller.
-    let base_url = match (&opts.base_url, &file.base_url) {
-        (Some(b), _) => Some(b.trim_end_matches('/').to_string()),
-        (None, Some(b)) if b == "builtin" => Some(BUILTIN_PLACEHOLDER.to_string()),
-        (None, Some(b)) => match Template::compile(b, &scope, Escape::None) {
-            Ok(t) => {
-                let value = t.as_const().unwrap_or_default().trim_end_matches('/').to_string();
-                if let Err(e) = HttpUrl::parse(&value) {
-                    problems.push(Problem::new("baseUrl", e));
-                }
-                Some(value)
-            }
-            Err(e) => {
-                problems.push(Problem::new("baseUrl", e.to_string()));
-                // Keep later templates from failing for the same reason.
-                Some(BUILTIN_PLACEHOLDER.to_string())
-            }
-        },
-        (None, None) => None,
-    };
-    if let Some(b) = &base_url {
-        scope.consts.insert("baseUrl".into(), b.clone());
-    }
-    for (name, value) in &file.vars {
-        if name == "baseUrl" || name.starts_with("env.") || name.is_empty() {
-            problems.push(Problem::new(format!("vars.{name}"), "this name is reserved"));
-            continue;
-        }
-        match Template::compile(value, &scope, Escape::None) {
-            Ok(t) => {
-                scope.consts.insert(name.clone(), t.as_const().unwrap_or_default().to_string());
-            }
-            Err(e) => problems.push(Problem::new(format!("vars.{name}"), e.to_string())),
-        }
-    }
-
-    let mut data = Vec::new();
     let base_dir = opts.base_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
-    let files = Files::new(&base_dir, opts.files.as_deref());
-    for (name, spec) in &file.data {
-        if name.is_empty() || name.contains('.') || name == "env" {
-            problems.push(Problem::new(
-                format!("data.{name}"),
-                "a data source needs a name without dots, other than `env`",
-            ));
-            continue;
-        }
-        match crate::compile::data::load(name, spec, files, opts.data_partition) {
-            Ok((columns, rows)) => {
-                let first_slot = scope.slots.len();
-                for (i, col) in columns.iter().enumerate() {
-                    scope.slots.insert(format!("{name}.{col}"), first_slot + i);
-                }
-                if spec.mode == DataMode::Random && spec.on_exhausted.is_some() {
-                    problems.push(Problem::new(
-                        format!("data.{name}.onExhausted"),
-                        "applies to `mode: sequential` or `unique`; random rows never run out",
-                    ));
-                }
-                let on_exhausted = spec.on_exhausted.unwrap_or(if spec.mode == DataMode::Unique {
-                    OnExhausted::Stop
-                } else {
-                    OnExhausted::Loop
-                });
-                data.push(DataSource {
-                    name: name.clone(),
-                    columns,
-                    rows: Arc::new(rows),
-                    mode: spec.mode,
-                    on_exhausted,
-                    first_slot,
-                });
+    let mut c = Compiler {
+        file,
+        files: Files::new(&base_dir, opts.files.as_deref()),
+        problems: Problems::default(),
+        scope: Scope { env: opts.env.clone(), ..Scope::default() },
+        data: Vec::new(),
+        step_keys: Vec::new(),
+        slot_count: 0,
+    };
+    let shared_load = c.shared_load();
+    let base_url = c.base_url_and_vars(opts.base_url.as_deref());
+    c.data_sources(opts.data_partition);
+    let (scenarios, own_groups) = c.scenarios();
+    let thresholds = c.thresholds();
+    let transport = crate::compile::http::compile_transport(&file.http, c.files, &mut c.problems);
+    let groups: Vec<GroupPlan> = shared_load.map(|load| c.shared_group(load)).into_iter().chain(own_groups).collect();
+    if !c.problems.is_empty() || groups.is_empty() {
+        return Err(c.problems.into_vec());
+    }
+    Ok(Plan {
+        name: file.name.clone(),
+        base_url,
+        groups,
+        scenarios,
+        step_keys: c.step_keys,
+        slot_count: c.slot_count,
+        thresholds,
+        data: c.data,
+        cookies: file.http.cookies,
+        transport: Arc::new(transport),
+    })
+}
+
+/// The state of one compilation: what has been compiled so far, and the problems found.
+struct Compiler<'a> {
+    file: &'a ScenarioFile,
+    files: Files<'a>,
+    problems: Problems,
+    /// Names templates may use: constants, and VU value slots.
+    scope: Scope,
+    data: Vec<DataSource>,
+    step_keys: Vec<StepKey>,
+    /// VU value slots handed out so far: data columns first, then extracted values.
+    slot_count: usize,
+}
+
+impl Compiler<'_> {
+    /// Whether some scenario runs under the file's `load`.
+    fn shared_load_used(&self) -> bool {
+        self.file.scenarios.iter().any(|s| s.load.is_none())
+    }
+
+    /// The file's `load`, which the scenarios without their own share.
+    fn shared_load(&mut self) -> Option<LoadPlan> {
+        match (&self.file.load, self.shared_load_used()) {
+            (Some(spec), true) => compile_load(spec, "load", &mut self.problems),
+            (None, true) => {
+                self.problems.add("load", "missing: the scenarios without a `load` of their own need the file's");
+                None
             }
-            Err(e) => problems.push(Problem::new(format!("data.{name}"), e)),
+            (Some(_), false) => {
+                self.problems.add("load", "no scenario uses it: each has its own `load`");
+                None
+            }
+            (None, false) => None,
         }
     }
 
-    if file.scenarios.is_empty() {
-        problems.push(Problem::new("scenarios", "at least one scenario is needed"));
-    } else if shared_used && file.scenarios.iter().filter(|s| s.load.is_none()).all(|s| s.weight == 0) {
-        problems.push(Problem::new(
-            "scenarios",
-            "the weights of the scenarios sharing `load` are all 0, so none of them would ever run",
-        ));
-    }
-
-    let mut scenarios = Vec::new();
-    let mut step_keys = Vec::new();
-    // Extracted values get fresh slots; a name is visible to later steps of its own scenario.
-    let mut next_slot = scope.slots.len();
-    let mut scenario_names = HashSet::new();
-    let mut own_groups = Vec::new();
-    for (si, sc) in file.scenarios.iter().enumerate() {
-        let sc_loc = location(&sc.name, "scenario", format!("scenarios[{si}]"), &mut problems);
-        if !scenario_names.insert(sc.name.as_str()) {
-            problems.push(Problem::new(&sc_loc, "another scenario has the same name"));
-        }
-        if sc.steps.is_empty() {
-            problems.push(Problem::new(&sc_loc, "a scenario needs at least one step"));
-        }
-        let mut step_names = HashSet::new();
-        let mut steps = Vec::new();
-        let scenario_scope = scope.slots.clone();
-        let scenario_first_slot = next_slot;
-        for (ti, step) in sc.steps.iter().enumerate() {
-            let loc = location(&step.name, &format!("{sc_loc}, step"), format!("{sc_loc}, steps[{ti}]"), &mut problems);
-            if !step_names.insert(step.name.as_str()) {
-                problems.push(Problem::new(&loc, "another step of this scenario has the same name"));
-            }
-            let metric = step_keys.len();
-            step_keys.push(StepKey { scenario: sc.name.clone(), step: step.name.clone() });
-            let request = compile_request(&step.request, file, &scope, files, &loc, &mut problems);
-            let explicit = step
-                .check
-                .as_ref()
-                .and_then(|c| c.status.as_ref())
-                .map(|spec| compile_status(spec, &format!("{loc}: check.status"), &mut problems));
-            let accept = explicit.clone().unwrap_or(StatusCheck { ranges: vec![(200, 399)] });
-            let think = step.think.as_ref().map(|t| match t {
-                Think::Fixed(d) => ThinkPlan::Fixed(d.get()),
-                Think::Range(r) => {
-                    if r.min > r.max {
-                        problems.push(Problem::new(format!("{loc}: think"), "min is greater than max"));
+    /// `baseUrl` (the caller's when given; `builtin` stands for the caller's built-in target)
+    /// and `vars`, which become constants of the scope.
+    fn base_url_and_vars(&mut self, given: Option<&str>) -> Option<String> {
+        let base_url = match (given, &self.file.base_url) {
+            (Some(b), _) => Some(b.trim_end_matches('/').to_string()),
+            (None, Some(b)) if b == "builtin" => Some(BUILTIN_PLACEHOLDER.to_string()),
+            (None, Some(b)) => match Template::compile(b, &self.scope, Escape::None) {
+                Ok(t) => {
+                    let value = t.as_const().unwrap_or_default().trim_end_matches('/').to_string();
+                    if let Err(e) = HttpUrl::parse(&value) {
+                        self.problems.add("baseUrl", e);
                     }
-                    ThinkPlan::Uniform(r.min.get(), r.max.get().max(r.min.get()))
+                    Some(value)
                 }
-            });
-            let checks = match &step.check {
-                Some(spec) => {
-                    let mut found = Vec::new();
-                    let checks = crate::compile::check::compile(spec, explicit, &scope, &mut found);
-                    problems.extend(found.into_iter().map(|(field, msg)| Problem::new(format!("{loc}: {field}"), msg)));
-                    checks
+                Err(e) => {
+                    self.problems.add("baseUrl", e);
+                    // Keep later templates from failing for the same reason.
+                    Some(BUILTIN_PLACEHOLDER.to_string())
                 }
-                None => Vec::new(),
+            },
+            (None, None) => None,
+        };
+        if let Some(b) = &base_url {
+            self.scope.consts.insert("baseUrl".into(), b.clone());
+        }
+        for (name, value) in &self.file.vars {
+            if name == "baseUrl" || name.starts_with("env.") || name.is_empty() {
+                self.problems.add(format!("vars.{name}"), "this name is reserved");
+                continue;
+            }
+            match Template::compile(value, &self.scope, Escape::None) {
+                Ok(t) => {
+                    self.scope.consts.insert(name.clone(), t.as_const().unwrap_or_default().to_string());
+                }
+                Err(e) => self.problems.add(format!("vars.{name}"), e),
+            }
+        }
+        base_url
+    }
+
+    /// The data files, loaded now; each column gets a VU value slot.
+    fn data_sources(&mut self, partition: Option<(u32, u32)>) {
+        for (name, spec) in &self.file.data {
+            if name.is_empty() || name.contains('.') || name == "env" {
+                self.problems.add(format!("data.{name}"), "a data source needs a name without dots, other than `env`");
+                continue;
+            }
+            let (columns, rows) = match crate::compile::data::load(name, spec, self.files, partition) {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    self.problems.add(format!("data.{name}"), e);
+                    continue;
+                }
             };
-            let mut extract = Vec::new();
-            for (name, spec) in &step.extract {
-                if name.is_empty() || name.starts_with("env.") || name == "baseUrl" || scope.consts.contains_key(name) {
-                    problems.push(Problem::new(
-                        format!("{loc}: extract.{name}"),
-                        "this name is already a variable or reserved",
-                    ));
-                    continue;
-                }
-                if let Some(source) = data.iter().find(|d| {
-                    name.strip_prefix(d.name.as_str())
-                        .and_then(|rest| rest.strip_prefix('.'))
-                        .is_some_and(|column| d.columns.iter().any(|c| c == column))
-                }) {
-                    problems.push(Problem::new(
-                        format!("{loc}: extract.{name}"),
-                        format!("this name is a column of the data source `{}`; pick another name", source.name),
-                    ));
-                    continue;
-                }
-                let slot = match scope.slots.get(name) {
-                    // Extracted again in this scenario: the later value replaces the earlier.
-                    Some(&slot) if slot >= scenario_first_slot => slot,
-                    _ => {
-                        next_slot += 1;
-                        next_slot - 1
-                    }
-                };
-                match crate::compile::extract::compile(name, spec, slot) {
-                    Ok(e) => {
-                        scope.slots.insert(name.clone(), slot);
-                        extract.push(e);
-                    }
-                    Err(e) => problems.push(Problem::new(format!("{loc}: extract.{name}"), e)),
-                }
+            let first_slot = self.slot_count;
+            for col in &columns {
+                self.scope.slots.insert(format!("{name}.{col}"), self.slot_count);
+                self.slot_count += 1;
             }
-            if let Some(request) = request {
-                steps.push(StepPlan {
-                    name: step.name.clone(),
-                    metric,
-                    request,
-                    accept,
-                    needs_body: StepPlan::reads_body(&extract, &checks),
-                    needs_headers: StepPlan::reads_headers(&extract, &checks),
-                    checks,
-                    think,
-                    extract,
-                    on_error: step.on_error,
-                });
+            if spec.mode == DataMode::Random && spec.on_exhausted.is_some() {
+                self.problems.add(
+                    format!("data.{name}.onExhausted"),
+                    "applies to `mode: sequential` or `unique`; random rows never run out",
+                );
             }
-        }
-        scope.slots = scenario_scope;
-        scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
-        if let Some(spec) = &sc.load
-            && let Some(load) = compile_load(spec, &format!("{sc_loc}: load"), &mut problems)
-        {
-            own_groups.push(GroupPlan {
-                name: sc.name.clone(),
-                load,
-                scenarios: vec![si],
-                cumulative_weights: vec![u64::from(sc.weight.max(1))],
+            let on_exhausted = spec.on_exhausted.unwrap_or(if spec.mode == DataMode::Unique {
+                OnExhausted::Stop
+            } else {
+                OnExhausted::Loop
+            });
+            self.data.push(DataSource {
+                name: name.clone(),
+                columns,
+                rows: Arc::new(rows),
+                mode: spec.mode,
+                on_exhausted,
+                first_slot,
             });
         }
     }
 
-    let mut thresholds = Vec::new();
-    for (i, spec) in file.thresholds.iter().enumerate() {
-        let src = spec.expression();
-        match threshold::parse(src).and_then(|t| t.check_selectors(&step_keys).map(|()| t)) {
-            Ok(mut t) => {
-                if let stampede_model::scenario::ThresholdSpec::Full(o) = spec {
-                    t.abort_on_fail = o.abort_on_fail;
-                    t.delay_abort_eval = o.delay_abort_eval.map(Dur::get).unwrap_or_default();
-                    if o.delay_abort_eval.is_some() && !o.abort_on_fail {
-                        problems.push(Problem::new(
-                            format!("thresholds[{i}].delayAbortEval"),
-                            "goes with `abortOnFail: true`",
-                        ));
-                    }
-                }
-                thresholds.push(t)
-            }
-            Err(e) => problems.push(Problem::new(format!("thresholds[{i}] `{src}`"), e.0)),
+    /// Every scenario with its steps, and the load groups of those with a `load` of their own.
+    fn scenarios(&mut self) -> (Vec<ScenarioPlan>, Vec<GroupPlan>) {
+        let file = self.file;
+        if file.scenarios.is_empty() {
+            self.problems.add("scenarios", "at least one scenario is needed");
+        } else if self.shared_load_used() && file.scenarios.iter().filter(|s| s.load.is_none()).all(|s| s.weight == 0) {
+            self.problems.add(
+                "scenarios",
+                "the weights of the scenarios sharing `load` are all 0, so none of them would ever run",
+            );
         }
+        let mut names = HashSet::new();
+        let mut scenarios = Vec::new();
+        let mut own_groups = Vec::new();
+        for (si, sc) in file.scenarios.iter().enumerate() {
+            let sc_loc = location(&sc.name, "scenario", format!("scenarios[{si}]"), &mut self.problems);
+            if !names.insert(sc.name.as_str()) {
+                self.problems.add(&sc_loc, "another scenario has the same name");
+            }
+            if sc.steps.is_empty() {
+                self.problems.add(&sc_loc, "a scenario needs at least one step");
+            }
+            // A value extracted in this scenario is visible to its later steps only.
+            let outer_slots = self.scope.slots.clone();
+            let first_own_slot = self.slot_count;
+            let mut step_names = HashSet::new();
+            let mut steps = Vec::new();
+            for (ti, step) in sc.steps.iter().enumerate() {
+                let loc = location(
+                    &step.name,
+                    &format!("{sc_loc}, step"),
+                    format!("{sc_loc}, steps[{ti}]"),
+                    &mut self.problems,
+                );
+                if !step_names.insert(step.name.as_str()) {
+                    self.problems.add(&loc, "another step of this scenario has the same name");
+                }
+                steps.extend(self.step(&sc.name, step, &loc, first_own_slot));
+            }
+            self.scope.slots = outer_slots;
+            scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
+            if let Some(spec) = &sc.load
+                && let Some(load) = compile_load(spec, &format!("{sc_loc}: load"), &mut self.problems)
+            {
+                own_groups.push(GroupPlan {
+                    name: sc.name.clone(),
+                    load,
+                    scenarios: vec![si],
+                    cumulative_weights: vec![u64::from(sc.weight.max(1))],
+                });
+            }
+        }
+        (scenarios, own_groups)
     }
 
-    let mut groups = Vec::new();
-    if let Some(load) = load {
-        let members: Vec<usize> = (0..file.scenarios.len()).filter(|&i| file.scenarios[i].load.is_none()).collect();
-        let mut sum = 0u64;
+    /// One step: its request, status check, named checks, think time and extractors.
+    /// `None` when its request has problems (they are recorded).
+    fn step(&mut self, scenario: &str, step: &StepSpec, loc: &str, first_own_slot: usize) -> Option<StepPlan> {
+        let metric = self.step_keys.len();
+        self.step_keys.push(StepKey { scenario: scenario.to_string(), step: step.name.clone() });
+        let request = compile_request(&step.request, self.file, &self.scope, self.files, loc, &mut self.problems);
+        let explicit = step
+            .check
+            .as_ref()
+            .and_then(|c| c.status.as_ref())
+            .map(|spec| compile_status(spec, &format!("{loc}: check.status"), &mut self.problems));
+        let accept = explicit.clone().unwrap_or(StatusCheck { ranges: vec![(200, 399)] });
+        let think = step.think.as_ref().map(|t| match t {
+            Think::Fixed(d) => ThinkPlan::Fixed(d.get()),
+            Think::Range(r) => {
+                if r.min > r.max {
+                    self.problems.add(format!("{loc}: think"), "min is greater than max");
+                }
+                ThinkPlan::Uniform(r.min.get(), r.max.get().max(r.min.get()))
+            }
+        });
+        let checks = match &step.check {
+            Some(spec) => crate::compile::check::compile(
+                spec,
+                explicit,
+                &self.scope,
+                &mut self.problems.under(format!("{loc}: ")),
+            ),
+            None => Vec::new(),
+        };
+        let extract = self.extractors(step, loc, first_own_slot);
+        Some(StepPlan {
+            name: step.name.clone(),
+            metric,
+            request: request?,
+            accept,
+            needs_body: StepPlan::reads_body(&extract, &checks),
+            needs_headers: StepPlan::reads_headers(&extract, &checks),
+            checks,
+            think,
+            extract,
+            on_error: step.on_error,
+        })
+    }
+
+    /// A step's extractors, each into a VU value slot: a new one, or the same one when this
+    /// scenario extracted the name before (the later value replaces the earlier).
+    fn extractors(&mut self, step: &StepSpec, loc: &str, first_own_slot: usize) -> Vec<Extractor> {
+        let mut extract = Vec::new();
+        for (name, spec) in &step.extract {
+            let at = format!("{loc}: extract.{name}");
+            if name.is_empty() || name.starts_with("env.") || name == "baseUrl" || self.scope.consts.contains_key(name)
+            {
+                self.problems.add(at, "this name is already a variable or reserved");
+                continue;
+            }
+            if let Some(source) = self.data.iter().find(|d| {
+                name.strip_prefix(d.name.as_str())
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .is_some_and(|column| d.columns.iter().any(|c| c == column))
+            }) {
+                let message = format!("this name is a column of the data source `{}`; pick another name", source.name);
+                self.problems.add(at, message);
+                continue;
+            }
+            let slot = match self.scope.slots.get(name) {
+                Some(&slot) if slot >= first_own_slot => slot,
+                _ => {
+                    self.slot_count += 1;
+                    self.slot_count - 1
+                }
+            };
+            match crate::compile::extract::compile(name, spec, slot) {
+                Ok(e) => {
+                    self.scope.slots.insert(name.clone(), slot);
+                    extract.push(e);
+                }
+                Err(e) => self.problems.add(at, e),
+            }
+        }
+        extract
+    }
+
+    /// The thresholds, whose selectors must name existing scenarios and steps.
+    fn thresholds(&mut self) -> Vec<Threshold> {
+        let mut thresholds = Vec::new();
+        for (i, spec) in self.file.thresholds.iter().enumerate() {
+            let src = spec.expression();
+            match threshold::parse(src).and_then(|t| t.check_selectors(&self.step_keys).map(|()| t)) {
+                Ok(mut t) => {
+                    if let ThresholdSpec::Full(o) = spec {
+                        t.abort_on_fail = o.abort_on_fail;
+                        t.delay_abort_eval = o.delay_abort_eval.map(Dur::get).unwrap_or_default();
+                        if o.delay_abort_eval.is_some() && !o.abort_on_fail {
+                            self.problems
+                                .add(format!("thresholds[{i}].delayAbortEval"), "goes with `abortOnFail: true`");
+                        }
+                    }
+                    thresholds.push(t)
+                }
+                Err(e) => self.problems.add(format!("thresholds[{i}] `{src}`"), e),
+            }
+        }
+        thresholds
+    }
+
+    /// The group of the scenarios without a `load` of their own, picked by weight.
+    fn shared_group(&self, load: LoadPlan) -> GroupPlan {
+        let members: Vec<usize> =
+            (0..self.file.scenarios.len()).filter(|&i| self.file.scenarios[i].load.is_none()).collect();
         let cumulative_weights = members
             .iter()
-            .map(|&i| {
-                sum += u64::from(file.scenarios[i].weight);
-                sum
+            .scan(0u64, |sum, &i| {
+                *sum += u64::from(self.file.scenarios[i].weight);
+                Some(*sum)
             })
             .collect();
-        groups.push(GroupPlan { name: "default".into(), load, scenarios: members, cumulative_weights });
-    }
-    groups.extend(own_groups);
-    let transport = crate::compile::http::compile_transport(&file.http, files, &mut problems);
-    match (problems.is_empty(), groups.is_empty()) {
-        (true, false) => Ok(Plan {
-            name: file.name.clone(),
-            base_url,
-            groups,
-            scenarios,
-            step_keys,
-            slot_count: next_slot,
-            thresholds,
-            data,
-            cookies: file.http.cookies,
-            transport: Arc::new(transport),
-        }),
-        _ => Err(problems),
+        GroupPlan { name: "default".into(), load, scenarios: members, cumulative_weights }
     }
 }
 
 /// Where a named thing is, for messages: ``scenario `buy` `` when it has a name; else its
 /// position (`scenarios[2]`), with a problem saying the name is missing.
-fn location(name: &str, kind: &str, position: String, problems: &mut Vec<Problem>) -> String {
+fn location(name: &str, kind: &str, position: String, problems: &mut Problems) -> String {
     if name.trim().is_empty() {
         let what = kind.rsplit(' ').next().unwrap_or(kind);
-        problems.push(Problem::new(format!("{position}.name"), format!("a {what} needs a name")));
+        problems.add(format!("{position}.name"), format!("a {what} needs a name"));
         position
     } else {
         format!("{kind} `{name}`")
     }
 }
 
-fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Option<LoadPlan> {
+fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Problems) -> Option<LoadPlan> {
     let grace = |d: Option<Dur>| d.map(Dur::get).unwrap_or(DEFAULT_GRACE);
     let before = problems.len();
     let name = spec.executor.name();
     let mut not_for = |field: &str, set: bool| {
         if set {
-            problems.push(Problem::new(format!("{at}.{field}"), format!("does not apply to {name}")));
+            problems.add(format!("{at}.{field}"), format!("does not apply to {name}"));
         }
     };
     let plan = match spec.executor {
@@ -794,18 +666,18 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Optio
             not_for("gracefulRampDown", spec.graceful_ramp_down.is_some());
             let vus = spec.vus.unwrap_or(0);
             if spec.vus.is_none() {
-                problems.push(Problem::new(format!("{at}.vus"), "constant-vus needs `vus`"));
+                problems.add(format!("{at}.vus"), "constant-vus needs `vus`");
             } else if vus == 0 {
-                problems.push(Problem::new(format!("{at}.vus"), "must be at least 1"));
+                problems.add(format!("{at}.vus"), "must be at least 1");
             }
             if spec.duration.is_none() && spec.iterations.is_none() {
-                problems.push(Problem::new(at, "constant-vus needs `duration`, `iterations` or both"));
+                problems.add(at, "constant-vus needs `duration`, `iterations` or both");
             }
             if spec.duration.is_some_and(Dur::is_zero) {
-                problems.push(Problem::new(format!("{at}.duration"), "must be longer than 0s"));
+                problems.add(format!("{at}.duration"), "must be longer than 0s");
             }
             if spec.iterations == Some(0) {
-                problems.push(Problem::new(format!("{at}.iterations"), "must be at least 1"));
+                problems.add(format!("{at}.iterations"), "must be at least 1");
             }
             LoadPlan::ConstantVus {
                 vus,
@@ -821,21 +693,21 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Optio
             let stages = &spec.stages;
             let start_vus = spec.start_vus.unwrap_or(0);
             if stages.is_empty() {
-                problems.push(Problem::new(format!("{at}.stages"), "ramping-vus needs at least one stage"));
+                problems.add(format!("{at}.stages"), "ramping-vus needs at least one stage");
             }
             for (i, s) in stages.iter().enumerate() {
                 if s.duration.is_none() {
-                    problems.push(Problem::new(format!("{at}.stages[{i}]"), "stage has no `duration`"));
+                    problems.add(format!("{at}.stages[{i}]"), "stage has no `duration`");
                 }
             }
             if !stages.is_empty() && stages.iter().all(|s| s.target == 0) && start_vus == 0 {
-                problems.push(Problem::new(format!("{at}.stages"), "every target is 0, so no VU would ever run"));
+                problems.add(format!("{at}.stages"), "every target is 0, so no VU would ever run");
             }
             if !stages.is_empty()
                 && stages.iter().all(|s| s.duration.is_some())
                 && stages.iter().map(|s| s.duration.unwrap_or_default().get()).sum::<Duration>().is_zero()
             {
-                problems.push(Problem::new(format!("{at}.stages"), "the stages last 0s in total"));
+                problems.add(format!("{at}.stages"), "the stages last 0s in total");
             }
             LoadPlan::RampingVus {
                 start_vus,
@@ -859,63 +731,54 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Optio
             }
             let unit = spec.time_unit.map(Dur::get).unwrap_or(Duration::from_secs(1));
             if unit.is_zero() {
-                problems.push(Problem::new(format!("{at}.timeUnit"), "must be longer than 0s"));
+                problems.add(format!("{at}.timeUnit"), "must be longer than 0s");
             }
             let per_sec = |n: u32| if unit.is_zero() { 0.0 } else { f64::from(n) / unit.as_secs_f64() };
             let (max_vus, pre) = match (spec.max_vus, spec.pre_allocated_vus) {
                 (None, None) => {
-                    problems.push(Problem::new(
+                    problems.add(
                         format!("{at}.preAllocatedVUs"),
                         format!("{name} needs `preAllocatedVUs` (and may set `maxVUs`)"),
-                    ));
+                    );
                     (0, 0)
                 }
                 (Some(max), pre) => (max, pre.unwrap_or(max.min(100))),
                 (None, Some(pre)) => (pre, pre),
             };
             if max_vus == 0 && (spec.max_vus.is_some() || spec.pre_allocated_vus.is_some()) {
-                problems.push(Problem::new(format!("{at}.maxVUs"), "must be at least 1"));
+                problems.add(format!("{at}.maxVUs"), "must be at least 1");
             }
             if pre > max_vus {
-                problems
-                    .push(Problem::new(format!("{at}.preAllocatedVUs"), format!("is more than maxVUs ({max_vus})")));
+                problems.add(format!("{at}.preAllocatedVUs"), format!("is more than maxVUs ({max_vus})"));
             }
             let (start_rate, stages) = if constant {
                 let rate = spec.rate.unwrap_or(0);
                 if spec.rate.is_none() {
-                    problems.push(Problem::new(format!("{at}.rate"), "constant-arrival-rate needs `rate`"));
+                    problems.add(format!("{at}.rate"), "constant-arrival-rate needs `rate`");
                 } else if rate == 0 {
-                    problems.push(Problem::new(format!("{at}.rate"), "must be at least 1"));
+                    problems.add(format!("{at}.rate"), "must be at least 1");
                 }
                 match spec.duration {
-                    None => {
-                        problems.push(Problem::new(format!("{at}.duration"), "constant-arrival-rate needs `duration`"))
-                    }
-                    Some(d) if d.is_zero() => {
-                        problems.push(Problem::new(format!("{at}.duration"), "must be longer than 0s"))
-                    }
+                    None => problems.add(format!("{at}.duration"), "constant-arrival-rate needs `duration`"),
+                    Some(d) if d.is_zero() => problems.add(format!("{at}.duration"), "must be longer than 0s"),
                     Some(_) => {}
                 }
                 let d = spec.duration.map(Dur::get).unwrap_or_default();
                 (per_sec(rate), vec![(d, per_sec(rate))])
             } else {
                 if spec.stages.is_empty() {
-                    problems
-                        .push(Problem::new(format!("{at}.stages"), "ramping-arrival-rate needs at least one stage"));
+                    problems.add(format!("{at}.stages"), "ramping-arrival-rate needs at least one stage");
                 }
                 for (i, st) in spec.stages.iter().enumerate() {
                     if st.duration.is_none() {
-                        problems.push(Problem::new(format!("{at}.stages[{i}]"), "stage has no `duration`"));
+                        problems.add(format!("{at}.stages[{i}]"), "stage has no `duration`");
                     }
                 }
                 if !spec.stages.is_empty()
                     && spec.start_rate.unwrap_or(0) == 0
                     && spec.stages.iter().all(|s| s.target == 0)
                 {
-                    problems.push(Problem::new(
-                        format!("{at}.stages"),
-                        "every rate is 0, so no iteration would ever start",
-                    ));
+                    problems.add(format!("{at}.stages"), "every rate is 0, so no iteration would ever start");
                 }
                 let stages =
                     spec.stages.iter().map(|s| (s.duration.unwrap_or_default().get(), per_sec(s.target))).collect();
@@ -934,202 +797,19 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Vec<Problem>) -> Optio
     (problems.len() == before).then_some(plan)
 }
 
-fn compile_request(
-    req: &RequestSpec,
-    file: &ScenarioFile,
-    scope: &Scope,
-    files: Files<'_>,
-    loc: &str,
-    problems: &mut Vec<Problem>,
-) -> Option<RequestPlan> {
-    let before = problems.len();
-    let mut tpl = |field: &str, src: &str, escape: Escape| -> Template {
-        Template::compile(src, scope, escape).unwrap_or_else(|e| {
-            problems.push(Problem::new(format!("{loc}: {field}"), e.to_string()));
-            Template::literal("")
-        })
-    };
-    let method = req.method.trim().to_ascii_uppercase();
-    let url_ok = Template::compile(&req.url, scope, Escape::None).is_ok();
-    let url = tpl("request.url", &req.url, Escape::None);
-    let mut headers: Vec<(String, Template)> = Vec::new();
-    for (name, value) in
-        file.http.headers.iter().filter(|(n, _)| !req.headers.keys().any(|k| k.eq_ignore_ascii_case(n)))
-    {
-        headers.push((name.to_ascii_lowercase(), tpl(&format!("http.headers.{name}"), value, Escape::None)));
-    }
-    for (name, value) in &req.headers {
-        headers.push((name.to_ascii_lowercase(), tpl(&format!("request.headers.{name}"), value, Escape::None)));
-    }
-    let query: Vec<(String, Template)> = req
-        .query
-        .iter()
-        .map(|(k, v)| {
-            (
-                form_urlencoded::byte_serialize(k.as_bytes()).collect(),
-                tpl(&format!("request.query.{k}"), v, Escape::None),
-            )
-        })
-        .collect();
-    // Problems found while `tpl` (which borrows `problems`) is in use.
-    let mut extra: Vec<Problem> = Vec::new();
-    let kinds = [req.body.is_some(), req.json.is_some(), req.form.is_some(), req.multipart.is_some()];
-    let body = if kinds.iter().filter(|k| **k).count() > 1 {
-        extra.push(Problem::new(
-            format!("{loc}: request"),
-            "set one of `body`, `json`, `form` or `multipart`, not several",
-        ));
-        None
-    } else if let Some(text) = &req.body {
-        Some(BodyPlan { kind: BodyKind::Text(tpl("request.body", text, Escape::None)), content_type: None })
-    } else if let Some(json) = &req.json {
-        let text = serde_json::to_string(json).unwrap_or_default();
-        Some(BodyPlan {
-            kind: BodyKind::Text(tpl("request.json", &text, Escape::JsonString)),
-            content_type: Some("application/json".into()),
-        })
-    } else if let Some(form) = &req.form {
-        let fields = form
-            .iter()
-            .map(|(k, v)| {
-                (
-                    form_urlencoded::byte_serialize(k.as_bytes()).collect(),
-                    tpl(&format!("request.form.{k}"), v, Escape::None),
-                )
-            })
-            .collect();
-        Some(BodyPlan { kind: BodyKind::Form(fields), content_type: Some("application/x-www-form-urlencoded".into()) })
-    } else if let Some(parts) = &req.multipart {
-        let mut compiled = Vec::new();
-        for (i, part) in parts.iter().enumerate() {
-            let field = format!("request.multipart[{i}]");
-            if part.name.trim().is_empty() {
-                extra.push(Problem::new(format!("{loc}: {field}.name"), "a part needs a name"));
-            }
-            for (what, v) in [
-                ("name", Some(&part.name)),
-                ("filename", part.filename.as_ref()),
-                ("contentType", part.content_type.as_ref()),
-            ] {
-                if v.is_some_and(|v| v.contains(['\r', '\n'])) {
-                    extra.push(Problem::new(format!("{loc}: {field}.{what}"), "must not contain line breaks"));
-                }
-            }
-            match (&part.value, &part.file) {
-                (Some(value), None) => {
-                    if part.filename.is_some() {
-                        extra.push(Problem::new(format!("{loc}: {field}.filename"), "goes with `file`"));
-                    }
-                    compiled.push(PartPlan::Field {
-                        name: part.name.clone(),
-                        value: tpl(&format!("{field}.value"), value, Escape::None),
-                        content_type: part.content_type.clone(),
-                    });
-                }
-                (None, Some(path)) => {
-                    let full = files.shown(path);
-                    match files.read(path).map_err(|e| e.to_string()) {
-                        Ok(bytes) => compiled.push(PartPlan::File {
-                            name: part.name.clone(),
-                            filename: part.filename.clone().unwrap_or_else(|| {
-                                full.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
-                            }),
-                            content_type: part
-                                .content_type
-                                .clone()
-                                .unwrap_or_else(|| "application/octet-stream".into()),
-                            bytes: bytes.into(),
-                        }),
-                        Err(e) => extra.push(Problem::new(format!("{loc}: {field}.file"), e)),
-                    }
-                }
-                _ => extra.push(Problem::new(format!("{loc}: {field}"), "set either `value` or `file`")),
-            }
-        }
-        let boundary = format!("stampede-{:016x}", fastrand::u64(..));
-        let content_type = format!("multipart/form-data; boundary={boundary}");
-        Some(BodyPlan { kind: BodyKind::Multipart { boundary, parts: compiled }, content_type: Some(content_type) })
-    } else {
-        None
-    };
-    problems.extend(extra);
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_') {
-        problems
-            .push(Problem::new(format!("{loc}: request.method"), format!("`{}` is not an HTTP method", req.method)));
-    }
-    for (name, value) in &headers {
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
-            problems
-                .push(Problem::new(format!("{loc}: request.headers"), format!("`{name}` is not a valid header name")));
-        }
-        if value.as_const().is_some_and(|v| v.contains(['\r', '\n'])) {
-            problems.push(Problem::new(
-                format!("{loc}: request.headers.{name}"),
-                "a header value must not contain line breaks",
-            ));
-        }
-        if matches!(name.as_str(), "host" | "content-length" | "transfer-encoding") {
-            problems.push(Problem::new(format!("{loc}: request.headers.{name}"), "this header is set by Stampede"));
-        }
-    }
-    // A URL made only of constants must be valid now; one with per-VU parts is checked when sent.
-    if let Some(u) = url.as_const().filter(|_| url_ok) {
-        if !u.is_empty()
-            && let Err(e) = HttpUrl::parse(u)
-        {
-            problems.push(Problem::new(format!("{loc}: request.url"), e));
-        } else if u.is_empty() {
-            problems.push(Problem::new(format!("{loc}: request.url"), "the URL is empty"));
-        }
-    }
-    let timeout = req.timeout.unwrap_or(file.http.timeout).get();
-    if timeout.is_zero() {
-        problems.push(Problem::new(format!("{loc}: request.timeout"), "must be longer than 0s"));
-    }
-    if problems.len() != before {
-        return None;
-    }
-    let mut plan = RequestPlan {
-        method,
-        url,
-        query,
-        headers,
-        body,
-        timeout,
-        connect_timeout: file.http.connect_timeout.get().min(timeout),
-        redirects: req.redirects.unwrap_or(file.http.redirects),
-        fixed: None,
-    };
-    let all_fixed = plan.url.as_const().is_some()
-        && plan.query.iter().all(|(_, v)| v.as_const().is_some())
-        && plan.headers.iter().all(|(_, v)| v.as_const().is_some())
-        && plan.body.as_ref().is_none_or(BodyPlan::is_const);
-    if all_fixed {
-        let mut bytes = Vec::new();
-        match plan.render(&[], &mut bytes) {
-            Ok(target) => plan.fixed = Some(FixedRequest { target, bytes: bytes.into() }),
-            Err(e) => {
-                problems.push(Problem::new(format!("{loc}: request.url"), e));
-                return None;
-            }
-        }
-    }
-    Some(plan)
-}
-
-fn compile_status(spec: &StatusSpec, loc: &str, problems: &mut Vec<Problem>) -> StatusCheck {
+fn compile_status(spec: &StatusSpec, loc: &str, problems: &mut Problems) -> StatusCheck {
     let items: Vec<&StatusItem> = match spec {
         StatusSpec::One(i) => vec![i],
         StatusSpec::Many(v) => v.iter().collect(),
     };
     if items.is_empty() {
-        problems.push(Problem::new(loc, "the list of accepted statuses is empty"));
+        problems.add(loc, "the list of accepted statuses is empty");
     }
     let mut ranges = Vec::new();
     for item in items {
         match parse_status_item(item) {
             Ok(r) => ranges.push(r),
-            Err(e) => problems.push(Problem::new(loc, e)),
+            Err(e) => problems.add(loc, e),
         }
     }
     StatusCheck { ranges }

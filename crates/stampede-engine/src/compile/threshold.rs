@@ -72,7 +72,7 @@ pub struct Threshold {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct ThresholdError(pub String);
+pub struct ThresholdError(String);
 
 impl fmt::Display for Threshold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

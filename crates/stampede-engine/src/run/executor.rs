@@ -1,4 +1,6 @@
-//! Closed workload models: `constant-vus` and `ramping-vus`.
+//! The workload models: closed (`constant-vus`, `ramping-vus`: VUs loop over iterations)
+//! and open (`constant-arrival-rate`, `ramping-arrival-rate`: iterations start on a schedule
+//! and take a free VU, and are counted as dropped when none is free).
 //!
 //! The run is split over worker threads, each with its own single-threaded tokio runtime.
 //! Virtual user *i* lives on worker *i mod threads*, owns its connection, its buffers and
@@ -23,7 +25,8 @@ use crate::client::exchange::{ExchangeError, Headers, ResponseInfo};
 use crate::client::transport::{self, VuConn, WorkerTransport};
 use crate::client::url::HttpUrl;
 use crate::compile::extract::ResponseView;
-use crate::compile::plan::{LoadPlan, Plan, RequestPlan, StepPlan};
+use crate::compile::plan::{LoadPlan, Plan, StepPlan};
+use crate::compile::request::RequestPlan;
 use crate::error::RunError;
 use crate::stats::metrics::{IntervalStats, StepStats, WorkerMetrics};
 use crate::stats::sysstat;
@@ -318,62 +321,12 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
     }
     drop(tx);
 
-    // Reporter: merge each interval once every live worker has sent it.
-    let mut pending: BTreeMap<u64, (Vec<bool>, IntervalStats, u32)> = BTreeMap::new();
-    let mut done = vec![false; threads];
-    let mut timeline: Vec<TimelinePoint> = Vec::new();
-    let mut prev_end = Duration::ZERO;
-    let mut latest: Vec<Option<Box<Totals>>> = (0..threads).map(|_| None).collect();
-    let mut emit = |index: u64, stats: IntervalStats, active: u32, now: Duration, latest: &[Option<Box<Totals>>]| {
-        let elapsed = (shared.tick * index as u32).min(now).max(prev_end);
-        let totals = shared.totals.then(|| {
-            let mut sum = Totals::default();
-            for t in latest.iter().flatten() {
-                sum.merge(t);
-            }
-            Arc::new(sum)
-        });
-        if let Some(t) = &totals {
-            abort_on_failed_thresholds(&shared, t, elapsed);
-        }
-        let tick = Tick { index, elapsed, length: elapsed - prev_end, active_vus: active, stats, totals };
-        on_tick(&tick);
-        timeline.push(timeline_point(&tick));
-        prev_end = elapsed;
-    };
+    let mut reporter = Reporter::new(&shared, threads, on_tick);
     for msg in rx {
-        let (worker, index, stats, active) = match msg {
-            WorkerMsg::Tick { worker, index, active, stats, totals } => {
-                if totals.is_some() {
-                    latest[worker] = totals;
-                }
-                (worker, index, stats, active)
-            }
-            WorkerMsg::Done { worker, index, stats, totals } => {
-                done[worker] = true;
-                if totals.is_some() {
-                    latest[worker] = totals;
-                }
-                (worker, index, stats, 0)
-            }
-        };
-        let entry = pending.entry(index).or_insert_with(|| (vec![false; threads], IntervalStats::default(), 0));
-        entry.0[worker] = true;
-        entry.1.merge(&stats);
-        entry.2 += active;
-        while let Some(first) = pending.first_entry() {
-            let complete = first.get().0.iter().zip(&done).all(|(seen, done)| *seen || *done);
-            if !complete {
-                break;
-            }
-            let (index, (_, stats, active)) = first.remove_entry();
-            emit(index, stats, active, start.elapsed(), &latest);
-        }
+        reporter.receive(msg, start.elapsed());
     }
     let duration = start.elapsed();
-    for (index, (_, stats, active)) in std::mem::take(&mut pending) {
-        emit(index, stats, active, duration, &latest);
-    }
+    let timeline = reporter.finish(duration);
 
     let mut merged: Option<WorkerMetrics> = None;
     let mut worker_cpu = Duration::ZERO;
@@ -405,6 +358,109 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         error_samples,
         aborted: shared.aborted.get().cloned(),
     })
+}
+
+/// One reporting interval, being assembled from the workers' snapshots.
+struct PendingTick {
+    /// Which workers sent their part.
+    seen: Vec<bool>,
+    stats: IntervalStats,
+    active_vus: u32,
+}
+
+/// Merges the workers' interval snapshots into ticks, in order: an interval is complete once
+/// every worker still running has sent its part. Runs on the calling thread.
+struct Reporter<'a> {
+    shared: &'a Shared,
+    pending: BTreeMap<u64, PendingTick>,
+    /// Workers that have finished (they send no more intervals).
+    done: Vec<bool>,
+    /// Each worker's latest cumulative totals (when ticks carry totals).
+    latest: Vec<Option<Box<Totals>>>,
+    /// The end of the last tick emitted.
+    prev_end: Duration,
+    timeline: Vec<TimelinePoint>,
+    on_tick: &'a mut dyn FnMut(&Tick),
+}
+
+impl<'a> Reporter<'a> {
+    fn new(shared: &'a Shared, threads: usize, on_tick: &'a mut dyn FnMut(&Tick)) -> Self {
+        Reporter {
+            shared,
+            pending: BTreeMap::new(),
+            done: vec![false; threads],
+            latest: (0..threads).map(|_| None).collect(),
+            prev_end: Duration::ZERO,
+            timeline: Vec::new(),
+            on_tick,
+        }
+    }
+
+    /// Takes in one worker message (`now`: time since the start) and emits every interval it
+    /// completes.
+    fn receive(&mut self, msg: WorkerMsg, now: Duration) {
+        let threads = self.done.len();
+        let (worker, index, stats, active, totals) = match msg {
+            WorkerMsg::Tick { worker, index, active, stats, totals } => (worker, index, stats, active, totals),
+            WorkerMsg::Done { worker, index, stats, totals } => {
+                self.done[worker] = true;
+                (worker, index, stats, 0, totals)
+            }
+        };
+        if totals.is_some() {
+            self.latest[worker] = totals;
+        }
+        let entry = self.pending.entry(index).or_insert_with(|| PendingTick {
+            seen: vec![false; threads],
+            stats: IntervalStats::default(),
+            active_vus: 0,
+        });
+        entry.seen[worker] = true;
+        entry.stats.merge(&stats);
+        entry.active_vus += active;
+        while let Some(first) = self.pending.first_entry() {
+            let complete = first.get().seen.iter().zip(&self.done).all(|(seen, done)| *seen || *done);
+            if !complete {
+                break;
+            }
+            let (index, tick) = first.remove_entry();
+            self.emit(index, tick, now);
+        }
+    }
+
+    /// Emits what is left when every worker has finished, and returns the timeline.
+    fn finish(mut self, now: Duration) -> Vec<TimelinePoint> {
+        for (index, tick) in std::mem::take(&mut self.pending) {
+            self.emit(index, tick, now);
+        }
+        self.timeline
+    }
+
+    fn emit(&mut self, index: u64, tick: PendingTick, now: Duration) {
+        let shared = self.shared;
+        let elapsed = (shared.tick * index as u32).min(now).max(self.prev_end);
+        let totals = shared.totals.then(|| {
+            let mut sum = Totals::default();
+            for t in self.latest.iter().flatten() {
+                sum.merge(t);
+            }
+            Arc::new(sum)
+        });
+        if let Some(t) = &totals {
+            abort_on_failed_thresholds(shared, t, elapsed);
+        }
+        let tick = Tick {
+            index,
+            elapsed,
+            length: elapsed - self.prev_end,
+            active_vus: tick.active_vus,
+            stats: tick.stats,
+            totals,
+        };
+        (self.on_tick)(&tick);
+        self.timeline.push(timeline_point(&tick));
+        self.prev_end = elapsed;
+    }
 }
 
 fn worker_main(
@@ -903,6 +959,33 @@ fn extract(
 
 const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
 
+/// The request a redirect asks for.
+#[derive(Debug, PartialEq)]
+struct Hop {
+    url: HttpUrl,
+    /// The method becomes GET.
+    to_get: bool,
+    /// The body goes again (307, 308, and 301/302 after anything but a POST).
+    keep_body: bool,
+    /// Same scheme, host and port: credentials and cookies set by hand may go along.
+    same_origin: bool,
+}
+
+/// Where answer `status` with header `location` leads from `from`, requested with `method`:
+/// 303, and 301/302 after a POST, continue with GET and no body, as browsers do.
+fn redirect(status: u16, location: &str, from: &HttpUrl, method: &str) -> Result<Hop, String> {
+    let scheme = if from.tls { "https" } else { "http" };
+    let base = format!("{scheme}://{}{}", from.authority, from.path_and_query);
+    let url = url::Url::parse(&base)
+        .and_then(|b| b.join(location))
+        .map_err(|e| e.to_string())
+        .and_then(|u| HttpUrl::parse(u.as_str()))
+        .map_err(|e| format!("cannot follow the redirect to `{location}`: {e}"))?;
+    let keep_body = matches!(status, 307 | 308) || (status != 303 && method != "POST");
+    let same_origin = url.host == from.host && url.port == from.port && url.tls == from.tls;
+    Ok(Hop { url, to_get: !keep_body && method != "HEAD", keep_body, same_origin })
+}
+
 /// Sends one request on the VU's connection and reads the answer, following redirects;
 /// returns the final answer with the bytes sent and received over the whole chain. Cookies
 /// from the VU's jar go with each request, and cookies set by each answer go into it.
@@ -980,43 +1063,25 @@ async fn send(
             }
             let location = headers.get("location").filter(|_| REDIRECTS.contains(&info.status) && hops_left > 0);
             let Some(location) = location else { return Ok(ResponseInfo { first_byte, ..info }) };
-            let scheme = if target.tls { "https" } else { "http" };
-            let base = format!("{scheme}://{}{}", target.authority, target.path_and_query);
-            let next = url::Url::parse(&base)
-                .and_then(|b| b.join(location))
-                .map_err(|e| e.to_string())
-                .and_then(|u| HttpUrl::parse(u.as_str()));
-            let next = match next {
-                Ok(t) => t,
-                Err(e) => {
-                    let message = format!("cannot follow the redirect to `{location}`: {e}");
-                    return Err(ExchangeError { kind: ErrorKind::Protocol, message, answered: true });
-                }
-            };
-            // 303, and 301/302 after a POST, continue with GET and no body (as browsers do).
-            let keep_method = matches!(info.status, 307 | 308) || (info.status != 303 && method != "POST");
-            if !keep_method && method != "HEAD" {
-                method = Cow::Borrowed("GET");
-            }
-            let body_bytes = keep_method.then(|| {
+            let hop = redirect(info.status, location, &target, &method).map_err(|message| ExchangeError {
+                kind: ErrorKind::Protocol,
+                message,
+                answered: true,
+            })?;
+            let body_bytes = hop.keep_body.then(|| {
                 let mut b = Vec::new();
                 if let Some(bp) = &req.body {
                     bp.render_into(slots, &mut b);
                 }
                 b
             });
-            let same_host = next.host == target.host && next.port == target.port && next.tls == target.tls;
-            let mut out = Vec::new();
-            req.render_redirect(
-                &method,
-                &next,
-                same_host,
-                slots,
-                body_bytes.as_deref().filter(|b| !b.is_empty()),
-                &mut out,
-            );
-            *extra_buf = out;
-            target = Cow::Owned(next);
+            if hop.to_get {
+                method = Cow::Borrowed("GET");
+            }
+            extra_buf.clear();
+            let resent = body_bytes.as_deref().filter(|b| !b.is_empty());
+            req.render_redirect(&method, &hop.url, hop.same_origin, slots, resent, extra_buf);
+            target = Cow::Owned(hop.url);
             hops_left -= 1;
             redirected = true;
             body.clear();
@@ -1046,6 +1111,29 @@ fn timeline_point(t: &Tick) -> TimelinePoint {
         p50_ms: q(0.5),
         p99_ms: q(0.99),
         max_ms: if h.is_empty() { 0.0 } else { round3(h.max() as f64 / 1000.0) },
+    }
+}
+
+#[cfg(test)]
+mod redirects {
+    use super::*;
+
+    #[test]
+    fn a_redirect_keeps_or_drops_the_method_and_body_as_browsers_do() {
+        let from = HttpUrl::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        let hop = redirect(302, "c", &from, "GET").unwrap();
+        assert_eq!(hop.url.path_and_query, "/a/c");
+        assert!(!hop.to_get && hop.keep_body && hop.same_origin);
+        let hop = redirect(303, "/d", &from, "POST").unwrap();
+        assert!(hop.to_get && !hop.keep_body);
+        let hop = redirect(302, "/d", &from, "POST").unwrap();
+        assert!(hop.to_get && !hop.keep_body, "302 after a POST continues with GET");
+        let hop = redirect(307, "https://127.0.0.1:8443/e", &from, "PURGE").unwrap();
+        assert!(!hop.to_get && hop.keep_body && !hop.same_origin);
+        let hop = redirect(303, "/f", &from, "HEAD").unwrap();
+        assert!(!hop.to_get, "HEAD stays HEAD");
+        let err = redirect(301, "ftp://x/", &from, "GET").unwrap_err();
+        assert!(err.starts_with("cannot follow the redirect to `ftp://x/`"), "{err}");
     }
 }
 

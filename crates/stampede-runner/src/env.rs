@@ -1,0 +1,110 @@
+//! What a runner learns from its environment: the operator's contract with its runner pods.
+
+use std::net::SocketAddr;
+
+use stampede_api::env;
+
+/// Most runners a LoadTest may have (the CRD's limit).
+pub(crate) const MAX_RUNNERS: u32 = 1000;
+
+/// An environment variable that is missing or wrong, named.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvError(String);
+
+/// What a runner learns from its environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerEnv {
+    pub loadtest: String,
+    pub namespace: String,
+    pub index: u32,
+    pub runners: u32,
+    /// Where to serve `/metrics` (`None`: nowhere).
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Reads the runner's environment through `get` (e.g. `std::env::var`): the LoadTest's name and
+/// namespace, the runner count and Kubernetes' `JOB_COMPLETION_INDEX`.
+pub fn parse_env(get: impl Fn(&str) -> Option<String>) -> Result<RunnerEnv, EnvError> {
+    let required = |name: &str| -> Result<String, EnvError> {
+        let v = get(name).ok_or_else(|| EnvError(format!("{name} is not set")))?;
+        let v = v.trim().to_string();
+        if v.is_empty() { Err(EnvError(format!("{name} is empty"))) } else { Ok(v) }
+    };
+    let number = |name: &str| -> Result<u32, EnvError> {
+        let v = required(name)?;
+        v.parse::<u32>().map_err(|_| EnvError(format!("{name}={v:?} is not a non-negative integer")))
+    };
+    let loadtest = required(env::LOADTEST)?;
+    let namespace = required(env::NAMESPACE)?;
+    let runners = number(env::RUNNERS)?;
+    let index = number(env::RUNNER_INDEX)?;
+    if !(1..=MAX_RUNNERS).contains(&runners) {
+        return Err(EnvError(format!("{}={runners} is out of range (1–{MAX_RUNNERS})", env::RUNNERS)));
+    }
+    if index >= runners {
+        return Err(EnvError(format!("{}={index} is not below {}={runners}", env::RUNNER_INDEX, env::RUNNERS)));
+    }
+    let metrics_addr = match get(env::METRICS_ADDR).map(|v| v.trim().to_string()) {
+        None => Some(SocketAddr::from(([0, 0, 0, 0], stampede_api::METRICS_PORT))),
+        Some(v) if v.is_empty() || v == "off" => None,
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| EnvError(format!("{}={v:?} is not an address like 0.0.0.0:9464", env::METRICS_ADDR)))?,
+        ),
+    };
+    Ok(RunnerEnv { loadtest, namespace, index, runners, metrics_addr })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| map.get(k).cloned()
+    }
+
+    const GOOD: [(&str, &str); 4] = [
+        ("STAMPEDE_LOADTEST", "checkout"),
+        ("STAMPEDE_NAMESPACE", "load"),
+        ("STAMPEDE_RUNNERS", "3"),
+        ("JOB_COMPLETION_INDEX", "2"),
+    ];
+
+    #[test]
+    fn env_parses_the_operators_contract() {
+        let env = parse_env(env_of(&GOOD)).unwrap();
+        assert_eq!(
+            env,
+            RunnerEnv {
+                loadtest: "checkout".into(),
+                namespace: "load".into(),
+                index: 2,
+                runners: 3,
+                metrics_addr: Some(([0, 0, 0, 0], 9464).into())
+            }
+        );
+    }
+
+    #[test]
+    fn env_problems_name_the_variable() {
+        let with = |k: &str, v: Option<&str>| {
+            let mut pairs: Vec<(&str, &str)> = GOOD.iter().copied().filter(|(n, _)| *n != k).collect();
+            if let Some(v) = v {
+                pairs.push((k, v));
+            }
+            parse_env(env_of(&pairs)).unwrap_err().to_string()
+        };
+        assert!(with("STAMPEDE_LOADTEST", None).contains("STAMPEDE_LOADTEST is not set"));
+        assert!(with("STAMPEDE_NAMESPACE", Some("  ")).contains("STAMPEDE_NAMESPACE is empty"));
+        assert!(with("STAMPEDE_RUNNERS", Some("two")).contains("STAMPEDE_RUNNERS=\"two\""));
+        assert!(with("STAMPEDE_RUNNERS", Some("0")).contains("out of range"));
+        assert!(with("STAMPEDE_RUNNERS", Some("1001")).contains("out of range"));
+        assert!(with("JOB_COMPLETION_INDEX", Some("-1")).contains("JOB_COMPLETION_INDEX"));
+        assert!(with("JOB_COMPLETION_INDEX", Some("3")).contains("not below STAMPEDE_RUNNERS=3"));
+        assert!(with("JOB_COMPLETION_INDEX", None).contains("JOB_COMPLETION_INDEX is not set"));
+    }
+}

@@ -1,0 +1,551 @@
+//! The in-cluster runner: one pod of a LoadTest's Indexed Job (`stampede runner` calls [`main`]).
+//!
+//! One runner, index `i` of `N`:
+//! 1. reads its environment ([`env`]), GETs the scenario ConfigMap and takes its exact
+//!    share of the load (`LoadSpec::share`);
+//! 2. prepares (compiles; `baseUrl: builtin` starts a built-in target), resolves the base URL's
+//!    host once, and reports `Ready` in its result ConfigMap;
+//! 3. watches its LoadTest (GET, then a watch with a `metadata.name` field selector) until
+//!    `status.startAt`, and starts at that wall-clock instant (at once if it has passed);
+//! 4. runs, reporting `Running` with a cumulative `live` total every 2 s;
+//!    `spec.abort`, a finished phase or the LoadTest's deletion stop it, keeping partial results;
+//! 5. reports `Done` with its per-step counters and histograms.
+//!
+//! A runner whose report already says `Done` (its pod restarted after the final report) exits 0
+//! at once. SIGTERM stops the wait or the run; the runner reports `Failed` ("terminated"),
+//! keeping partial results, and exits 143.
+//!
+//! Exit codes: 0 done (whatever the requests or thresholds did: the operator judges the merged
+//! result), 2 invalid input (environment, scenario), 3 could not run (API errors, the target
+//! cannot be resolved, the run failed), 143 terminated by SIGTERM. On 2 and 3 the runner
+//! reports `Failed` with a message when it can.
+//!
+//! Modules: [`env`] (the environment), `clock` (the start instant), `report` and `view` (pure
+//! values: the reports it writes, what it sees of its LoadTest), `api` (its I/O with the API
+//! server); this file runs the phases above in order.
+
+pub mod env;
+
+mod api;
+mod clock;
+mod report;
+mod view;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client, ResourceExt as _};
+use stampede_api::{LoadTest, RunnerReport, RunnerState, SCENARIO_KEY, names};
+use stampede_engine::{
+    CompileOptions, Exporter, HttpUrl, IntervalStats, MetricsServer, Plan, PrepareError, Prepared, RunError,
+    RunOptions, RunOutcome, ScenarioError, Tick, portable,
+};
+use stampede_model::StepKey;
+use stampede_model::portable::PortableStep;
+use stampede_model::report::{Report, round3};
+use stampede_model::scenario::ScenarioFile;
+use tokio::sync::watch;
+use tracing::{debug, error, info, warn};
+
+use crate::api::{API_ATTEMPTS, FINAL_ATTEMPTS, LIVE_EVERY, Reporter, live_reports, retry, watch_loadtest};
+use crate::clock::{format_micros, parse_start_at, signed_micros, start_delay, wait_precisely};
+use crate::env::{RunnerEnv, parse_env};
+use crate::report::{empty_done_report, failed_report};
+use crate::view::View;
+
+/// Why a runner could not do its part; [`RunnerError::exit_code`] says how it exits.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The scenario ConfigMap lacks its key: exit 2.
+    #[error("ConfigMap {config_map} has no key {SCENARIO_KEY}")]
+    NoScenario { config_map: String },
+    /// The scenario does not parse or is invalid: exit 2.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// An API call failed (after retries): exit 3.
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The built-in target or the worker threads could not start: exit 3.
+    #[error("cannot prepare the run: {0}")]
+    Prepare(#[source] RunError),
+    /// The base URL's host does not resolve: exit 3.
+    #[error("{0}")]
+    Resolve(String),
+    /// The LoadTest could not be followed, or its start instant read: exit 3.
+    #[error("{0}")]
+    LoadTest(String),
+    /// The run itself failed: exit 3.
+    #[error("the run failed: {0}")]
+    Run(#[source] RunError),
+}
+
+impl RunnerError {
+    /// 2 for invalid input, 3 when the runner could not run.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunnerError::NoScenario { .. } | RunnerError::Scenario(_) => 2,
+            _ => 3,
+        }
+    }
+
+    fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> RunnerError {
+        let what = what.into();
+        move |source| RunnerError::Api { what, source }
+    }
+}
+
+/// Entry point of `stampede runner`.
+pub fn main() -> ExitCode {
+    let env = match parse_env(|k| std::env::var(k).ok()) {
+        Ok(env) => env,
+        Err(e) => {
+            error!("invalid runner environment: {e}");
+            eprintln!("error: invalid runner environment: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start a runtime: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let code = rt.block_on(run(env));
+    // Do not wait for lingering blocking tasks (e.g. a run that ignored the interrupt).
+    rt.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+async fn run(env: RunnerEnv) -> ExitCode {
+    info!(loadtest = %env.loadtest, namespace = %env.namespace, index = env.index, runners = env.runners, "runner starting");
+    let client = match Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            error!("cannot build a Kubernetes client: {e}");
+            eprintln!("error: cannot build a Kubernetes client: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let reporter = Reporter {
+        api: Api::namespaced(client.clone(), &env.namespace),
+        name: names::result_config_map(&env.loadtest, env.index),
+        index: env.index,
+    };
+    let terminated = Arc::new(AtomicBool::new(false));
+    match runner(&env, &client, &reporter, terminated.clone()).await {
+        Ok(()) if terminated.load(Ordering::Relaxed) => ExitCode::from(143),
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            let message = error_chain(&failure);
+            error!("runner failed: {message}");
+            eprintln!("error: {message}");
+            if let Err(e) = reporter.send(&failed_report(env.index, message), API_ATTEMPTS).await {
+                warn!("cannot report the failure: {e}");
+            }
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+/// An error with its causes, `outer: inner: …`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// This runner's part of the LoadTest, compiled once.
+struct Share {
+    index: u32,
+    /// Every step of the scenario, which every runner reports, with or without work.
+    step_keys: Vec<StepKey>,
+    scenario_names: Vec<String>,
+    /// The compiled share of the load; `None` when it is empty.
+    prepared: Option<Prepared>,
+}
+
+impl Share {
+    /// The final report of a runner that ran nothing (an empty share, or stopped before the
+    /// start): every step with zero counts, so it merges like any other.
+    fn empty_done(&self, started_at: Option<SystemTime>) -> RunnerReport {
+        empty_done_report(self.index, &self.step_keys, &self.scenario_names, started_at)
+    }
+}
+
+/// The phases of one runner: load its share, get ready, wait for the start, run, report.
+async fn runner(
+    env: &RunnerEnv,
+    client: &Client,
+    reporter: &Reporter,
+    terminated: Arc<AtomicBool>,
+) -> Result<(), RunnerError> {
+    // A runner that already finished (its pod restarted after the final report) does not run
+    // its share again.
+    if let Some(previous) = reporter.current().await
+        && previous.state == RunnerState::Done
+    {
+        info!("this runner already reported Done; not running again");
+        return Ok(());
+    }
+    let share = load_share(env, client).await?;
+    let exporter = share.prepared.as_ref().map(|p| Arc::new(exporter(env, &p.plan)));
+    let _metrics_server = serve_metrics(exporter.as_ref(), env.metrics_addr);
+    let view_rx = follow_loadtest(env, client).await?;
+    spawn_sigterm_watch(terminated.clone());
+    reporter
+        .send(&RunnerReport::new(env.index, RunnerState::Ready), API_ATTEMPTS)
+        .await
+        .map_err(RunnerError::api("cannot report Ready"))?;
+    info!("ready; waiting for status.startAt");
+
+    let Some(start_at) = wait_for_start(env, view_rx.clone(), &terminated).await? else {
+        return finish(reporter, share.empty_done(None), &terminated).await;
+    };
+    let done = run_share(share, start_at, view_rx, exporter, reporter, &terminated).await?;
+    finish(reporter, done, &terminated).await
+}
+
+/// 1. Reads the scenario, takes this runner's share of the load and compiles it: the share when
+///    it has work (starting a built-in target when asked, and resolving the base URL's host),
+///    else the whole scenario, for the names of the steps it reports.
+async fn load_share(env: &RunnerEnv, client: &Client) -> Result<Share, RunnerError> {
+    let cm_name = names::scenario_config_map(&env.loadtest);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &env.namespace);
+    let cm = retry(&format!("get configmap {cm_name}"), API_ATTEMPTS, || config_maps.get(&cm_name))
+        .await
+        .map_err(RunnerError::api(format!("cannot read the scenario ConfigMap {cm_name}")))?;
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SCENARIO_KEY))
+        .ok_or_else(|| RunnerError::NoScenario { config_map: cm_name.clone() })?;
+    let path = PathBuf::from(format!("configmap/{cm_name}/{SCENARIO_KEY}"));
+    let whole = stampede_engine::parse_str(text, &path)?;
+    let mut scenario = whole.clone();
+    scenario.share(env.index, env.runners);
+    let (plan, prepared) = if scenario.has_work() {
+        let prepared = prepare(&scenario, &path, (env.index, env.runners))?;
+        resolve_base_url(&prepared.plan).await?;
+        info!(
+            vus = prepared.plan.max_vus(),
+            executor = prepared.plan.executor_name(),
+            base_url = prepared.plan.base_url.as_deref().unwrap_or("-"),
+            "prepared this runner's share"
+        );
+        (prepared.plan.clone(), Some(prepared))
+    } else {
+        info!("this runner's share of the load is empty; it will report an empty result");
+        // An empty share has no load to compile; the whole scenario names the steps.
+        let full = stampede_engine::validate(&whole, &path, &compile_options(None))?;
+        (Arc::new(full), None)
+    };
+    Ok(Share {
+        index: env.index,
+        step_keys: plan.step_keys.clone(),
+        scenario_names: plan.scenarios.iter().map(|s| s.name.clone()).collect(),
+        prepared,
+    })
+}
+
+/// Where spec.data is mounted (STAMPEDE_DATA_DIR): the scenario's relative paths start there.
+fn data_dir() -> Option<PathBuf> {
+    std::env::var_os(stampede_api::env::DATA_DIR).map(PathBuf::from)
+}
+
+/// Compile options of a runner; `unique` data rows are partitioned by runner (`partition`:
+/// index, count), so no row is used by two runners.
+fn compile_options(partition: Option<(u32, u32)>) -> CompileOptions {
+    CompileOptions { data_partition: partition, base_dir: data_dir(), ..CompileOptions::default() }
+}
+
+/// Compiles this runner's share, starting a built-in target when the scenario asks for one.
+fn prepare(scenario: &ScenarioFile, path: &Path, partition: (u32, u32)) -> Result<Prepared, RunnerError> {
+    stampede_engine::prepare(scenario, path, compile_options(Some(partition))).map_err(|e| match e {
+        PrepareError::Invalid(e) => RunnerError::Scenario(e),
+        PrepareError::Run(e) => RunnerError::Prepare(e),
+    })
+}
+
+/// Resolves the base URL's host once, so that a name that does not resolve fails the runner
+/// before the start rather than every request after it.
+async fn resolve_base_url(plan: &Plan) -> Result<(), RunnerError> {
+    let Some(url) = plan.base_url.as_deref() else { return Ok(()) };
+    let target = HttpUrl::parse(url).map_err(|e| RunnerError::Resolve(format!("base URL {url}: {e}")))?;
+    let mut last = None;
+    for attempt in 0..3u32 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let lookup = tokio::net::lookup_host((target.host.as_str(), target.port));
+        match tokio::time::timeout(Duration::from_secs(5), lookup).await {
+            Ok(Ok(mut addrs)) => {
+                if let Some(addr) = addrs.next() {
+                    debug!(host = %target.host, %addr, "base URL resolved");
+                    return Ok(());
+                }
+                last = Some("no addresses".to_string());
+            }
+            Ok(Err(e)) => last = Some(e.to_string()),
+            Err(_) => last = Some("timed out after 5 s".into()),
+        }
+    }
+    Err(RunnerError::Resolve(format!(
+        "cannot resolve the base URL's host {}: {}",
+        target.host,
+        last.unwrap_or_default()
+    )))
+}
+
+/// The runner's Prometheus metrics, labelled with its LoadTest and index.
+fn exporter(env: &RunnerEnv, plan: &Plan) -> Exporter {
+    Exporter::new(
+        plan,
+        vec![
+            ("namespace".into(), env.namespace.clone()),
+            ("loadtest".into(), env.loadtest.clone()),
+            ("runner".into(), env.index.to_string()),
+        ],
+    )
+}
+
+/// Serves `/metrics` while this runner has work; a busy port must not cost the test.
+fn serve_metrics(exporter: Option<&Arc<Exporter>>, addr: Option<std::net::SocketAddr>) -> Option<MetricsServer> {
+    let (exporter, addr) = (exporter?, addr?);
+    match MetricsServer::start(addr, exporter.clone()) {
+        Ok(server) => {
+            info!(addr = %server.addr(), "serving Prometheus metrics at /metrics");
+            Some(server)
+        }
+        Err(e) => {
+            warn!("cannot serve metrics on {addr}: {e}; running without them");
+            None
+        }
+    }
+}
+
+/// 2. Reads the LoadTest and follows it from then on (a task that lives as long as the
+///    returned receiver's sender).
+async fn follow_loadtest(env: &RunnerEnv, client: &Client) -> Result<watch::Receiver<View>, RunnerError> {
+    let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), &env.namespace);
+    let lt = retry(&format!("get loadtest {}", env.loadtest), API_ATTEMPTS, || loadtests.get(&env.loadtest))
+        .await
+        .map_err(RunnerError::api(format!("cannot read LoadTest {}", env.loadtest)))?;
+    let (view_tx, view_rx) = watch::channel(View::of(&lt));
+    tokio::spawn(watch_loadtest(loadtests, env.loadtest.clone(), lt.resource_version().unwrap_or_default(), view_tx));
+    Ok(view_rx)
+}
+
+/// 3. Waits for `status.startAt`. `None`: the test must not start (abort, a finished phase,
+///    deletion or SIGTERM came first).
+async fn wait_for_start(
+    env: &RunnerEnv,
+    mut view_rx: watch::Receiver<View>,
+    terminated: &AtomicBool,
+) -> Result<Option<SystemTime>, RunnerError> {
+    loop {
+        let view = view_rx.borrow_and_update().clone();
+        if let Some(lost) = view.lost {
+            return Err(RunnerError::LoadTest(lost));
+        }
+        if terminated.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        if view.stop() {
+            info!("not starting: {}", view.stop_reason());
+            return Ok(None);
+        }
+        if let Some(s) = &view.start_at {
+            return parse_start_at(s).map(Some).map_err(|e| RunnerError::LoadTest(e.to_string()));
+        }
+        tokio::select! {
+            changed = view_rx.changed() => {
+                if changed.is_err() {
+                    return Err(RunnerError::LoadTest(format!("lost the watch on LoadTest {}", env.loadtest)));
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+    }
+}
+
+/// 4. Runs this runner's share from `start_at` (or only passes the start, without work), and
+///    returns its final report.
+async fn run_share(
+    share: Share,
+    start_at: SystemTime,
+    view_rx: watch::Receiver<View>,
+    exporter: Option<Arc<Exporter>>,
+    reporter: &Reporter,
+    terminated: &Arc<AtomicBool>,
+) -> Result<RunnerReport, RunnerError> {
+    let delay = start_delay(start_at, SystemTime::now());
+    let target = Instant::now() + delay;
+    info!(start_at = %format_micros(start_at), in_ms = delay.as_millis() as u64, "start instant known");
+    // Abort, a finished phase, deletion or SIGTERM stop the wait and the run.
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let _monitor = AbortOnDrop(tokio::spawn(monitor(view_rx.clone(), interrupt.clone(), terminated.clone())));
+
+    let Share { index, step_keys, scenario_names, prepared } = share;
+    let empty = |started_at| empty_done_report(index, &step_keys, &scenario_names, started_at);
+    let Some(prepared) = prepared else {
+        let flag = interrupt.clone();
+        let started = tokio::task::spawn_blocking(move || wait_precisely(target, &flag)).await.unwrap_or(false);
+        return Ok(empty(started.then_some(start_at)));
+    };
+    let plan = prepared.plan.clone();
+    let (live_tx, live_rx) = watch::channel::<Option<(Duration, PortableStep)>>(None);
+    let started_at_cell = Arc::new(std::sync::OnceLock::<SystemTime>::new());
+    let live_task = tokio::spawn(live_reports(reporter.clone(), live_rx, started_at_cell.clone()));
+    let flag = interrupt.clone();
+    let ran = tokio::task::spawn_blocking(move || {
+        execute_at(prepared, target, flag, live_tx, exporter, |t| {
+            let _ = started_at_cell.set(t);
+        })
+    })
+    .await
+    .map_err(|e| RunnerError::LoadTest(format!("the run panicked: {e}")))?;
+    let _ = live_task.await; // no Running report may land after the final one
+    let Some(ran) = ran else {
+        info!("not starting: {}", view_rx.borrow().stop_reason());
+        return Ok(empty(None));
+    };
+    let (report, outcome) = ran.result.map_err(RunnerError::Run)?;
+    let requests: u64 = outcome.metrics.steps.iter().map(|s| s.requests).sum();
+    info!(
+        requests,
+        seconds = outcome.duration.as_secs_f64(),
+        interrupted = outcome.interrupted,
+        skew_us = signed_micros(ran.started_at, start_at),
+        "run finished"
+    );
+    Ok(RunnerReport {
+        started_at: Some(format_micros(ran.started_at)),
+        duration_seconds: round3(outcome.duration.as_secs_f64()),
+        result: Some(portable::encode(&plan.step_keys, &outcome.metrics, &scenario_names)),
+        live: Some(portable::step_from_interval("", "total", &ran.total)),
+        generator: Some(report.run.generator.clone()),
+        saturated: report.run.saturated.clone(),
+        ..RunnerReport::new(index, RunnerState::Done)
+    })
+}
+
+/// 5. Writes the final report; after SIGTERM it says so (state Failed, results kept).
+async fn finish(reporter: &Reporter, mut report: RunnerReport, terminated: &AtomicBool) -> Result<(), RunnerError> {
+    if terminated.load(Ordering::Relaxed) {
+        report.state = RunnerState::Failed;
+        report.message = Some("terminated (SIGTERM); partial results".into());
+    }
+    reporter.send(&report, FINAL_ATTEMPTS).await.map_err(RunnerError::api("cannot write the final report"))?;
+    info!(state = ?report.state, "final report written");
+    Ok(())
+}
+
+/// What [`execute_at`] produced once it started.
+struct Ran {
+    started_at: SystemTime,
+    result: Result<(Report, RunOutcome), RunError>,
+    /// The cumulative total of all ticks.
+    total: IntervalStats,
+}
+
+/// Waits until `target` (precisely: sleeps, then spins the last stretch), then runs. Returns
+/// `None` when `interrupt` was set before the start. Sends the cumulative total to `live`
+/// at the start and every [`LIVE_EVERY`].
+fn execute_at(
+    prepared: Prepared,
+    target: Instant,
+    interrupt: Arc<AtomicBool>,
+    live: watch::Sender<Option<(Duration, PortableStep)>>,
+    exporter: Option<Arc<Exporter>>,
+    on_start: impl FnOnce(SystemTime),
+) -> Option<Ran> {
+    if !wait_precisely(target, &interrupt) {
+        return None;
+    }
+    let started_at = SystemTime::now();
+    on_start(started_at);
+    if let Some(e) = &exporter {
+        e.started(started_at);
+    }
+    let _ = live.send(Some((Duration::ZERO, portable::step_from_interval("", "total", &IntervalStats::default()))));
+    let opts = RunOptions { interrupt, totals: exporter.is_some(), ..RunOptions::default() };
+    let mut total = IntervalStats::default();
+    let mut last_sent = Duration::ZERO;
+    let result = stampede_engine::execute_full(prepared, &opts, &mut |t: &Tick| {
+        if let Some(e) = &exporter {
+            e.observe(t);
+        }
+        total.merge(&t.stats);
+        if t.elapsed.saturating_sub(last_sent) + Duration::from_millis(100) >= LIVE_EVERY {
+            last_sent = t.elapsed;
+            let _ = live.send(Some((t.elapsed, portable::step_from_interval("", "total", &total))));
+        }
+    });
+    Some(Ran { started_at, result, total })
+}
+
+/// Sets `interrupt` when the LoadTest says stop or SIGTERM arrives.
+async fn monitor(mut rx: watch::Receiver<View>, interrupt: Arc<AtomicBool>, terminated: Arc<AtomicBool>) {
+    loop {
+        let view = rx.borrow_and_update().clone();
+        if view.stop() || view.lost.is_some() || terminated.load(Ordering::Relaxed) {
+            let why = if terminated.load(Ordering::Relaxed) {
+                "SIGTERM"
+            } else if let Some(lost) = &view.lost {
+                lost.as_str()
+            } else {
+                view.stop_reason()
+            };
+            info!("stopping: {why}");
+            interrupt.store(true, Ordering::Relaxed);
+            return;
+        }
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() {
+                // The watcher ended without a verdict: keep running, nothing more to learn.
+                return;
+            },
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}
+
+fn spawn_sigterm_watch(terminated: Arc<AtomicBool>) {
+    tokio::spawn(async move {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                if s.recv().await.is_some() {
+                    warn!("SIGTERM: stopping");
+                    terminated.store(true, Ordering::Relaxed);
+                }
+            }
+            Err(e) => warn!("cannot watch SIGTERM: {e}"),
+        }
+    });
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
