@@ -4,7 +4,7 @@
 # the committed copies (the chart's CRD, manifests/stampede.yaml) against what they are made
 # from, the dashboards glob with no files and with files, and values the chart must refuse.
 # The server-side dry run and the install on a real control plane are in
-# crates/stampede-operator/tests/e2e_chart.rs (`make e2e`).
+# crates/stampede-operator/tests/e2e/chart.rs (`make e2e`).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"

@@ -6,7 +6,7 @@ use std::time::Duration;
 use stampede_model::scenario::{PartSpec, RequestSpec, ScenarioFile};
 
 use crate::client::request::{Head, write_request};
-use crate::client::url::HttpUrl;
+use crate::client::url::{HttpUrl, UrlError};
 use crate::compile::files::Files;
 use crate::compile::template::{Escape, Scope, Template};
 use crate::error::{Problems, Under};
@@ -140,7 +140,7 @@ pub struct FixedRequest {
 
 impl RequestPlan {
     /// Serializes the request for one VU into `out`, returning where it goes.
-    pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<HttpUrl, String> {
+    pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<HttpUrl, UrlError> {
         let mut url = self.url.render(slots);
         append_query(&mut url, &self.query, slots);
         let target = HttpUrl::parse(&url)?;

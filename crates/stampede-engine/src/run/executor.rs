@@ -976,11 +976,9 @@ struct Hop {
 fn redirect(status: u16, location: &str, from: &HttpUrl, method: &str) -> Result<Hop, String> {
     let scheme = if from.tls { "https" } else { "http" };
     let base = format!("{scheme}://{}{}", from.authority, from.path_and_query);
-    let url = url::Url::parse(&base)
-        .and_then(|b| b.join(location))
-        .map_err(|e| e.to_string())
-        .and_then(|u| HttpUrl::parse(u.as_str()))
-        .map_err(|e| format!("cannot follow the redirect to `{location}`: {e}"))?;
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot follow the redirect to `{location}`: {e}");
+    let joined = url::Url::parse(&base).and_then(|b| b.join(location)).map_err(|e| cannot(&e))?;
+    let url = HttpUrl::parse(joined.as_str()).map_err(|e| cannot(&e))?;
     let keep_body = matches!(status, 307 | 308) || (status != 303 && method != "POST");
     let same_origin = url.host == from.host && url.port == from.port && url.tls == from.tls;
     Ok(Hop { url, to_get: !keep_body && method != "HEAD", keep_body, same_origin })
@@ -1002,8 +1000,9 @@ async fn send(
             request_buf.clear();
             match req.render(slots, request_buf) {
                 Ok(t) => (Cow::Owned(t), request_buf.as_slice()),
-                Err(message) => {
+                Err(e) => {
                     sent_head.clear();
+                    let message = e.to_string();
                     return Err((ExchangeError { kind: ErrorKind::Protocol, message, answered: false }, 0));
                 }
             }

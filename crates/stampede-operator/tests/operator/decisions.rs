@@ -14,8 +14,7 @@ use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, Scen
 use stampede_operator::validation::{validate, validate_with_files};
 use time::OffsetDateTime;
 
-mod common;
-use common::SCENARIO;
+use crate::common::SCENARIO;
 
 fn loadtest(runners: i32) -> LoadTest {
     let scenario: serde_json::Value = serde_yaml::from_str(SCENARIO).unwrap();

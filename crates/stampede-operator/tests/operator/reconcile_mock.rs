@@ -32,8 +32,7 @@ const UID: &str = "0b0b0b0b-1111-2222-3333-444444444444";
 /// Longest wait for the reconcile, and for the mock to see the end of its script.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-mod common;
-use common::SCENARIO;
+use crate::common::SCENARIO;
 
 // ---------------------------------------------------------------------------------------
 // The mock API server.

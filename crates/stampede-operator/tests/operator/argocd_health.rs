@@ -2,8 +2,6 @@
 //! the LoadTest as the global `obj`, on LoadTests in every phase, without status, and with an
 //! invalid spec as the operator's own lifecycle reports it.
 
-mod common;
-
 use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -55,7 +53,7 @@ fn health(obj: &serde_json::Value) -> (String, String) {
 }
 
 fn loadtest() -> LoadTest {
-    let scenario: serde_json::Value = serde_yaml::from_str(common::SCENARIO).unwrap();
+    let scenario: serde_json::Value = serde_yaml::from_str(crate::common::SCENARIO).unwrap();
     let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({"runners": 2, "scenario": scenario})).unwrap();
     let mut lt = LoadTest::new("checkout", spec);
     lt.metadata = ObjectMeta {

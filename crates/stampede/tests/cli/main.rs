@@ -1,0 +1,6 @@
+//! The `stampede` binary's tests without a cluster, in one binary: its commands, the Grafana
+//! dashboards' queries against its metrics, and loopback source-address spreading.
+
+mod commands;
+mod dashboards;
+mod loopback_ports;
