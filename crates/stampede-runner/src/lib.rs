@@ -207,7 +207,7 @@ async fn runner(
     let share = load_share(env, client).await?;
     let exporter = share.prepared.as_ref().map(|p| Arc::new(exporter(env, &p.plan)));
     let _metrics_server = serve_metrics(exporter.as_ref(), env.metrics_addr);
-    let view_rx = follow_loadtest(env, client).await?;
+    let (view_rx, _watcher) = follow_loadtest(env, client).await?;
     spawn_sigterm_watch(terminated.clone());
     reporter
         .send(&RunnerReport::new(env.index, RunnerState::Ready), API_ATTEMPTS)
@@ -340,16 +340,19 @@ fn serve_metrics(exporter: Option<&Arc<Exporter>>, addr: Option<std::net::Socket
     }
 }
 
-/// 2. Reads the LoadTest and follows it from then on (a task that lives as long as the
-///    returned receiver's sender).
-async fn follow_loadtest(env: &RunnerEnv, client: &Client) -> Result<watch::Receiver<View>, RunnerError> {
+/// 2. Reads the LoadTest and follows it from then on, until the returned guard is dropped.
+async fn follow_loadtest(
+    env: &RunnerEnv,
+    client: &Client,
+) -> Result<(watch::Receiver<View>, AbortOnDrop<()>), RunnerError> {
     let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), &env.namespace);
     let lt = retry(&format!("get loadtest {}", env.loadtest), API_ATTEMPTS, || loadtests.get(&env.loadtest))
         .await
         .map_err(RunnerError::api(format!("cannot read LoadTest {}", env.loadtest)))?;
     let (view_tx, view_rx) = watch::channel(View::of(&lt));
-    tokio::spawn(watch_loadtest(loadtests, env.loadtest.clone(), lt.resource_version().unwrap_or_default(), view_tx));
-    Ok(view_rx)
+    let version = lt.resource_version().unwrap_or_default();
+    let watcher = tokio::spawn(watch_loadtest(loadtests, env.loadtest.clone(), version, view_tx));
+    Ok((view_rx, AbortOnDrop(watcher)))
 }
 
 /// 3. Waits for `status.startAt`. `None`: the test must not start (abort, a finished phase,
