@@ -391,7 +391,7 @@ async fn wait_for_start(
 /// 4. Runs this runner's share from `start_at` (or only passes the start, without work), and
 ///    returns its final report.
 async fn run_share(
-    share: Share,
+    mut share: Share,
     start_at: SystemTime,
     view_rx: watch::Receiver<View>,
     exporter: Option<Arc<Exporter>>,
@@ -405,12 +405,10 @@ async fn run_share(
     let interrupt = Arc::new(AtomicBool::new(false));
     let _monitor = AbortOnDrop(tokio::spawn(monitor(view_rx.clone(), interrupt.clone(), terminated.clone())));
 
-    let Share { index, step_keys, scenario_names, prepared } = share;
-    let empty = |started_at| empty_done_report(index, &step_keys, &scenario_names, started_at);
-    let Some(prepared) = prepared else {
+    let Some(prepared) = share.prepared.take() else {
         let flag = interrupt.clone();
         let started = tokio::task::spawn_blocking(move || wait_precisely(target, &flag)).await.unwrap_or(false);
-        return Ok(empty(started.then_some(start_at)));
+        return Ok(share.empty_done(started.then_some(start_at)));
     };
     let plan = prepared.plan.clone();
     let (live_tx, live_rx) = watch::channel::<Option<(Duration, PortableStep)>>(None);
@@ -427,7 +425,7 @@ async fn run_share(
     let _ = live_task.await; // no Running report may land after the final one
     let Some(ran) = ran else {
         info!("not starting: {}", view_rx.borrow().stop_reason());
-        return Ok(empty(None));
+        return Ok(share.empty_done(None));
     };
     let (report, outcome) = ran.result.map_err(RunnerError::Run)?;
     let requests: u64 = outcome.metrics.steps.iter().map(|s| s.requests).sum();
@@ -441,11 +439,11 @@ async fn run_share(
     Ok(RunnerReport {
         started_at: Some(format_micros(ran.started_at)),
         duration_seconds: round3(outcome.duration.as_secs_f64()),
-        result: Some(portable::encode(&plan.step_keys, &outcome.metrics, &scenario_names)),
+        result: Some(portable::encode(&plan.step_keys, &outcome.metrics, &share.scenario_names)),
         live: Some(portable::step_from_interval("", "total", &ran.total)),
         generator: Some(report.run.generator.clone()),
         saturated: report.run.saturated.clone(),
-        ..RunnerReport::new(index, RunnerState::Done)
+        ..RunnerReport::new(share.index, RunnerState::Done)
     })
 }
 

@@ -129,6 +129,9 @@ mod tests {
     async fn stop_ends_the_loop() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let respond = |_: &str| Response::new(Full::new(Bytes::new()));
-        serve_http(listener, respond, async {}).await;
+        // A loop that ignored `stop` would never return; the guard turns that hang into a failure.
+        tokio::time::timeout(Duration::from_secs(60), serve_http(listener, respond, async {}))
+            .await
+            .expect("serve_http returns once stop resolves");
     }
 }
