@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release test unit lint fmt chart e2e bench bench-flow bench-open bench-sweep bench-h2 bench-7 generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release image test unit lint fmt chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-7 generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -12,9 +12,16 @@ build:
 release:
 	$(CARGO) build --release -p stampede
 
+# Stampede's container image without Docker: an OCI archive (target/image/stampede.oci.tar) of
+# the release binaries, reproducible (same commit, same digest). See image/build.sh; the
+# Dockerfile stays the way to build it with Docker.
+image:
+	bash image/build.sh
+
 # The whole test suite: formatting, lints, unit and integration tests, then the
-# end-to-end tests on a real local Kubernetes control plane.
-test: lint unit chart e2e
+# end-to-end tests on a real local Kubernetes control plane: with the node agent (e2e), then
+# with a real node running Stampede's image in containers (e2e-node, needs root).
+test: lint unit chart e2e e2e-node
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -34,12 +41,19 @@ chart:
 e2e:
 	CARGO="$(CARGO)" bash tests/cluster/e2e.sh
 
+# The real-node suite (tests/cluster/e2e-node.sh): builds the image and the node's binaries
+# (kubelet, kube-proxy, CoreDNS, crictl; cached), starts the control plane with a real node
+# (containerd + runc, pods on a bridge of their own), runs the `realnode` tests, stops it all and
+# checks that the host is as before. Needs root; without it, it stops at once and says so.
+e2e-node:
+	CARGO="$(CARGO)" bash tests/cluster/e2e-node.sh
+
 # The local control plane by hand: binaries (cached under ~/.cache/stampede), start, stop.
 k8s-bins:
 	bash tests/cluster/build.sh
 
 cluster-up:
-	bash tests/cluster/up.sh
+	bash tests/cluster/up.sh $(if $(NODE),--node=$(NODE))
 
 cluster-down:
 	bash tests/cluster/down.sh

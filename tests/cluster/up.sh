@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Starts the local Kubernetes control plane for the e2e tests, on 127.0.0.1 only:
 #   etcd -> kube-apiserver (own CA, service-account keys, RBAC, admin identity) -> /readyz ->
-#   kube-controller-manager, kube-scheduler -> stampede-node-agent (the Node that runs pods).
+#   kube-controller-manager, kube-scheduler -> the Node that runs pods, one of:
+#   --node=agent (default)  stampede-node-agent: pods as local processes; no root needed
+#   --node=real             a real node (node.sh): containerd + runc, the kubelet, kube-proxy and
+#                           CoreDNS, pods in containers on a bridge of their own; needs root.
+#                           Imports the pause image and Stampede's image (STAMPEDE_IMAGE_ARCHIVE,
+#                           default target/image/stampede.oci.tar, built by image/build.sh when missing).
 # Every process is recorded in $STATE/pids ("name pid start-time") and down.sh stops exactly those.
 # Idempotent: when the recorded cluster is up and ready it does nothing; leftovers of a cluster
 # that is not are stopped and wiped first. Writes $STATE/kubeconfig (cluster-admin) and
@@ -18,6 +23,21 @@ source "$here/versions.env"
 state="${STAMPEDE_CLUSTER_DIR:-$here/.run/dev}"
 node_name="stampede-node"
 t_start=$(date +%s.%N)
+node_kind="${STAMPEDE_NODE:-agent}"
+for arg in "$@"; do
+  case "$arg" in
+    --node=agent|--node=real) node_kind="${arg#--node=}" ;;
+    *) echo "cluster-up: unknown argument $arg (expected --node=agent or --node=real)" >&2; exit 2 ;;
+  esac
+done
+real=0
+if [[ "$node_kind" == real ]]; then
+  real=1
+  # shellcheck source=node.sh
+  source "$here/node.sh"
+  node_require_root   # before anything else: without root, say so and stop
+  node_name="$NODE_NAME_REAL"
+fi
 
 log() { echo "cluster-up: $*" >&2; }
 
@@ -34,14 +54,22 @@ if "$here/down.sh" --check-running 2>/dev/null; then
 fi
 "$here/down.sh" --quiet || true
 
-bin="$("$here/build.sh")"
+if (( real )); then bin="$("$here/build.sh" --node)"; else bin="$("$here/build.sh")"; fi
 kubectl="$bin/kubectl"
-if [[ -z "${STAMPEDE_NODE_AGENT:-}" ]]; then
+if (( real )); then
+  image_archive="${STAMPEDE_IMAGE_ARCHIVE:-$repo/target/image/stampede.oci.tar}"
+  if [[ ! -f "$image_archive" ]]; then
+    log "building Stampede's image ($image_archive)"
+    IMAGE_OUT="$image_archive" "$repo/image/build.sh" >/dev/null
+  fi
+  [[ -f "$image_archive.name" ]] || { log "$image_archive.name (the image's reference) is missing; rebuild the image"; exit 1; }
+  stampede_image="$(cat "$image_archive.name")"
+elif [[ -z "${STAMPEDE_NODE_AGENT:-}" ]]; then
   log "building the node agent"
   (cd "$repo" && cargo build --quiet -p stampede-testcluster --bin stampede-node-agent)
   STAMPEDE_NODE_AGENT="${CARGO_TARGET_DIR:-$repo/target}/debug/stampede-node-agent"
 fi
-[[ -x "$STAMPEDE_NODE_AGENT" ]] || { log "node agent $STAMPEDE_NODE_AGENT not found"; exit 1; }
+(( real )) || [[ -x "$STAMPEDE_NODE_AGENT" ]] || { log "node agent $STAMPEDE_NODE_AGENT not found"; exit 1; }
 
 t_ready_to_start=$(date +%s.%N)
 rm -rf "$state"
@@ -49,6 +77,10 @@ mkdir -p "$state"/{pki,logs,etcd,agent}
 chmod 700 "$state"
 state="$(cd "$state" && pwd)"
 pki="$state/pki"
+if (( real )); then
+  NODE_DIR="$state/node"
+  node_record_host   # before the node changes anything; down.sh puts the host back to this
+fi
 
 fail() {
   trap - ERR
@@ -101,6 +133,7 @@ api="https://127.0.0.1:$api_port"
   cert node-agent "/O=system:masters/CN=stampede-node-agent" "$client"
   cert controller-manager "/CN=system:kube-controller-manager" "$client"
   cert scheduler "/CN=system:kube-scheduler" "$client"
+  (( real == 0 )) || node_pki
   openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key
   openssl pkey -in sa.key -pubout -out sa.pub
   chmod 600 ./*.key
@@ -135,6 +168,10 @@ kubeconfig "$state/kubeconfig" admin
 kubeconfig "$state/node-agent.kubeconfig" node-agent
 kubeconfig "$state/controller-manager.kubeconfig" controller-manager
 kubeconfig "$state/scheduler.kubeconfig" scheduler
+if (( real )); then
+  kubeconfig "$state/kubelet.kubeconfig" kubelet
+  kubeconfig "$state/kube-proxy.kubeconfig" kube-proxy
+fi
 
 # --- processes ----------------------------------------------------------------------------------
 start() { # name command...
@@ -166,7 +203,9 @@ start etcd "$bin/etcd" --name=stampede --data-dir="$state/etcd" \
 etcd_health() ( exec 3<>"/dev/tcp/127.0.0.1/$etcd_port" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3 )
 wait_until "etcd" 30 "$etcd_pid" etcd_health
 
-start kube-apiserver "$bin/kube-apiserver" \
+extra_api_flags=()
+(( real == 0 )) || mapfile -t extra_api_flags < <(node_apiserver_flags)
+start kube-apiserver "$bin/kube-apiserver" "${extra_api_flags[@]}" \
   --etcd-servers="http://127.0.0.1:$etcd_port" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
   --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
@@ -194,6 +233,16 @@ start kube-scheduler "$bin/kube-scheduler" \
   --authorization-kubeconfig="$state/scheduler.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$sched_port" --cert-dir="$pki/scheduler-generated" \
   --leader-elect=false --profiling=false --v=1
+if (( real )); then
+  node_network
+  node_pause_image
+  node_containerd
+  node_import "$NODE_DIR/pause.oci.tar" "$image_archive"
+  node_kubelet
+  node_kube_proxy
+  node_coredns
+  node_pid_for_wait="$kubelet_pid"
+else
 # Stampede's own image runs the stampede binary built in this workspace (runner pods); the
 # workspace's debug folder is on the pods' PATH so that a container `command: [stampede-operator]`
 # (the chart's operator Deployment) finds the other binary of that image.
@@ -202,6 +251,8 @@ images="busybox=/bin/sh alpine=/bin/sh registry.k8s.io/kubectl=$kubectl bitnami/
 start node-agent "$STAMPEDE_NODE_AGENT" --extra-images="$images" \
   --kubeconfig="$state/node-agent.kubeconfig" --node-name="$node_name" --work-dir="$state/agent" \
   --pod-path="$bin:$(dirname "$stampede_bin"):/usr/local/bin:/usr/bin:/bin"
+node_pid_for_wait="$node_agent_pid"
+fi
 
 kcm_healthy() { k get --raw=/api/v1/namespaces/default/serviceaccounts/default; }
 node_schedulable() {
@@ -210,13 +261,15 @@ node_schedulable() {
 scheduler_healthy() ( exec 3<>"/dev/tcp/127.0.0.1/$sched_port" )
 wait_until "kube-controller-manager (default ServiceAccount)" 90 "$kube_controller_manager_pid" kcm_healthy
 wait_until "kube-scheduler" 60 "$kube_scheduler_pid" scheduler_healthy
-wait_until "node $node_name Ready and untainted" 60 "$node_agent_pid" node_schedulable
+wait_until "node $node_name Ready and untainted" 60 "$node_pid_for_wait" node_schedulable
 t_end=$(date +%s.%N)
 
 # The project rule: the control plane listens on 127.0.0.1 only. Check every listening socket of
 # every recorded process.
 while read -r name pid _; do
-  exposed=$(ss -Hltnp 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | grep -v '^127\.0\.0\.1:' || true)
+  # (CoreDNS answers pods on the bridge's own address: that is the node's cluster DNS.)
+  exposed=$(ss -Hltnp 2>/dev/null | grep "pid=$pid," | awk '{print $4}' | grep -v '^127\.0\.0\.1:' |
+    { if (( real )); then grep -vxF "$NODE_GATEWAY:53"; else cat; fi; } || true)
   [[ -z "$exposed" ]] || fail "$name (pid $pid) listens beyond 127.0.0.1: $exposed"
 done < "$state/pids"
 
@@ -231,7 +284,16 @@ NODE_NAME=$node_name
 AGENT_DIR=$state/agent
 APISERVER_PID=$kube_apiserver_pid
 ETCD_URL=http://127.0.0.1:$etcd_port
+NODE_KIND=$node_kind
 EOF
+if (( real )); then
+  cat >> "$state/cluster.env" <<EOF
+CONTAINERD_SOCK=$NODE_SOCK
+CRICTL=$bin/crictl
+POD_CIDR=$NODE_POD_CIDR
+STAMPEDE_IMAGE=$stampede_image
+EOF
+fi
 trap - ERR
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 log "Kubernetes $K8S_VERSION up at $api: apiserver ready in $(secs "$t_ready_to_start" "$t_api") s," \

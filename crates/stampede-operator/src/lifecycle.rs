@@ -22,6 +22,10 @@ pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(300);
 pub const RUN_TIMEOUT_MARGIN: Duration = Duration::from_secs(300);
 /// Longest wait for runners to report after an abort.
 pub const ABORT_GRACE: Duration = Duration::from_secs(30);
+/// After a runner failed, how long the others are waited for: the Job controller deletes their
+/// pods once the Job failed, and each reports its partial results on SIGTERM within the pod's
+/// grace period (30 s by default).
+pub const FAILURE_GRACE: Duration = Duration::from_secs(45);
 
 /// What the shell observed of a LoadTest's children.
 #[derive(Clone, Debug)]
@@ -223,6 +227,10 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     let job = obs.job.clone().unwrap_or_default();
     let failed_reports: Vec<&RunnerReport> =
         reports.iter().copied().filter(|r| r.state == RunnerState::Failed).collect();
+    // Final reports with figures: finished runners, and runners that failed or were stopped
+    // after measuring something (e.g. SIGTERM: partial results). A test that ends early keeps them.
+    let measured: Vec<&RunnerReport> =
+        done.iter().chain(failed_reports.iter()).copied().filter(|r| r.result.is_some()).collect();
 
     // The common start instant has passed: the runners are running.
     if let Some(start_at) = st.start_at.as_deref().and_then(parse)
@@ -243,7 +251,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         // Runners that never report are not waited for forever.
         let waited_too_long = condition_since(&st.conditions, "Aborting").is_some_and(|t| now - t > ABORT_GRACE);
         if !started || settled || waited_too_long {
-            finish(&mut st, &plan, &done, Phase::Aborted, "Aborted", "aborted by spec.abort".into(), stamp);
+            finish(&mut st, &plan, &measured, Phase::Aborted, "Aborted", "aborted by spec.abort".into(), stamp);
             actions.push(Action::DeleteRunners);
             actions.push(event(true, "Aborted", "the test was aborted; partial results are in status".into()));
             return Decision { status: st, actions, requeue: None };
@@ -256,21 +264,40 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     // A runner's result cannot be read: it never will be, so the test fails now.
     if !obs.unreadable.is_empty() {
         let message = format!("cannot read runner results: {}", obs.unreadable.join("; "));
-        finish(&mut st, &plan, &done, Phase::Failed, "ResultsInvalid", message.clone(), stamp);
+        finish(&mut st, &plan, &measured, Phase::Failed, "ResultsInvalid", message.clone(), stamp);
         actions.push(event(true, "ResultsInvalid", message));
         actions.extend(cleanup(lt, Phase::Failed));
         return Decision { status: st, actions, requeue: None };
     }
 
-    // A runner failed.
+    // A runner failed. The test fails; first the other runners are given time to stop and
+    // report what they measured (the Job controller stops them once the Job failed), so that
+    // the status keeps every partial result. Not forever: FAILURE_GRACE at most.
     if job.failed > 0 || !failed_reports.is_empty() {
-        let mut why: Vec<String> = job.failures.clone();
+        let settled = done.len() + failed_reports.len() >= runners as usize
+            || obs.job.as_ref().is_some_and(|j| j.active == 0 && j.failed + j.succeeded >= runners);
+        let waited_too_long = condition_since(&st.conditions, "Stopping").is_some_and(|t| now - t > FAILURE_GRACE);
+        if !settled && !waited_too_long {
+            stamp.set(
+                &mut st.conditions,
+                "Stopping",
+                true,
+                "RunnerFailed",
+                "a runner failed; waiting for the others' partial results",
+            );
+            st.message = Some("a runner failed; waiting for the other runners to report".into());
+            return Decision { status: st, actions, requeue: Some(Duration::from_secs(1)) };
+        }
+        // Pod failures first (OOMKilled, exit codes); a runner's own words when it said more.
+        let reported: Vec<String> = failed_reports.iter().map(|r| format!("runner {}:", r.index)).collect();
+        let mut why: Vec<String> =
+            job.failures.iter().filter(|f| !reported.iter().any(|p| f.starts_with(p.as_str()))).cloned().collect();
         why.extend(
             failed_reports.iter().map(|r| format!("runner {}: {}", r.index, r.message.clone().unwrap_or_default())),
         );
         let message =
             format!("runner failed: {}", if why.is_empty() { "a runner pod failed".into() } else { why.join("; ") });
-        finish(&mut st, &plan, &done, Phase::Failed, "RunnerFailed", message.clone(), stamp);
+        finish(&mut st, &plan, &measured, Phase::Failed, "RunnerFailed", message.clone(), stamp);
         actions.push(event(true, "RunnerFailed", message));
         actions.extend(cleanup(lt, Phase::Failed));
         return Decision { status: st, actions, requeue: None };
@@ -366,7 +393,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
             });
             if now - start_at > limit {
                 let message = format!("the run passed its timeout of {}", stampede_model::Dur(limit));
-                finish(&mut st, &plan, &done, Phase::Failed, "RunTimeout", message.clone(), stamp);
+                finish(&mut st, &plan, &measured, Phase::Failed, "RunTimeout", message.clone(), stamp);
                 actions.push(Action::DeleteRunners);
                 actions.push(event(true, "RunTimeout", message));
                 return Decision { status: st, actions, requeue: None };

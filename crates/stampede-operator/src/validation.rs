@@ -3,11 +3,12 @@
 //! placeholder, `baseUrl: builtin` by a placeholder address, and the files of `spec.data` by
 //! their contents (read by the shell).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use stampede_api::LoadTest;
+use kube::ResourceExt;
+use stampede_api::{DATA_MOUNT, LoadTest, env as runner_env};
 use stampede_engine::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
 
 /// What an environment value that comes from a Secret or a ConfigMap is validated with.
@@ -26,13 +27,7 @@ pub fn validate_with_files(
     files: Option<BTreeMap<String, Vec<u8>>>,
 ) -> Result<Arc<Plan>, String> {
     let file = stampede_engine::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
-    // Runners see spec.env; values from Secrets are unknown here, so any value will do.
-    let env = lt
-        .spec
-        .env
-        .iter()
-        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_else(|| ENV_PLACEHOLDER.into())))
-        .collect();
+    let env = runner_environment(lt);
     let base_url = stampede_engine::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
     stampede_engine::validate(
         &file,
@@ -41,4 +36,24 @@ pub fn validate_with_files(
     )
     .map(Arc::new)
     .map_err(|e| e.problems().join("; "))
+}
+
+/// The environment a runner's `{{env.NAME}}` sees, as far as the operator knows it: what
+/// `desired::job` sets, Kubernetes' `JOB_COMPLETION_INDEX` of an Indexed Job (runner 0's here),
+/// then `spec.env`, whose values from Secrets and ConfigMaps are unknown here, so any will do.
+pub fn runner_environment(lt: &LoadTest) -> HashMap<String, String> {
+    let mut env: HashMap<String, String> = [
+        (runner_env::LOADTEST, lt.name_any()),
+        (runner_env::NAMESPACE, lt.namespace().unwrap_or_default()),
+        (runner_env::RUNNERS, lt.spec.runners.to_string()),
+        (runner_env::RUNNER_INDEX, "0".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if !lt.spec.data.is_empty() {
+        env.insert(runner_env::DATA_DIR.into(), DATA_MOUNT.into());
+    }
+    env.extend(lt.spec.env.iter().map(|e| (e.name.clone(), e.value.clone().unwrap_or_else(|| ENV_PLACEHOLDER.into()))));
+    env
 }

@@ -127,7 +127,16 @@ pub fn main() -> ExitCode {
 
 async fn run(env: RunnerEnv) -> ExitCode {
     info!(loadtest = %env.loadtest, namespace = %env.namespace, index = env.index, runners = env.runners, "runner starting");
-    let client = match Client::try_default().await {
+    let client = match kube::Config::infer().await.map_err(kube::Error::InferConfig).and_then(|config| {
+        // Which API server and credentials: in a pod, the `kubernetes` Service's address and
+        // the ServiceAccount token the kubelet mounted.
+        info!(
+            api = %config.cluster_url,
+            token_file = config.auth_info.token_file.as_deref().unwrap_or("none"),
+            "Kubernetes API"
+        );
+        Client::try_from(config)
+    }) {
         Ok(c) => c,
         Err(e) => {
             error!("cannot build a Kubernetes client: {e}");
@@ -489,6 +498,7 @@ fn execute_at(
     let opts = RunOptions { interrupt, totals: exporter.is_some(), ..RunOptions::default() };
     let mut total = IntervalStats::default();
     let mut last_sent = Duration::ZERO;
+    let mut last_progress = Duration::ZERO;
     let result = stampede_engine::execute_full(prepared, &opts, &mut |t: &Tick| {
         if let Some(e) = &exporter {
             e.observe(t);
@@ -498,8 +508,30 @@ fn execute_at(
             last_sent = t.elapsed;
             let _ = live.send(Some((t.elapsed, portable::step_from_interval("", "total", &total))));
         }
+        if t.elapsed.saturating_sub(last_progress) + Duration::from_millis(100) >= PROGRESS_EVERY {
+            last_progress = t.elapsed;
+            log_progress(t.elapsed, &total);
+        }
     });
     Some(Ran { started_at, result, total })
+}
+
+/// How often the runner logs its progress (`kubectl logs` of a runner pod).
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// One progress line: elapsed time and this runner's cumulative requests, errors, rate and p99.
+fn log_progress(elapsed: Duration, total: &IntervalStats) {
+    let secs = elapsed.as_secs_f64();
+    let rps = if secs > 0.0 { total.requests as f64 / secs } else { 0.0 };
+    let p99_ms = if total.latency.is_empty() { 0.0 } else { total.latency.value_at_quantile(0.99) as f64 / 1000.0 };
+    info!(
+        elapsed_s = format!("{secs:.0}"),
+        requests = total.requests,
+        errors = total.errors,
+        rps = format!("{rps:.1}"),
+        p99_ms = format!("{p99_ms:.2}"),
+        "progress"
+    );
 }
 
 /// Sets `interrupt` when the LoadTest says stop or SIGTERM arrives.

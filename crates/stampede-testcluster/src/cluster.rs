@@ -28,6 +28,8 @@ pub struct TestCluster {
     api_server: String,
     node_name: String,
     agent_dir: PathBuf,
+    /// Everything `cluster.env` says (e.g. `NODE_KIND`, and for a real node `STAMPEDE_IMAGE`).
+    vars: BTreeMap<String, String>,
 }
 
 impl TestCluster {
@@ -70,6 +72,7 @@ impl TestCluster {
             api_server: get("API_SERVER")?,
             node_name: get("NODE_NAME")?,
             agent_dir: PathBuf::from(get("AGENT_DIR")?),
+            vars,
         })
     }
 
@@ -161,6 +164,16 @@ impl TestCluster {
 
     pub fn state_dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A value `up.sh` recorded in `cluster.env`.
+    pub fn var(&self, key: &str) -> Option<&str> {
+        self.vars.get(key).map(String::as_str)
+    }
+
+    /// Whether the node is real (kubelet + containerd, `up.sh --node=real`) rather than the node agent.
+    pub fn is_real_node(&self) -> bool {
+        self.var("NODE_KIND") == Some("real")
     }
 }
 

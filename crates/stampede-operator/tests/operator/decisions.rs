@@ -10,7 +10,9 @@ use stampede_engine::WorkerMetrics;
 use stampede_engine::portable::{self, PortableStep};
 use stampede_model::ErrorKind;
 use stampede_operator::desired::desired;
-use stampede_operator::lifecycle::{Action, JobState, Observed, START_DELAY, Scenario, decide, read_report};
+use stampede_operator::lifecycle::{
+    Action, FAILURE_GRACE, JobState, Observed, START_DELAY, Scenario, decide, read_report,
+};
 use stampede_operator::validation::{validate, validate_with_files};
 use time::OffsetDateTime;
 
@@ -469,4 +471,88 @@ fn an_unreadable_runner_result_fails_the_test_at_once_naming_the_runner() {
     // A readable report parses as before.
     let text = serde_json::to_string(&report(0, RunnerState::Ready, 0, 0)).unwrap();
     assert_eq!(read_report(0, &text).unwrap().state, RunnerState::Ready);
+}
+
+/// Found on the real node: a scenario that used `{{env.JOB_COMPLETION_INDEX}}` (each runner
+/// asks for its own path) was refused as "environment variable `JOB_COMPLETION_INDEX` is not
+/// set", though Kubernetes sets it in every runner pod of the Indexed Job.
+#[test]
+fn a_scenario_may_use_the_environment_every_runner_pod_gets() {
+    let scenario = r#"
+name: per-runner
+baseUrl: http://my-service.default.svc
+load: {executor: constant-vus, vus: 1, iterations: 1}
+scenarios:
+  - name: s
+    steps:
+      - name: a
+        request:
+          url: "{{baseUrl}}/r{{env.JOB_COMPLETION_INDEX}}/of/{{env.STAMPEDE_RUNNERS}}/{{env.STAMPEDE_LOADTEST}}/{{env.TEAM}}"
+"#;
+    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({
+        "runners": 3,
+        "env": [{"name": "TEAM", "value": "checkout"}],
+        "scenario": serde_yaml::from_str::<serde_json::Value>(scenario).unwrap(),
+    }))
+    .unwrap();
+    let mut lt = LoadTest::new("shop", spec);
+    lt.metadata.namespace = Some("perf".into());
+    validate(&lt, scenario, "test").expect("the runner's own environment is known");
+    // A name no runner gets is still refused, by name.
+    let unknown = scenario.replace("env.TEAM", "env.NOT_SET_ANYWHERE");
+    let err = validate(&lt, &unknown, "test").unwrap_err();
+    assert!(err.contains("NOT_SET_ANYWHERE") && err.contains("not set"), "{err}");
+}
+
+/// Found on the real node: a runner pod deleted mid-run reported its partial results on
+/// SIGTERM, but the test ended at that first report, before the other runner (stopped by the
+/// Job controller a moment later) reported, and kept no figures at all. Now the other runners
+/// are waited for (a bounded time) and every partial result is kept.
+#[test]
+fn after_a_runner_fails_the_others_are_waited_for_and_every_partial_result_is_kept() {
+    let partial = |index: u32, requests: u64| {
+        let measured = report(index, RunnerState::Done, requests, 2_000);
+        RunnerReport {
+            state: RunnerState::Failed,
+            message: Some("terminated (SIGTERM); partial results".into()),
+            ..measured
+        }
+    };
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let failing = JobState { active: 1, failed: 1, ..JobState::default() };
+
+    // Runner 1 stopped; runner 0 still runs: not finished yet, and the status says why.
+    let d = decide(
+        &lt,
+        &observed(now, vec![Some(report(0, RunnerState::Running, 0, 0)), Some(partial(1, 70))], Some(failing.clone())),
+    );
+    assert_eq!(d.status.phase, Phase::Running);
+    assert_eq!(d.requeue, Some(Duration::from_secs(1)));
+    let stopping = d.status.conditions.iter().find(|c| c.type_ == "Stopping").expect("a Stopping condition");
+    assert_eq!((stopping.status.as_str(), stopping.reason.as_str()), ("True", "RunnerFailed"));
+    lt.status = Some(d.status);
+
+    // Runner 0 reports its own partial results: the test fails with both.
+    let stopped = JobState { active: 0, failed: 2, ..JobState::default() };
+    step(&mut lt, &observed(now, vec![Some(partial(0, 30)), Some(partial(1, 70))], Some(stopped)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 100, "both runners' partial results");
+    assert!(st.message.as_deref().unwrap().contains("runner 1: terminated (SIGTERM)"), "{:?}", st.message);
+
+    // A runner that never reports is not waited for beyond FAILURE_GRACE.
+    let mut lt = loadtest(2);
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let running = vec![Some(report(0, RunnerState::Running, 0, 0)), Some(partial(1, 70))];
+    step(&mut lt, &observed(now, running.clone(), Some(failing.clone())));
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Running);
+    let later = now + FAILURE_GRACE + Duration::from_secs(1);
+    step(&mut lt, &observed(later, running, Some(failing)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 70, "what did report is kept");
 }
