@@ -7,9 +7,12 @@
 # target here), so the image also carries the shared libraries `ldd` lists and the loader, as
 # distroless/cc does, plus /etc/passwd, /etc/group, /tmp and the CA bundle.
 #
-# Reproducible: the binaries are built with their paths remapped (/stampede, /cargo, /target), and
-# image/oci.py writes sorted entries stamped with the commit's time, so two builds of one commit
-# give one digest, whichever folder they were built in.
+# Reproducible: cargo passes the workspace's own sources by relative paths; the registry and the
+# target folder are remapped (/cargo, /target); the image's copies of the binaries are stripped
+# of debug info (which records the build folder); and image/oci.py writes sorted entries stamped
+# with the commit's time. So two builds of one commit give one digest, whichever folder they
+# were built in. The flags do not name the checkout, so every checkout shares the cached build
+# of the dependencies.
 #
 # Environment:
 #   IMAGE_OUT         archive to write (default target/image/stampede.oci.tar)
@@ -31,10 +34,13 @@ log() { echo "image: $*" >&2; }
 
 t0=$(date +%s)
 log "release build of stampede and stampede-operator in $target_dir"
-RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$repo=/stampede --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$target_dir=/target" \
+RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$target_dir=/target" \
   CARGO_TARGET_DIR="$target_dir" \
   cargo build --release --locked --quiet -p stampede -p stampede-operator
-bins=("$target_dir/release/stampede" "$target_dir/release/stampede-operator")
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+bins=("$work/stampede" "$work/stampede-operator")
+for b in "${bins[@]}"; do strip --strip-debug -o "$b" "$target_dir/release/$(basename "$b")"; done
 t_build=$(( $(date +%s) - t0 ))
 
 # The commit's time, so that the same commit gives the same image; a changed tree is still
