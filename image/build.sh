@@ -8,11 +8,12 @@
 # distroless/cc does, plus /etc/passwd, /etc/group, /tmp and the CA bundle.
 #
 # Reproducible: cargo passes the workspace's own sources by relative paths; the registry and the
-# target folder are remapped (/cargo, /target); the image's copies of the binaries are stripped
-# of debug info (which records the build folder); and image/oci.py writes sorted entries stamped
-# with the commit's time. So two builds of one commit give one digest, whichever folder they
-# were built in. The flags do not name the checkout, so every checkout shares the cached build
-# of the dependencies.
+# target folder are remapped (/cargo, /target); the build has no debug info of its own (it would
+# record the build folder, and ThinLTO names symbols by a hash of each module, debug info
+# included) and the image's copies are stripped of the standard library's; image/oci.py writes
+# sorted entries stamped with the commit's time. So two builds of one commit give one digest,
+# whichever folder they were built in. The flags do not name the checkout, so every checkout
+# shares the cached build of the dependencies.
 #
 # Environment:
 #   IMAGE_OUT         archive to write (default target/image/stampede.oci.tar)
@@ -35,7 +36,7 @@ log() { echo "image: $*" >&2; }
 t0=$(date +%s)
 log "release build of stampede and stampede-operator in $target_dir"
 RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$target_dir=/target" \
-  CARGO_TARGET_DIR="$target_dir" \
+  CARGO_TARGET_DIR="$target_dir" CARGO_PROFILE_RELEASE_DEBUG=0 \
   cargo build --release --locked --quiet -p stampede -p stampede-operator
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
