@@ -245,10 +245,16 @@ spec:
     let partial: u64 = report.result.as_ref().map(|r| r.steps.iter().map(|s| s.requests).sum()).unwrap_or(0);
     assert!(partial > 0, "runner 1's partial results are in its report");
     assert!(report.duration_seconds < 600.0, "the run was cut short: {}", report.duration_seconds);
-    // Every request any runner sent is in the status: nothing measured is lost.
+    // Every request a runner completed is in the status: nothing measured is lost. A stopped
+    // runner abandons the request each VU has in flight (4 VUs in all), which the target may
+    // have counted.
     let summary = st.summary.expect("a summary of the partial results");
     let counted = target_requests(&target_ip) - before - 1;
-    assert_eq!(summary.requests, counted, "the status holds every request the target counted");
+    assert!(
+        summary.requests <= counted && counted <= summary.requests + 4,
+        "the status holds {} requests, the target counted {counted}",
+        summary.requests
+    );
     delete_namespace(&client, &ns).await;
 }
 
