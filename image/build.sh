@@ -12,14 +12,18 @@
 # record the build folder, and ThinLTO names symbols by a hash of each module, debug info
 # included) and the image's copies are stripped of the standard library's; image/oci.py writes
 # sorted entries stamped with the commit's time. So two builds of one commit give one digest,
-# whichever folder they were built in. The flags do not name the checkout, so every checkout
-# shares the cached build of the dependencies.
+# whichever folder they were built in.
+#
+# Fast in any checkout: the sources are mirrored (image/sync.py: only changed files are written,
+# the others keep their times) into one build folder, so a fresh clone of a commit built before
+# rebuilds nothing, and another commit rebuilds only what it changed.
 #
 # Environment:
 #   IMAGE_OUT         archive to write (default target/image/stampede.oci.tar)
 #   IMAGE_NAME        reference recorded in the archive (default ghcr.io/stampede-dev/stampede:<version>)
 #   IMAGE_TARGET_DIR  cargo target folder of the release build (default ~/.cache/stampede/image-target:
-#                     the remapped flags would otherwise rebuild the workspace's own release folder)
+#                     other flags than the workspace's own release builds, kept apart)
+#   IMAGE_SRC_DIR     where the sources are mirrored for that build (default ~/.cache/stampede/image-src)
 # Prints the image digest on stdout; beside the archive: <out>.digest and <out>.name (its reference).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -29,15 +33,22 @@ cd "$repo"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)"
 name="${IMAGE_NAME:-ghcr.io/stampede-dev/stampede:$version}"
 out="${IMAGE_OUT:-$repo/target/image/stampede.oci.tar}"
-target_dir="${IMAGE_TARGET_DIR:-${STAMPEDE_CACHE:-$HOME/.cache/stampede}/image-target}"
+cache_root="${STAMPEDE_CACHE:-$HOME/.cache/stampede}"
+target_dir="${IMAGE_TARGET_DIR:-$cache_root/image-target}"
+src_dir="${IMAGE_SRC_DIR:-$cache_root/image-src}"
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 log() { echo "image: $*" >&2; }
 
 t0=$(date +%s)
-log "release build of stampede and stampede-operator in $target_dir"
-RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$target_dir=/target" \
+mkdir -p "$src_dir" "$target_dir"
+exec 8>"$src_dir.lock"   # one image build at a time shares the mirror and the target folder
+flock -w 1800 8 || { log "$src_dir.lock is held by another image build for 30 min"; exit 1; }
+synced="$(git ls-files -z --cached --others --exclude-standard | python3 "$here/sync.py" "$repo" "$src_dir")"
+log "release build of stampede and stampede-operator in $target_dir (sources mirrored: $synced)"
+(cd "$src_dir" &&
+  RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$target_dir=/target" \
   CARGO_TARGET_DIR="$target_dir" CARGO_PROFILE_RELEASE_DEBUG=0 \
-  cargo build --release --locked --quiet -p stampede -p stampede-operator
+  cargo build --release --locked --quiet -p stampede -p stampede-operator)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 bins=("$work/stampede" "$work/stampede-operator")

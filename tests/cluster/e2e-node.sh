@@ -45,6 +45,7 @@ t_compile=$(secs "$t1")
 
 cleanup() {
   local rc=$?
+  [[ -n "${t_up:-}" && -z "${t_tests:-}" ]] && t_tests="$(secs "$t1") (failed)"
   "$here/down.sh" || rc=1
   "$here/down.sh" --verify || rc=1
   echo "e2e-node: packages ${t_pkgs} s; binaries ${t_bins} s; image ${t_image} s; test build ${t_compile} s;" \
