@@ -48,6 +48,14 @@ enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
+    /// Write the HTML report of a run from its JSON report (`stampede run --out`).
+    Report {
+        /// The run's JSON report.
+        report: PathBuf,
+        /// The HTML file to write.
+        #[arg(long, short)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -75,6 +83,9 @@ struct RunArgs {
     /// Write the report as JSON to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Write the report as one self-contained HTML file (charts included) to this file.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -140,6 +151,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
+        Command::Report { report, out } => html_from_json(&report, &out),
         Command::Crd => {
             print!("{}", stampede_api::crd_yaml());
             Ok(ExitCode::SUCCESS)
@@ -166,6 +178,21 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
     }
+}
+
+/// `stampede report RUN.json -o report.html`.
+fn html_from_json(json: &Path, out: &Path) -> Result<ExitCode, Failure> {
+    let text = std::fs::read_to_string(json)
+        .with_context(|| format!("cannot read {}", json.display()))
+        .map_err(Failure::Invalid)?;
+    let report: stampede_engine::Report = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a Stampede JSON report", json.display()))
+        .map_err(Failure::Invalid)?;
+    std::fs::write(out, stampede_engine::render_html(&report))
+        .with_context(|| format!("cannot write the HTML report to {}", out.display()))
+        .map_err(Failure::CouldNotRun)?;
+    eprintln!("HTML report written to {}", out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load(file: &Path) -> Result<ScenarioFile, Failure> {
@@ -232,14 +259,17 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         apply_overrides(load, &args);
     }
     // Open the report file first: a long run must not end in a report that cannot be saved.
-    let out_file = match &args.out {
-        Some(path) => Some(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot write the report to {}", path.display()))
-                .map_err(Failure::CouldNotRun)?,
-        ),
-        None => None,
+    let create = |path: &Option<PathBuf>| -> Result<Option<std::fs::File>, Failure> {
+        path.as_ref()
+            .map(|p| {
+                std::fs::File::create(p)
+                    .with_context(|| format!("cannot write the report to {}", p.display()))
+                    .map_err(Failure::CouldNotRun)
+            })
+            .transpose()
     };
+    let out_file = create(&args.out)?;
+    let html_file = create(&args.html)?;
     let opts = CompileOptions { base_url: args.base_url.clone(), ..CompileOptions::default() };
     let prepared = stampede_engine::prepare(&scenario, &args.file, opts).map_err(|e| match e {
         stampede_engine::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
@@ -308,6 +338,14 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {
             eprintln!("report written to {}", path.display());
+        }
+    }
+    if let (Some(mut file), Some(path)) = (html_file, &args.html) {
+        file.write_all(stampede_engine::render_html(&report).as_bytes())
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))
+            .map_err(Failure::CouldNotRun)?;
+        if !args.quiet {
+            eprintln!("HTML report written to {}", path.display());
         }
     }
     if let Some(why) = &report.run.aborted {

@@ -389,3 +389,62 @@ fn the_target_command_refuses_a_missing_key_file_by_name() {
     let out = stampede(&["target", "--port", "1", "--tls-cert", "nope.pem"]);
     assert_eq!(out.status.code(), Some(2), "--tls-cert needs --tls-key: {}", text(&out.stderr));
 }
+
+/// `--html` writes one self-contained file: no script, nothing fetched (no `src`, no `href`, no
+/// `url(`), every chart draws one point per interval of the JSON report's timeline, the tables
+/// hold the JSON's figures, and `stampede report run.json -o x.html` gives the same bytes.
+#[test]
+fn the_html_report_is_self_contained_and_its_charts_hold_every_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(
+        dir.path(),
+        "name: html <report>\nbaseUrl: builtin\nload: {executor: constant-vus, vus: 2, duration: 3s}\n\
+         scenarios:\n  - name: s\n    steps:\n      - {name: ok, request: {url: \"{{baseUrl}}/get\"}, check: {status: 200}, think: 5ms}\n      \
+         - {name: broken, request: {url: \"{{baseUrl}}/status/500\"}, check: {status: 200}}\n\
+         thresholds:\n  - \"errors{step:ok}.rate == 0%\"\n",
+    );
+    let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    let run = stampede(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", text(&run.stdout), text(&run.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+
+    assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
+    for fetching in ["<script", "src=", "href=", "url(", "@import"] {
+        assert!(!page.contains(fetching), "the page would load something: {fetching}");
+    }
+    // The scenario's name is escaped, not markup.
+    assert!(page.contains("html &lt;report&gt;") && !page.contains("html <report>"));
+    let intervals = report["timeline"].as_array().unwrap().len();
+    assert!(intervals >= 2, "a 3 s run has several intervals: {intervals}");
+    let charts = page.matches("<figure class=\"chart\">").count();
+    assert_eq!(charts, 4, "throughput, latency, errors, VUs");
+    assert!(!page.contains("chart empty"), "an empty chart");
+    let points: Vec<usize> =
+        page.split("data-points=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap()).collect();
+    assert_eq!(points.len(), 6, "requests/s; p50, p99, max; errors; VUs");
+    assert!(points.iter().all(|&n| n == intervals), "{points:?} vs {intervals} intervals");
+    // The tables show the JSON's figures.
+    let total = &report["total"];
+    assert!(page.contains(&format!("<td class=\"num\">{}</td>", total["requests"])), "total requests");
+    assert!(page.contains("s / broken"), "per-step rows");
+    assert!(page.contains("status is 200"), "the checks table");
+    assert!(page.contains("Passed: 1 of 1 thresholds"), "the verdict");
+    assert!(page.contains("Error samples"), "the broken step's samples");
+
+    let again = dir.path().join("again.html");
+    let out = stampede(&["report", json.to_str().unwrap(), "-o", again.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), page, "the same page from the JSON report");
+    let bad = stampede(&["report", scenario.to_str().unwrap(), "-o", again.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2), "a file that is not a report is invalid input");
+    assert!(text(&bad.stderr).contains("is not a Stampede JSON report"), "{}", text(&bad.stderr));
+}
