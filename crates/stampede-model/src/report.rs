@@ -180,9 +180,29 @@ pub struct TimelinePoint {
     pub requests: u64,
     pub rps: f64,
     pub errors: u64,
+    /// Failed requests of this interval by kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Iterations completed in this interval.
+    #[serde(default)]
+    pub iterations: u64,
     pub p50_ms: f64,
+    #[serde(default)]
+    pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Open models: iterations due per second by the schedule in this interval (started + dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_per_sec: Option<f64>,
+    /// Open models: iterations started per second in this interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_per_sec: Option<f64>,
+    /// Open models: iterations dropped in this interval (no VU was free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
+    /// Open models: the latest start against the schedule in this interval, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_max_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -156,35 +156,107 @@ fn steps_table(h: &mut String, r: &Report) {
     h.push_str(".</p></section>\n");
 }
 
+/// Colours of series, in order.
+const PALETTE: [&str; 8] = ["#2563eb", "#16a34a", "#ea580c", "#dc2626", "#7c3aed", "#0891b2", "#ca8a04", "#db2777"];
+
 fn charts(h: &mut String, r: &Report) {
     let t = &r.timeline;
     let xs: Vec<f64> = t.iter().map(|p| p.t).collect();
     let series = |f: &dyn Fn(usize) -> f64| xs.iter().enumerate().map(|(i, x)| (*x, f(i))).collect::<Vec<_>>();
+    let secs = XAxis::Seconds;
     h.push_str("<section><h2>Over time</h2><div class=\"charts\">");
     h.push_str(&line_chart(
         "Throughput",
         "requests/s",
-        &[Series { name: "requests/s", color: "#2563eb", points: series(&|i| t[i].rps) }],
+        &secs,
+        &[Series { name: "requests/s".into(), color: PALETTE[0], points: series(&|i| t[i].rps) }],
     ));
     h.push_str(&line_chart(
         "Latency",
         "ms",
+        &secs,
         &[
-            Series { name: "p50", color: "#16a34a", points: series(&|i| t[i].p50_ms) },
-            Series { name: "p99", color: "#ea580c", points: series(&|i| t[i].p99_ms) },
-            Series { name: "max", color: "#dc2626", points: series(&|i| t[i].max_ms) },
+            Series { name: "p50".into(), color: PALETTE[1], points: series(&|i| t[i].p50_ms) },
+            Series { name: "p90".into(), color: PALETTE[5], points: series(&|i| t[i].p90_ms) },
+            Series { name: "p99".into(), color: PALETTE[2], points: series(&|i| t[i].p99_ms) },
+            Series { name: "max".into(), color: PALETTE[3], points: series(&|i| t[i].max_ms) },
         ],
     ));
-    h.push_str(&line_chart(
-        "Errors",
-        "errors per interval",
-        &[Series { name: "errors", color: "#dc2626", points: series(&|i| t[i].errors as f64) }],
-    ));
+    // Errors: the total, and one line per kind that occurred.
+    let mut kinds: Vec<&String> = t.iter().flat_map(|p| p.errors_by_kind.keys()).collect();
+    kinds.sort();
+    kinds.dedup();
+    let mut error_series =
+        vec![Series { name: "all".into(), color: PALETTE[3], points: series(&|i| t[i].errors as f64) }];
+    for (n, kind) in kinds.into_iter().enumerate() {
+        error_series.push(Series {
+            name: kind.clone(),
+            color: PALETTE[(n + 4) % PALETTE.len()],
+            points: series(&|i| t[i].errors_by_kind.get(kind).copied().unwrap_or(0) as f64),
+        });
+    }
+    h.push_str(&line_chart("Errors by kind", "per interval", &secs, &error_series));
     h.push_str(&line_chart(
         "Active virtual users",
         "VUs",
-        &[Series { name: "VUs", color: "#7c3aed", points: series(&|i| f64::from(t[i].active_vus)) }],
+        &secs,
+        &[Series { name: "VUs".into(), color: PALETTE[4], points: series(&|i| f64::from(t[i].active_vus)) }],
     ));
+    // Open models: the schedule against what ran, dropped iterations, lag.
+    if t.iter().any(|p| p.due_per_sec.is_some()) {
+        h.push_str(&line_chart(
+            "Arrival rate",
+            "iterations/s",
+            &secs,
+            &[
+                Series { name: "due".into(), color: PALETTE[0], points: series(&|i| t[i].due_per_sec.unwrap_or(0.0)) },
+                Series {
+                    name: "started".into(),
+                    color: PALETTE[1],
+                    points: series(&|i| t[i].started_per_sec.unwrap_or(0.0)),
+                },
+            ],
+        ));
+        h.push_str(&line_chart(
+            "Dropped iterations",
+            "per interval",
+            &secs,
+            &[Series {
+                name: "dropped".into(),
+                color: PALETTE[3],
+                points: series(&|i| t[i].dropped.unwrap_or(0) as f64),
+            }],
+        ));
+        h.push_str(&line_chart(
+            "Schedule lag",
+            "ms, latest start",
+            &secs,
+            &[Series { name: "max".into(), color: PALETTE[2], points: series(&|i| t[i].lag_max_ms.unwrap_or(0.0)) }],
+        ));
+    }
+    // The distribution: percentiles on a log scale of 1 / (1 - q).
+    let l = &r.total.latency_ms;
+    let at = |q: f64| -(1.0 - q).log10();
+    let ranks = [
+        (0.5, "p50", l.p50),
+        (0.75, "p75", l.p75),
+        (0.9, "p90", l.p90),
+        (0.95, "p95", l.p95),
+        (0.99, "p99", l.p99),
+        (0.999, "p99.9", l.p999),
+    ];
+    let mut points: Vec<(f64, f64)> = ranks.iter().map(|&(q, _, v)| (at(q), v)).collect();
+    points.push((at(0.9999), l.max));
+    let mut ticks: Vec<(f64, String)> = ranks.iter().map(|&(q, name, _)| (at(q), name.to_string())).collect();
+    ticks.push((at(0.9999), "max".into()));
+    if r.total.responses > 0 {
+        h.push_str(&line_chart(
+            "Latency distribution",
+            "ms, all steps",
+            &XAxis::Ticks(ticks),
+            &[Series { name: "latency".into(), color: PALETTE[0], points }],
+        ));
+    }
     h.push_str("</div></section>\n");
 }
 
@@ -265,10 +337,18 @@ fn error_samples(h: &mut String, r: &Report) {
     h.push_str("</section>\n");
 }
 
-struct Series<'a> {
-    name: &'a str,
-    color: &'a str,
+struct Series {
+    name: String,
+    color: &'static str,
     points: Vec<(f64, f64)>,
+}
+
+/// What the x axis shows.
+enum XAxis {
+    /// Seconds since the start, with round ticks.
+    Seconds,
+    /// Labels at given positions (the axis starts at 0).
+    Ticks(Vec<(f64, String)>),
 }
 
 const W: f64 = 560.0;
@@ -279,7 +359,7 @@ const TOP: f64 = 28.0;
 const BOTTOM: f64 = 30.0;
 
 /// An SVG line chart: axes with round ticks, one polyline per series, a legend.
-fn line_chart(title: &str, unit: &str, series: &[Series<'_>]) -> String {
+fn line_chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series]) -> String {
     let points = series.iter().map(|s| s.points.len()).sum::<usize>();
     let mut svg = String::new();
     let _ = write!(
@@ -295,8 +375,12 @@ fn line_chart(title: &str, unit: &str, series: &[Series<'_>]) -> String {
     }
     let all = series.iter().flat_map(|s| s.points.iter());
     let x_max = all.clone().map(|p| p.0).fold(0.0_f64, f64::max).max(1e-9);
+    let x_min = match x_axis {
+        XAxis::Seconds => 0.0,
+        XAxis::Ticks(ticks) => ticks.iter().map(|t| t.0).fold(f64::INFINITY, f64::min).min(x_max - 1e-9),
+    };
     let y_max = nice(all.map(|p| p.1).fold(0.0_f64, f64::max));
-    let px = |x: f64| LEFT + x / x_max * (W - LEFT - RIGHT);
+    let px = |x: f64| LEFT + (x - x_min) / (x_max - x_min) * (W - LEFT - RIGHT);
     let py = |y: f64| H - BOTTOM - y / y_max * (H - TOP - BOTTOM);
     for i in 0..=4 {
         let y = y_max * f64::from(i) / 4.0;
@@ -311,24 +395,27 @@ fn line_chart(title: &str, unit: &str, series: &[Series<'_>]) -> String {
             label = short(y)
         );
     }
-    for i in 0..=4 {
-        let x = x_max * f64::from(i) / 4.0;
+    let x_ticks: Vec<(f64, String)> = match x_axis {
+        XAxis::Seconds => (0..=4).map(|i| x_max * f64::from(i) / 4.0).map(|x| (x, format!("{}s", short(x)))).collect(),
+        XAxis::Ticks(ticks) => ticks.clone(),
+    };
+    for (x, label) in x_ticks {
         let _ = write!(
             svg,
-            "<text x=\"{:.1}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}s</text>",
+            "<text x=\"{:.1}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
             px(x),
             H - BOTTOM + 14.0,
-            short(x)
+            esc(&label)
         );
     }
     let mut legend_x = W - RIGHT;
     for s in series.iter().rev() {
-        legend_x -= 8.0 + 7.0 * s.name.len() as f64;
+        legend_x -= 22.0 + 6.5 * s.name.chars().count() as f64;
         let _ = write!(
             svg,
             "<text x=\"{legend_x:.1}\" y=\"16\" class=\"legend\" fill=\"{}\">■ {}</text>",
             s.color,
-            esc(s.name)
+            esc(&s.name)
         );
     }
     for s in series {
@@ -336,7 +423,7 @@ fn line_chart(title: &str, unit: &str, series: &[Series<'_>]) -> String {
         let _ = write!(
             svg,
             "<polyline data-series=\"{}\" data-points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>",
-            esc(s.name),
+            esc(&s.name),
             s.points.len(),
             s.color,
             coords.join(" ")
@@ -360,7 +447,7 @@ fn short(v: f64) -> String {
         format!("{:.1}M", v / 1e6)
     } else if v >= 1e4 {
         format!("{:.0}k", v / 1e3)
-    } else if v >= 10.0 || v == v.trunc() {
+    } else if v >= 100.0 || v == v.trunc() {
         format!("{v:.0}")
     } else {
         format!("{v:.1}")
@@ -404,7 +491,7 @@ h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:22px 0 8px}\
 .verdict.neutral{background:#f3f4f6}\
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}\
 th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:left}\
-td.num{text-align:right}tr.total td{font-weight:600;border-top:2px solid #9ca3af}\
+td.num{text-align:right}table:not(.facts) th:not(:first-child){text-align:right}tr.total td{font-weight:600;border-top:2px solid #9ca3af}\
 table.facts th{width:140px;color:#4b5563;font-weight:500}\
 td.passed{color:#166534;font-weight:600}td.failed,td.num.failed{color:#991b1b;font-weight:600}\
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:12px}\
@@ -436,13 +523,19 @@ mod tests {
 
     #[test]
     fn a_chart_without_points_says_so_and_draws_no_line() {
-        let empty = line_chart("Throughput", "requests/s", &[Series { name: "rps", color: "#000", points: vec![] }]);
+        let empty = line_chart(
+            "Throughput",
+            "requests/s",
+            &XAxis::Seconds,
+            &[Series { name: "rps".into(), color: "#000", points: vec![] }],
+        );
         assert!(empty.contains("class=\"chart empty\"") && empty.contains("no data"), "{empty}");
         assert!(!empty.contains("<polyline"));
         let full = line_chart(
             "Throughput",
             "requests/s",
-            &[Series { name: "rps", color: "#000", points: vec![(1.0, 10.0), (2.0, 12.0)] }],
+            &XAxis::Seconds,
+            &[Series { name: "rps".into(), color: "#000", points: vec![(1.0, 10.0), (2.0, 12.0)] }],
         );
         assert!(full.contains("data-points=\"2\""), "{full}");
         assert!(!full.contains("empty"));

@@ -696,7 +696,7 @@ async fn run_iteration(
 ) -> bool {
     if let Some(at) = intended {
         let lag = Instant::now().saturating_duration_since(at);
-        local.metrics.borrow_mut().schedule_lag.saturating_record((lag.as_micros() as u64).max(1));
+        local.metrics.borrow_mut().record_started(lag.as_micros() as u64);
     }
     // This iteration's data rows; a used-up source with `onExhausted: stop` ends the VU.
     let mut exhausted = false;
@@ -1101,15 +1101,25 @@ async fn send(
 fn timeline_point(t: &Tick) -> TimelinePoint {
     let h = &t.stats.latency;
     let q = |q: f64| if h.is_empty() { 0.0 } else { round3(h.value_at_quantile(q) as f64 / 1000.0) };
+    let per_sec = |n: u64| if t.length > Duration::ZERO { round3(n as f64 / t.length.as_secs_f64()) } else { 0.0 };
+    let s = &t.stats;
+    let open = s.started + s.dropped > 0;
     TimelinePoint {
         t: round3(t.elapsed.as_secs_f64()),
         active_vus: t.active_vus,
-        requests: t.stats.requests,
-        rps: if t.length > Duration::ZERO { round3(t.stats.requests as f64 / t.length.as_secs_f64()) } else { 0.0 },
-        errors: t.stats.errors,
+        requests: s.requests,
+        rps: per_sec(s.requests),
+        errors: s.errors,
+        errors_by_kind: stampede_model::errors_by_name(&s.errors_by_kind),
+        iterations: s.iterations,
         p50_ms: q(0.5),
+        p90_ms: q(0.9),
         p99_ms: q(0.99),
         max_ms: if h.is_empty() { 0.0 } else { round3(h.max() as f64 / 1000.0) },
+        due_per_sec: open.then(|| per_sec(s.started + s.dropped)),
+        started_per_sec: open.then(|| per_sec(s.started)),
+        dropped: open.then_some(s.dropped),
+        lag_max_ms: open.then(|| round3(s.lag_max_us as f64 / 1000.0)),
     }
 }
 

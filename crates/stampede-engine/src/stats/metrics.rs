@@ -173,11 +173,26 @@ pub struct IntervalStats {
     /// Failed requests by kind (indexed by [`ErrorKind::index`]); they add up to `errors`.
     pub errors_by_kind: [u64; KINDS],
     pub iterations: u64,
+    /// Open models: iterations that started on schedule in this interval.
+    pub started: u64,
+    /// Open models: iterations due in this interval when no VU was free.
+    pub dropped: u64,
+    /// Open models: the latest an iteration of this interval started against its schedule, µs.
+    pub lag_max_us: u64,
 }
 
 impl Default for IntervalStats {
     fn default() -> Self {
-        IntervalStats { latency: new_histogram(), requests: 0, errors: 0, errors_by_kind: [0; KINDS], iterations: 0 }
+        IntervalStats {
+            latency: new_histogram(),
+            requests: 0,
+            errors: 0,
+            errors_by_kind: [0; KINDS],
+            iterations: 0,
+            started: 0,
+            dropped: 0,
+            lag_max_us: 0,
+        }
     }
 }
 
@@ -197,6 +212,9 @@ impl IntervalStats {
             *a += b;
         }
         self.iterations += other.iterations;
+        self.started += other.started;
+        self.dropped += other.dropped;
+        self.lag_max_us = self.lag_max_us.max(other.lag_max_us);
     }
 
     pub fn reset(&mut self) {
@@ -205,6 +223,9 @@ impl IntervalStats {
         self.errors = 0;
         self.errors_by_kind = [0; KINDS];
         self.iterations = 0;
+        self.started = 0;
+        self.dropped = 0;
+        self.lag_max_us = 0;
     }
 }
 
@@ -240,6 +261,14 @@ impl WorkerMetrics {
             self.dropped.resize(g + 1, 0);
         }
         self.dropped[g] += 1;
+        self.interval.dropped += 1;
+    }
+
+    /// An open model's iteration started `lag` after its scheduled instant.
+    pub fn record_started(&mut self, lag_us: u64) {
+        self.schedule_lag.saturating_record(lag_us.max(1));
+        self.interval.started += 1;
+        self.interval.lag_max_us = self.interval.lag_max_us.max(lag_us);
     }
 
     pub fn merge(&mut self, other: &WorkerMetrics) {

@@ -426,12 +426,15 @@ fn the_html_report_is_self_contained_and_its_charts_hold_every_interval() {
     let intervals = report["timeline"].as_array().unwrap().len();
     assert!(intervals >= 2, "a 3 s run has several intervals: {intervals}");
     let charts = page.matches("<figure class=\"chart\">").count();
-    assert_eq!(charts, 4, "throughput, latency, errors, VUs");
+    assert_eq!(charts, 5, "throughput, latency, errors, VUs, distribution");
     assert!(!page.contains("chart empty"), "an empty chart");
-    let points: Vec<usize> =
-        page.split("data-points=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap()).collect();
-    assert_eq!(points.len(), 6, "requests/s; p50, p99, max; errors; VUs");
-    assert!(points.iter().all(|&n| n == intervals), "{points:?} vs {intervals} intervals");
+    let series = chart_series(&page);
+    let names: Vec<&str> = series.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["requests/s", "p50", "p90", "p99", "max", "all", "check", "VUs", "latency"]);
+    for (name, points) in &series {
+        let expected = if name == "latency" { 7 } else { intervals };
+        assert_eq!(*points, expected, "series {name}: one point per interval (the distribution: 7 percentiles)");
+    }
     // The tables show the JSON's figures.
     let total = &report["total"];
     assert!(page.contains(&format!("<td class=\"num\">{}</td>", total["requests"])), "total requests");
@@ -447,4 +450,57 @@ fn the_html_report_is_self_contained_and_its_charts_hold_every_interval() {
     let bad = stampede(&["report", scenario.to_str().unwrap(), "-o", again.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2), "a file that is not a report is invalid input");
     assert!(text(&bad.stderr).contains("is not a Stampede JSON report"), "{}", text(&bad.stderr));
+}
+
+/// Every chart series of an HTML report: (name, points drawn).
+fn chart_series(page: &str) -> Vec<(String, usize)> {
+    let attr = |tag: &str, name: &str| {
+        let start = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        tag[start..start + tag[start..].find('"').unwrap()].to_string()
+    };
+    page.split("<polyline ")
+        .skip(1)
+        .map(|tag| (attr(tag, "data-series"), attr(tag, "data-points").parse().unwrap()))
+        .collect()
+}
+
+/// An open model's HTML report adds the schedule's charts; the dropped iterations it draws per
+/// interval add up to the report's total exactly.
+#[test]
+fn an_open_models_html_report_charts_due_started_dropped_and_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    // One VU at most, 100 ms per iteration, 50 due per second: most are dropped.
+    let scenario = write_scenario(
+        dir.path(),
+        "name: open\nbaseUrl: builtin\nload: {executor: constant-arrival-rate, rate: 50, duration: 2s, \
+         preAllocatedVUs: 1, maxVUs: 1}\nscenarios:\n  - name: s\n    steps:\n      \
+         - {name: slow, request: {url: \"{{baseUrl}}/delay/100\"}}\n",
+    );
+    let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    let run = stampede(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", text(&run.stdout), text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let timeline = report["timeline"].as_array().unwrap();
+    let dropped: u64 = timeline.iter().map(|p| p["dropped"].as_u64().unwrap_or(0)).sum();
+    let total = report["run"]["schedule"]["droppedIterations"].as_u64().unwrap();
+    assert!(total > 0, "one VU cannot keep 50/s of 100 ms iterations");
+    assert_eq!(dropped, total, "the timeline's dropped iterations add up to the total");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for title in ["Arrival rate", "Dropped iterations", "Schedule lag"] {
+        assert!(page.contains(&format!("aria-label=\"{title}\"")), "no {title} chart");
+    }
+    let series = chart_series(&page);
+    for name in ["due", "started", "dropped"] {
+        let (_, points) = series.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name} series"));
+        assert_eq!(*points, timeline.len(), "{name}");
+    }
+    assert!(!page.contains("chart empty"));
 }
