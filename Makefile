@@ -27,7 +27,9 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# deps: Debian's chromium for the HTML report's browser test (tests/deps.sh; installed when missing).
 unit:
+	bash tests/deps.sh
 	$(CARGO) test --workspace
 
 # The Helm chart: helm lint and template (default and CI values), generated copies, dashboards,

@@ -40,7 +40,9 @@ export STAMPEDE_IMAGE_ARCHIVE="${STAMPEDE_IMAGE_ARCHIVE:-${CARGO_TARGET_DIR:-$re
 IMAGE_OUT="$STAMPEDE_IMAGE_ARCHIVE" "$repo/image/build.sh" >/dev/null
 t_image=$(secs "$t1")
 t1=$(date +%s.%N)
-"$CARGO" test --quiet -p stampede-operator --test realnode --no-run
+# Workspace-wide, as `make unit` builds it: `-p stampede-operator` would resolve other features
+# and rebuild part of the workspace (123 s on a fresh clone).
+"$CARGO" test --quiet --workspace --test realnode --no-run
 t_compile=$(secs "$t1")
 
 cleanup() {
@@ -60,5 +62,5 @@ t1=$(date +%s.%N)
 "$here/up.sh" --node=real
 t_up=$(secs "$t1")
 t1=$(date +%s.%N)
-"$CARGO" test -p stampede-operator --test realnode -- --ignored --test-threads=1 "$@"
+"$CARGO" test --workspace --test realnode -- --ignored --test-threads=1 "$@"
 t_tests=$(secs "$t1")

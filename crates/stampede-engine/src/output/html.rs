@@ -1,5 +1,6 @@
 //! The HTML report: one self-contained file (no script, no style sheet or font fetched, no
-//! network access when opened), charts drawn as inline SVG here. Readable on a laptop screen
+//! network access when opened: even the favicon is an empty `data:` URL, which browsers would
+//! otherwise fetch), charts drawn as inline SVG here. Readable on a laptop screen
 //! and printable (`@media print` keeps charts whole on a page).
 //!
 //! Every chart's series is an SVG `<polyline>` with a `data-points` attribute (how many points
@@ -18,7 +19,7 @@ pub fn render_html(report: &Report) -> String {
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} — Stampede report</title><style>{STYLE}</style></head><body>\n",
+         <link rel=\"icon\" href=\"data:,\"><title>{} — Stampede report</title><style>{STYLE}</style></head><body>\n",
         esc(&report.name)
     );
     let _ = writeln!(

@@ -3,4 +3,5 @@
 
 mod commands;
 mod dashboards;
+mod html_browser;
 mod loopback_ports;
