@@ -28,6 +28,7 @@ pub use client::url::HttpUrl;
 pub use compile::parse::{load_file, parse_str};
 pub use compile::plan::{BUILTIN_PLACEHOLDER, CompileOptions, Plan, compile};
 pub use error::{Problem, RunError, ScenarioError};
+pub use output::compare::{Change, StepChange, compare, render_comparison};
 pub use output::html::render_html;
 pub use output::prom::{Exporter, MetricsServer};
 pub use output::report::{build_report, latency_summary, render_phases, render_table};

@@ -48,6 +48,14 @@ enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
+    /// Compare two runs' JSON reports: the change of rps, error rate and each percentile, per
+    /// step and in total.
+    Compare {
+        /// The baseline run's JSON report.
+        base: PathBuf,
+        /// The new run's JSON report.
+        new: PathBuf,
+    },
     /// Write the HTML report of a run from its JSON report (`stampede run --out`).
     Report {
         /// The run's JSON report.
@@ -152,6 +160,7 @@ fn main() -> ExitCode {
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
         Command::Report { report, out } => html_from_json(&report, &out),
+        Command::Compare { base, new } => compare(&base, &new),
         Command::Crd => {
             print!("{}", stampede_api::crd_yaml());
             Ok(ExitCode::SUCCESS)
@@ -180,14 +189,26 @@ fn main() -> ExitCode {
     }
 }
 
-/// `stampede report RUN.json -o report.html`.
-fn html_from_json(json: &Path, out: &Path) -> Result<ExitCode, Failure> {
+/// A run's JSON report from a file.
+fn read_report(json: &Path) -> Result<stampede_engine::Report, Failure> {
     let text = std::fs::read_to_string(json)
         .with_context(|| format!("cannot read {}", json.display()))
         .map_err(Failure::Invalid)?;
-    let report: stampede_engine::Report = serde_json::from_str(&text)
+    serde_json::from_str(&text)
         .with_context(|| format!("{} is not a Stampede JSON report", json.display()))
-        .map_err(Failure::Invalid)?;
+        .map_err(Failure::Invalid)
+}
+
+/// `stampede compare BASE.json NEW.json`.
+fn compare(base: &Path, new: &Path) -> Result<ExitCode, Failure> {
+    let steps = stampede_engine::compare(&read_report(base)?, &read_report(new)?);
+    print!("{}", stampede_engine::render_comparison(&base.display().to_string(), &new.display().to_string(), &steps));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stampede report RUN.json -o report.html`.
+fn html_from_json(json: &Path, out: &Path) -> Result<ExitCode, Failure> {
+    let report = read_report(json)?;
     std::fs::write(out, stampede_engine::render_html(&report))
         .with_context(|| format!("cannot write the HTML report to {}", out.display()))
         .map_err(Failure::CouldNotRun)?;

@@ -506,3 +506,43 @@ fn an_open_models_html_report_charts_due_started_dropped_and_lag() {
     }
     assert!(!page.contains("chart empty"));
 }
+
+/// `stampede compare` of two real runs: per step and in total, each figure as the two JSON
+/// reports hold it, and the relative change between them.
+#[test]
+fn compare_prints_each_steps_change_from_the_base_run_to_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = |delay: u32| {
+        write_scenario(
+            dir.path(),
+            &format!(
+                "name: cmp\nbaseUrl: builtin\nload: {{executor: constant-vus, vus: 2, iterations: 40}}\n\
+                 scenarios:\n  - name: s\n    steps:\n      - {{name: slow, request: {{url: \"{{{{baseUrl}}}}/delay/{delay}\"}}}}\n"
+            ),
+        )
+    };
+    let (base, new) = (dir.path().join("base.json"), dir.path().join("new.json"));
+    for (delay, out) in [(5, &base), (25, &new)] {
+        let run = stampede(&["run", scenario(delay).to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+    }
+    let out = stampede(&["compare", base.to_str().unwrap(), new.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let b: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    let n: Value = serde_json::from_str(&std::fs::read_to_string(&new).unwrap()).unwrap();
+    // The total's p50 row: both values as the reports hold them, and their relative change.
+    let (p50_base, p50_new) =
+        (b["total"]["latencyMs"]["p50"].as_f64().unwrap(), n["total"]["latencyMs"]["p50"].as_f64().unwrap());
+    let total_block = &table[table.find("\ntotal").expect("a total block")..];
+    let row = total_block.lines().find(|l| l.contains("p50 ms")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 3], format!("{p50_base:.3}"), "{row}");
+    assert_eq!(cells[cells.len() - 2], format!("{p50_new:.3}"), "{row}");
+    assert_eq!(cells[cells.len() - 1], format!("{:+.1}%", (p50_new - p50_base) / p50_base * 100.0), "{row}");
+    assert!(p50_new > p50_base, "25 ms against 5 ms of server delay");
+    assert!(table.contains("s/slow"), "{table}");
+    let bad = stampede(&["compare", base.to_str().unwrap(), dir.path().join("missing.json").to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("missing.json"), "{}", text(&bad.stderr));
+}
