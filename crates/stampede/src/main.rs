@@ -63,6 +63,9 @@ enum Command {
         /// The HTML file to write.
         #[arg(long, short)]
         out: PathBuf,
+        /// Show this earlier run's JSON report beside it (changes, and its lines in the charts).
+        #[arg(long, value_name = "JSON")]
+        baseline: Option<PathBuf>,
     },
 }
 
@@ -159,7 +162,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
-        Command::Report { report, out } => html_from_json(&report, &out),
+        Command::Report { report, out, baseline } => html_from_json(&report, &out, baseline.as_deref()),
         Command::Compare { base, new } => compare(&base, &new),
         Command::Crd => {
             print!("{}", stampede_api::crd_yaml());
@@ -206,10 +209,11 @@ fn compare(base: &Path, new: &Path) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stampede report RUN.json -o report.html`.
-fn html_from_json(json: &Path, out: &Path) -> Result<ExitCode, Failure> {
+/// `stampede report RUN.json -o report.html [--baseline BASE.json]`.
+fn html_from_json(json: &Path, out: &Path, baseline: Option<&Path>) -> Result<ExitCode, Failure> {
     let report = read_report(json)?;
-    std::fs::write(out, stampede_engine::render_html(&report))
+    let baseline = baseline.map(read_report).transpose()?;
+    std::fs::write(out, stampede_engine::render_html(&report, baseline.as_ref()))
         .with_context(|| format!("cannot write the HTML report to {}", out.display()))
         .map_err(Failure::CouldNotRun)?;
     eprintln!("HTML report written to {}", out.display());
@@ -362,7 +366,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         }
     }
     if let (Some(mut file), Some(path)) = (html_file, &args.html) {
-        file.write_all(stampede_engine::render_html(&report).as_bytes())
+        file.write_all(stampede_engine::render_html(&report, None).as_bytes())
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {

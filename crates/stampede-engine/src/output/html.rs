@@ -11,8 +11,9 @@ use std::fmt::Write as _;
 
 use stampede_model::report::{LatencySummary, PhaseSummary, Report, StepSummary};
 
-/// The report as one HTML document.
-pub fn render_html(report: &Report) -> String {
+/// The report as one HTML document; with a `baseline`, its figures beside the run's: a table of
+/// changes per step and in total, and the baseline's throughput and p99 as grey dashed lines.
+pub fn render_html(report: &Report, baseline: Option<&Report>) -> String {
     let mut h = String::with_capacity(64 * 1024);
     let verdict = verdict(report);
     let _ = write!(
@@ -32,7 +33,10 @@ pub fn render_html(report: &Report) -> String {
     facts(&mut h, report);
     thresholds(&mut h, report);
     steps_table(&mut h, report);
-    charts(&mut h, report);
+    if let Some(base) = baseline {
+        baseline_table(&mut h, report, base);
+    }
+    charts(&mut h, report, baseline);
     phases(&mut h, report);
     checks(&mut h, report);
     error_samples(&mut h, report);
@@ -160,29 +164,76 @@ fn steps_table(h: &mut String, r: &Report) {
 /// Colours of series, in order.
 const PALETTE: [&str; 8] = ["#2563eb", "#16a34a", "#ea580c", "#dc2626", "#7c3aed", "#0891b2", "#ca8a04", "#db2777"];
 
-fn charts(h: &mut String, r: &Report) {
+/// Colour of the baseline's series (drawn dashed).
+const BASELINE: &str = "#9ca3af";
+
+fn baseline_table(h: &mut String, r: &Report, base: &Report) {
+    let _ = write!(
+        h,
+        "<section><h2>Compared with the baseline</h2><p class=\"note\">Baseline: {} (started {}). Each cell: this \
+         run's figure, then the baseline's and the change (relative; percentage points for errors).</p>\
+         <table><tr><th>step</th><th>rps</th><th>errors %</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th>\
+         <th>p99.9</th><th>max</th><th>requests</th></tr>",
+        esc(&base.name),
+        esc(&base.started_at)
+    );
+    for s in crate::output::compare::compare(base, r) {
+        let class = if s.step == "total" { " class=\"total\"" } else { "" };
+        if !(s.in_base && s.in_new) {
+            let _ = write!(
+                h,
+                "<tr{class}><td>{}</td><td colspan=\"9\">only in {}</td></tr>",
+                esc(&s.step),
+                if s.in_base { "the baseline" } else { "this run" }
+            );
+            continue;
+        }
+        let _ = write!(h, "<tr{class}><td>{}</td>", esc(&s.step));
+        for c in &s.changes {
+            let change = if c.metric == "error %" {
+                format!("{:+.2} pp", c.new - c.base)
+            } else {
+                c.percent().map_or_else(|| "—".into(), |p| format!("{p:+.1} %"))
+            };
+            let value = |v: f64| if c.metric == "requests" { format!("{v:.0}") } else { format!("{v:.2}") };
+            let _ = write!(
+                h,
+                "<td class=\"num\">{}<br><small class=\"note\">{} · {}</small></td>",
+                value(c.new),
+                value(c.base),
+                change
+            );
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table></section>\n");
+}
+
+fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
     let t = &r.timeline;
     let xs: Vec<f64> = t.iter().map(|p| p.t).collect();
     let series = |f: &dyn Fn(usize) -> f64| xs.iter().enumerate().map(|(i, x)| (*x, f(i))).collect::<Vec<_>>();
     let secs = XAxis::Seconds;
+    // The baseline's line of a figure, by time since its own start.
+    let base_line = |name: &str, f: &dyn Fn(&stampede_model::report::TimelinePoint) -> f64| {
+        baseline.map(|b| Series {
+            name: format!("baseline {name}"),
+            color: BASELINE,
+            points: b.timeline.iter().map(|p| (p.t, f(p))).collect(),
+        })
+    };
     h.push_str("<section><h2>Over time</h2><div class=\"charts\">");
-    h.push_str(&line_chart(
-        "Throughput",
-        "requests/s",
-        &secs,
-        &[Series { name: "requests/s".into(), color: PALETTE[0], points: series(&|i| t[i].rps) }],
-    ));
-    h.push_str(&line_chart(
-        "Latency",
-        "ms",
-        &secs,
-        &[
-            Series { name: "p50".into(), color: PALETTE[1], points: series(&|i| t[i].p50_ms) },
-            Series { name: "p90".into(), color: PALETTE[5], points: series(&|i| t[i].p90_ms) },
-            Series { name: "p99".into(), color: PALETTE[2], points: series(&|i| t[i].p99_ms) },
-            Series { name: "max".into(), color: PALETTE[3], points: series(&|i| t[i].max_ms) },
-        ],
-    ));
+    let mut throughput = vec![Series { name: "requests/s".into(), color: PALETTE[0], points: series(&|i| t[i].rps) }];
+    throughput.extend(base_line("requests/s", &|p| p.rps));
+    h.push_str(&line_chart("Throughput", "requests/s", &secs, &throughput));
+    let mut latency = vec![
+        Series { name: "p50".into(), color: PALETTE[1], points: series(&|i| t[i].p50_ms) },
+        Series { name: "p90".into(), color: PALETTE[5], points: series(&|i| t[i].p90_ms) },
+        Series { name: "p99".into(), color: PALETTE[2], points: series(&|i| t[i].p99_ms) },
+        Series { name: "max".into(), color: PALETTE[3], points: series(&|i| t[i].max_ms) },
+    ];
+    latency.extend(base_line("p99", &|p| p.p99_ms));
+    h.push_str(&line_chart("Latency", "ms", &secs, &latency));
     // Errors: the total, and one line per kind that occurred.
     let mut kinds: Vec<&String> = t.iter().flat_map(|p| p.errors_by_kind.keys()).collect();
     kinds.sort();
@@ -423,10 +474,11 @@ fn line_chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series]) -> Str
         let coords: Vec<String> = s.points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
         let _ = write!(
             svg,
-            "<polyline data-series=\"{}\" data-points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>",
+            "<polyline data-series=\"{}\" data-points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"{} points=\"{}\"/>",
             esc(&s.name),
             s.points.len(),
             s.color,
+            if s.color == BASELINE { " stroke-dasharray=\"4 3\"" } else { "" },
             coords.join(" ")
         );
     }

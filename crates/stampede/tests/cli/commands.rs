@@ -542,6 +542,26 @@ fn compare_prints_each_steps_change_from_the_base_run_to_the_new_one() {
     assert_eq!(cells[cells.len() - 1], format!("{:+.1}%", (p50_new - p50_base) / p50_base * 100.0), "{row}");
     assert!(p50_new > p50_base, "25 ms against 5 ms of server delay");
     assert!(table.contains("s/slow"), "{table}");
+    // The HTML report with the baseline beside the run: the changes, and its lines in the charts.
+    let html = dir.path().join("new.html");
+    let out = stampede(&[
+        "report",
+        new.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Compared with the baseline"), "no comparison section");
+    assert!(page.contains(&format!("{:+.1} %", (p50_new - p50_base) / p50_base * 100.0)), "the total p50's change");
+    let series = chart_series(&page);
+    let base_points = b["timeline"].as_array().unwrap().len();
+    for name in ["baseline requests/s", "baseline p99"] {
+        let (_, points) = series.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name} line"));
+        assert_eq!(*points, base_points, "{name}: the baseline's every interval");
+    }
     let bad = stampede(&["compare", base.to_str().unwrap(), dir.path().join("missing.json").to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad.stderr).contains("missing.json"), "{}", text(&bad.stderr));
