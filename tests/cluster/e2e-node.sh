@@ -50,6 +50,8 @@ cleanup() {
   [[ -n "${t_up:-}" && -z "${t_tests:-}" ]] && t_tests="$(secs "$t1") (failed)"
   "$here/down.sh" || rc=1
   "$here/down.sh" --verify || rc=1
+  # The pods' logs stay for a failed run (look there first); a passing run leaves none.
+  (( rc != 0 )) || rm -rf "$STAMPEDE_CLUSTER_DIR/node/pod-logs"
   echo "e2e-node: packages ${t_pkgs} s; binaries ${t_bins} s; image ${t_image} s; test build ${t_compile} s;" \
     "node up ${t_up:-?} s; tests ${t_tests:-?} s; total $(secs "$t0") s" >&2
   exit "$rc"

@@ -87,6 +87,20 @@ impl TestCluster {
         Ok(Client::try_from(config)?)
     }
 
+    /// Runs `kubectl ARGS` as cluster-admin with `stdin` as its input; its output (panics when
+    /// kubectl cannot be started: a test cannot go on without it).
+    pub fn kubectl_run(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+        use std::io::Write as _;
+        use std::process::Stdio;
+        let mut cmd = self.kubectl();
+        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", self.kubectl.display()));
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes()).expect("kubectl reads its input");
+        }
+        child.wait_with_output().expect("kubectl ends")
+    }
+
     /// `kubectl` (built with the control plane) pointed at this cluster as cluster-admin.
     pub fn kubectl(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.kubectl);

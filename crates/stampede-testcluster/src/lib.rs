@@ -22,3 +22,19 @@ pub mod volumes;
 
 pub use cluster::{TestCluster, wait_deleted, wait_for};
 pub use error::{Error, Result};
+
+/// The pinned Helm: `$STAMPEDE_HELM`, or `tests/chart/helm.sh` (builds it once, then reuses it).
+pub fn helm() -> std::path::PathBuf {
+    if let Some(h) = std::env::var_os("STAMPEDE_HELM") {
+        return h.into();
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/chart/helm.sh");
+    let out = std::process::Command::new("bash").arg(&script).output().expect("bash runs");
+    assert!(out.status.success(), "{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().into()
+}
+
+/// A command's stdout and stderr together, for assertion messages.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}

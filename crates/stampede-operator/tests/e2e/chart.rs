@@ -19,7 +19,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -42,20 +42,10 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The pinned Helm: `$STAMPEDE_HELM`, or tests/chart/helm.sh (builds it once, then reuses it).
-fn helm() -> PathBuf {
-    if let Some(h) = std::env::var_os("STAMPEDE_HELM") {
-        return PathBuf::from(h);
-    }
-    let out = Command::new("bash").arg(repo().join("tests/chart/helm.sh")).output().unwrap();
-    assert!(out.status.success(), "tests/chart/helm.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
-}
-
 /// `helm template stampede charts/stampede -n <ns> <args>`.
 fn render(namespace: &str, args: &[&str]) -> String {
     let chart = repo().join("charts/stampede");
-    let out = Command::new(helm())
+    let out = Command::new(stampede_testcluster::helm())
         .args(["template", RELEASE, &chart.to_string_lossy(), "--namespace", namespace])
         .args(args)
         .output()
@@ -73,18 +63,11 @@ fn objects(yaml: &str) -> Vec<serde_json::Value> {
 }
 
 fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = TestCluster::shared().kubectl();
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
+    TestCluster::shared().kubectl_run(args, stdin)
 }
 
 fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    stampede_testcluster::output_text(out)
 }
 
 /// A fresh namespace that enforces (and warns about) the `restricted` Pod Security Standard.

@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
@@ -47,34 +47,17 @@ pub(crate) fn image_ref() -> String {
 }
 
 pub(crate) fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = cluster().kubectl();
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
+    cluster().kubectl_run(args, stdin)
 }
 
 pub(crate) fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// The pinned Helm: `$STAMPEDE_HELM`, or tests/chart/helm.sh (builds it once, then reuses it).
-fn helm() -> PathBuf {
-    if let Some(h) = std::env::var_os("STAMPEDE_HELM") {
-        return PathBuf::from(h);
-    }
-    let out = Command::new("bash").arg(repo().join("tests/chart/helm.sh")).output().unwrap();
-    assert!(out.status.success(), "tests/chart/helm.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim())
+    stampede_testcluster::output_text(out)
 }
 
 /// `helm template stampede charts/stampede -n stampede-system` with the node's image.
 pub(crate) fn render_chart() -> String {
     let (repository, tag) = image();
-    let out = Command::new(helm())
+    let out = Command::new(stampede_testcluster::helm())
         .args(["template", RELEASE, &repo().join("charts/stampede").to_string_lossy(), "--namespace", OPERATOR_NS])
         .args(["--set", &format!("image.repository={repository},image.tag={tag},image.pullPolicy=IfNotPresent")])
         .args(["--set", "replicaCount=1,logLevel=info\\,stampede_operator=debug"])

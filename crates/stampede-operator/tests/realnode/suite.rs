@@ -123,7 +123,8 @@ spec:
         let log = text(&logs);
         assert!(logs.status.success(), "kubectl logs: {log}");
         let api_line = log.lines().find(|l| l.contains("Kubernetes API")).unwrap_or_else(|| panic!("{log}"));
-        assert!(api_line.contains("https://10.96.0.1"), "runner {index} used {api_line}");
+        // The `kubernetes` Service's address (10.96.0.1), not the API server's own.
+        assert!(api_line.contains("//10.96.0.1"), "runner {index} used {api_line}");
         assert!(api_line.contains("/var/run/secrets/kubernetes.io/serviceaccount/token"), "{api_line}");
         assert_eq!(
             pod.spec.as_ref().unwrap().service_account_name.as_deref(),
