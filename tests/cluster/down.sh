@@ -63,8 +63,16 @@ case "$mode" in
     ;;
 esac
 
+# Puts the host back once: a second stop (e.g. a start refused because another real node runs)
+# must not touch what that other node made since. --verify still compares with the record.
+restore_once() {
+  [[ -f "$NODE_DIR/restored" ]] && return 0
+  node_restore_host
+  touch "$NODE_DIR/restored"
+}
+
 if [[ ! -f "$pids" ]]; then
-  if (( real )); then node_restore_host; fi
+  if (( real )); then restore_once; fi
   say "nothing recorded in $pids; nothing to stop"
   exit 0
 fi
@@ -102,6 +110,6 @@ while read -r f; do
 done < <(pod_pidfiles)
 if (( real )); then
   say "putting the host back as it was before the real node started"
-  node_restore_host
+  restore_once
 fi
 exit 0

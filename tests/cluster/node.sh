@@ -48,6 +48,17 @@ node_require_root() {
     { echo "real-node: the CNI plugins (Debian containernetworking-plugins) are missing" >&2; exit 2; }
 }
 
+# One real node per machine: it owns the bridge, the iptables chains and the cgroups it makes.
+# Checked before anything is recorded, so that stopping this attempt touches nothing of the other.
+node_require_free() {
+  if ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
+    echo "real-node: bridge $NODE_BRIDGE exists: another real node runs on this machine (or one was" \
+      "left behind: stop it with STAMPEDE_CLUSTER_DIR=<its folder> tests/cluster/down.sh, or" \
+      "ip link delete $NODE_BRIDGE)" >&2
+    exit 2
+  fi
+}
+
 # --- the record of the host --------------------------------------------------------------------
 node_iptables_dump() { # v4|v6: every table, without counters or comments
   local save=iptables-save
@@ -353,7 +364,16 @@ node_restore_host() {
   while read -r l; do
     grep -qxF "$l" "$b/links" || ip link delete "$l" 2>/dev/null || true
   done < <(node_links_dump)
-  # Cgroups the kubelet and containerd made, in every hierarchy, deepest first.
+  # Cgroups the kubelet and containerd made, in every hierarchy, deepest first; a container
+  # process that outlived its shim (it no longer names the node's folder) is still in one of
+  # them: killed first.
+  for h in /sys/fs/cgroup/*/; do
+    while read -r d; do
+      grep -qxF "$d" "$b/cgroups" && continue
+      for p in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+    done < <(find "$h" -mindepth 1 -maxdepth 1 -type d | sort)
+  done
+  sleep 0.2
   for h in /sys/fs/cgroup/*/; do
     while read -r d; do
       grep -qxF "$d" "$b/cgroups" && continue

@@ -53,6 +53,7 @@ if "$here/down.sh" --check-running 2>/dev/null; then
   exit 0
 fi
 "$here/down.sh" --quiet || true
+(( real == 0 )) || node_require_free   # after our own leftovers are gone, before anything is recorded
 
 if (( real )); then bin="$("$here/build.sh" --node)"; else bin="$("$here/build.sh")"; fi
 kubectl="$bin/kubectl"
