@@ -34,6 +34,11 @@ NODE_DIR="$state/node"
 
 node_log() { echo "real-node: $*" >&2; }
 
+# Whether GET http://127.0.0.1:PORT/PATH answers with a line matching PATTERN (a health probe).
+node_http_ok() ( # port path pattern
+  exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET %s HTTP/1.0\r\n\r\n' "$2" >&3 && grep -q "$3" <&3
+)
+
 node_require_root() {
   if (( EUID != 0 )); then
     echo "real-node: the real node needs root (containerd, runc, network namespaces, iptables, cgroups);" \
@@ -263,8 +268,7 @@ EOF
   start kubelet "$bin/kubelet" --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$state/kubelet.kubeconfig" \
     --hostname-override="$NODE_NAME_REAL" --node-ip="$NODE_GATEWAY" --root-dir="$k" \
     --cert-dir="$NODE_DIR/kubelet-pki" --v=1
-  kubelet_healthy() ( exec 3<>"/dev/tcp/127.0.0.1/$healthz_port" && printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3 && grep -q '^ok' <&3 )
-  wait_until "kubelet /healthz" 60 "$kubelet_pid" kubelet_healthy
+  wait_until "kubelet /healthz" 60 "$kubelet_pid" node_http_ok "$healthz_port" /healthz '^ok'
 }
 
 node_kube_proxy() {
@@ -286,8 +290,7 @@ iptables: {localhostNodePorts: false, masqueradeAll: false, syncPeriod: 10s, min
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
   start kube-proxy "$bin/kube-proxy" --config="$NODE_DIR/kube-proxy.yaml" --v=1
-  proxy_synced() ( exec 3<>"/dev/tcp/127.0.0.1/$healthz" && printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3 && grep -q '200 OK' <&3 )
-  wait_until "kube-proxy /healthz (rules synced)" 60 "$kube_proxy_pid" proxy_synced
+  wait_until "kube-proxy /healthz (rules synced)" 60 "$kube_proxy_pid" node_http_ok "$healthz" /healthz '200 OK'
 }
 
 node_coredns() {
@@ -308,8 +311,7 @@ node_coredns() {
 }
 EOF
   start coredns "$bin/coredns" -conf "$NODE_DIR/Corefile"
-  dns_ready() ( exec 3<>"/dev/tcp/127.0.0.1/$ready" && printf 'GET /ready HTTP/1.0\r\n\r\n' >&3 && grep -q '200 OK' <&3 )
-  wait_until "CoreDNS /ready" 60 "$coredns_pid" dns_ready
+  wait_until "CoreDNS /ready" 60 "$coredns_pid" node_http_ok "$ready" /ready '200 OK'
 }
 
 # --- stop ----------------------------------------------------------------------------------------
@@ -367,19 +369,14 @@ node_restore_host() {
   # Cgroups the kubelet and containerd made, in every hierarchy, deepest first; a container
   # process that outlived its shim (it no longer names the node's folder) is still in one of
   # them: killed first.
-  for h in /sys/fs/cgroup/*/; do
-    while read -r d; do
-      grep -qxF "$d" "$b/cgroups" && continue
-      for p in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-    done < <(find "$h" -mindepth 1 -maxdepth 1 -type d | sort)
+  local new_cgroups
+  new_cgroups="$(for h in /sys/fs/cgroup/*/; do find "$h" -mindepth 1 -maxdepth 1 -type d; done |
+    grep -vxF -f "$b/cgroups" || true)"
+  for d in $new_cgroups; do
+    for p in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
   done
-  sleep 0.2
-  for h in /sys/fs/cgroup/*/; do
-    while read -r d; do
-      grep -qxF "$d" "$b/cgroups" && continue
-      find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    done < <(find "$h" -mindepth 1 -maxdepth 1 -type d | sort)
-  done
+  [[ -z "$new_cgroups" ]] || sleep 0.2
+  for d in $new_cgroups; do find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true; done
   # Sysctls, as they were.
   while IFS='=' read -r k v; do
     [[ "$(sysctl -n "$k" 2>/dev/null)" == "$v" ]] || sysctl -qw "$k=$v" 2>/dev/null || true

@@ -18,6 +18,20 @@ impl Change {
     pub fn percent(&self) -> Option<f64> {
         (self.base != 0.0).then(|| (self.new - self.base) / self.base * 100.0)
     }
+
+    /// The change as reports show it: percentage points for the error rate, else relative.
+    pub fn text(&self) -> String {
+        if self.metric == "error %" {
+            format!("{:+.2} pp", self.new - self.base)
+        } else {
+            self.percent().map_or_else(|| "—".to_string(), |p| format!("{p:+.1} %"))
+        }
+    }
+
+    /// A value of this figure: requests whole, the rest to µs.
+    pub fn value(&self, v: f64) -> String {
+        if self.metric == "requests" { format!("{v:.0}") } else { format!("{v:.3}") }
+    }
 }
 
 /// A step (or the total) in both runs; `None` where a run lacks it.
@@ -94,20 +108,14 @@ pub fn render_comparison(base_name: &str, new_name: &str, steps: &[StepChange]) 
             continue;
         }
         for (i, c) in s.changes.iter().enumerate() {
-            let change = if c.metric == "error %" {
-                format!("{:+.2} pp", c.new - c.base)
-            } else {
-                c.percent().map_or_else(|| "—".to_string(), |p| format!("{p:+.1}%"))
-            };
-            let value = |v: f64| if c.metric == "requests" { format!("{v:.0}") } else { format!("{v:.3}") };
             let _ = writeln!(
                 out,
                 "{:<28} {:<10} {:>14} {:>14} {:>10}",
                 if i == 0 { s.step.as_str() } else { "" },
                 c.metric,
-                value(c.base),
-                value(c.new),
-                change
+                c.value(c.base),
+                c.value(c.new),
+                c.text()
             );
         }
     }
@@ -166,7 +174,7 @@ mod tests {
         assert!(c[1].changes.is_empty() && c[1].in_new && !c[1].in_base);
         let table = render_comparison("base.json", "new.json", &c);
         assert!(table.contains("only in the new run") && table.contains("only in the base run"), "{table}");
-        assert!(table.contains("+10.0%") && table.contains("-10.0%") && table.contains("+2.00 pp"), "{table}");
+        assert!(table.contains("+10.0 %") && table.contains("-10.0 %") && table.contains("+2.00 pp"), "{table}");
         let zero = Change { metric: "rps", base: 0.0, new: 3.0 };
         assert_eq!(zero.percent(), None, "no percentage of nothing");
     }

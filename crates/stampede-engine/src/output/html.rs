@@ -190,18 +190,12 @@ fn baseline_table(h: &mut String, r: &Report, base: &Report) {
         }
         let _ = write!(h, "<tr{class}><td>{}</td>", esc(&s.step));
         for c in &s.changes {
-            let change = if c.metric == "error %" {
-                format!("{:+.2} pp", c.new - c.base)
-            } else {
-                c.percent().map_or_else(|| "—".into(), |p| format!("{p:+.1} %"))
-            };
-            let value = |v: f64| if c.metric == "requests" { format!("{v:.0}") } else { format!("{v:.2}") };
             let _ = write!(
                 h,
                 "<td class=\"num\">{}<br><small class=\"note\">{} · {}</small></td>",
-                value(c.new),
-                value(c.base),
-                change
+                c.value(c.new),
+                c.value(c.base),
+                c.text()
             );
         }
         h.push_str("</tr>");

@@ -189,6 +189,29 @@ pub(crate) fn apply_loadtest(ns: &str, yaml: &str) {
     assert!(out.status.success(), "applying the LoadTest: {}\n{yaml}", text(&out));
 }
 
+/// A LoadTest `name` of `runners` against the namespace's target (`baseUrl` is its Service
+/// name), keeping its children for the test to inspect: `spec` adds lines under `spec:`, `load`,
+/// one `step` and `thresholds` are YAML flow values.
+pub(crate) fn apply_target_loadtest(
+    ns: &str,
+    name: &str,
+    runners: u32,
+    spec: &str,
+    load: &str,
+    step: &str,
+    thresholds: &str,
+) {
+    apply_loadtest(
+        ns,
+        &format!(
+            "apiVersion: stampede.dev/v1alpha1\nkind: LoadTest\nmetadata: {{name: {name}}}\nspec:\n  runners: {runners}\n  \
+             {spec}\n  cleanup: {{onSuccess: none, onFailure: none}}\n  scenario:\n    name: {name}\n    \
+             baseUrl: http://target.{ns}.svc:{TARGET_PORT}\n    load: {load}\n    scenarios:\n      - name: s\n        \
+             steps:\n          - {step}\n    thresholds: {thresholds}\n"
+        ),
+    );
+}
+
 /// Waits for a final phase; on a timeout, prints what the cluster shows.
 pub(crate) async fn wait_finished(client: &Client, ns: &str, name: &str, timeout: Duration) -> LoadTest {
     let lts: Api<LoadTest> = Api::namespaced(client.clone(), ns);

@@ -73,28 +73,14 @@ async fn realnode_three_runners_reach_the_target_by_service_name_and_the_api_wit
     let ns = test_namespace(&client, "rn-svc").await;
     let target_ip = deploy_target(&client, &ns).await;
     let before = target_requests(&target_ip);
-    apply_loadtest(
+    apply_target_loadtest(
         &ns,
-        &format!(
-            r#"apiVersion: stampede.dev/v1alpha1
-kind: LoadTest
-metadata: {{name: by-name}}
-spec:
-  runners: 3
-  cleanup: {{onSuccess: none, onFailure: none}}
-  scenario:
-    name: by-name
-    baseUrl: http://target.{ns}.svc:{TARGET_PORT}
-    load: {{executor: constant-vus, vus: 6, iterations: 600}}
-    scenarios:
-      - name: s
-        steps:
-          - name: get
-            request: {{url: "{{{{baseUrl}}}}/get"}}
-            check: {{status: 200}}
-    thresholds: ["errors.rate == 0%"]
-"#
-        ),
+        "by-name",
+        3,
+        "",
+        "{executor: constant-vus, vus: 6, iterations: 600}",
+        r#"{name: get, request: {url: "{{baseUrl}}/get"}, check: {status: 200}}"#,
+        r#"["errors.rate == 0%"]"#,
     );
     let lt = wait_finished(&client, &ns, "by-name", Duration::from_secs(180)).await;
     let st = lt.status.unwrap();
@@ -145,29 +131,14 @@ async fn realnode_a_runner_over_its_memory_limit_fails_the_test_as_oomkilled_and
     let before = target_requests(&target_ip);
     // Runner 0 asks for /bytes/00000000 (empty bodies); runner 1 for /bytes/10000000: 10 MB bodies,
     // read whole by the body check, 8 at a time, against a 48 MiB limit.
-    apply_loadtest(
+    apply_target_loadtest(
         &ns,
-        &format!(
-            r#"apiVersion: stampede.dev/v1alpha1
-kind: LoadTest
-metadata: {{name: oom}}
-spec:
-  runners: 2
-  resources:
-    limits: {{memory: 48Mi}}
-  cleanup: {{onSuccess: none, onFailure: none}}
-  scenario:
-    name: oom
-    baseUrl: http://target.{ns}.svc:{TARGET_PORT}
-    load: {{executor: constant-vus, vus: 16, iterations: 400}}
-    scenarios:
-      - name: s
-        steps:
-          - name: bytes
-            request: {{url: "{{{{baseUrl}}}}/bytes/{{{{env.JOB_COMPLETION_INDEX}}}}0000000"}}
-            check: {{status: 200, body: {{matches: "^"}}}}
-"#
-        ),
+        "oom",
+        2,
+        "resources: {limits: {memory: 48Mi}}",
+        "{executor: constant-vus, vus: 16, iterations: 400}",
+        r#"{name: bytes, request: {url: "{{baseUrl}}/bytes/{{env.JOB_COMPLETION_INDEX}}0000000"}, check: {status: 200, body: {matches: "^"}}}"#,
+        r#"[]"#,
     );
     let lt = wait_finished(&client, &ns, "oom", Duration::from_secs(180)).await;
     let st = lt.status.unwrap();
@@ -194,27 +165,14 @@ async fn realnode_deleting_a_runner_pod_mid_run_delivers_sigterm_and_its_partial
     let target_ip = deploy_target(&client, &ns).await;
     let before = target_requests(&target_ip);
     // A 10-minute run that the test cuts short.
-    apply_loadtest(
+    apply_target_loadtest(
         &ns,
-        &format!(
-            r#"apiVersion: stampede.dev/v1alpha1
-kind: LoadTest
-metadata: {{name: term}}
-spec:
-  runners: 2
-  cleanup: {{onSuccess: none, onFailure: none}}
-  scenario:
-    name: term
-    baseUrl: http://target.{ns}.svc:{TARGET_PORT}
-    load: {{executor: constant-vus, vus: 2, duration: 10m}}
-    scenarios:
-      - name: s
-        steps:
-          - name: get
-            request: {{url: "{{{{baseUrl}}}}/get"}}
-            think: 50ms
-"#
-        ),
+        "term",
+        2,
+        "",
+        "{executor: constant-vus, vus: 2, duration: 10m}",
+        r#"{name: get, request: {url: "{{baseUrl}}/get"}, think: 50ms}"#,
+        r#"[]"#,
     );
     // Wait until runner 1 says it has sent load (its live report), then delete its pod as a user would.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -266,27 +224,14 @@ async fn realnode_kubectl_logs_show_a_runners_progress_and_kubectl_explain_descr
     ensure_operator(&client).await;
     let ns = test_namespace(&client, "rn-logs").await;
     deploy_target(&client, &ns).await;
-    apply_loadtest(
+    apply_target_loadtest(
         &ns,
-        &format!(
-            r#"apiVersion: stampede.dev/v1alpha1
-kind: LoadTest
-metadata: {{name: logs}}
-spec:
-  runners: 1
-  cleanup: {{onSuccess: none, onFailure: none}}
-  scenario:
-    name: logs
-    baseUrl: http://target.{ns}.svc:{TARGET_PORT}
-    load: {{executor: constant-vus, vus: 1, duration: 12s}}
-    scenarios:
-      - name: s
-        steps:
-          - name: get
-            request: {{url: "{{{{baseUrl}}}}/get"}}
-            think: 20ms
-"#
-        ),
+        "logs",
+        1,
+        "",
+        "{executor: constant-vus, vus: 1, duration: 12s}",
+        r#"{name: get, request: {url: "{{baseUrl}}/get"}, think: 20ms}"#,
+        r#"[]"#,
     );
     let lt = wait_finished(&client, &ns, "logs", Duration::from_secs(120)).await;
     assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Succeeded);
