@@ -231,7 +231,7 @@ node_import() { # archive...
 node_kubelet() {
   local k="$NODE_DIR/kubelet" kubelet_port healthz_port
   mkdir -p "$k" "$NODE_DIR/pod-logs" "$NODE_DIR/kubelet-pki"
-  kubelet_port=$(free_port); healthz_port=$(free_port)
+  pick_port kubelet_port; pick_port healthz_port
   echo "# the cluster DNS is in clusterDNS; pods get no resolver of the host" > "$NODE_DIR/resolv.conf"
   cat > "$NODE_DIR/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -273,7 +273,7 @@ EOF
 
 node_kube_proxy() {
   local healthz metrics
-  healthz=$(free_port); metrics=$(free_port)
+  pick_port healthz; pick_port metrics
   cat > "$NODE_DIR/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -295,7 +295,7 @@ EOF
 
 node_coredns() {
   local health ready
-  health=$(free_port); ready=$(free_port)
+  pick_port health; pick_port ready
   cat > "$NODE_DIR/Corefile" <<EOF
 .:53 {
     bind $NODE_GATEWAY

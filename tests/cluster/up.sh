@@ -92,27 +92,33 @@ fail() {
     tail -n 25 "$f" >&2
   done
   "$here/down.sh" --quiet || true
+  log "FAILED: $*   (the logs' last lines are above)"   # again, last: CI shows the output's tail
   exit 1
 }
 trap 'fail "unexpected error at line $LINENO"' ERR
 
 # --- free ports on 127.0.0.1 --------------------------------------------------------------------
+# Below the kernel's ephemeral range, so that no outgoing connection can take a port between the
+# check and the listen; each port once (pick_port sets the variable in this shell, which keeps
+# the list of ports taken).
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+(( ephemeral_low > 12000 )) || ephemeral_low=60000
 taken=" "
-free_port() {
+pick_port() { # variable
   local p
-  for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 30000))
+  for _ in $(seq 500); do
+    p=$((10000 + RANDOM % (ephemeral_low - 10000)))
     [[ "$taken" == *" $p "* ]] && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       taken+="$p "
-      echo "$p"
+      printf -v "$1" '%s' "$p"
       return
     fi
   done
-  fail "no free port found on 127.0.0.1"
+  fail "no free port found on 127.0.0.1 between 10000 and $ephemeral_low"
 }
-etcd_port=$(free_port); etcd_peer_port=$(free_port); api_port=$(free_port)
-kcm_port=$(free_port); sched_port=$(free_port)
+pick_port etcd_port; pick_port etcd_peer_port; pick_port api_port
+pick_port kcm_port; pick_port sched_port
 api="https://127.0.0.1:$api_port"
 
 # --- PKI: a CA, the API server's serving cert, client certs, service-account keys ----------------
@@ -165,14 +171,17 @@ current-context: stampede-local
 EOF
   chmod 600 "$1"
 }
-kubeconfig "$state/kubeconfig" admin
-kubeconfig "$state/node-agent.kubeconfig" node-agent
-kubeconfig "$state/controller-manager.kubeconfig" controller-manager
-kubeconfig "$state/scheduler.kubeconfig" scheduler
-if (( real )); then
-  kubeconfig "$state/kubelet.kubeconfig" kubelet
-  kubeconfig "$state/kube-proxy.kubeconfig" kube-proxy
-fi
+kubeconfigs() { # again when the API server's port changes
+  kubeconfig "$state/kubeconfig" admin
+  kubeconfig "$state/node-agent.kubeconfig" node-agent
+  kubeconfig "$state/controller-manager.kubeconfig" controller-manager
+  kubeconfig "$state/scheduler.kubeconfig" scheduler
+  if (( real )); then
+    kubeconfig "$state/kubelet.kubeconfig" kubelet
+    kubeconfig "$state/kube-proxy.kubeconfig" kube-proxy
+  fi
+}
+kubeconfigs
 
 # --- processes ----------------------------------------------------------------------------------
 start() { # name command...
@@ -186,37 +195,62 @@ start() { # name command...
   eval "${name//-/_}_pid=$pid"
 }
 alive() { kill -0 "$1" 2>/dev/null; }
+# A port found free can still be taken by someone else before the process listens on it. A
+# process started with `clash_log=NAME wait_until ...` that exits saying so makes wait_until
+# return 1 (the caller picks new ports and starts it again) instead of failing.
 wait_until() { # what seconds pid command...
   local what=$1 secs=$2 pid=$3; shift 3
   local deadline=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
-    alive "$pid" || fail "$what: the process exited"
+    if ! alive "$pid"; then
+      if [[ -n "${clash_log:-}" ]] && grep -q "address already in use" "$state/logs/$clash_log.log" 2>/dev/null; then
+        log "$what: its port was taken before it listened ($(grep -m1 -o '[^ ]*address already in use' "$state/logs/$clash_log.log")); new ports"
+        sed -i "/^$clash_log /d" "$state/pids"
+        return 1
+      fi
+      fail "$what: the process exited"
+    fi
     (( SECONDS < deadline )) || fail "$what: not ready after ${secs}s"
     sleep 0.2
   done
 }
 k() { "$kubectl" --kubeconfig="$state/kubeconfig" "$@"; }
 
-start etcd "$bin/etcd" --name=stampede --data-dir="$state/etcd" \
-  --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
-  --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
-  --initial-cluster="stampede=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level=warn
+start_etcd() {
+  rm -rf "$state/etcd"; mkdir -p "$state/etcd"
+  start etcd "$bin/etcd" --name=stampede --data-dir="$state/etcd" \
+    --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster="stampede=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level=warn
+}
 etcd_health() ( exec 3<>"/dev/tcp/127.0.0.1/$etcd_port" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3 )
-wait_until "etcd" 30 "$etcd_pid" etcd_health
+for attempt in 1 2 3; do
+  start_etcd
+  clash_log=etcd wait_until "etcd" 30 "$etcd_pid" etcd_health && break
+  (( attempt < 3 )) || fail "etcd: its ports were taken by others three times"
+  pick_port etcd_port; pick_port etcd_peer_port
+done
 
 extra_api_flags=()
 (( real == 0 )) || mapfile -t extra_api_flags < <(node_apiserver_flags)
-start kube-apiserver "$bin/kube-apiserver" "${extra_api_flags[@]}" \
-  --etcd-servers="http://127.0.0.1:$etcd_port" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
-  --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-  --client-ca-file="$pki/ca.crt" --cert-dir="$pki/apiserver-generated" \
-  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-  --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-  --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
-  --endpoint-reconciler-type=none --profiling=false --v=1
-wait_until "kube-apiserver /readyz" 120 "$kube_apiserver_pid" k get --raw=/readyz
+start_apiserver() {
+  start kube-apiserver "$bin/kube-apiserver" "${extra_api_flags[@]}" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" --cert-dir="$pki/apiserver-generated" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
+    --endpoint-reconciler-type=none --profiling=false --v=1
+}
+for attempt in 1 2 3; do
+  start_apiserver
+  clash_log=kube-apiserver wait_until "kube-apiserver /readyz" 120 "$kube_apiserver_pid" k get --raw=/readyz && break
+  (( attempt < 3 )) || fail "kube-apiserver: its port was taken by others three times"
+  pick_port api_port; api="https://127.0.0.1:$api_port"; kubeconfigs
+done
 t_api=$(date +%s.%N)
 
 start kube-controller-manager "$bin/kube-controller-manager" \
