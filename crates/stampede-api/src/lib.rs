@@ -14,8 +14,8 @@ use kube::CustomResource;
 use kube::core::crd::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stampede_model::portable::{PortableMetrics, PortableStep};
-use stampede_model::report::{GeneratorFacts, LatencySummary, Verdict};
+use stampede_model::portable::{PortableMetrics, PortableStep, PortableTimeline};
+use stampede_model::report::{ErrorSampleReport, GeneratorFacts, LatencySummary, Verdict};
 
 /// Field manager name for server-side apply.
 pub const MANAGER: &str = "stampede-operator";
@@ -114,6 +114,38 @@ pub struct LoadTestSpec {
     /// Set to true to stop the runners gracefully; the test ends Aborted with partial results.
     #[serde(default)]
     pub abort: bool,
+    /// An earlier run to compare with: relative thresholds (`latency.p99 < baseline * 1.10`)
+    /// are judged against it, and its figures stand beside this run's in the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+}
+
+/// Where a baseline's result is: a finished LoadTest in this namespace (its report), or a
+/// ConfigMap key holding a report (`stampede run --out json`, or a LoadTest's report saved).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.loadTest) != has(self.configMap)",
+    "message": "set exactly one of baseline.loadTest and baseline.configMap"
+}]))]
+pub struct Baseline {
+    /// The name of a finished LoadTest in this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_test: Option<String>,
+    /// A ConfigMap key holding a report in JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapKey>,
+}
+
+impl Baseline {
+    /// How the status and messages name it: `LoadTest checkout-v1` or `ConfigMap base/report.json`.
+    pub fn describe(&self) -> String {
+        match (&self.load_test, &self.config_map) {
+            (Some(lt), _) => format!("LoadTest {lt}"),
+            (None, Some(cm)) => format!("ConfigMap {}/{}", cm.name, cm.key),
+            (None, None) => "nothing".into(),
+        }
+    }
 }
 
 /// A key of a ConfigMap in the LoadTest's namespace.
@@ -374,6 +406,13 @@ pub struct RunnerReport {
     pub saturated: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Final: the run's timeline, per interval and step, with latency histograms (merged by
+    /// the operator bin by bin into the LoadTest's report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<PortableTimeline>,
+    /// Final: a few failed requests with their messages (at most 5 per worker thread).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_samples: Vec<ErrorSampleReport>,
 }
 
 impl RunnerReport {
@@ -389,12 +428,17 @@ impl RunnerReport {
             generator: None,
             saturated: None,
             message: None,
+            timeline: None,
+            error_samples: Vec::new(),
         }
     }
 }
 
 /// Data key of the runner report in a result ConfigMap.
 pub const RESULT_KEY: &str = "result.json";
+/// The key of the merged report (the same document as `stampede run --out json`) in a
+/// LoadTest's report ConfigMap.
+pub const REPORT_KEY: &str = "report.json";
 /// Data key of the resolved scenario in the scenario ConfigMap.
 pub const SCENARIO_KEY: &str = "scenario.yaml";
 
@@ -403,6 +447,12 @@ pub mod names {
     /// The immutable ConfigMap holding the resolved scenario.
     pub fn scenario_config_map(lt: &str) -> String {
         format!("{lt}-scenario")
+    }
+
+    /// The ConfigMap holding the LoadTest's merged report (key [`super::REPORT_KEY`]); it is
+    /// kept as long as the LoadTest.
+    pub fn report_config_map(lt: &str) -> String {
+        format!("{lt}-report")
     }
 
     /// The ConfigMap runner `index` writes its report to.

@@ -63,6 +63,60 @@ pub struct PortableMetrics {
     pub dropped_iterations: u64,
 }
 
+/// A run's timeline in a form that merges: per interval, the counts and each step's latency
+/// histogram. Interval `index` (from 1) covers seconds `((index - 1) * intervalSeconds,
+/// index * intervalSeconds]` after the start; runners of one LoadTest start together, so their
+/// intervals of the same index cover the same time and merge bin by bin.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableTimeline {
+    pub interval_seconds: u32,
+    /// Seconds the run lasted (the last interval may be shorter than the others).
+    pub duration_seconds: f64,
+    pub points: Vec<PortableInterval>,
+}
+
+/// One interval of a [`PortableTimeline`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableInterval {
+    pub index: u64,
+    /// VUs running at the end of the interval.
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub active_vus: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub iterations: u64,
+    /// Open models: iterations started on schedule.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub started: u64,
+    /// Open models: iterations due when no VU was free.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+    /// Open models: the latest start against the schedule, µs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lag_max_us: u64,
+    /// Steps with requests in this interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<PortableIntervalStep>,
+}
+
+/// One step's part of an interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableIntervalStep {
+    /// The step's position in the result's `steps` (which names it).
+    pub step: usize,
+    pub requests: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// Latency histogram (µs, 2 significant digits), HdrHistogram V2 + deflate, base64.
+    pub histogram: String,
+}
+
+fn is_zero32(n: &u32) -> bool {
+    *n == 0
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

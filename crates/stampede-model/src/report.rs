@@ -37,12 +37,44 @@ pub struct Report {
     pub error_samples: Vec<ErrorSampleReport>,
     /// Threshold verdicts, in file order.
     pub thresholds: Vec<Verdict>,
+    /// A cluster run: one row per runner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runners: Vec<RunnerRow>,
+}
+
+/// One runner of a cluster run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerRow {
+    pub index: u32,
+    /// `done` or `failed`.
+    pub state: String,
+    /// When it started sending (RFC 3339 with µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    pub duration_seconds: f64,
+    pub requests: u64,
+    pub errors: u64,
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub cpu_percent: f64,
+    pub peak_rss_bytes: u64,
+    /// Why its figures are suspect, if they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Facts about the run and the generator itself.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RunFacts {
+    /// A cluster run: the LoadTest, as `namespace/name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loadtest: Option<String>,
     pub executor: String,
     /// Wall-clock length of the run, seconds.
     pub duration_seconds: f64,
@@ -203,6 +235,23 @@ pub struct TimelinePoint {
     /// Open models: the latest start against the schedule in this interval, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_max_ms: Option<f64>,
+    /// Each step's part of this interval (steps with requests), when the run has more than one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepPoint>,
+}
+
+/// One step's part of a timeline interval.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StepPoint {
+    pub scenario: String,
+    pub step: String,
+    pub requests: u64,
+    pub errors: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -272,6 +321,15 @@ pub struct Verdict {
     pub actual: f64,
     /// The measured value as text, e.g. `212.4ms` or `0.31%`.
     pub actual_text: String,
+    /// Relative thresholds (`… < baseline * 1.10`): the baseline's value, in the same unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<f64>,
+    /// Relative thresholds: the measured value divided by the baseline's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Why the threshold could not be judged (e.g. no baseline); it then fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl Report {

@@ -16,8 +16,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER, RESULT_KEY, RunnerReport, names};
+use stampede_api::{Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, REPORT_KEY, RESULT_KEY, RunnerReport, names};
 use stampede_engine::Plan;
+use stampede_model::report::Report;
 
 use crate::validation::validate_with_files;
 use time::OffsetDateTime;
@@ -147,7 +148,11 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     } else {
         observe(client, &ns, &name, lt.spec.runners).await?
     };
-    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job };
+    let baseline = match &lt.spec.baseline {
+        Some(b) if !phase.is_finished() => Some(read_baseline(client, &ns, b).await),
+        _ => None,
+    };
+    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline };
     let decision = lifecycle::decide(lt, &observed);
 
     for action in &decision.actions {
@@ -158,6 +163,7 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
             Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
             Action::DeleteAll => delete_all(client, &ns, &name, lt.spec.runners).await?,
             Action::DeleteLoadTest => delete::<LoadTest>(client, &ns, &name).await?,
+            Action::WriteReport(json) => apply(client, &ns, &desired::report_config_map(lt, json)).await?,
             Action::Event { warning, reason, note } => {
                 let ev = Event {
                     type_: if *warning { EventType::Warning } else { EventType::Normal },
@@ -237,6 +243,37 @@ async fn resolve_scenario(client: &Client, lt: &LoadTest, ns: &str) -> (Option<S
     };
     let plan = validate_with_files(lt, &yaml, &source, Some(files));
     (Some(yaml), plan)
+}
+
+/// A baseline's report, or why there is none, in words for the status.
+pub async fn read_baseline(client: &Client, ns: &str, baseline: &Baseline) -> Result<Report, String> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let (cm_name, key) = match (&baseline.load_test, &baseline.config_map) {
+        (Some(name), _) => {
+            let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), ns);
+            let lt = match loadtests.get_opt(name).await {
+                Ok(Some(lt)) => lt,
+                Ok(None) => return Err("not found".into()),
+                Err(e) => return Err(format!("cannot be read: {e}")),
+            };
+            let phase = lt.status.map(|s| s.phase).unwrap_or_default();
+            if !phase.is_finished() {
+                return Err(format!("has not finished (phase {phase:?})"));
+            }
+            (names::report_config_map(name), REPORT_KEY.to_string())
+        }
+        (None, Some(cm)) => (cm.name.clone(), cm.key.clone()),
+        (None, None) => return Err("names neither a LoadTest nor a ConfigMap".into()),
+    };
+    let text = match config_maps.get_opt(&cm_name).await {
+        Ok(Some(cm)) => cm
+            .data
+            .and_then(|mut d| d.remove(&key))
+            .ok_or_else(|| format!("ConfigMap `{cm_name}` has no key `{key}`"))?,
+        Ok(None) => return Err(format!("has no report (ConfigMap `{cm_name}` not found)")),
+        Err(e) => return Err(format!("ConfigMap `{cm_name}` cannot be read: {e}")),
+    };
+    serde_json::from_str(&text).map_err(|e| format!("`{cm_name}/{key}` is not a Stampede report: {e}"))
 }
 
 /// The contents of `spec.data`, by file name, as the runners will see them mounted.

@@ -62,6 +62,17 @@ fn meta(lt: &LoadTest, name: String) -> ObjectMeta {
     }
 }
 
+/// The ConfigMap holding `lt`'s merged report (`report_json`): owned by the LoadTest, so it lives
+/// as long as the LoadTest, whatever the cleanup policy deletes.
+pub fn report_config_map(lt: &LoadTest, report_json: &str) -> ConfigMap {
+    let name = lt.metadata.name.clone().unwrap_or_default();
+    ConfigMap {
+        metadata: meta(lt, names::report_config_map(&name)),
+        data: Some(BTreeMap::from([(stampede_api::REPORT_KEY.to_string(), report_json.to_string())])),
+        ..ConfigMap::default()
+    }
+}
+
 /// The objects for `lt`, whose scenario resolved to `scenario_yaml`; runners use `default_image`
 /// unless the LoadTest names one.
 pub fn desired(lt: &LoadTest, scenario_yaml: &str, default_image: &str) -> Desired {

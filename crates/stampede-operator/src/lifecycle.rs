@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use stampede_api::{CleanupMode, LoadTest, LoadTestStatus, Phase, RunnerCounts, RunnerReport, RunnerState, Summary};
 use stampede_engine::Plan;
+use stampede_model::report::Report;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -38,6 +39,9 @@ pub struct Observed {
     /// Result ConfigMaps whose report cannot be read, e.g. `runner 2: …` (see [`read_report`]).
     pub unreadable: Vec<String>,
     pub job: Option<JobState>,
+    /// With `spec.baseline`: its report, or why it cannot be had (not found, not finished, no
+    /// report, not a report). `None`: not looked at.
+    pub baseline: Option<Result<Report, String>>,
 }
 
 /// The LoadTest's scenario, as far as the shell read it.
@@ -100,6 +104,8 @@ pub enum Action {
     DeleteLoadTest,
     /// Record an Event on the LoadTest.
     Event { warning: bool, reason: String, note: String },
+    /// Write the merged report (JSON) to the LoadTest's report ConfigMap.
+    WriteReport(String),
 }
 
 /// The outcome of one lifecycle step.
@@ -213,6 +219,56 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         }
     };
 
+    if lt.spec.baseline.is_none()
+        && let Some(t) = plan.thresholds.iter().find(|t| t.relative.is_some())
+    {
+        let problems = format!("threshold `{}` is relative to a baseline: set spec.baseline", t.source);
+        stamp.set(&mut st.conditions, "Valid", false, "InvalidSpec", &problems);
+        st.phase = Phase::Failed;
+        st.message = Some(format!("invalid spec: {problems}"));
+        st.completion_time = Some(fmt(now));
+        actions.push(event(true, "InvalidSpec", format!("invalid spec: {problems}")));
+        return Decision { status: st, actions, requeue: None };
+    }
+    if let (Some(baseline), Some(found)) = (&lt.spec.baseline, &obs.baseline) {
+        let was_unavailable = st.conditions.iter().any(|c| c.type_ == "BaselineReady" && c.status == "False");
+        match found {
+            Ok(_) => stamp.set(
+                &mut st.conditions,
+                "BaselineReady",
+                true,
+                "Found",
+                &format!("{} has a report", baseline.describe()),
+            ),
+            Err(why) => {
+                let message = format!(
+                    "baseline {}: {why}; relative thresholds fail unless it has one when this run ends",
+                    baseline.describe()
+                );
+                stamp.set(&mut st.conditions, "BaselineReady", false, "BaselineUnavailable", &message);
+                if !was_unavailable {
+                    actions.push(event(true, "BaselineUnavailable", message));
+                }
+            }
+        }
+    }
+    let loadtest = format!(
+        "{}/{}",
+        lt.metadata.namespace.as_deref().unwrap_or_default(),
+        lt.metadata.name.as_deref().unwrap_or_default()
+    );
+    // The start instant as it is now; a start announced later in this decision is no result's.
+    let start_at_text = st.start_at.clone();
+    let ctx = results::ReportContext {
+        loadtest: &loadtest,
+        start_at: start_at_text.as_deref(),
+        baseline: match &obs.baseline {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(why)) => Err(why.as_str()),
+            None => Err("spec.baseline is not set"),
+        },
+    };
+
     if st.phase == Phase::Pending {
         stamp.set(&mut st.conditions, "Valid", true, "Valid", "the scenario is valid");
         st.phase = Phase::Initializing;
@@ -251,7 +307,17 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         // Runners that never report are not waited for forever.
         let waited_too_long = condition_since(&st.conditions, "Aborting").is_some_and(|t| now - t > ABORT_GRACE);
         if !started || settled || waited_too_long {
-            finish(&mut st, &plan, &measured, Phase::Aborted, "Aborted", "aborted by spec.abort".into(), stamp);
+            finish(
+                &mut st,
+                &plan,
+                &measured,
+                Phase::Aborted,
+                "Aborted",
+                "aborted by spec.abort".into(),
+                stamp,
+                &ctx,
+                &mut actions,
+            );
             actions.push(Action::DeleteRunners);
             actions.push(event(true, "Aborted", "the test was aborted; partial results are in status".into()));
             return Decision { status: st, actions, requeue: None };
@@ -264,7 +330,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     // A runner's result cannot be read: it never will be, so the test fails now.
     if !obs.unreadable.is_empty() {
         let message = format!("cannot read runner results: {}", obs.unreadable.join("; "));
-        finish(&mut st, &plan, &measured, Phase::Failed, "ResultsInvalid", message.clone(), stamp);
+        finish(&mut st, &plan, &measured, Phase::Failed, "ResultsInvalid", message.clone(), stamp, &ctx, &mut actions);
         actions.push(event(true, "ResultsInvalid", message));
         actions.extend(cleanup(lt, Phase::Failed));
         return Decision { status: st, actions, requeue: None };
@@ -297,7 +363,7 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         );
         let message =
             format!("runner failed: {}", if why.is_empty() { "a runner pod failed".into() } else { why.join("; ") });
-        finish(&mut st, &plan, &measured, Phase::Failed, "RunnerFailed", message.clone(), stamp);
+        finish(&mut st, &plan, &measured, Phase::Failed, "RunnerFailed", message.clone(), stamp, &ctx, &mut actions);
         actions.push(event(true, "RunnerFailed", message));
         actions.extend(cleanup(lt, Phase::Failed));
         return Decision { status: st, actions, requeue: None };
@@ -319,7 +385,17 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
             if now - since > limit {
                 let message =
                     format!("only {ready} of {runners} runner(s) were ready after {}", stampede_model::Dur(limit));
-                finish(&mut st, &plan, &done, Phase::Failed, "StartTimeout", message.clone(), stamp);
+                finish(
+                    &mut st,
+                    &plan,
+                    &done,
+                    Phase::Failed,
+                    "StartTimeout",
+                    message.clone(),
+                    stamp,
+                    &ctx,
+                    &mut actions,
+                );
                 actions.push(Action::DeleteRunners);
                 actions.push(event(true, "StartTimeout", message));
                 return Decision { status: st, actions, requeue: None };
@@ -336,8 +412,9 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
                 };
             }
             if done.len() >= runners as usize {
-                match results::final_summary(&plan, &done) {
-                    Ok((summary, verdicts)) => {
+                match results::final_summary(&plan, &done, &ctx) {
+                    Ok(results::Merged { summary, verdicts, report }) => {
+                        actions.push(write_report(&report));
                         let failed: Vec<&str> =
                             verdicts.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
                         st.summary = Some(summary);
@@ -382,7 +459,17 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
                     }
                     Err(e) => {
                         let message = format!("cannot merge runner results: {e}");
-                        finish(&mut st, &plan, &[], Phase::Failed, "ResultsInvalid", message.clone(), stamp);
+                        finish(
+                            &mut st,
+                            &plan,
+                            &[],
+                            Phase::Failed,
+                            "ResultsInvalid",
+                            message.clone(),
+                            stamp,
+                            &ctx,
+                            &mut actions,
+                        );
                         actions.push(event(true, "ResultsInvalid", message));
                     }
                 }
@@ -393,7 +480,17 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
             });
             if now - start_at > limit {
                 let message = format!("the run passed its timeout of {}", stampede_model::Dur(limit));
-                finish(&mut st, &plan, &measured, Phase::Failed, "RunTimeout", message.clone(), stamp);
+                finish(
+                    &mut st,
+                    &plan,
+                    &measured,
+                    Phase::Failed,
+                    "RunTimeout",
+                    message.clone(),
+                    stamp,
+                    &ctx,
+                    &mut actions,
+                );
                 actions.push(Action::DeleteRunners);
                 actions.push(event(true, "RunTimeout", message));
                 return Decision { status: st, actions, requeue: None };
@@ -425,7 +522,9 @@ fn counts(desired: i32, reports: &[Option<RunnerReport>], job: Option<&JobState>
     }
 }
 
-/// Ends the test with `phase`, keeping the partial results of runners that finished.
+/// Ends the test with `phase`, keeping the partial results of runners that finished (in the
+/// status and in the report it asks to write).
+#[allow(clippy::too_many_arguments, reason = "how it ends (phase, reason, message) and what the report needs")]
 fn finish(
     st: &mut LoadTestStatus,
     plan: &Plan,
@@ -434,17 +533,42 @@ fn finish(
     reason: &str,
     message: String,
     stamp: Stamp,
+    ctx: &results::ReportContext<'_>,
+    actions: &mut Vec<Action>,
 ) {
     if !done.is_empty()
-        && let Ok((summary, verdicts)) = results::final_summary(plan, done)
+        && let Ok(merged) = results::final_summary(plan, done, ctx)
     {
-        st.summary = Some(Summary { is_final: false, ..summary });
-        st.thresholds = verdicts;
+        st.summary = Some(Summary { is_final: false, ..merged.summary });
+        st.thresholds = merged.verdicts;
+        actions.push(write_report(&merged.report));
     }
     st.phase = phase;
     st.message = Some(message.clone());
     st.completion_time = Some(fmt(stamp.now));
     stamp.set(&mut st.conditions, "Completed", false, reason, &message);
+}
+
+/// The largest report a ConfigMap is given (its limit is 1 MiB with the object's metadata).
+pub const REPORT_LIMIT_BYTES: usize = 900 * 1024;
+
+/// The report as JSON, within [`REPORT_LIMIT_BYTES`]: when too large (very many steps), the
+/// timeline's per-step points go first, then its points are thinned (every other one kept,
+/// until it fits). The totals, steps and verdicts are always whole.
+fn write_report(report: &Report) -> Action {
+    let mut text = serde_json::to_string(report).unwrap_or_default();
+    if text.len() > REPORT_LIMIT_BYTES {
+        let mut smaller = report.clone();
+        for p in &mut smaller.timeline {
+            p.steps.clear();
+        }
+        text = serde_json::to_string(&smaller).unwrap_or_default();
+        while text.len() > REPORT_LIMIT_BYTES && smaller.timeline.len() > 1 {
+            smaller.timeline = smaller.timeline.iter().skip(1).step_by(2).cloned().collect();
+            text = serde_json::to_string(&smaller).unwrap_or_default();
+        }
+    }
+    Action::WriteReport(text)
 }
 
 fn cleanup(lt: &LoadTest, phase: Phase) -> Vec<Action> {

@@ -1,21 +1,45 @@
 //! Merging runner results, without I/O: histograms are added bin by bin (never averaged
-//! percentiles) and thresholds are evaluated on the merged data.
+//! percentiles), timelines interval by interval, and thresholds are evaluated on the merged
+//! data (relative ones against the baseline's report).
 
-use stampede_api::{RunnerReport, StepResult, Summary};
+use std::time::{Duration, SystemTime};
+
+use stampede_api::{RunnerReport, RunnerState, StepResult, Summary};
 use stampede_engine::Plan;
-use stampede_engine::latency_summary;
 use stampede_engine::portable::{self, PortableError, PortableMetrics};
-use stampede_engine::{StepStats, WorkerMetrics};
+use stampede_engine::{RunOutcome, StepStats, WorkerMetrics};
+use stampede_engine::{build_report, latency_summary, merged_timeline};
 use stampede_model::errors_by_name;
-use stampede_model::report::Verdict;
-use stampede_model::report::round3;
+use stampede_model::report::{GeneratorFacts, Report, RunnerRow, Verdict, round3};
+
+/// How many error samples the merged report keeps (the runners' first ones).
+const ERROR_SAMPLES: usize = 20;
 
 fn scenario_names(plan: &Plan) -> Vec<String> {
     plan.scenarios.iter().map(|s| s.name.clone()).collect()
 }
 
-/// The final summary and verdicts from the runners' final reports (those that have one).
-pub fn final_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<(Summary, Vec<Verdict>), PortableError> {
+/// What the merged report says about where it comes from.
+#[derive(Clone, Copy, Debug)]
+pub struct ReportContext<'a> {
+    /// `namespace/name` of the LoadTest.
+    pub loadtest: &'a str,
+    /// The common start instant (RFC 3339).
+    pub start_at: Option<&'a str>,
+    /// The baseline's report, or why there is none (relative thresholds fail, saying so).
+    pub baseline: Result<&'a Report, &'a str>,
+}
+
+/// The runners' final reports merged: the status summary, the verdicts and the whole report.
+#[derive(Clone, Debug)]
+pub struct Merged {
+    pub summary: Summary,
+    pub verdicts: Vec<Verdict>,
+    pub report: Report,
+}
+
+/// The final summary, verdicts and report from the runners' final reports (those that have one).
+pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext<'_>) -> Result<Merged, PortableError> {
     let names = scenario_names(plan);
     let mut merged = WorkerMetrics::new(plan.step_keys.len(), names.len());
     let mut seconds: f64 = 0.0;
@@ -25,7 +49,11 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<(Summary,
         }
         seconds = seconds.max(r.duration_seconds);
     }
-    let verdicts = plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &merged.steps, seconds)).collect();
+    let verdicts: Vec<Verdict> = plan
+        .thresholds
+        .iter()
+        .map(|t| t.evaluate_against(&plan.step_keys, &merged.steps, seconds, ctx.baseline))
+        .collect();
     let steps = plan
         .step_keys
         .iter()
@@ -47,7 +75,95 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<(Summary,
     summary.dropped_iterations = merged.dropped.iter().sum();
     summary.is_final = true;
     summary.steps = steps;
-    Ok((summary, verdicts))
+    let report = merged_report(plan, reports, merged, seconds, &verdicts, ctx)?;
+    Ok(Merged { summary, verdicts, report })
+}
+
+/// The LoadTest's report: the same document as a local run's JSON report, from the merged
+/// metrics and timelines, with one row per runner.
+fn merged_report(
+    plan: &Plan,
+    reports: &[&RunnerReport],
+    metrics: WorkerMetrics,
+    seconds: f64,
+    verdicts: &[Verdict],
+    ctx: &ReportContext<'_>,
+) -> Result<Report, PortableError> {
+    let duration = Duration::from_secs_f64(seconds.max(0.0));
+    let timelines: Vec<(&portable::PortableTimeline, &[portable::PortableStep])> =
+        reports.iter().filter_map(|r| Some((r.timeline.as_ref()?, r.result.as_ref()?.steps.as_slice()))).collect();
+    let (interval, intervals) = portable::merge_timelines(&timelines, &plan.step_keys)?;
+    let timeline = merged_timeline(interval, duration, &intervals, &plan.step_keys);
+    let started_at = ctx
+        .start_at
+        .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+        .map_or(SystemTime::UNIX_EPOCH, SystemTime::from);
+    let generators: Vec<&GeneratorFacts> = reports.iter().filter_map(|r| r.generator.as_ref()).collect();
+    let generator = GeneratorFacts {
+        cpu_percent: round3(generators.iter().map(|g| g.cpu_percent).sum()),
+        cpu_seconds: round3(generators.iter().map(|g| g.cpu_seconds).sum()),
+        cpu_micros_per_request: 0.0,
+        peak_rss_bytes: generators.iter().map(|g| g.peak_rss_bytes).max().unwrap_or(0),
+    };
+    let outcome = RunOutcome {
+        max_active_vus: timeline.iter().map(|p| p.active_vus).max().unwrap_or(0),
+        metrics,
+        started_at,
+        duration,
+        threads: reports.len().max(1),
+        worker_cpu: Duration::ZERO,
+        timeline,
+        interrupted: reports.iter().any(|r| r.state != RunnerState::Done),
+        error_samples: Vec::new(),
+        aborted: None,
+    };
+    let mut report = build_report(plan, &outcome, false, generator);
+    report.run.loadtest = Some(ctx.loadtest.to_string());
+    report.thresholds = verdicts.to_vec();
+    // Each runner judged its own saturation; the sum of their CPU says nothing per core.
+    let saturated: Vec<String> =
+        reports.iter().filter_map(|r| r.saturated.as_ref().map(|why| format!("runner {}: {why}", r.index))).collect();
+    report.run.saturated = (!saturated.is_empty()).then(|| saturated.join("; "));
+    report.error_samples = reports.iter().flat_map(|r| r.error_samples.iter().cloned()).take(ERROR_SAMPLES).collect();
+    report.runners = reports.iter().map(|r| runner_row(plan, r)).collect::<Result<_, _>>()?;
+    Ok(report)
+}
+
+/// One runner's row: its own totals, percentiles from its own histograms.
+fn runner_row(plan: &Plan, r: &RunnerReport) -> Result<RunnerRow, PortableError> {
+    let names = scenario_names(plan);
+    let mut own = WorkerMetrics::new(plan.step_keys.len(), names.len());
+    if let Some(result) = &r.result {
+        portable::merge_into(result, &plan.step_keys, &names, &mut own)?;
+    }
+    let mut total = StepStats::default();
+    for s in &own.steps {
+        total.merge(s);
+    }
+    let latency = latency_summary(&total);
+    let generator = r.generator.clone().unwrap_or_default();
+    Ok(RunnerRow {
+        index: r.index,
+        state: match r.state {
+            RunnerState::Done => "done",
+            RunnerState::Failed => "failed",
+            RunnerState::Running => "running",
+            RunnerState::Ready => "ready",
+        }
+        .into(),
+        started_at: r.started_at.clone(),
+        duration_seconds: r.duration_seconds,
+        requests: total.requests,
+        errors: total.error_total(),
+        rps: rate(total.requests, r.duration_seconds),
+        p50_ms: latency.p50,
+        p99_ms: latency.p99,
+        max_ms: latency.max,
+        cpu_percent: generator.cpu_percent,
+        peak_rss_bytes: generator.peak_rss_bytes,
+        saturated: r.saturated.clone(),
+        message: r.message.clone(),
+    })
 }
 
 /// A live summary from the runners' interim totals.

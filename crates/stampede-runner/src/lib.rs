@@ -452,6 +452,8 @@ async fn run_share(
         live: Some(portable::step_from_interval("", "total", &ran.total)),
         generator: Some(report.run.generator.clone()),
         saturated: report.run.saturated.clone(),
+        timeline: Some(ran.timeline.finish(outcome.duration, portable::TIMELINE_BUDGET_BYTES)),
+        error_samples: report.error_samples.clone(),
         ..RunnerReport::new(share.index, RunnerState::Done)
     })
 }
@@ -473,6 +475,8 @@ struct Ran {
     result: Result<(Report, RunOutcome), RunError>,
     /// The cumulative total of all ticks.
     total: IntervalStats,
+    /// The ticks, as the timeline the operator merges.
+    timeline: portable::TimelineBuilder,
 }
 
 /// Waits until `target` (precisely: sleeps, then spins the last stretch), then runs. Returns
@@ -497,6 +501,7 @@ fn execute_at(
     let _ = live.send(Some((Duration::ZERO, portable::step_from_interval("", "total", &IntervalStats::default()))));
     let opts = RunOptions { interrupt, totals: exporter.is_some(), ..RunOptions::default() };
     let mut total = IntervalStats::default();
+    let mut timeline = portable::TimelineBuilder::new(portable::timeline_interval(prepared.plan.planned_duration()));
     let mut last_sent = Duration::ZERO;
     let mut last_progress = Duration::ZERO;
     let result = stampede_engine::execute_full(prepared, &opts, &mut |t: &Tick| {
@@ -504,6 +509,7 @@ fn execute_at(
             e.observe(t);
         }
         total.merge(&t.stats);
+        timeline.add(t.elapsed, t.active_vus, &t.stats);
         if t.elapsed.saturating_sub(last_sent) + Duration::from_millis(100) >= LIVE_EVERY {
             last_sent = t.elapsed;
             let _ = live.send(Some((t.elapsed, portable::step_from_interval("", "total", &total))));
@@ -513,7 +519,7 @@ fn execute_at(
             log_progress(t.elapsed, &total);
         }
     });
-    Some(Ran { started_at, result, total })
+    Some(Ran { started_at, result, total, timeline })
 }
 
 /// How often the runner logs its progress (`kubectl logs` of a runner pod).

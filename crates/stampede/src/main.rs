@@ -48,24 +48,33 @@ enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
-    /// Compare two runs' JSON reports: the change of rps, error rate and each percentile, per
-    /// step and in total.
+    /// Compare two runs: the change of rps, error rate and each percentile, per step and in
+    /// total. Each run is a JSON report (`stampede run --out`) or `loadtest/NAME` (its report,
+    /// read with the kubeconfig).
     Compare {
-        /// The baseline run's JSON report.
-        base: PathBuf,
-        /// The new run's JSON report.
-        new: PathBuf,
+        /// The baseline run: a JSON report or loadtest/NAME.
+        base: String,
+        /// The new run: a JSON report or loadtest/NAME.
+        new: String,
+        /// Namespace of the LoadTests (default: the kubeconfig's).
+        #[arg(long, short = 'n')]
+        namespace: Option<String>,
     },
-    /// Write the HTML report of a run from its JSON report (`stampede run --out`).
+    /// Write the HTML report of a run: from its JSON report (`stampede run --out`), or of a
+    /// LoadTest as `loadtest/NAME` (its merged report, read with the kubeconfig).
     Report {
-        /// The run's JSON report.
-        report: PathBuf,
+        /// The run: a JSON report or loadtest/NAME.
+        report: String,
         /// The HTML file to write.
         #[arg(long, short)]
         out: PathBuf,
-        /// Show this earlier run's JSON report beside it (changes, and its lines in the charts).
-        #[arg(long, value_name = "JSON")]
-        baseline: Option<PathBuf>,
+        /// Show this earlier run beside it (changes, and its lines in the charts): a JSON
+        /// report or loadtest/NAME.
+        #[arg(long, value_name = "RUN")]
+        baseline: Option<String>,
+        /// Namespace of the LoadTests (default: the kubeconfig's).
+        #[arg(long, short = 'n')]
+        namespace: Option<String>,
     },
 }
 
@@ -162,8 +171,10 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
-        Command::Report { report, out, baseline } => html_from_json(&report, &out, baseline.as_deref()),
-        Command::Compare { base, new } => compare(&base, &new),
+        Command::Report { report, out, baseline, namespace } => {
+            html_report(&report, &out, baseline.as_deref(), namespace.as_deref())
+        }
+        Command::Compare { base, new, namespace } => compare(&base, &new, namespace.as_deref()),
         Command::Crd => {
             print!("{}", stampede_api::crd_yaml());
             Ok(ExitCode::SUCCESS)
@@ -192,8 +203,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// A run's JSON report from a file.
-fn read_report(json: &Path) -> Result<stampede_engine::Report, Failure> {
+/// A run's report: from a JSON file, or `loadtest/NAME` (also `loadtests/`, `lt/`) from the
+/// LoadTest's report ConfigMap, read with the kubeconfig.
+fn read_report(source: &str, namespace: Option<&str>) -> Result<stampede_engine::Report, Failure> {
+    if let Some(name) = ["loadtest/", "loadtests/", "lt/"].iter().find_map(|p| source.strip_prefix(p)) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")
+            .map_err(Failure::CouldNotRun)?;
+        return runtime.block_on(read_loadtest_report(name, namespace));
+    }
+    let json = Path::new(source);
     let text = std::fs::read_to_string(json)
         .with_context(|| format!("cannot read {}", json.display()))
         .map_err(Failure::Invalid)?;
@@ -202,17 +223,62 @@ fn read_report(json: &Path) -> Result<stampede_engine::Report, Failure> {
         .map_err(Failure::Invalid)
 }
 
-/// `stampede compare BASE.json NEW.json`.
-fn compare(base: &Path, new: &Path) -> Result<ExitCode, Failure> {
-    let steps = stampede_engine::compare(&read_report(base)?, &read_report(new)?);
-    print!("{}", stampede_engine::render_comparison(&base.display().to_string(), &new.display().to_string(), &steps));
+/// A LoadTest's merged report (the operator writes it when the test ends; it stays as long as
+/// the LoadTest).
+async fn read_loadtest_report(name: &str, namespace: Option<&str>) -> Result<stampede_engine::Report, Failure> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use stampede_api::{LoadTest, REPORT_KEY, names};
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot reach the cluster (kubeconfig or in-cluster configuration)")
+        .map_err(Failure::CouldNotRun)?;
+    let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
+    let config_maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), &ns);
+    let cm_name = names::report_config_map(name);
+    let cm = config_maps
+        .get_opt(&cm_name)
+        .await
+        .with_context(|| format!("cannot read ConfigMap {ns}/{cm_name}"))
+        .map_err(Failure::CouldNotRun)?;
+    let Some(cm) = cm else {
+        let loadtests: kube::Api<LoadTest> = kube::Api::namespaced(client, &ns);
+        let lt = loadtests
+            .get_opt(name)
+            .await
+            .with_context(|| format!("cannot read LoadTest {ns}/{name}"))
+            .map_err(Failure::CouldNotRun)?;
+        let why = match lt.and_then(|lt| lt.status) {
+            None => format!("LoadTest {ns}/{name} not found, or it has not started"),
+            Some(st) if !st.phase.is_finished() => {
+                format!(
+                    "LoadTest {ns}/{name} has not finished (phase {:?}); its report is written when it ends",
+                    st.phase
+                )
+            }
+            Some(_) => format!("LoadTest {ns}/{name} has no report (ConfigMap {cm_name} is missing)"),
+        };
+        return Err(Failure::Invalid(anyhow::anyhow!(why)));
+    };
+    let text = cm
+        .data
+        .and_then(|mut d| d.remove(REPORT_KEY))
+        .ok_or_else(|| Failure::Invalid(anyhow::anyhow!("ConfigMap {ns}/{cm_name} has no key {REPORT_KEY}")))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("ConfigMap {ns}/{cm_name} does not hold a Stampede report"))
+        .map_err(Failure::Invalid)
+}
+
+/// `stampede compare BASE NEW`.
+fn compare(base: &str, new: &str, namespace: Option<&str>) -> Result<ExitCode, Failure> {
+    let steps = stampede_engine::compare(&read_report(base, namespace)?, &read_report(new, namespace)?);
+    print!("{}", stampede_engine::render_comparison(base, new, &steps));
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stampede report RUN.json -o report.html [--baseline BASE.json]`.
-fn html_from_json(json: &Path, out: &Path, baseline: Option<&Path>) -> Result<ExitCode, Failure> {
-    let report = read_report(json)?;
-    let baseline = baseline.map(read_report).transpose()?;
+/// `stampede report RUN -o report.html [--baseline BASE]`.
+fn html_report(source: &str, out: &Path, baseline: Option<&str>, namespace: Option<&str>) -> Result<ExitCode, Failure> {
+    let report = read_report(source, namespace)?;
+    let baseline = baseline.map(|b| read_report(b, namespace)).transpose()?;
     std::fs::write(out, stampede_engine::render_html(&report, baseline.as_ref()))
         .with_context(|| format!("cannot write the HTML report to {}", out.display()))
         .map_err(Failure::CouldNotRun)?;

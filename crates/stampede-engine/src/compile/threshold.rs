@@ -5,10 +5,15 @@
 //! `errors`, `requests` or `checks`; KEY is `scenario` or `step`; OP is one of
 //! `< <= > >= == !=`; UNIT is `us`, `ms`, `s` (latency) or `%` (rates).
 //! Thresholds are evaluated on merged histograms and counters, never on averaged percentiles.
+//!
+//! A threshold can be relative to a baseline run: `latency.p99 < baseline * 1.10`,
+//! `requests.rate > baseline * 0.95` (`baseline` alone is `baseline * 1`). The baseline's value
+//! comes from its report, for the same statistic and selectors; without a baseline such a
+//! threshold fails and says why.
 
 use std::fmt;
 
-use stampede_model::report::Verdict;
+use stampede_model::report::{LatencySummary, Report, StepSummary, Verdict};
 use stampede_model::{ErrorKind, StepKey};
 
 use crate::stats::metrics::StepStats;
@@ -63,7 +68,10 @@ pub struct Threshold {
     pub stat: Stat,
     pub op: Op,
     /// Limit in the stat's base unit: ms for latency, 0–1 for rates, per second for request rate.
+    /// Unused when the threshold is relative.
     pub limit: f64,
+    /// `… OP baseline * F`: the limit is the baseline's value times F.
+    pub relative: Option<f64>,
     /// Evaluated during the run too; a failure stops it.
     pub abort_on_fail: bool,
     /// With `abort_on_fail`: not evaluated before this much of the run has passed.
@@ -154,7 +162,10 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         }
         (other, _) => return Err(err(format!("unknown metric `{other}` (use latency, errors, requests or checks)"))),
     };
-    let limit = parse_limit(rhs.trim(), stat).map_err(err)?;
+    let (limit, relative) = match parse_relative(rhs.trim()).map_err(err)? {
+        Some(factor) => (0.0, Some(factor)),
+        None => (parse_limit(rhs.trim(), stat).map_err(err)?, None),
+    };
     Ok(Threshold {
         source: s.to_string(),
         scenario,
@@ -162,9 +173,27 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         stat,
         op,
         limit,
+        relative,
         abort_on_fail: false,
         delay_abort_eval: std::time::Duration::ZERO,
     })
+}
+
+/// `baseline` or `baseline * F` (F a positive number): `Some(F)`; anything else: `None`.
+fn parse_relative(text: &str) -> Result<Option<f64>, String> {
+    let Some(rest) = text.strip_prefix("baseline") else { return Ok(None) };
+    let rest = rest.trim();
+    if rest.is_empty() {
+        return Ok(Some(1.0));
+    }
+    let factor = rest
+        .strip_prefix('*')
+        .map(str::trim)
+        .ok_or_else(|| format!("`{text}`: expected `baseline` or `baseline * FACTOR`, e.g. baseline * 1.10"))?;
+    match factor.parse::<f64>() {
+        Ok(f) if f > 0.0 && f.is_finite() => Ok(Some(f)),
+        _ => Err(format!("`{factor}`: the factor of a baseline is a positive number, e.g. 1.10")),
+    }
 }
 
 fn sel_pairs(s: &str) -> impl Iterator<Item = &str> {
@@ -222,6 +251,9 @@ impl Threshold {
     /// Evaluated during a run (for `abortOnFail`): `None` while the selected steps have no
     /// requests yet, since a latency threshold cannot judge nothing.
     pub fn evaluate_live(&self, keys: &[StepKey], steps: &[StepStats], seconds: f64) -> Option<Verdict> {
+        if self.relative.is_some() {
+            return None; // judged at the end, against the baseline
+        }
         let any = keys.iter().zip(steps).any(|(key, stats)| {
             self.scenario.as_ref().is_none_or(|s| s == &key.scenario)
                 && self.step.as_ref().is_none_or(|s| s == &key.step)
@@ -230,8 +262,21 @@ impl Threshold {
         any.then(|| self.evaluate(keys, steps, seconds))
     }
 
-    /// Evaluates against per-step stats (merged over workers and runners).
+    /// Evaluates against per-step stats (merged over workers and runners). A relative
+    /// threshold fails here, saying it has no baseline; see [`Threshold::evaluate_against`].
     pub fn evaluate(&self, keys: &[StepKey], steps: &[StepStats], seconds: f64) -> Verdict {
+        self.evaluate_against(keys, steps, seconds, Err("no baseline run was given"))
+    }
+
+    /// Evaluates against per-step stats, a relative threshold against `baseline` (or fails,
+    /// naming why there is none).
+    pub fn evaluate_against(
+        &self,
+        keys: &[StepKey],
+        steps: &[StepStats],
+        seconds: f64,
+        baseline: Result<&Report, &str>,
+    ) -> Verdict {
         let mut merged = StepStats::default();
         for (key, stats) in keys.iter().zip(steps) {
             let scenario_ok = self.scenario.as_ref().is_none_or(|s| s == &key.scenario);
@@ -242,42 +287,173 @@ impl Threshold {
         }
         let h = &merged.latency;
         let ms = |us: u64| us as f64 / 1000.0;
-        let (actual, text) = match self.stat {
-            Stat::LatencyMean => (h.mean() / 1000.0, None),
-            Stat::LatencyMin => (ms(merged.min_latency_us()), None),
-            Stat::LatencyMax => (ms(merged.max_us), None),
-            Stat::LatencyPercentile(q) => (ms(merged.quantile_us(q / 100.0)), None),
+        let actual = match self.stat {
+            Stat::LatencyMean => h.mean() / 1000.0,
+            Stat::LatencyMin => ms(merged.min_latency_us()),
+            Stat::LatencyMax => ms(merged.max_us),
+            Stat::LatencyPercentile(q) => ms(merged.quantile_us(q / 100.0)),
             Stat::ErrorRate => {
-                let r = if merged.requests == 0 { 0.0 } else { merged.error_total() as f64 / merged.requests as f64 };
-                (r, Some(format!("{:.3}%", r * 100.0)))
+                if merged.requests == 0 {
+                    0.0
+                } else {
+                    merged.error_total() as f64 / merged.requests as f64
+                }
             }
-            Stat::ErrorCount => (merged.error_total() as f64, Some(merged.error_total().to_string())),
+            Stat::ErrorCount => merged.error_total() as f64,
             Stat::RequestRate => {
-                let r = if seconds > 0.0 { merged.requests as f64 / seconds } else { 0.0 };
-                (r, Some(format!("{r:.1}/s")))
+                if seconds > 0.0 {
+                    merged.requests as f64 / seconds
+                } else {
+                    0.0
+                }
             }
-            Stat::RequestCount => (merged.requests as f64, Some(merged.requests.to_string())),
+            Stat::RequestCount => merged.requests as f64,
             Stat::CheckRate => {
                 // Named checks when the selection has any; else answers that passed the
                 // status acceptance.
                 let (passed, failed) = merged.check_totals();
-                let r = if passed + failed > 0 {
+                if passed + failed > 0 {
                     passed as f64 / (passed + failed) as f64
                 } else {
                     let answered = h.len();
                     let failed = merged.errors[ErrorKind::Check.index()];
                     if answered == 0 { 1.0 } else { (answered.saturating_sub(failed)) as f64 / answered as f64 }
-                };
-                (r, Some(format!("{:.3}%", r * 100.0)))
+                }
             }
         };
-        let is_latency =
-            matches!(self.stat, Stat::LatencyMean | Stat::LatencyMin | Stat::LatencyMax | Stat::LatencyPercentile(_));
         // No samples: latency thresholds cannot pass.
-        let passed = if is_latency && h.is_empty() { false } else { self.op.holds(actual, self.limit) };
-        let actual_text = text.unwrap_or_else(|| format!("{actual:.3}ms"));
-        let shown = if matches!(self.stat, Stat::ErrorRate | Stat::CheckRate) { actual * 100.0 } else { actual };
-        Verdict { threshold: self.source.clone(), passed, actual: (shown * 1000.0).round() / 1000.0, actual_text }
+        let no_samples = self.is_latency() && h.is_empty();
+        let mut verdict = Verdict {
+            threshold: self.source.clone(),
+            passed: false,
+            actual: self.shown(actual),
+            actual_text: self.text(actual),
+            baseline: None,
+            ratio: None,
+            message: no_samples.then(|| "no answered requests to measure".to_string()),
+        };
+        match self.relative {
+            None => verdict.passed = !no_samples && self.op.holds(actual, self.limit),
+            Some(factor) => match baseline.map_err(str::to_string).and_then(|b| self.baseline_value(b)) {
+                Ok(base) => {
+                    verdict.baseline = Some(self.shown(base));
+                    verdict.ratio = (base > 0.0).then(|| (actual / base * 1000.0).round() / 1000.0);
+                    verdict.passed = !no_samples && self.op.holds(actual, base * factor);
+                    let ratio = verdict.ratio.map_or("–".into(), |r| format!("×{r:.3}"));
+                    verdict.actual_text = format!("{} (baseline {}, {ratio})", self.text(actual), self.text(base));
+                }
+                Err(why) => verdict.message = Some(format!("not judged: {why}")),
+            },
+        }
+        verdict
+    }
+
+    fn is_latency(&self) -> bool {
+        matches!(self.stat, Stat::LatencyMean | Stat::LatencyMin | Stat::LatencyMax | Stat::LatencyPercentile(_))
+    }
+
+    /// A value in the threshold's base unit as reported: rates in percent, rounded.
+    fn shown(&self, v: f64) -> f64 {
+        let v = if matches!(self.stat, Stat::ErrorRate | Stat::CheckRate) { v * 100.0 } else { v };
+        (v * 1000.0).round() / 1000.0
+    }
+
+    fn text(&self, v: f64) -> String {
+        match self.stat {
+            Stat::ErrorRate | Stat::CheckRate => format!("{:.3}%", v * 100.0),
+            Stat::ErrorCount | Stat::RequestCount => format!("{v:.0}"),
+            Stat::RequestRate => format!("{v:.1}/s"),
+            _ => format!("{v:.3}ms"),
+        }
+    }
+
+    /// The same statistic of a baseline run, from its report (in the base unit), for the same
+    /// selectors.
+    pub fn baseline_value(&self, base: &Report) -> Result<f64, String> {
+        let selected: Vec<&StepSummary> = match (&self.scenario, &self.step) {
+            (None, None) => vec![&base.total],
+            (scenario, step) => base
+                .steps
+                .iter()
+                .filter(|s| {
+                    scenario.as_ref().is_none_or(|x| s.scenario.as_ref() == Some(x))
+                        && step.as_ref().is_none_or(|x| s.step.as_ref() == Some(x))
+                })
+                .collect(),
+        };
+        let what = || {
+            let mut parts = Vec::new();
+            if let Some(s) = &self.scenario {
+                parts.push(format!("scenario `{s}`"));
+            }
+            if let Some(s) = &self.step {
+                parts.push(format!("step `{s}`"));
+            }
+            parts.join(", ")
+        };
+        if selected.is_empty() {
+            return Err(format!("the baseline has no {}", what()));
+        }
+        let requests: u64 = selected.iter().map(|s| s.requests).sum();
+        let errors: u64 = selected.iter().map(|s| s.errors).sum();
+        let latency = || -> Result<&LatencySummary, String> {
+            match selected.as_slice() {
+                [one] => Ok(&one.latency_ms),
+                _ => Err(format!(
+                    "the baseline's report keeps latency per step; {} has {} steps (select one step)",
+                    what(),
+                    selected.len()
+                )),
+            }
+        };
+        Ok(match self.stat {
+            Stat::LatencyMean => latency()?.mean,
+            Stat::LatencyMin => latency()?.min,
+            Stat::LatencyMax => latency()?.max,
+            Stat::LatencyPercentile(q) => {
+                let l = latency()?;
+                match q {
+                    50.0 => l.p50,
+                    75.0 => l.p75,
+                    90.0 => l.p90,
+                    95.0 => l.p95,
+                    99.0 => l.p99,
+                    99.9 => l.p999,
+                    _ => {
+                        return Err(format!("the baseline's report has p50, p75, p90, p95, p99 and p99.9, not p{q}"));
+                    }
+                }
+            }
+            Stat::ErrorRate => {
+                if requests == 0 {
+                    0.0
+                } else {
+                    errors as f64 / requests as f64
+                }
+            }
+            Stat::ErrorCount => errors as f64,
+            Stat::RequestRate => selected.iter().map(|s| s.rps).sum(),
+            Stat::RequestCount => requests as f64,
+            Stat::CheckRate => {
+                let checks: Vec<_> = base
+                    .checks
+                    .iter()
+                    .filter(|c| {
+                        self.scenario.as_ref().is_none_or(|x| &c.scenario == x)
+                            && self.step.as_ref().is_none_or(|x| &c.step == x)
+                    })
+                    .collect();
+                let (passed, failed) = checks.iter().fold((0, 0), |(p, f), c| (p + c.passes, f + c.fails));
+                if passed + failed > 0 {
+                    passed as f64 / (passed + failed) as f64
+                } else {
+                    let answered: u64 = selected.iter().map(|s| s.responses).sum();
+                    let failed: u64 =
+                        selected.iter().map(|s| s.errors_by_kind.get("check").copied().unwrap_or(0)).sum();
+                    if answered == 0 { 1.0 } else { answered.saturating_sub(failed) as f64 / answered as f64 }
+                }
+            }
+        })
     }
 }
 
@@ -360,5 +536,74 @@ mod tests {
         assert!(v.passed, "{v:?}"); // 98 of 100 answers passed
         let v = parse("requests.rate >= 10").unwrap().evaluate(&keys(), &steps, 10.0);
         assert!(v.passed, "{v:?}"); // 105 requests in 10 s
+    }
+
+    fn baseline_report(p99_ms: f64, requests: u64, errors: u64) -> Report {
+        let summary = |step: Option<&str>| StepSummary {
+            scenario: step.map(|_| "buy".to_string()),
+            step: step.map(str::to_string),
+            requests,
+            responses: requests - errors,
+            errors,
+            error_rate: 0.0,
+            errors_by_kind: Default::default(),
+            status_codes: Default::default(),
+            latency_ms: LatencySummary { p50: p99_ms / 2.0, p99: p99_ms, ..LatencySummary::default() },
+            service_ms: None,
+            phases_ms: Default::default(),
+            rps: requests as f64 / 10.0,
+            bytes_received: 0,
+            bytes_sent: 0,
+            received_per_sec: 0.0,
+            sent_per_sec: 0.0,
+        };
+        let text = serde_json::json!({
+            "schemaVersion": 1, "name": "base", "startedAt": "2026-01-01T00:00:00Z",
+            "run": {"executor": "constant-vus", "durationSeconds": 10.0, "vusMax": 1, "threads": 1,
+                    "iterations": 0, "interrupted": false, "builtinTarget": false,
+                    "generator": {"cpuPercent": 0.0, "cpuSeconds": 0.0, "cpuMicrosPerRequest": 0.0, "peakRssBytes": 0}},
+            "total": summary(None), "steps": [summary(Some("login"))], "scenarios": [], "timeline": [],
+            "checks": [], "errorSamples": [], "thresholds": []
+        });
+        serde_json::from_value(text).unwrap()
+    }
+
+    #[test]
+    fn relative_thresholds_compare_with_the_baselines_value_and_say_base_new_and_ratio() {
+        let t = parse("latency.p99 < baseline * 1.10").unwrap();
+        assert_eq!((t.relative, t.stat), (Some(1.1), Stat::LatencyPercentile(99.0)));
+        assert_eq!(parse("requests.rate >= baseline").unwrap().relative, Some(1.0));
+        for (src, msg) in [
+            ("latency.p99 < baseline + 5", "expected `baseline` or `baseline * FACTOR`"),
+            ("latency.p99 < baseline * -1", "a positive number"),
+            ("latency.p99 < baseline * x", "a positive number"),
+        ] {
+            assert!(parse(src).unwrap_err().0.contains(msg), "{src}");
+        }
+        // This run: 3 requests at 10, 20, 300 ms on step login; the baseline's p99 was 250 ms.
+        let steps = vec![stats(&[10, 20, 300], 0, 0), stats(&[], 0, 0), stats(&[], 0, 0)];
+        let base = baseline_report(250.0, 4, 1);
+        let v = t.evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+        assert!(!v.passed, "300 ms is more than 250 ms × 1.10: {v:?}");
+        assert_eq!((v.actual, v.baseline, v.ratio), (300.0, Some(250.0), Some(1.2)));
+        assert!(v.actual_text.contains("baseline 250.000ms") && v.actual_text.contains("×1.200"), "{}", v.actual_text);
+        let v = parse("latency.p99 < baseline * 1.25").unwrap().evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+        assert!(v.passed, "{v:?}");
+        // Per step, from the baseline's step; a rate from its counts (1 error in 4).
+        let v =
+            parse("errors{step:login}.rate <= baseline").unwrap().evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+        assert!(v.passed && v.baseline == Some(25.0), "{v:?}");
+        // A percentile the report does not keep, a step it does not have, and no baseline at all:
+        // the threshold fails and says why.
+        for (src, why) in [
+            ("latency.p97 < baseline", "not p97"),
+            ("latency{step:cart}.p99 < baseline", "the baseline has no step `cart`"),
+        ] {
+            let v = parse(src).unwrap().evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+            assert!(!v.passed && v.message.as_deref().unwrap().contains(why), "{src}: {v:?}");
+        }
+        let v = t.evaluate(&keys(), &steps, 10.0);
+        assert!(!v.passed && v.message.as_deref().unwrap().contains("no baseline"), "{v:?}");
+        assert_eq!(t.evaluate_live(&keys(), &steps, 10.0), None, "judged at the end only");
     }
 }

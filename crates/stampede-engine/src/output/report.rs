@@ -187,6 +187,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
         name: plan.name.clone(),
         started_at,
         run: RunFacts {
+            loadtest: None,
             executor: plan.executor_name(),
             duration_seconds: round3(seconds),
             planned_duration_seconds: plan.planned_duration().map(|d| round3(d.as_secs_f64())),
@@ -214,6 +215,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
         checks,
         error_samples,
         thresholds,
+        runners: Vec::new(),
     }
 }
 

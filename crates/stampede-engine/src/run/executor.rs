@@ -31,7 +31,7 @@ use crate::error::RunError;
 use crate::stats::metrics::{IntervalStats, StepStats, WorkerMetrics};
 use crate::stats::sysstat;
 use stampede_model::ErrorKind;
-use stampede_model::report::{TimelinePoint, round3};
+use stampede_model::report::TimelinePoint;
 use stampede_model::scenario::OnError;
 
 /// How often a worker's controller looks at the ramp and the clock.
@@ -458,7 +458,7 @@ impl<'a> Reporter<'a> {
             totals,
         };
         (self.on_tick)(&tick);
-        self.timeline.push(timeline_point(&tick));
+        self.timeline.push(timeline_point(&tick, &shared.plan.step_keys));
         self.prev_end = elapsed;
     }
 }
@@ -861,7 +861,7 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
     let m = &mut *guard;
     let s = &mut m.steps[step.metric];
     s.requests += 1;
-    m.interval.requests += 1;
+    m.interval.record_request(step.metric);
     if vu.conn.opened_any() {
         for times in vu.conn.take_opened() {
             s.phases.record_connect(&times);
@@ -881,7 +881,7 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
                 let ttfb = first_byte.saturating_duration_since(started).as_micros() as u64;
                 s.phases.record_answer(ttfb, service);
             }
-            m.interval.latency.saturating_record(micros.max(1));
+            m.interval.record_latency(step.metric, micros.max(1));
             s.record_status(info.status);
             let resp = ResponseView { status: info.status, headers: &vu.headers.list, body: &vu.body };
             let mut json = None;
@@ -911,7 +911,7 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
     };
     let Some((kind, message)) = failure else { return true };
     s.record_error(kind);
-    m.interval.record_error(kind);
+    m.interval.record_error(step.metric, kind);
     let mut samples = local.error_samples.borrow_mut();
     if samples.len() < ERROR_SAMPLES_PER_WORKER && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric) {
         let response = status.map(|code| {
@@ -1098,29 +1098,8 @@ async fn send(
 }
 
 /// Summarizes one merged interval.
-fn timeline_point(t: &Tick) -> TimelinePoint {
-    let h = &t.stats.latency;
-    let q = |q: f64| if h.is_empty() { 0.0 } else { round3(h.value_at_quantile(q) as f64 / 1000.0) };
-    let per_sec = |n: u64| if t.length > Duration::ZERO { round3(n as f64 / t.length.as_secs_f64()) } else { 0.0 };
-    let s = &t.stats;
-    let open = s.started + s.dropped > 0;
-    TimelinePoint {
-        t: round3(t.elapsed.as_secs_f64()),
-        active_vus: t.active_vus,
-        requests: s.requests,
-        rps: per_sec(s.requests),
-        errors: s.errors,
-        errors_by_kind: stampede_model::errors_by_name(&s.errors_by_kind),
-        iterations: s.iterations,
-        p50_ms: q(0.5),
-        p90_ms: q(0.9),
-        p99_ms: q(0.99),
-        max_ms: if h.is_empty() { 0.0 } else { round3(h.max() as f64 / 1000.0) },
-        due_per_sec: open.then(|| per_sec(s.started + s.dropped)),
-        started_per_sec: open.then(|| per_sec(s.started)),
-        dropped: open.then_some(s.dropped),
-        lag_max_ms: open.then(|| round3(s.lag_max_us as f64 / 1000.0)),
-    }
+fn timeline_point(t: &Tick, keys: &[stampede_model::StepKey]) -> TimelinePoint {
+    crate::stats::timeline::interval_point(t.elapsed, t.length, t.active_vus, &t.stats, keys)
 }
 
 #[cfg(test)]

@@ -11,3 +11,13 @@ pub(crate) const SIGFIG: u8 = 3;
 pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, SIGFIG).expect("valid histogram bounds")
 }
+
+/// Significant decimal digits of the per-step histograms of one timeline interval: a point of a
+/// chart needs no more than 1 %, and it keeps a long cluster run's timeline small (see
+/// [`crate::stats::portable::TimelineBuilder`]).
+pub(crate) const INTERVAL_SIGFIG: u8 = 2;
+
+/// A new per-step interval histogram in microseconds (same bounds, [`INTERVAL_SIGFIG`]).
+pub(crate) fn new_interval_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, INTERVAL_SIGFIG).expect("valid histogram bounds")
+}

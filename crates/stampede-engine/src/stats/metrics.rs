@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use stampede_model::ErrorKind;
 pub(crate) use stampede_model::errors_by_name;
 
-use crate::stats::histogram::new_histogram;
+use crate::stats::histogram::{new_histogram, new_interval_histogram};
 
 use crate::stats::phases::Phases;
 
@@ -179,6 +179,39 @@ pub struct IntervalStats {
     pub dropped: u64,
     /// Open models: the latest an iteration of this interval started against its schedule, µs.
     pub lag_max_us: u64,
+    /// Per step (indexed like the plan's step keys; steps after the last one recorded are
+    /// missing): what the timeline keeps of each step.
+    pub steps: Vec<IntervalStep>,
+}
+
+/// One step's part of an interval.
+#[derive(Clone, Debug)]
+pub struct IntervalStep {
+    pub requests: u64,
+    /// Failed requests by kind (indexed by [`ErrorKind::index`]).
+    pub errors_by_kind: [u64; KINDS],
+    /// Latency of answered requests, µs, at 2 significant digits.
+    pub latency: Histogram<u64>,
+}
+
+impl Default for IntervalStep {
+    fn default() -> Self {
+        IntervalStep { requests: 0, errors_by_kind: [0; KINDS], latency: new_interval_histogram() }
+    }
+}
+
+impl IntervalStep {
+    pub fn errors(&self) -> u64 {
+        self.errors_by_kind.iter().sum()
+    }
+
+    pub fn merge(&mut self, other: &IntervalStep) {
+        self.requests += other.requests;
+        for (a, b) in self.errors_by_kind.iter_mut().zip(other.errors_by_kind.iter()) {
+            *a += b;
+        }
+        self.latency.add(&other.latency).expect("histograms share bounds");
+    }
 }
 
 impl Default for IntervalStats {
@@ -192,16 +225,41 @@ impl Default for IntervalStats {
             started: 0,
             dropped: 0,
             lag_max_us: 0,
+            steps: Vec::new(),
         }
     }
 }
 
 impl IntervalStats {
-    /// Counts one failed request of `kind`.
+    /// Counts one failed request of `kind` at step `metric`.
     #[inline]
-    pub fn record_error(&mut self, kind: ErrorKind) {
+    pub fn record_error(&mut self, metric: usize, kind: ErrorKind) {
         self.errors += 1;
         self.errors_by_kind[kind.index()] += 1;
+        self.step(metric).errors_by_kind[kind.index()] += 1;
+    }
+
+    /// Counts one request of step `metric`.
+    #[inline]
+    pub fn record_request(&mut self, metric: usize) {
+        self.requests += 1;
+        self.step(metric).requests += 1;
+    }
+
+    /// Records the latency of an answer of step `metric`, µs.
+    #[inline]
+    pub fn record_latency(&mut self, metric: usize, micros: u64) {
+        self.latency.saturating_record(micros);
+        self.step(metric).latency.saturating_record(micros);
+    }
+
+    /// Step `metric`'s part (created when first used).
+    #[inline]
+    pub fn step(&mut self, metric: usize) -> &mut IntervalStep {
+        if self.steps.len() <= metric {
+            self.steps.resize_with(metric + 1, IntervalStep::default);
+        }
+        &mut self.steps[metric]
     }
 
     pub fn merge(&mut self, other: &IntervalStats) {
@@ -215,6 +273,9 @@ impl IntervalStats {
         self.started += other.started;
         self.dropped += other.dropped;
         self.lag_max_us = self.lag_max_us.max(other.lag_max_us);
+        for (i, step) in other.steps.iter().enumerate() {
+            self.step(i).merge(step);
+        }
     }
 
     pub fn reset(&mut self) {
@@ -226,6 +287,7 @@ impl IntervalStats {
         self.started = 0;
         self.dropped = 0;
         self.lag_max_us = 0;
+        self.steps.clear();
     }
 }
 

@@ -11,10 +11,14 @@ use std::io::Cursor;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
-pub use stampede_model::portable::{PortableMetrics, PortablePhase, PortableStep};
+pub use stampede_model::portable::{
+    PortableInterval, PortableIntervalStep, PortableMetrics, PortablePhase, PortableStep, PortableTimeline,
+};
 use stampede_model::{ErrorKind, StepKey};
 
-use crate::stats::metrics::{IntervalStats, StepStats, WorkerMetrics, errors_by_name};
+#[cfg(test)]
+use crate::stats::histogram::new_histogram;
+use crate::stats::metrics::{IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name};
 use crate::stats::phases::{Phase, PhaseStats, Phases};
 
 /// Why portable metrics could not be read back.
@@ -107,6 +111,192 @@ pub fn merge_into(
         into.dropped[0] += portable.dropped_iterations;
     }
     Ok(())
+}
+
+/// A runner's timeline has at most this many intervals: a 1-hour run keeps 15-s intervals.
+pub const MAX_TIMELINE_POINTS: u64 = 240;
+/// Encoded (JSON) size a runner's timeline stays under; above it, neighbouring intervals are
+/// merged (the interval doubles) until it fits. A runner's result ConfigMap holds it beside
+/// the final totals, under the 1 MiB limit of a ConfigMap.
+pub const TIMELINE_BUDGET_BYTES: usize = 512 * 1024;
+
+/// The timeline interval in whole seconds for a run planned to last `planned`: 1 s, or the
+/// fewest seconds that keep it within [`MAX_TIMELINE_POINTS`] intervals.
+pub fn timeline_interval(planned: Option<std::time::Duration>) -> u32 {
+    let secs = planned.map_or(0, |d| d.as_secs_f64().ceil() as u64);
+    secs.div_ceil(MAX_TIMELINE_POINTS).clamp(1, u32::MAX as u64) as u32
+}
+
+/// Collects a run's reporting ticks into intervals of a whole number of seconds, and encodes
+/// them as a [`PortableTimeline`].
+#[derive(Debug)]
+pub struct TimelineBuilder {
+    interval_seconds: u32,
+    /// (index, VUs at its end, stats), in index order.
+    points: Vec<(u64, u32, IntervalStats)>,
+}
+
+impl TimelineBuilder {
+    pub fn new(interval_seconds: u32) -> Self {
+        TimelineBuilder { interval_seconds: interval_seconds.max(1), points: Vec::new() }
+    }
+
+    /// Adds a tick that ended `elapsed` after the start.
+    pub fn add(&mut self, elapsed: std::time::Duration, active_vus: u32, stats: &IntervalStats) {
+        let ms = elapsed.as_millis() as u64;
+        let width = self.interval_seconds as u64 * 1000;
+        let index = ms.div_ceil(width).max(1);
+        match self.points.last_mut() {
+            Some((i, vus, acc)) if *i == index => {
+                acc.merge(stats);
+                *vus = active_vus;
+            }
+            _ => self.points.push((index, active_vus, stats.clone())),
+        }
+    }
+
+    /// The timeline of a run that lasted `duration`, within `budget` bytes of JSON.
+    pub fn finish(mut self, duration: std::time::Duration, budget: usize) -> PortableTimeline {
+        loop {
+            let timeline = PortableTimeline {
+                interval_seconds: self.interval_seconds,
+                duration_seconds: stampede_model::report::round3(duration.as_secs_f64()),
+                points: self.points.iter().map(|(index, vus, s)| encode_interval(*index, *vus, s)).collect(),
+            };
+            let size = serde_json::to_vec(&timeline).map_or(0, |v| v.len());
+            if size <= budget || self.points.len() <= 1 {
+                return timeline;
+            }
+            self.coarsen();
+        }
+    }
+
+    /// Doubles the interval, merging neighbours.
+    fn coarsen(&mut self) {
+        self.interval_seconds = self.interval_seconds.saturating_mul(2);
+        let mut merged: Vec<(u64, u32, IntervalStats)> = Vec::new();
+        for (index, vus, stats) in std::mem::take(&mut self.points) {
+            let index = index.div_ceil(2);
+            match merged.last_mut() {
+                Some((i, v, acc)) if *i == index => {
+                    acc.merge(&stats);
+                    *v = vus;
+                }
+                _ => merged.push((index, vus, stats)),
+            }
+        }
+        self.points = merged;
+    }
+}
+
+fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut raw = Vec::new();
+    if !h.is_empty() {
+        let _ = V2DeflateSerializer::new().serialize(h, &mut raw);
+    }
+    STANDARD.encode(raw)
+}
+
+fn encode_interval(index: u64, active_vus: u32, s: &IntervalStats) -> PortableInterval {
+    PortableInterval {
+        index,
+        active_vus,
+        iterations: s.iterations,
+        started: s.started,
+        dropped: s.dropped,
+        lag_max_us: s.lag_max_us,
+        steps: s
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, st)| st.requests > 0 || !st.latency.is_empty())
+            .map(|(i, st)| PortableIntervalStep {
+                step: i,
+                requests: st.requests,
+                errors: errors_by_name(&st.errors_by_kind),
+                histogram: encode_histogram(&st.latency),
+            })
+            .collect(),
+    }
+}
+
+/// One interval of a merged timeline.
+#[derive(Clone, Debug)]
+pub struct MergedInterval {
+    pub index: u64,
+    /// VUs of all runners at the end of the interval.
+    pub active_vus: u32,
+    /// Counts and per-step stats (indexed like the `keys` merged by), all runners together.
+    pub stats: IntervalStats,
+}
+
+/// Runners' timelines merged interval by interval: counts are added, histograms are added bin
+/// by bin, per step and in total. Each timeline comes with the steps of its result, which name
+/// its step positions; steps unknown to `keys` are left out. Timelines with a shorter interval
+/// than the longest (a runner that coarsened to fit its budget) are folded into the longest.
+/// Returns the interval in seconds and the merged intervals in order.
+pub fn merge_timelines(
+    timelines: &[(&PortableTimeline, &[PortableStep])],
+    keys: &[StepKey],
+) -> Result<(u32, Vec<MergedInterval>), PortableError> {
+    let interval = timelines.iter().map(|(t, _)| t.interval_seconds.max(1)).max().unwrap_or(1);
+    let mut merged: BTreeMap<u64, MergedInterval> = BTreeMap::new();
+    for (timeline, steps) in timelines {
+        let factor = (interval / timeline.interval_seconds.max(1)).max(1) as u64;
+        let mut last_vus: BTreeMap<u64, (u64, u32)> = BTreeMap::new();
+        for point in &timeline.points {
+            let index = point.index.div_ceil(factor).max(1);
+            let entry = merged.entry(index).or_insert_with(|| MergedInterval {
+                index,
+                active_vus: 0,
+                stats: IntervalStats::default(),
+            });
+            entry.stats.iterations += point.iterations;
+            entry.stats.started += point.started;
+            entry.stats.dropped += point.dropped;
+            entry.stats.lag_max_us = entry.stats.lag_max_us.max(point.lag_max_us);
+            // The VUs at the end of the merged interval: this runner's latest point in it.
+            let latest = last_vus.entry(index).or_insert((0, 0));
+            if point.index >= latest.0 {
+                *latest = (point.index, point.active_vus);
+            }
+            for part in &point.steps {
+                let Some(named) = steps.get(part.step) else { continue };
+                let Some(k) = keys.iter().position(|k| k.scenario == named.scenario && k.step == named.step) else {
+                    continue;
+                };
+                let mut step = IntervalStep { requests: part.requests, ..IntervalStep::default() };
+                for (kind, n) in &part.errors {
+                    let kind = ErrorKind::ALL
+                        .iter()
+                        .find(|x| x.name() == kind)
+                        .ok_or_else(|| PortableError::ErrorKind(kind.clone()))?;
+                    step.errors_by_kind[kind.index()] += n;
+                }
+                if let Some(h) = decode_histogram(named, &part.histogram)? {
+                    step.latency.add(&h).map_err(|e| PortableError::Histogram {
+                        scenario: named.scenario.clone(),
+                        step: named.step.clone(),
+                        message: format!("{e:?}"),
+                    })?;
+                }
+                let stats = &mut entry.stats;
+                stats.requests += step.requests;
+                for (kind, n) in step.errors_by_kind.iter().enumerate() {
+                    stats.errors += n;
+                    stats.errors_by_kind[kind] += n;
+                }
+                stats.latency.add(&step.latency).expect("histograms share bounds");
+                stats.step(k).merge(&step);
+            }
+        }
+        for (index, (_, vus)) in last_vus {
+            if let Some(m) = merged.get_mut(&index) {
+                m.active_vus += vus;
+            }
+        }
+    }
+    Ok((interval, merged.into_values().collect()))
 }
 
 fn encode_phases(phases: &Phases) -> BTreeMap<String, PortablePhase> {
@@ -247,8 +437,8 @@ mod tests {
                 t.latency.saturating_record(200 + i * (tick + 1));
                 t.requests += 1;
             }
-            t.record_error(ErrorKind::Timeout);
-            t.record_error(ErrorKind::Check);
+            t.record_error(0, ErrorKind::Timeout);
+            t.record_error(0, ErrorKind::Check);
             t.requests += 1;
             t.iterations += 500;
             total.merge(&t);
@@ -271,6 +461,88 @@ mod tests {
         let empty = step_from_interval("", "total", &IntervalStats::default());
         assert_eq!((empty.requests, empty.min_us, empty.max_us), (0, None, 0));
         assert!(decode_step(&empty).is_ok());
+    }
+
+    /// Three runners' timelines, one of them coarsened to fit a small budget, merge interval by
+    /// interval into exactly the union of their samples: counts add up, and each merged
+    /// histogram (per step and in total) equals one histogram of all samples of that interval.
+    #[test]
+    fn merged_timelines_equal_the_union_of_the_runners_samples_per_interval() {
+        let keys = vec![
+            StepKey { scenario: "s".into(), step: "a".into() },
+            StepKey { scenario: "s".into(), step: "b".into() },
+        ];
+        let names = vec!["s".to_string()];
+        let mut rng = fastrand::Rng::with_seed(7);
+        // The union per 4-s interval (the coarsest runner's): (requests, errors, per-step histograms).
+        let mut union: BTreeMap<u64, (u64, u64, Vec<hdrhistogram::Histogram<u64>>)> = BTreeMap::new();
+        let mut timelines = Vec::new();
+        let mut results = Vec::new();
+        for runner in 0..3u64 {
+            let mut builder = TimelineBuilder::new(2);
+            for tick in 1..=12u64 {
+                let mut t = IntervalStats::default();
+                for _ in 0..rng.u64(50..400) {
+                    let step = rng.usize(0..2);
+                    t.record_request(step);
+                    if rng.u8(0..20) == 0 {
+                        t.record_error(step, ErrorKind::Timeout);
+                    } else {
+                        let us = rng.u64(100..(2_000 + runner * 40_000 + tick * 1_000));
+                        t.record_latency(step, us);
+                        let entry = union
+                            .entry(tick.div_ceil(4))
+                            .or_insert_with(|| (0, 0, vec![crate::stats::histogram::new_interval_histogram(); 2]));
+                        entry.2[step].record(us).unwrap();
+                    }
+                }
+                let entry = union.entry(tick.div_ceil(4)).or_default();
+                entry.0 += t.requests;
+                entry.1 += t.errors;
+                t.iterations = 3;
+                builder.add(std::time::Duration::from_secs(tick), 10 + runner as u32, &t);
+            }
+            // Runner 2 gets a budget so small that its 2-s intervals double to 4 s.
+            let budget = if runner == 2 { 4_000 } else { TIMELINE_BUDGET_BYTES };
+            let timeline = builder.finish(std::time::Duration::from_secs(12), budget);
+            assert_eq!(timeline.interval_seconds, if runner == 2 { 4 } else { 2 }, "runner {runner}");
+            let json = serde_json::to_string(&timeline).unwrap();
+            timelines.push(serde_json::from_str::<PortableTimeline>(&json).unwrap());
+            results.push(encode(&keys, &WorkerMetrics::new(2, 1), &names));
+        }
+        let input: Vec<(&PortableTimeline, &[PortableStep])> =
+            timelines.iter().zip(&results).map(|(t, r)| (t, r.steps.as_slice())).collect();
+        let (interval, merged) = merge_timelines(&input, &keys).unwrap();
+        assert_eq!(interval, 4);
+        assert_eq!(merged.iter().map(|m| m.index).collect::<Vec<_>>(), vec![1, 2, 3]);
+        for m in &merged {
+            let (requests, errors, hists) = &union[&m.index];
+            assert_eq!((m.stats.requests, m.stats.errors), (*requests, *errors), "interval {}", m.index);
+            assert_eq!(m.stats.iterations, 3 * 4 * 3, "4 ticks × 3 runners × 3");
+            assert_eq!(m.active_vus, 10 + 11 + 12, "each runner's VUs at the interval's end");
+            let mut all = new_histogram();
+            for (k, h) in hists.iter().enumerate() {
+                let step = &m.stats.steps[k];
+                assert_eq!(step.latency.len(), h.len(), "interval {} step {k}", m.index);
+                for q in [0.5, 0.9, 0.99, 1.0] {
+                    assert_eq!(step.latency.value_at_quantile(q), h.value_at_quantile(q), "q={q}");
+                }
+                all.add(h).unwrap();
+            }
+            for q in [0.5, 0.9, 0.99, 1.0] {
+                assert_eq!(m.stats.latency.value_at_quantile(q), all.value_at_quantile(q), "total q={q}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_timeline_interval_keeps_a_long_run_within_its_points() {
+        use std::time::Duration;
+        assert_eq!(timeline_interval(None), 1);
+        assert_eq!(timeline_interval(Some(Duration::from_secs(60))), 1);
+        assert_eq!(timeline_interval(Some(Duration::from_secs(240))), 1);
+        assert_eq!(timeline_interval(Some(Duration::from_secs(241))), 2);
+        assert_eq!(timeline_interval(Some(Duration::from_secs(3_600))), 15);
     }
 
     #[test]

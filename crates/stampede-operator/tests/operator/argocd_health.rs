@@ -128,6 +128,7 @@ fn an_invalid_spec_as_the_operator_reports_it_is_degraded_with_the_problem() {
         reports: Vec::new(),
         unreadable: vec![],
         job: None,
+        baseline: None,
     };
     let decision = lifecycle::decide(&lt, &observed);
     assert_eq!(decision.status.phase, Phase::Failed);

@@ -86,11 +86,13 @@ fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> Runner
         generator: None,
         saturated: None,
         message: None,
+        timeline: None,
+        error_samples: vec![],
     }
 }
 
 fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
-    Observed { now, plan: Scenario::Compiled(plan(&loadtest(1))), reports, unreadable: vec![], job }
+    Observed { now, plan: Scenario::Compiled(plan(&loadtest(1))), reports, unreadable: vec![], job, baseline: None }
 }
 
 /// Applies a decision's status to the LoadTest, as the shell does.
@@ -261,6 +263,7 @@ fn an_invalid_scenario_fails_with_valid_false_an_event_and_no_children() {
         reports: vec![],
         unreadable: vec![],
         job: None,
+        baseline: None,
     };
     let actions = step(&mut lt, &obs);
     let st = lt.status.as_ref().unwrap();
@@ -555,4 +558,148 @@ fn after_a_runner_fails_the_others_are_waited_for_and_every_partial_result_is_ke
     let st = lt.status.as_ref().unwrap();
     assert_eq!(st.phase, Phase::Failed);
     assert_eq!(st.summary.as_ref().unwrap().requests, 70, "what did report is kept");
+}
+
+/// A runner's final report with a timeline: `requests` answered in 1 ms over `seconds` ticks.
+fn report_with_timeline(index: u32, requests: u64, seconds: u64) -> RunnerReport {
+    let mut r = report(index, RunnerState::Done, requests, 1_000);
+    let mut timeline = portable::TimelineBuilder::new(1);
+    for tick in 1..=seconds {
+        let mut t = stampede_engine::IntervalStats::default();
+        for _ in 0..requests / seconds {
+            t.record_request(0);
+            t.record_latency(0, 1_000);
+        }
+        timeline.add(Duration::from_secs(tick), 5, &t);
+    }
+    r.timeline = Some(timeline.finish(Duration::from_secs(seconds), portable::TIMELINE_BUDGET_BYTES));
+    r
+}
+
+fn written_report(actions: &[Action]) -> stampede_model::report::Report {
+    let json = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::WriteReport(json) => Some(json.clone()),
+            _ => None,
+        })
+        .expect("a WriteReport action");
+    serde_json::from_str(&json).unwrap()
+}
+
+#[test]
+fn a_finished_test_writes_its_merged_report_with_the_timeline_and_a_row_per_runner() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let done = vec![Some(report_with_timeline(0, 1000, 10)), Some(report_with_timeline(1, 500, 10))];
+    let actions = step(&mut lt, &observed(now, done, Some(JobState { succeeded: 2, ..JobState::default() })));
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Succeeded);
+    let report = written_report(&actions);
+    assert_eq!(report.run.loadtest.as_deref(), Some("perf/shop"));
+    assert_eq!(report.total.requests, 1500);
+    assert_eq!(report.timeline.len(), 10);
+    assert!(report.timeline.iter().all(|p| p.requests == 150 && p.active_vus == 10), "{:?}", report.timeline[0]);
+    assert_eq!(report.timeline.iter().map(|p| p.requests).sum::<u64>(), report.total.requests);
+    assert_eq!(report.runners.iter().map(|r| (r.index, r.requests)).collect::<Vec<_>>(), vec![(0, 1000), (1, 500)]);
+    assert_eq!(report.thresholds, lt.status.as_ref().unwrap().thresholds);
+}
+
+fn loadtest_with_relative_thresholds(baseline: Option<&str>) -> LoadTest {
+    let scenario = SCENARIO.replace(
+        r#"thresholds: ["latency.p99 < 100ms", "errors.rate < 1%"]"#,
+        r#"thresholds: ["latency.p99 < baseline * 1.10", "requests.count >= baseline * 0.9"]"#,
+    );
+    let mut lt = loadtest(1);
+    lt.spec.scenario = Some(serde_yaml::from_str(&scenario).unwrap());
+    lt.spec.baseline = baseline.map(|b| stampede_api::Baseline { load_test: Some(b.into()), config_map: None });
+    lt
+}
+
+/// A baseline's report: `requests` at p99 `p99_ms`.
+fn baseline(p99_ms: f64, requests: u64) -> stampede_model::report::Report {
+    let lt = loadtest(1);
+    let mut r = report_with_timeline(0, requests, 1);
+    r.result = Some({
+        let mut m = WorkerMetrics::new(1, 1);
+        for _ in 0..requests {
+            m.steps[0].requests += 1;
+            m.steps[0].record_latency_us((p99_ms * 1000.0) as u64);
+        }
+        portable::encode(&plan(&lt).step_keys, &m, &["buy".to_string()])
+    });
+    let ctx = stampede_operator::results::ReportContext { loadtest: "perf/base", start_at: None, baseline: Err("-") };
+    stampede_operator::results::final_summary(&plan(&lt), &[&r], &ctx).unwrap().report
+}
+
+fn run_against(lt: &mut LoadTest, base: Result<stampede_model::report::Report, String>) -> Vec<Action> {
+    let now = OffsetDateTime::now_utc();
+    let plan = plan(lt);
+    let obs = |reports| Observed {
+        now,
+        plan: Scenario::Compiled(plan.clone()),
+        reports,
+        unreadable: vec![],
+        job: None,
+        baseline: Some(base.clone()),
+    };
+    let mut actions = step(lt, &obs(vec![]));
+    started(lt, now);
+    actions.extend(step(lt, &obs(vec![Some(report_with_timeline(0, 1000, 10))])));
+    actions
+}
+
+#[test]
+fn relative_thresholds_pass_or_fail_against_the_baseline_and_name_base_new_and_ratio() {
+    // This run: 1000 requests, p99 = 1 ms (every answer took 1 ms).
+    let mut lt = loadtest_with_relative_thresholds(Some("shop-v1"));
+    run_against(&mut lt, Ok(baseline(0.95, 1050)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.thresholds);
+    let v = &st.thresholds[0];
+    assert_eq!((v.actual, v.baseline, v.ratio), (1.0, Some(0.95), Some(1.053)));
+    let cond = st.conditions.iter().find(|c| c.type_ == "BaselineReady").unwrap();
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("True", "Found"));
+
+    // A regression: the baseline answered in 0.5 ms, so 1 ms is twice that.
+    let mut lt = loadtest_with_relative_thresholds(Some("shop-v1"));
+    let actions = run_against(&mut lt, Ok(baseline(0.5, 1000)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    let v = &st.thresholds[0];
+    assert!(!v.passed);
+    assert_eq!((v.actual, v.baseline, v.ratio), (1.0, Some(0.5), Some(2.0)));
+    assert!(v.actual_text.contains("baseline 0.500ms") && v.actual_text.contains("×2.000"), "{}", v.actual_text);
+    assert!(st.thresholds[1].passed, "1000 requests >= 1000 × 0.9");
+    assert!(st.message.as_deref().unwrap().contains("latency.p99 < baseline * 1.10"));
+    assert_eq!(written_report(&actions).thresholds, st.thresholds);
+}
+
+#[test]
+fn a_missing_baseline_is_a_condition_and_an_event_and_its_thresholds_fail_saying_why() {
+    let mut lt = loadtest_with_relative_thresholds(Some("shop-v0"));
+    let actions = run_against(&mut lt, Err("not found".into()));
+    let st = lt.status.as_ref().unwrap();
+    let cond = st.conditions.iter().find(|c| c.type_ == "BaselineReady").unwrap();
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "BaselineUnavailable"));
+    assert!(cond.message.contains("LoadTest shop-v0: not found"), "{}", cond.message);
+    let warnings: Vec<_> = actions
+        .iter()
+        .filter(|a| matches!(a, Action::Event { warning: true, reason, .. } if reason == "BaselineUnavailable"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one Event when it becomes unavailable, not one per reconcile");
+    assert_eq!(st.phase, Phase::Failed, "never a silent pass");
+    for v in &st.thresholds {
+        assert!(!v.passed && v.message.as_deref().unwrap().contains("not found"), "{v:?}");
+    }
+
+    // Relative thresholds without spec.baseline: an invalid spec, before any runner starts.
+    let mut lt = loadtest_with_relative_thresholds(None);
+    let obs = Observed { plan: Scenario::Compiled(plan(&lt)), ..observed(OffsetDateTime::now_utc(), vec![], None) };
+    let actions = step(&mut lt, &obs);
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert!(st.message.as_deref().unwrap().contains("set spec.baseline"), "{:?}", st.message);
+    assert!(!actions.contains(&Action::ApplyChildren));
 }

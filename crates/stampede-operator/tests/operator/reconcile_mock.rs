@@ -285,6 +285,7 @@ fn initializing(runners: i32, ago: Duration) -> LoadTest {
         reports: vec![],
         unreadable: vec![],
         job: None,
+        baseline: None,
     };
     lt.status = Some(lifecycle::decide(&lt, &obs).status);
     assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Initializing);
@@ -462,12 +463,20 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
         vec![
             Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
             Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
+            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
             Expect::Event { reason: "Succeeded", warning: false },
             Expect::Delete(job_path()),
             Expect::ApplyStatus,
         ],
     )
     .await;
+
+    // The merged report, owned by the LoadTest (so the runners' cleanup leaves it).
+    let cm = &seen.iter().find(|s| s.path.ends_with("-report")).unwrap().body;
+    assert_eq!(cm["metadata"]["ownerReferences"][0]["kind"], "LoadTest");
+    let report: stampede_model::report::Report =
+        serde_json::from_str(cm["data"]["report.json"].as_str().unwrap()).unwrap();
+    assert_eq!((report.total.requests, report.runners.len()), (1500, 2));
 
     let st = applied_status(&seen);
     assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
@@ -500,6 +509,7 @@ async fn an_unreadable_runner_result_fails_the_test_at_once() {
                 Some("{not json".into()),
             ]),
             Expect::GetJob(active(1)),
+            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
             Expect::Event { reason: "ResultsInvalid", warning: true },
             Expect::ApplyStatus,
         ],
@@ -574,6 +584,7 @@ async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
         reports: vec![Some(done(0, 1000)), Some(done(1, 500))],
         unreadable: vec![],
         job: Some(job),
+        baseline: None,
     };
     lt.status = Some(lifecycle::decide(&lt, &obs).status);
     let st = lt.status.as_ref().unwrap();

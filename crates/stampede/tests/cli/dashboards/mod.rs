@@ -913,6 +913,9 @@ fn loadtest(namespace: &str, name: &str, phase: Phase) -> Arc<LoadTest> {
                 passed: false,
                 actual: 120.0,
                 actual_text: "120ms".into(),
+                baseline: None,
+                ratio: None,
+                message: None,
             }]
         } else {
             Vec::new()
