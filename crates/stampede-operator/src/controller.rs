@@ -155,14 +155,18 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline };
     let decision = lifecycle::decide(lt, &observed);
 
-    for action in &decision.actions {
+    // Deletes come after the status is written: a decision taken on a stale copy must not
+    // remove the runners' results before the status that holds them is saved (a conflicting
+    // write is decided again, on the newer copy, with the children still there).
+    let (deletes, others): (Vec<&Action>, Vec<&Action>) = decision
+        .actions
+        .iter()
+        .partition(|a| matches!(a, Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest));
+    for action in others {
         match action {
             Action::ApplyChildren => {
                 apply_children(client, lt, &ns, scenario_yaml.as_deref().unwrap_or_default(), &ctx.runner_image).await?
             }
-            Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
-            Action::DeleteAll => delete_all(client, &ns, &name, lt.spec.runners).await?,
-            Action::DeleteLoadTest => delete::<LoadTest>(client, &ns, &name).await?,
             Action::WriteReport(json) => apply(client, &ns, &desired::report_config_map(lt, json)).await?,
             Action::Event { warning, reason, note } => {
                 let ev = Event {
@@ -176,6 +180,7 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
                     tracing::warn!("cannot record event {reason}: {e}");
                 }
             }
+            Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => {}
         }
     }
     if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
@@ -196,6 +201,14 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
                 return Ok(Requeue::requeue(Duration::from_millis(200)));
             }
             Err(e) => return Err(e.into()),
+        }
+    }
+    for action in deletes {
+        match action {
+            Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
+            Action::DeleteAll => delete_all(client, &ns, &name, lt.spec.runners).await?,
+            Action::DeleteLoadTest => delete::<LoadTest>(client, &ns, &name).await?,
+            _ => {}
         }
     }
     Ok(match decision.requeue {

@@ -37,6 +37,7 @@ pub fn render_html(report: &Report, baseline: Option<&Report>) -> String {
         baseline_table(&mut h, report, base);
     }
     charts(&mut h, report, baseline);
+    runners(&mut h, report);
     phases(&mut h, report);
     checks(&mut h, report);
     error_samples(&mut h, report);
@@ -100,6 +101,9 @@ fn facts(h: &mut String, r: &Report) {
     if let Some(why) = &run.saturated {
         rows.push(("Saturated", format!("the generator could not keep up: {why}")));
     }
+    if let Some(lt) = &run.loadtest {
+        rows.insert(0, ("LoadTest", format!("{lt}, {} runners", r.runners.len())));
+    }
     h.push_str("<section><h2>Run</h2><table class=\"facts\">");
     for (k, v) in rows {
         let _ = write!(h, "<tr><th>{k}</th><td>{}</td></tr>", esc(&v));
@@ -113,11 +117,15 @@ fn thresholds(h: &mut String, r: &Report) {
     }
     h.push_str("<section><h2>Thresholds</h2><table><tr><th>threshold</th><th>measured</th><th>verdict</th></tr>");
     for v in &r.thresholds {
+        let measured = match &v.message {
+            Some(why) => format!("{} ({why})", v.actual_text),
+            None => v.actual_text.clone(),
+        };
         let _ = write!(
             h,
             "<tr><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"{}\">{}</td></tr>",
             esc(&v.threshold),
-            esc(&v.actual_text),
+            esc(&measured),
             if v.passed { "passed" } else { "failed" },
             if v.passed { "passed" } else { "failed" }
         );
@@ -228,6 +236,28 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
     ];
     latency.extend(base_line("p99", &|p| p.p99_ms));
     h.push_str(&line_chart("Latency", "ms", &secs, &latency));
+    // More than one step: each step's p99 (an interval where a step had no answer has no point).
+    let mut step_names: Vec<(String, String)> =
+        t.iter().flat_map(|p| p.steps.iter().map(|s| (s.scenario.clone(), s.step.clone()))).collect();
+    step_names.sort();
+    step_names.dedup();
+    if step_names.len() > 1 {
+        let per_step: Vec<Series> = step_names
+            .iter()
+            .enumerate()
+            .map(|(n, (scenario, step))| Series {
+                name: format!("{scenario} / {step}"),
+                color: PALETTE[n % PALETTE.len()],
+                points: t
+                    .iter()
+                    .filter_map(|p| {
+                        p.steps.iter().find(|s| &s.scenario == scenario && &s.step == step).map(|s| (p.t, s.p99_ms))
+                    })
+                    .collect(),
+            })
+            .collect();
+        h.push_str(&line_chart("p99 by step", "ms", &secs, &per_step));
+    }
     // Errors: the total, and one line per kind that occurred.
     let mut kinds: Vec<&String> = t.iter().flat_map(|p| p.errors_by_kind.keys()).collect();
     kinds.sort();
@@ -304,6 +334,41 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
         ));
     }
     h.push_str("</div></section>\n");
+}
+
+/// A cluster run: one row per runner, to see one that lagged, failed or saturated.
+fn runners(h: &mut String, r: &Report) {
+    if r.runners.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<section><h2>Runners</h2><table><tr><th>runner</th><th>state</th><th>started</th><th>seconds</th>\
+         <th>requests</th><th>errors</th><th>rps</th><th>p50</th><th>p99</th><th>max</th><th>CPU</th>\
+         <th>peak RSS</th><th>note</th></tr>",
+    );
+    for x in &r.runners {
+        let note = [x.saturated.as_deref(), x.message.as_deref()].into_iter().flatten().collect::<Vec<_>>().join("; ");
+        let _ = write!(
+            h,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{:.0} %</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            x.index,
+            esc(&x.state),
+            esc(x.started_at.as_deref().unwrap_or("–")),
+            x.duration_seconds,
+            x.requests,
+            x.errors,
+            x.rps,
+            ms(x.p50_ms),
+            ms(x.p99_ms),
+            ms(x.max_ms),
+            x.cpu_percent,
+            bytes(x.peak_rss_bytes),
+            esc(&note)
+        );
+    }
+    h.push_str("</table></section>\n");
 }
 
 fn phases(h: &mut String, r: &Report) {

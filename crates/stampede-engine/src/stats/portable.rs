@@ -16,8 +16,7 @@ pub use stampede_model::portable::{
 };
 use stampede_model::{ErrorKind, StepKey};
 
-#[cfg(test)]
-use crate::stats::histogram::new_histogram;
+use crate::stats::histogram::new_interval_histogram;
 use crate::stats::metrics::{IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name};
 use crate::stats::phases::{Phase, PhaseStats, Phases};
 
@@ -249,7 +248,9 @@ pub fn merge_timelines(
             let entry = merged.entry(index).or_insert_with(|| MergedInterval {
                 index,
                 active_vus: 0,
-                stats: IntervalStats::default(),
+                // The total of the steps' histograms, at their precision (adding them to a
+                // finer histogram would move each bucket's value).
+                stats: IntervalStats { latency: new_interval_histogram(), ..IntervalStats::default() },
             });
             entry.stats.iterations += point.iterations;
             entry.stats.started += point.started;
@@ -520,7 +521,7 @@ mod tests {
             assert_eq!((m.stats.requests, m.stats.errors), (*requests, *errors), "interval {}", m.index);
             assert_eq!(m.stats.iterations, 3 * 4 * 3, "4 ticks × 3 runners × 3");
             assert_eq!(m.active_vus, 10 + 11 + 12, "each runner's VUs at the interval's end");
-            let mut all = new_histogram();
+            let mut all = new_interval_histogram();
             for (k, h) in hists.iter().enumerate() {
                 let step = &m.stats.steps[k];
                 assert_eq!(step.latency.len(), h.len(), "interval {} step {k}", m.index);

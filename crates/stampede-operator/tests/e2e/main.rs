@@ -1,5 +1,6 @@
 //! The operator end to end on the real local control plane (`make e2e`), in one binary: the
-//! operator's lifecycle, and the Helm chart's objects and RBAC.
+//! operator's lifecycle, the Helm chart's objects and RBAC, and the merged reports and baselines.
 
 mod chart;
 mod operator;
+mod reports;

@@ -21,14 +21,14 @@ use stampede_testcluster::{TestCluster, wait_deleted, wait_for};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-struct Env {
-    client: Client,
-    ns: String,
-    target: TargetServer,
+pub(crate) struct Env {
+    pub(crate) client: Client,
+    pub(crate) ns: String,
+    pub(crate) target: TargetServer,
     operator: tokio::task::JoinHandle<()>,
 }
 
-async fn setup(prefix: &str) -> Env {
+pub(crate) async fn setup(prefix: &str) -> Env {
     let cluster = TestCluster::shared();
     let client = cluster.client().await.unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -47,7 +47,7 @@ fn start_operator(client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {
     tokio::spawn(controller::run(client.clone(), Arc::new(Metrics::default()), controller::Options::namespace(ns)))
 }
 
-fn loadtest(name: &str, runners: i32, scenario: serde_json::Value, extra: serde_json::Value) -> LoadTest {
+pub(crate) fn loadtest(name: &str, runners: i32, scenario: serde_json::Value, extra: serde_json::Value) -> LoadTest {
     let mut spec = serde_json::json!({"runners": runners, "scenario": scenario});
     if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
         s.extend(e.clone());
@@ -56,7 +56,7 @@ fn loadtest(name: &str, runners: i32, scenario: serde_json::Value, extra: serde_
     LoadTest::new(name, spec)
 }
 
-fn scenario(base_url: &str, load: serde_json::Value, path: &str, thresholds: &[&str]) -> serde_json::Value {
+pub(crate) fn scenario(base_url: &str, load: serde_json::Value, path: &str, thresholds: &[&str]) -> serde_json::Value {
     serde_json::json!({
         "name": "e2e",
         "baseUrl": base_url,
@@ -66,17 +66,17 @@ fn scenario(base_url: &str, load: serde_json::Value, path: &str, thresholds: &[&
     })
 }
 
-async fn create(env: &Env, lt: &LoadTest) -> Api<LoadTest> {
+pub(crate) async fn create(env: &Env, lt: &LoadTest) -> Api<LoadTest> {
     let api: Api<LoadTest> = Api::namespaced(env.client.clone(), &env.ns);
     api.create(&PostParams::default(), lt).await.unwrap();
     api
 }
 
-fn phase_is(phases: &'static [Phase]) -> impl Fn(Option<&LoadTest>) -> bool {
+pub(crate) fn phase_is(phases: &'static [Phase]) -> impl Fn(Option<&LoadTest>) -> bool {
     move |lt: Option<&LoadTest>| lt.and_then(|l| l.status.as_ref()).is_some_and(|s| phases.contains(&s.phase))
 }
 
-async fn reports(env: &Env, lt: &str, runners: u32) -> Vec<RunnerReport> {
+pub(crate) async fn reports(env: &Env, lt: &str, runners: u32) -> Vec<RunnerReport> {
     let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
     let mut out = Vec::new();
     for i in 0..runners {
@@ -87,7 +87,7 @@ async fn reports(env: &Env, lt: &str, runners: u32) -> Vec<RunnerReport> {
     out
 }
 
-async fn finish(env: Env) {
+pub(crate) async fn finish(env: Env) {
     env.operator.abort();
     env.target.stop();
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());

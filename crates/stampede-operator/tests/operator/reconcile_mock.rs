@@ -55,6 +55,8 @@ enum Expect {
     Delete(String),
     /// The server-side apply of the status subresource; answered with the LoadTest.
     ApplyStatus,
+    /// The same apply, answered 409 Conflict (the LoadTest changed since it was read).
+    ApplyStatusConflict,
 }
 
 /// A request the mock answered.
@@ -141,6 +143,15 @@ impl ApiServerVerifier {
                         let mut lt = self.lt.clone();
                         lt.status = Some(serde_json::from_value(body["status"].clone()).expect("a valid status"));
                         (StatusCode::OK, serde_json::to_value(&lt).unwrap())
+                    }
+                    Expect::ApplyStatusConflict => {
+                        is(Method::PATCH, &format!("{}/status", api_path("loadtests", NAME)));
+                        applied();
+                        (
+                            StatusCode::CONFLICT,
+                            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                   "message": "the object has been modified", "reason": "Conflict", "code": 409}),
+                        )
                     }
                     Expect::ListResults(_) | Expect::ListResultTexts(_) => {
                         is(Method::GET, &api_path("configmaps", ""));
@@ -250,10 +261,10 @@ async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
     }
 }
 
-/// The status the operator applied (the last request of every script here).
+/// The status the operator applied (the last status apply of the script).
 fn applied_status(seen: &[Seen]) -> LoadTestStatus {
-    let last = seen.last().expect("requests");
-    assert!(last.method == Method::PATCH && last.path.ends_with("/status"), "the status apply comes last: {last:?}");
+    let last =
+        seen.iter().rev().find(|s| s.method == Method::PATCH && s.path.ends_with("/status")).expect("a status apply");
     serde_json::from_value(last.body["status"].clone()).unwrap()
 }
 
@@ -465,8 +476,8 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
             Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
             Expect::Event { reason: "Succeeded", warning: false },
-            Expect::Delete(job_path()),
             Expect::ApplyStatus,
+            Expect::Delete(job_path()),
         ],
     )
     .await;
@@ -494,6 +505,27 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
     assert!(st.completion_time.is_some());
     assert_eq!(condition(&st, "Completed").0, "True");
     assert_eq!(condition(&st, "ThresholdsPassed").0, "True");
+}
+
+/// A decision taken on a stale copy of the LoadTest (its status write conflicts) deletes
+/// nothing: the runners' results stay for the next decision, on the newer copy. (Deleting
+/// first left a finished test Running with its results gone.)
+#[tokio::test]
+async fn a_conflicting_status_write_deletes_no_child() {
+    let mut lt = running(2, Duration::from_secs(30));
+    lt.spec.cleanup.on_success = stampede_api::CleanupMode::All;
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
+            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
+            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
+            Expect::Event { reason: "Succeeded", warning: false },
+            Expect::ApplyStatusConflict,
+        ],
+    )
+    .await;
+    assert!(!seen.iter().any(|s| s.method == Method::DELETE), "{seen:?}");
 }
 
 /// A result ConfigMap that holds no readable report fails the test at once (it used to look
@@ -555,9 +587,9 @@ async fn abort_before_the_start_ends_aborted_and_deletes_the_runners() {
         vec![
             Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
-            Expect::Delete(job_path()),
             Expect::Event { reason: "Aborted", warning: true },
             Expect::ApplyStatus,
+            Expect::Delete(job_path()),
         ],
     )
     .await;

@@ -418,12 +418,32 @@ fn the_html_report_is_self_contained_and_its_charts_hold_every_interval() {
     let intervals = report["timeline"].as_array().unwrap().len();
     assert!(intervals >= 2, "a 3 s run has several intervals: {intervals}");
     let charts = page.matches("<figure class=\"chart\">").count();
-    assert_eq!(charts, 5, "throughput, latency, errors, VUs, distribution");
+    assert_eq!(charts, 6, "throughput, latency, p99 by step, errors, VUs, distribution");
     assert!(!page.contains("chart empty"), "an empty chart");
     let series = chart_series(&page);
     let names: Vec<&str> = series.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["requests/s", "p50", "p90", "p99", "max", "all", "check", "VUs", "latency"]);
+    assert_eq!(
+        names,
+        ["requests/s", "p50", "p90", "p99", "max", "s / broken", "s / ok", "all", "check", "VUs", "latency"]
+    );
     for (name, points) in &series {
+        if name.starts_with("s / ") {
+            // A step's line has a point where the step had requests: every interval but,
+            // perhaps, the last (the run's end may cut it to a few microseconds).
+            let with_requests = report["timeline"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| {
+                    p["steps"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|s| format!("s / {}", s["step"].as_str().unwrap()) == *name))
+                })
+                .count();
+            assert_eq!(*points, with_requests, "series {name}");
+            assert!(with_requests + 1 >= intervals, "series {name}: {with_requests} of {intervals}");
+            continue;
+        }
         let expected = if name == "latency" { 7 } else { intervals };
         assert_eq!(*points, expected, "series {name}: one point per interval (the distribution: 7 percentiles)");
     }

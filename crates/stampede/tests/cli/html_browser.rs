@@ -103,7 +103,11 @@ fn chromium_renders_every_chart_of_the_html_report_without_requests_or_console_m
     assert!(console.is_empty(), "console messages:\n{}", console.join("\n"));
     // The rendered document: every chart, each with points.
     let figures: Vec<&str> = dom.split("<figure class=\"chart").skip(1).collect();
-    assert_eq!(figures.len(), 8, "throughput, latency, errors, VUs, arrival rate, dropped, lag, distribution");
+    assert_eq!(
+        figures.len(),
+        9,
+        "throughput, latency, p99 by step, errors, VUs, arrival rate, dropped, lag, distribution"
+    );
     for figure in figures {
         let figure = &figure[..figure.find("</figure>").unwrap()];
         let title = figure.split("aria-label=\"").nth(1).and_then(|t| t.split('"').next()).unwrap_or("?");
