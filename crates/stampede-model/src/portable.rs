@@ -61,6 +61,10 @@ pub struct PortableMetrics {
     /// Open models: iterations due when no VU was free (all groups).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_iterations: u64,
+    /// Open models: how late iterations started against their schedule (µs), HdrHistogram V2
+    /// + deflate, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_lag: Option<String>,
 }
 
 /// A run's timeline in a form that merges: per interval, the counts and each step's latency

@@ -243,6 +243,8 @@ struct WorkerLocal {
     error_samples: RefCell<Vec<ErrorSample>>,
     /// The worker's HTTP/2 connections, shared by its VUs.
     transport: WorkerTransport,
+    /// The interval the ticker sends next: what is recorded now belongs to it.
+    next_tick: Cell<u64>,
 }
 
 /// Counts a VU as active for as long as it lives, even when it is aborted.
@@ -478,6 +480,7 @@ fn worker_main(
         metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
         active: Cell::new(0),
         max_active: Cell::new(0),
+        next_tick: Cell::new(1),
         error_samples: RefCell::new(Vec::new()),
         transport: WorkerTransport::new(plan.transport.clone(), id, threads),
     });
@@ -594,8 +597,10 @@ async fn worker_loop(
         }
     }
     ticker.abort();
-    let elapsed = shared.start.elapsed();
-    let index = (elapsed.as_nanos() / shared.tick.as_nanos().max(1)) as u64 + 1;
+    // What is left belongs to the interval the ticker has not sent yet, even when the run ended
+    // after that interval's end but before the ticker ran (a busy thread): numbering it by the
+    // time now would move a whole interval's counts into the next one.
+    let index = local.next_tick.get();
     let (stats, totals) = take_interval(&shared, &local);
     let _ = tx.send(WorkerMsg::Done { worker: id, index, stats, totals });
 }
@@ -636,6 +641,7 @@ async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, tx: mpsc
             return;
         }
         index += 1;
+        local.next_tick.set(index);
     }
 }
 

@@ -14,7 +14,7 @@ pub(crate) fn new_histogram() -> Histogram<u64> {
 
 /// Significant decimal digits of the per-step histograms of one timeline interval: a point of a
 /// chart needs no more than 1 %, and it keeps a long cluster run's timeline small (see
-/// [`crate::stats::portable::TimelineBuilder`]).
+/// the portable timeline).
 pub(crate) const INTERVAL_SIGFIG: u8 = 2;
 
 /// A new per-step interval histogram in microseconds (same bounds, [`INTERVAL_SIGFIG`]).

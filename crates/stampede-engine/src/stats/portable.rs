@@ -79,7 +79,12 @@ pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[Strin
         })
         .collect();
     let iterations = scenario_names.iter().cloned().zip(metrics.iterations.iter().copied()).collect();
-    PortableMetrics { steps, iterations, dropped_iterations: metrics.dropped.iter().sum() }
+    PortableMetrics {
+        steps,
+        iterations,
+        dropped_iterations: metrics.dropped.iter().sum(),
+        schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| encode_histogram(&metrics.schedule_lag)),
+    }
 }
 
 /// Adds `portable` into `into`, matching steps by (scenario, step) name; steps unknown to
@@ -108,6 +113,16 @@ pub fn merge_into(
             into.dropped.push(0);
         }
         into.dropped[0] += portable.dropped_iterations;
+    }
+    if let Some(lag) = &portable.schedule_lag {
+        let named = PortableStep { step: "schedule lag".into(), ..PortableStep::default() };
+        if let Some(h) = decode_histogram(&named, lag)? {
+            into.schedule_lag.add(&h).map_err(|e| PortableError::Histogram {
+                scenario: String::new(),
+                step: named.step.clone(),
+                message: format!("{e:?}"),
+            })?;
+        }
     }
     Ok(())
 }
@@ -405,6 +420,7 @@ mod tests {
             });
             m.steps[0].phases.record_answer(300, 400);
             m.iterations[0] = 10 + runner;
+            m.schedule_lag.record(50 + runner * 1_000).unwrap();
             let portable = encode(&keys, &m, &names);
             let json = serde_json::to_string(&portable).unwrap();
             let back: PortableMetrics = serde_json::from_str(&json).unwrap();
@@ -420,6 +436,10 @@ mod tests {
         assert_eq!(s.errors[ErrorKind::Timeout.index()], 5);
         assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, union.latency.len())]);
         assert_eq!(merged.iterations[0], 10 + 11 + 12 + 13 + 14);
+        assert_eq!(
+            (merged.schedule_lag.len(), merged.schedule_lag.max()),
+            (5, merged.schedule_lag.highest_equivalent(4_050))
+        );
         let connect = s.phases.get(Phase::Connect).unwrap();
         assert_eq!((connect.count(), connect.min_value_us(), connect.max_us), (5, 100, 104));
         assert_eq!(s.phases.get(Phase::Tls).unwrap().count(), 5);
@@ -559,6 +579,7 @@ mod tests {
             }],
             iterations: BTreeMap::new(),
             dropped_iterations: 0,
+            schedule_lag: None,
         };
         let mut m = WorkerMetrics::new(1, 1);
         assert!(merge_into(&bad, &keys, &names, &mut m).is_err());
