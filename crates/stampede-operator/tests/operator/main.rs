@@ -8,3 +8,4 @@ mod common;
 mod decisions;
 mod metrics;
 mod reconcile_mock;
+mod report_size;
