@@ -227,8 +227,38 @@ async fn runner(
     let Some(start_at) = wait_for_start(env, view_rx.clone(), &terminated).await? else {
         return finish(reporter, share.empty_done(None), &terminated).await;
     };
-    let done = run_share(share, start_at, view_rx, exporter, reporter, &terminated).await?;
-    finish(reporter, done, &terminated).await
+    let done = run_share(share, start_at, view_rx, exporter.clone(), reporter, &terminated).await?;
+    finish(reporter, done, &terminated).await?;
+    if _metrics_server.is_some()
+        && let Some(e) = &exporter
+    {
+        stay_for_last_scrape(e).await;
+    }
+    Ok(())
+}
+
+/// The longest a runner stays up after its run for a scrape of its final figures.
+const LAST_SCRAPE_CAP: Duration = Duration::from_secs(60);
+
+/// Serves `/metrics` a little longer, until the final figures have been scraped once, when a
+/// Prometheus scrapes this runner (else there is nothing to wait for): the counts of the run's
+/// last seconds would otherwise be lost with the pod. Bounded by twice the scrape interval seen
+/// (and [`LAST_SCRAPE_CAP`]); SIGTERM does not cut it short, the pod's grace period does.
+async fn stay_for_last_scrape(exporter: &Exporter) {
+    let Some(deadline) = exporter.final_scrape_deadline(LAST_SCRAPE_CAP) else { return };
+    let started = Instant::now();
+    info!(
+        up_to_s = format!("{:.1}", deadline.saturating_duration_since(started).as_secs_f64()),
+        "staying up for Prometheus to scrape the final figures"
+    );
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if exporter.final_scrape_deadline(LAST_SCRAPE_CAP).is_none() {
+            info!(after_s = format!("{:.1}", started.elapsed().as_secs_f64()), "final figures scraped");
+            return;
+        }
+    }
+    warn!("no scrape of the final figures came in time; exiting");
 }
 
 /// 1. Reads the scenario, takes this runner's share of the load and compiles it: the share when
@@ -420,6 +450,7 @@ async fn run_share(
         return Ok(share.empty_done(started.then_some(start_at)));
     };
     let plan = prepared.plan.clone();
+    let exporter_final = exporter.clone();
     let (live_tx, live_rx) = watch::channel::<Option<(Duration, PortableStep)>>(None);
     let started_at_cell = Arc::new(std::sync::OnceLock::<SystemTime>::new());
     let live_task = tokio::spawn(live_reports(reporter.clone(), live_rx, started_at_cell.clone()));
@@ -432,6 +463,9 @@ async fn run_share(
     .await
     .map_err(|e| RunnerError::LoadTest(format!("the run panicked: {e}")))?;
     let _ = live_task.await; // no Running report may land after the final one
+    if let Some(e) = &exporter_final {
+        e.finish();
+    }
     let Some(ran) = ran else {
         info!("not starting: {}", view_rx.borrow().stop_reason());
         return Ok(share.empty_done(None));

@@ -49,6 +49,11 @@ struct State {
     totals: Option<Arc<Totals>>,
     active_vus: u32,
     start_unix: Option<f64>,
+    /// When `/metrics` was served (the latest few), to tell whether a Prometheus scrapes and
+    /// how often.
+    scrapes: std::collections::VecDeque<std::time::Instant>,
+    /// When the run's last figures were in.
+    finished: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for Exporter {
@@ -81,6 +86,37 @@ impl Exporter {
             let start = SystemTime::now().checked_sub(tick.elapsed).unwrap_or_else(SystemTime::now);
             state.start_unix = Some(unix_seconds(start));
         }
+    }
+
+    /// Marks the figures as final: the run is over and no tick will change them.
+    pub fn finish(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).finished = Some(std::time::Instant::now());
+    }
+
+    /// Counts a scrape of `/metrics`, served at `at`.
+    fn scraped(&self, at: std::time::Instant) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.scrapes.len() == 8 {
+            s.scrapes.pop_front();
+        }
+        s.scrapes.push_back(at);
+    }
+
+    /// How long to stay up after [`Exporter::finish`] for one scrape of the final figures, so
+    /// that the last counts are not lost when the process exits before the next scrape:
+    /// `None` when nobody scraped (nothing to wait for) or the final figures were scraped
+    /// already; else until twice the longest gap seen between scrapes (plus 2 s), counted from
+    /// the last scrape, at most `cap` (and `cap` when only one scrape was seen).
+    pub fn final_scrape_deadline(&self, cap: std::time::Duration) -> Option<std::time::Instant> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let finished = s.finished?;
+        let last = *s.scrapes.back()?;
+        if last >= finished {
+            return None;
+        }
+        let gaps = s.scrapes.iter().zip(s.scrapes.iter().skip(1)).map(|(a, b)| *b - *a);
+        let wait = gaps.max().map_or(cap, |g| (g * 2 + std::time::Duration::from_secs(2)).min(cap));
+        Some((last + wait).max(finished).min(finished + cap))
     }
 
     /// Records when the run started (before its first tick).
@@ -348,7 +384,9 @@ impl Drop for MetricsServer {
 fn respond(path: &str, exporter: &Exporter) -> Response<Full<Bytes>> {
     match path {
         "/metrics" => {
+            let at = std::time::Instant::now();
             let mut r = Response::new(Full::new(Bytes::from(exporter.render())));
+            exporter.scraped(at);
             r.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(CONTENT_TYPE));
             r
         }
@@ -364,6 +402,48 @@ fn respond(path: &str, exporter: &Exporter) -> Response<Full<Bytes>> {
 mod tests {
     use super::*;
     use crate::stats::histogram::new_histogram;
+
+    /// An exporter with no plan behind it: only its scrape bookkeeping is used.
+    fn bare() -> Exporter {
+        Exporter {
+            labels: Vec::new(),
+            keys: Vec::new(),
+            scenarios: Vec::new(),
+            groups: Vec::new(),
+            max_vus: 0,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    #[test]
+    fn a_runner_waits_for_one_scrape_of_its_final_figures_only_when_someone_scrapes() {
+        use std::time::{Duration, Instant};
+        let cap = Duration::from_secs(60);
+        // Nobody scraped: nothing to wait for.
+        let e = bare();
+        e.finish();
+        assert_eq!(e.final_scrape_deadline(cap), None);
+
+        // Scraped every 10 s, the last one 1 s before the end: wait until twice the interval
+        // (plus 2 s) after that scrape; a scrape after the end releases it.
+        let e = bare();
+        let t0 = Instant::now() - Duration::from_secs(21);
+        for at in [t0, t0 + Duration::from_secs(10), t0 + Duration::from_secs(20)] {
+            e.scraped(at);
+        }
+        e.finish();
+        let deadline = e.final_scrape_deadline(cap).expect("a scrape of the final figures is due");
+        assert_eq!(deadline, t0 + Duration::from_secs(20 + 22));
+        e.scraped(Instant::now());
+        assert_eq!(e.final_scrape_deadline(cap), None, "the final figures were scraped");
+
+        // One scrape seen: the interval is unknown, so the cap, from that scrape.
+        let e = bare();
+        let one = Instant::now() - Duration::from_secs(1);
+        e.scraped(one);
+        e.finish();
+        assert_eq!(e.final_scrape_deadline(cap), Some(one + cap));
+    }
 
     #[test]
     fn buckets_are_cumulative_and_bounds_inclusive() {

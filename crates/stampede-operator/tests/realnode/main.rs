@@ -10,4 +10,5 @@
 //! cluster they fail at once, saying so.
 
 mod harness;
+mod prometheus;
 mod suite;
