@@ -43,10 +43,10 @@ chart:
 e2e:
 	CARGO="$(CARGO)" bash tests/cluster/e2e.sh
 
-# The real-node suite (tests/cluster/e2e-node.sh): builds the image and the node's binaries
-# (kubelet, kube-proxy, CoreDNS, crictl; cached), starts the control plane with a real node
-# (containerd + runc, pods on a bridge of their own), runs the `realnode` tests, stops it all and
-# checks that the host is as before. Needs root; without it, it stops at once and says so.
+# The real-node suite (tests/cluster/e2e-node.sh): builds the image, the node's binaries
+# (kubelet, kube-proxy, CoreDNS, crictl) and Prometheus (tests/prometheus/build.sh), all cached;
+# starts the control plane with a real node (containerd + runc, pods on a bridge of their own),
+# runs the `realnode` tests, stops it all and checks that the host is as before. Needs root; without it, it stops at once and says so.
 e2e-node:
 	CARGO="$(CARGO)" bash tests/cluster/e2e-node.sh
 

@@ -19,30 +19,24 @@ CARGO="${CARGO:-cargo}"
 t0=$(date +%s.%N)
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# The node's Debian packages: containerd and runc, the CNI plugins, iptables; and Prometheus,
-# which the suite starts itself (on 127.0.0.1) to scrape the runners and the operator.
+# The node's Debian packages: containerd and runc, the CNI plugins, iptables.
 missing=()
-for pkg in containerd runc containernetworking-plugins iptables prometheus; do
+for pkg in containerd runc containernetworking-plugins iptables; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if (( ${#missing[@]} )); then
   echo "e2e-node: installing ${missing[*]} (Debian)" >&2
-  # The packages' services must not start (Prometheus would listen on every address): a
-  # policy-rc.d that refuses, unless the machine has one already.
-  own_policy=0
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own_policy=1
-  fi
-  install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
-  install || { apt-get update -qq && install; } || rc=$?
-  (( own_policy == 0 )) || rm -f /usr/sbin/policy-rc.d
-  (( ${rc:-0} == 0 )) || { echo "e2e-node: installing ${missing[*]} failed" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
 fi
 t_pkgs=$(secs "$t0")
 
 t1=$(date +%s.%N)
 "$here/build.sh" --node >/dev/null
 "$repo/tests/chart/helm.sh" >/dev/null
+# The Prometheus the suite scrapes runners and the operator with (Kubernetes discovery).
+STAMPEDE_PROMETHEUS="$("$repo/tests/prometheus/build.sh" | tail -n 1)"
+export STAMPEDE_PROMETHEUS
 t_bins=$(secs "$t1")
 t1=$(date +%s.%N)
 export STAMPEDE_IMAGE_ARCHIVE="${STAMPEDE_IMAGE_ARCHIVE:-${CARGO_TARGET_DIR:-$repo/target}/image/stampede.oci.tar}"

@@ -4,10 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use bytes::Bytes;
 use clap::Parser;
-use http_body_util::Full;
-use hyper::Response;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use stampede_api::LoadTest;
@@ -66,7 +63,11 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.http_addr))?;
     tracing::info!("serving /healthz, /readyz and /metrics on {}", listener.local_addr()?);
     let served = metrics.clone();
-    tokio::spawn(stampede_engine::serve_http(listener, move |path: &str| probe(path, &served), std::future::pending()));
+    tokio::spawn(stampede_engine::serve_http(
+        listener,
+        move |path: &str| stampede_operator::metrics::http_response(path, &served),
+        std::future::pending(),
+    ));
     let scope = if namespaces.is_empty() { "all namespaces".to_string() } else { namespaces.join(", ") };
     let options = controller::Options { namespaces, runner_image: args.runner_image.clone() };
     if let Some(lease_ns) = &args.leader_election_namespace {
@@ -87,17 +88,4 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-fn probe(path: &str, m: &Metrics) -> Response<Full<Bytes>> {
-    let body = match path {
-        "/healthz" | "/readyz" => "ok\n".to_string(),
-        "/metrics" => m.render(),
-        _ => {
-            let mut r = Response::new(Full::new(Bytes::from_static(b"not found\n")));
-            *r.status_mut() = hyper::StatusCode::NOT_FOUND;
-            return r;
-        }
-    };
-    Response::new(Full::new(Bytes::from(body)))
 }

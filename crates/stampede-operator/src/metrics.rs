@@ -7,6 +7,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Response;
+
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus::proto::{self, MetricFamily, MetricType};
@@ -218,5 +222,26 @@ impl Family {
         g.set_value(value);
         m.set_gauge(g);
         self.0.mut_metric().push(m);
+    }
+}
+
+/// The operator's own HTTP answers: `/healthz` and `/readyz` (ok), `/metrics` (the Prometheus
+/// text format, with its content type: Prometheus 3 refuses a scrape without one).
+pub fn http_response(path: &str, m: &Metrics) -> Response<Full<Bytes>> {
+    match path {
+        "/healthz" | "/readyz" => Response::new(Full::new(Bytes::from_static(b"ok\n"))),
+        "/metrics" => {
+            let mut r = Response::new(Full::new(Bytes::from(m.render())));
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        _ => {
+            let mut r = Response::new(Full::new(Bytes::from_static(b"not found\n")));
+            *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+            r
+        }
     }
 }

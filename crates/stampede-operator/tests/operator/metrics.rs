@@ -260,3 +260,17 @@ fn operator_metrics_count_phases_and_keep_finished_summaries() {
     let samples_after = parse_exposition(&m.render_with(&lts[..1]));
     assert!(!samples_after.iter().any(|s| s.labels.get("loadtest").map(String::as_str) == Some("done")));
 }
+
+/// Prometheus 3 refuses a scrape whose answer has no content type ("non-compliant scrape
+/// target sending blank Content-Type"): the operator's `/metrics` names the text format.
+#[test]
+fn the_operators_metrics_say_their_content_type_and_its_probes_answer() {
+    let m = Metrics::default();
+    let r = stampede_operator::metrics::http_response("/metrics", &m);
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()[http::header::CONTENT_TYPE], "text/plain; version=0.0.4; charset=utf-8");
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(stampede_operator::metrics::http_response(probe, &m).status(), 200, "{probe}");
+    }
+    assert_eq!(stampede_operator::metrics::http_response("/nope", &m).status(), 404);
+}

@@ -1,4 +1,5 @@
-//! Prometheus in the loop: a real Prometheus (Debian's package, started here on 127.0.0.1)
+//! Prometheus in the loop: a real Prometheus (built from its Go module by
+//! `tests/prometheus/build.sh`, `STAMPEDE_PROMETHEUS`; started here on 127.0.0.1)
 //! scrapes the runner pods and the chart's operator the way the chart's PodMonitor and
 //! ServiceMonitor describe (the same selection as `kubernetes_sd_configs` against the test API
 //! server, `honor_labels`), every panel query of both Grafana dashboards returns data through
@@ -58,7 +59,8 @@ fn start_prometheus(ns: &str) -> Prometheus {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let child = Command::new("prometheus")
+    let binary = std::env::var("STAMPEDE_PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
+    let child = Command::new(&binary)
         .arg(format!("--config.file={}", config.display()))
         .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
         .arg(format!("--web.listen-address={addr}"))
@@ -66,7 +68,7 @@ fn start_prometheus(ns: &str) -> Prometheus {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("Debian's prometheus (make e2e-node installs it)");
+        .unwrap_or_else(|e| panic!("{binary}: {e} (make e2e-node builds it: tests/prometheus/build.sh)"));
     let p = Prometheus { child, addr, _dir: dir };
     for _ in 0..300 {
         if get(addr, "/-/ready").is_some_and(|(status, _)| status == 200) {
@@ -212,7 +214,11 @@ async fn realnode_prometheus_scrapes_runners_and_operator_and_every_dashboard_qu
     let operator = format!("stampede_operator_loadtest_info{{namespace=\"{ns}\",loadtest=\"watched\"}}");
     let deadline = Instant::now() + Duration::from_secs(60);
     while query_value(&prometheus, &format!("count({operator})")).is_none() {
-        assert!(Instant::now() < deadline, "the operator's series never came: {operator}");
+        if Instant::now() >= deadline {
+            let targets = get(prometheus.addr, "/api/v1/targets").map(|(_, b)| b).unwrap_or_default();
+            let names = get(prometheus.addr, "/api/v1/label/__name__/values").map(|(_, b)| b).unwrap_or_default();
+            panic!("the operator's series never came: {operator}\ntargets: {targets}\nnames: {names}");
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     tokio::time::sleep(Duration::from_secs(11)).await;
