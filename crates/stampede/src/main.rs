@@ -106,6 +106,10 @@ struct RunArgs {
     /// Write the report as one self-contained HTML file (charts included) to this file.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// An earlier run (a JSON report, or loadtest/NAME) that relative thresholds
+    /// (`latency.p99 < baseline * 1.10`) are judged against; the HTML report shows it beside this run.
+    #[arg(long, value_name = "RUN")]
+    baseline: Option<String>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -361,6 +365,8 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     };
     let out_file = create(&args.out)?;
     let html_file = create(&args.html)?;
+    // Read before the run: a baseline that cannot be read must not cost a whole run.
+    let baseline = args.baseline.as_deref().map(|b| read_report(b, None)).transpose()?;
     let opts = CompileOptions { base_url: args.base_url.clone(), ..CompileOptions::default() };
     let prepared = stampede_engine::prepare(&scenario, &args.file, opts).map_err(|e| match e {
         stampede_engine::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
@@ -409,13 +415,21 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         e.started(std::time::SystemTime::now());
     }
     let mut progress = Progress::new(args.progress_every.max(1), args.quiet);
-    let report = stampede_engine::execute(prepared, &run_opts, &mut |t| {
+    let (mut report, outcome) = stampede_engine::execute_full(prepared, &run_opts, &mut |t| {
         if let Some(e) = &exporter {
             e.observe(t);
         }
         progress.tick(t)
     })
     .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
+    if let Some(base) = &baseline {
+        let seconds = outcome.duration.as_secs_f64();
+        report.thresholds = plan
+            .thresholds
+            .iter()
+            .map(|t| t.evaluate_against(&plan.step_keys, &outcome.metrics.steps, seconds, Ok(base)))
+            .collect();
+    }
     print!("{}", stampede_engine::render_table(&report));
     if args.phases {
         print!("{}", stampede_engine::render_phases(&report));
@@ -432,7 +446,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         }
     }
     if let (Some(mut file), Some(path)) = (html_file, &args.html) {
-        file.write_all(stampede_engine::render_html(&report, None).as_bytes())
+        file.write_all(stampede_engine::render_html(&report, baseline.as_ref()).as_bytes())
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {

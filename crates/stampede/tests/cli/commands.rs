@@ -586,3 +586,56 @@ fn compare_prints_each_steps_change_from_the_base_run_to_the_new_one() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad.stderr).contains("missing.json"), "{}", text(&bad.stderr));
 }
+
+/// `stampede run --baseline base.json`: relative thresholds are judged against the earlier
+/// run's report, and say base, new and ratio; without a baseline they fail, saying why.
+#[test]
+fn relative_thresholds_are_judged_against_the_baseline_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = |thresholds: &str| {
+        format!(
+            "name: rel\nbaseUrl: builtin\nload: {{executor: constant-vus, vus: 2, iterations: 200}}\nscenarios:\n  \
+             - name: s\n    steps:\n      - {{name: get, request: {{url: \"{{{{baseUrl}}}}/get\"}}}}\nthresholds: {thresholds}\n"
+        )
+    };
+    let base_file = write_scenario(dir.path(), &scenario("[]"));
+    let base = dir.path().join("base.json");
+    let out = stampede(&["run", base_file.to_str().unwrap(), "--quiet", "--out", base.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let file = write_scenario(
+        dir.path(),
+        &scenario(
+            r#"["requests.count >= baseline", "requests.count > baseline * 1.5", "latency.p99 < baseline * 1000"]"#,
+        ),
+    );
+    let new = dir.path().join("new.json");
+    let out = stampede(&[
+        "run",
+        file.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        new.to_str().unwrap(),
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "one relative threshold fails: {}", text(&out.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&new).unwrap()).unwrap();
+    let verdicts = report["thresholds"].as_array().unwrap();
+    let passed: Vec<bool> = verdicts.iter().map(|v| v["passed"].as_bool().unwrap()).collect();
+    assert_eq!(passed, [true, false, true], "{verdicts:?}");
+    assert_eq!((verdicts[1]["baseline"].as_f64(), verdicts[1]["ratio"].as_f64()), (Some(200.0), Some(1.0)));
+    assert!(verdicts[1]["actualText"].as_str().unwrap().contains("baseline 200"), "{verdicts:?}");
+
+    // No baseline given: the relative thresholds fail and say so; never a silent pass.
+    let out = stampede(&["run", file.to_str().unwrap(), "--quiet", "--out", new.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&new).unwrap()).unwrap();
+    for v in report["thresholds"].as_array().unwrap() {
+        assert!(!v["passed"].as_bool().unwrap() && v["message"].as_str().unwrap().contains("no baseline"), "{v}");
+    }
+    // A baseline that cannot be read stops before the run.
+    let out = stampede(&["run", file.to_str().unwrap(), "--quiet", "--baseline", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("is not a Stampede JSON report"), "{}", text(&out.stderr));
+}
