@@ -7,25 +7,8 @@
 set -euo pipefail
 HELM_VERSION=v3.22.0
 
-cache_root="${STAMPEDE_CACHE:-$HOME/.cache/stampede}"
-dest="$cache_root/helm-$HELM_VERSION"
-helm="$dest/bin/helm"
-stamp="$dest/complete"
-
-if [[ -x "$helm" && -f "$stamp" && "$(cat "$stamp")" == "$HELM_VERSION" ]]; then
-  echo "helm: reusing $helm" >&2
-  echo "$helm"
-  exit 0
-fi
-
-command -v go >/dev/null || [[ ! -x /usr/local/go/bin/go ]] || PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "helm: Go is required to build Helm $HELM_VERSION" >&2; exit 1; }
-start=$(date +%s)
-mkdir -p "$dest"
-tmp="$(mktemp -d "$dest/build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-echo "helm: building Helm $HELM_VERSION into $dest/bin (a cold build takes a few minutes)" >&2
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS_BUILD:--p=2} -buildvcs=false"
+. "$(dirname "$0")/../lib/go-tool.sh"
+go_tool_begin helm "$HELM_VERSION" helm
 # The -X flags are those of Helm's own Makefile: `helm version` reports the real version, and
 # `helm template` / `helm lint` assume the Kubernetes minor of the client-go Helm is built with
 # (without them: v1.20, which fails the chart's kubeVersion).
@@ -36,9 +19,5 @@ ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
   ld+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
 done
-GOBIN="$tmp" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-mkdir -p "$dest/bin"
-mv -f "$tmp/helm" "$helm"
-echo "$HELM_VERSION" > "$stamp"
-echo "helm: built in $(( $(date +%s) - start )) s" >&2
-echo "$helm"
+GOBIN="$go_tool_tmp" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+go_tool_end
