@@ -40,4 +40,4 @@ pub use stampede_model::scenario::ScenarioFile;
 pub use stats::metrics::{IntervalStats, StepStats, WorkerMetrics};
 pub use stats::phases::Phase;
 pub use stats::portable;
-pub use stats::timeline::{interval_point, merged_timeline};
+pub use stats::timeline::{interval_point, merged_point};

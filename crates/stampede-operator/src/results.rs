@@ -8,7 +8,7 @@ use stampede_api::{RunnerReport, RunnerState, StepResult, Summary};
 use stampede_engine::Plan;
 use stampede_engine::portable::{self, PortableError, PortableMetrics};
 use stampede_engine::{RunOutcome, StepStats, WorkerMetrics};
-use stampede_engine::{build_report, latency_summary, merged_timeline};
+use stampede_engine::{build_report, latency_summary, merged_point};
 use stampede_model::errors_by_name;
 use stampede_model::report::{GeneratorFacts, Report, RunnerRow, Verdict, round3};
 
@@ -92,8 +92,10 @@ fn merged_report(
     let duration = Duration::from_secs_f64(seconds.max(0.0));
     let timelines: Vec<(&portable::PortableTimeline, &[portable::PortableStep])> =
         reports.iter().filter_map(|r| Some((r.timeline.as_ref()?, r.result.as_ref()?.steps.as_slice()))).collect();
-    let (interval, intervals) = portable::merge_timelines(&timelines, &plan.step_keys)?;
-    let timeline = merged_timeline(interval, duration, &intervals, &plan.step_keys);
+    let mut prev_end = Duration::ZERO;
+    let timeline = portable::merge_timelines(&timelines, &plan.step_keys, |interval, m| {
+        merged_point(interval, duration, &mut prev_end, m, &plan.step_keys)
+    })?;
     let started_at = ctx
         .start_at
         .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())

@@ -142,17 +142,20 @@ pub fn timeline_interval(planned: Option<std::time::Duration>) -> u32 {
 }
 
 /// Collects a run's reporting ticks into intervals of a whole number of seconds, and encodes
-/// them as a [`PortableTimeline`].
+/// them as a [`PortableTimeline`]. Only the interval being collected keeps its histograms; a
+/// complete one is kept encoded (kilobytes, where an hour of histograms would take tens of MB).
 #[derive(Debug)]
 pub struct TimelineBuilder {
     interval_seconds: u32,
-    /// (index, VUs at its end, stats), in index order.
-    points: Vec<(u64, u32, IntervalStats)>,
+    /// The interval being collected: (index, VUs at its end, stats).
+    current: Option<(u64, u32, IntervalStats)>,
+    /// The complete intervals, in index order.
+    done: Vec<PortableInterval>,
 }
 
 impl TimelineBuilder {
     pub fn new(interval_seconds: u32) -> Self {
-        TimelineBuilder { interval_seconds: interval_seconds.max(1), points: Vec::new() }
+        TimelineBuilder { interval_seconds: interval_seconds.max(1), current: None, done: Vec::new() }
     }
 
     /// Adds a tick that ended `elapsed` after the start.
@@ -160,47 +163,79 @@ impl TimelineBuilder {
         let ms = elapsed.as_millis() as u64;
         let width = self.interval_seconds as u64 * 1000;
         let index = ms.div_ceil(width).max(1);
-        match self.points.last_mut() {
+        match &mut self.current {
             Some((i, vus, acc)) if *i == index => {
                 acc.merge(stats);
                 *vus = active_vus;
             }
-            _ => self.points.push((index, active_vus, stats.clone())),
+            current => {
+                if let Some((i, vus, acc)) = current.take() {
+                    self.done.push(encode_interval(i, vus, &acc));
+                }
+                *current = Some((index, active_vus, stats.clone()));
+            }
         }
     }
 
     /// The timeline of a run that lasted `duration`, within `budget` bytes of JSON.
     pub fn finish(mut self, duration: std::time::Duration, budget: usize) -> PortableTimeline {
-        loop {
-            let timeline = PortableTimeline {
-                interval_seconds: self.interval_seconds,
-                duration_seconds: stampede_model::report::round3(duration.as_secs_f64()),
-                points: self.points.iter().map(|(index, vus, s)| encode_interval(*index, *vus, s)).collect(),
-            };
-            let size = serde_json::to_vec(&timeline).map_or(0, |v| v.len());
-            if size <= budget || self.points.len() <= 1 {
-                return timeline;
-            }
-            self.coarsen();
+        if let Some((i, vus, acc)) = self.current.take() {
+            self.done.push(encode_interval(i, vus, &acc));
         }
+        let mut timeline = PortableTimeline {
+            interval_seconds: self.interval_seconds,
+            duration_seconds: stampede_model::report::round3(duration.as_secs_f64()),
+            points: self.done,
+        };
+        while timeline.points.len() > 1 && serde_json::to_vec(&timeline).map_or(0, |v| v.len()) > budget {
+            coarsen(&mut timeline);
+        }
+        timeline
     }
+}
 
-    /// Doubles the interval, merging neighbours.
-    fn coarsen(&mut self) {
-        self.interval_seconds = self.interval_seconds.saturating_mul(2);
-        let mut merged: Vec<(u64, u32, IntervalStats)> = Vec::new();
-        for (index, vus, stats) in std::mem::take(&mut self.points) {
-            let index = index.div_ceil(2);
-            match merged.last_mut() {
-                Some((i, v, acc)) if *i == index => {
-                    acc.merge(&stats);
-                    *v = vus;
+/// Doubles a timeline's interval, merging neighbours (their histograms bin by bin).
+fn coarsen(timeline: &mut PortableTimeline) {
+    timeline.interval_seconds = timeline.interval_seconds.saturating_mul(2);
+    let mut merged: Vec<PortableInterval> = Vec::new();
+    for point in std::mem::take(&mut timeline.points) {
+        let index = point.index.div_ceil(2);
+        match merged.last_mut() {
+            Some(acc) if acc.index == index => {
+                acc.active_vus = point.active_vus;
+                acc.iterations += point.iterations;
+                acc.started += point.started;
+                acc.dropped += point.dropped;
+                acc.lag_max_us = acc.lag_max_us.max(point.lag_max_us);
+                for part in point.steps {
+                    match acc.steps.iter_mut().find(|s| s.step == part.step) {
+                        Some(s) => merge_encoded_step(s, &part),
+                        None => acc.steps.push(part),
+                    }
                 }
-                _ => merged.push((index, vus, stats)),
+                acc.steps.sort_by_key(|s| s.step);
             }
+            _ => merged.push(PortableInterval { index, ..point }),
         }
-        self.points = merged;
     }
+    timeline.points = merged;
+}
+
+/// Adds `b` into `a`: counts, and the histograms bin by bin (both encoded here, so they decode).
+fn merge_encoded_step(a: &mut PortableIntervalStep, b: &PortableIntervalStep) {
+    a.requests += b.requests;
+    for (kind, n) in &b.errors {
+        *a.errors.entry(kind.clone()).or_default() += n;
+    }
+    let decode = |text: &str| -> Option<hdrhistogram::Histogram<u64>> {
+        let raw = STANDARD.decode(text).ok().filter(|r| !r.is_empty())?;
+        Deserializer::new().deserialize(&mut Cursor::new(raw)).ok()
+    };
+    let mut h = new_interval_histogram();
+    for part in [decode(&a.histogram), decode(&b.histogram)].into_iter().flatten() {
+        h.add(&part).expect("histograms share bounds");
+    }
+    a.histogram = encode_histogram(&h);
 }
 
 fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
@@ -248,31 +283,40 @@ pub struct MergedInterval {
 /// by bin, per step and in total. Each timeline comes with the steps of its result, which name
 /// its step positions; steps unknown to `keys` are left out. Timelines with a shorter interval
 /// than the longest (a runner that coarsened to fit its budget) are folded into the longest.
-/// Returns the interval in seconds and the merged intervals in order.
-pub fn merge_timelines(
+/// Each merged interval is handed to `each` with the interval's length in seconds, in order,
+/// one at a time (only one interval's histograms exist at once); returns what `each` made.
+pub fn merge_timelines<T>(
     timelines: &[(&PortableTimeline, &[PortableStep])],
     keys: &[StepKey],
-) -> Result<(u32, Vec<MergedInterval>), PortableError> {
+    mut each: impl FnMut(u32, &MergedInterval) -> T,
+) -> Result<Vec<T>, PortableError> {
     let interval = timelines.iter().map(|(t, _)| t.interval_seconds.max(1)).max().unwrap_or(1);
-    let mut merged: BTreeMap<u64, MergedInterval> = BTreeMap::new();
-    for (timeline, steps) in timelines {
+    // By merged index: each runner's points in it (runner, point, the runner's step names).
+    let mut by_index: BTreeMap<u64, Vec<(usize, &PortableInterval, &[PortableStep])>> = BTreeMap::new();
+    for (runner, (timeline, steps)) in timelines.iter().enumerate() {
         let factor = (interval / timeline.interval_seconds.max(1)).max(1) as u64;
-        let mut last_vus: BTreeMap<u64, (u64, u32)> = BTreeMap::new();
         for point in &timeline.points {
-            let index = point.index.div_ceil(factor).max(1);
-            let entry = merged.entry(index).or_insert_with(|| MergedInterval {
-                index,
-                active_vus: 0,
-                // The total of the steps' histograms, at their precision (adding them to a
-                // finer histogram would move each bucket's value).
-                stats: IntervalStats { latency: new_interval_histogram(), ..IntervalStats::default() },
-            });
-            entry.stats.iterations += point.iterations;
-            entry.stats.started += point.started;
-            entry.stats.dropped += point.dropped;
-            entry.stats.lag_max_us = entry.stats.lag_max_us.max(point.lag_max_us);
-            // The VUs at the end of the merged interval: this runner's latest point in it.
-            let latest = last_vus.entry(index).or_insert((0, 0));
+            by_index.entry(point.index.div_ceil(factor).max(1)).or_default().push((runner, point, steps));
+        }
+    }
+    let mut out = Vec::with_capacity(by_index.len());
+    for (index, parts) in by_index {
+        let mut merged = MergedInterval {
+            index,
+            active_vus: 0,
+            // The total of the steps' histograms, at their precision (adding them to a
+            // finer histogram would move each bucket's value).
+            stats: IntervalStats { latency: new_interval_histogram(), ..IntervalStats::default() },
+        };
+        // The VUs at the end of the merged interval: each runner's latest point in it.
+        let mut last_vus: BTreeMap<usize, (u64, u32)> = BTreeMap::new();
+        for (runner, point, steps) in parts {
+            let stats = &mut merged.stats;
+            stats.iterations += point.iterations;
+            stats.started += point.started;
+            stats.dropped += point.dropped;
+            stats.lag_max_us = stats.lag_max_us.max(point.lag_max_us);
+            let latest = last_vus.entry(runner).or_insert((0, 0));
             if point.index >= latest.0 {
                 *latest = (point.index, point.active_vus);
             }
@@ -296,7 +340,6 @@ pub fn merge_timelines(
                         message: format!("{e:?}"),
                     })?;
                 }
-                let stats = &mut entry.stats;
                 stats.requests += step.requests;
                 for (kind, n) in step.errors_by_kind.iter().enumerate() {
                     stats.errors += n;
@@ -306,13 +349,10 @@ pub fn merge_timelines(
                 stats.step(k).merge(&step);
             }
         }
-        for (index, (_, vus)) in last_vus {
-            if let Some(m) = merged.get_mut(&index) {
-                m.active_vus += vus;
-            }
-        }
+        merged.active_vus = last_vus.values().map(|(_, vus)| vus).sum();
+        out.push(each(interval, &merged));
     }
-    Ok((interval, merged.into_values().collect()))
+    Ok(out)
 }
 
 fn encode_phases(phases: &Phases) -> BTreeMap<String, PortablePhase> {
@@ -533,8 +573,9 @@ mod tests {
         }
         let input: Vec<(&PortableTimeline, &[PortableStep])> =
             timelines.iter().zip(&results).map(|(t, r)| (t, r.steps.as_slice())).collect();
-        let (interval, merged) = merge_timelines(&input, &keys).unwrap();
-        assert_eq!(interval, 4);
+        let merged: Vec<(u32, MergedInterval)> = merge_timelines(&input, &keys, |i, m| (i, m.clone())).unwrap();
+        assert!(merged.iter().all(|(interval, _)| *interval == 4));
+        let merged: Vec<MergedInterval> = merged.into_iter().map(|(_, m)| m).collect();
         assert_eq!(merged.iter().map(|m| m.index).collect::<Vec<_>>(), vec![1, 2, 3]);
         for m in &merged {
             let (requests, errors, hists) = &union[&m.index];

@@ -68,24 +68,20 @@ pub fn interval_point(
     }
 }
 
-/// The timeline of runners' merged intervals (see [`crate::stats::portable::merge_timelines`]):
-/// interval `i` ends at `i * interval_seconds`, the last one at the run's end.
-pub fn merged_timeline(
+/// The point of a merged interval of runners (see [`crate::stats::portable::merge_timelines`]):
+/// interval `i` ends at `i * interval_seconds`, the last one at the run's end, and none before the
+/// end of the one before (`prev_end`, which this moves on).
+pub fn merged_point(
     interval_seconds: u32,
     duration: std::time::Duration,
-    merged: &[crate::stats::portable::MergedInterval],
+    prev_end: &mut std::time::Duration,
+    m: &crate::stats::portable::MergedInterval,
     keys: &[stampede_model::StepKey],
-) -> Vec<TimelinePoint> {
+) -> TimelinePoint {
     let width = std::time::Duration::from_secs(interval_seconds.max(1) as u64);
-    let mut prev = std::time::Duration::ZERO;
-    merged
-        .iter()
-        .map(|m| {
-            let end = (width * m.index as u32).min(duration.max(prev)).max(prev);
-            let start = (width * (m.index as u32 - 1)).max(prev).min(end);
-            let point = interval_point(end, end - start, m.active_vus, &m.stats, keys);
-            prev = end;
-            point
-        })
-        .collect()
+    let prev = *prev_end;
+    let end = (width * m.index as u32).min(duration.max(prev)).max(prev);
+    let start = (width * (m.index as u32 - 1)).max(prev).min(end);
+    *prev_end = end;
+    interval_point(end, end - start, m.active_vus, &m.stats, keys)
 }
