@@ -292,7 +292,8 @@ pub fn merge_timelines<T>(
 ) -> Result<Vec<T>, PortableError> {
     let interval = timelines.iter().map(|(t, _)| t.interval_seconds.max(1)).max().unwrap_or(1);
     // By merged index: each runner's points in it (runner, point, the runner's step names).
-    let mut by_index: BTreeMap<u64, Vec<(usize, &PortableInterval, &[PortableStep])>> = BTreeMap::new();
+    type Part<'a> = (usize, &'a PortableInterval, &'a [PortableStep]);
+    let mut by_index: BTreeMap<u64, Vec<Part<'_>>> = BTreeMap::new();
     for (runner, (timeline, steps)) in timelines.iter().enumerate() {
         let factor = (interval / timeline.interval_seconds.max(1)).max(1) as u64;
         for point in &timeline.points {
