@@ -290,6 +290,11 @@ pub struct LoadTestStatus {
     /// The spec generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The spec generation the current run started from: a run finishes on the spec it started
+    /// with (its runner count, its scenario as stored at the start); a later change applies to
+    /// the next run (condition `SpecApplied=False`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_generation: Option<i64>,
     /// Valid, RunnersReady, Started, Completed, ThresholdsPassed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -139,14 +139,18 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     // A finished test needs neither its scenario nor its children: only cleanup and TTL remain.
     let (scenario_yaml, plan) = if phase.is_finished() {
         (None, Scenario::NotRead)
-    } else {
+    } else if phase == stampede_api::Phase::Pending {
         let (yaml, plan) = resolve_scenario(client, lt, &ns).await;
         (yaml, plan.into())
+    } else {
+        // A run merges what its runners run: the scenario stored (immutable) at its start, not
+        // the spec as it may have been edited since.
+        (None, stored_scenario(client, lt, &ns).await.into())
     };
     let ((reports, unreadable), job) = if phase == stampede_api::Phase::Pending || phase.is_finished() {
         ((Vec::new(), Vec::new()), None)
     } else {
-        observe(client, &ns, &name, lt.spec.runners).await?
+        observe(client, &ns, &name, run_runners(lt)).await?
     };
     let baseline = match &lt.spec.baseline {
         Some(b) if !phase.is_finished() => Some(read_baseline(client, &ns, b).await),
@@ -206,7 +210,7 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     for action in deletes {
         match action {
             Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
-            Action::DeleteAll => delete_all(client, &ns, &name, lt.spec.runners).await?,
+            Action::DeleteAll => delete_all(client, &ns, &name, run_runners(lt).max(lt.spec.runners)).await?,
             Action::DeleteLoadTest => delete::<LoadTest>(client, &ns, &name).await?,
             _ => {}
         }
@@ -258,6 +262,14 @@ async fn resolve_scenario(client: &Client, lt: &LoadTest, ns: &str) -> (Option<S
     (Some(yaml), plan)
 }
 
+/// The runner count of the current run: as recorded at its start, or the spec's before it.
+fn run_runners(lt: &LoadTest) -> i32 {
+    match lt.status.as_ref() {
+        Some(s) if s.phase != stampede_api::Phase::Pending && s.runners.desired > 0 => s.runners.desired,
+        _ => lt.spec.runners,
+    }
+}
+
 /// A baseline's report, or why there is none, in words for the status.
 pub async fn read_baseline(client: &Client, ns: &str, baseline: &Baseline) -> Result<Report, String> {
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
@@ -287,6 +299,20 @@ pub async fn read_baseline(client: &Client, ns: &str, baseline: &Baseline) -> Re
         Err(e) => return Err(format!("ConfigMap `{cm_name}` cannot be read: {e}")),
     };
     serde_json::from_str(&text).map_err(|e| format!("`{cm_name}/{key}` is not a Stampede report: {e}"))
+}
+
+/// The scenario of a run in progress, from the ConfigMap written at its start (what its runners
+/// read); the spec's when that ConfigMap is missing.
+async fn stored_scenario(client: &Client, lt: &LoadTest, ns: &str) -> Result<Arc<Plan>, String> {
+    let name = names::scenario_config_map(&lt.name_any());
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let stored = match api.get_opt(&name).await {
+        Ok(cm) => cm.and_then(|cm| cm.data).and_then(|mut d| d.remove(stampede_api::SCENARIO_KEY)),
+        Err(e) => return Err(format!("cannot read the run's scenario ConfigMap `{name}`: {e}")),
+    };
+    let Some(yaml) = stored else { return resolve_scenario(client, lt, ns).await.1 };
+    let files = data_files(client, lt, ns).await?;
+    validate_with_files(lt, &yaml, &format!("ConfigMap {ns}/{name}"), Some(files))
 }
 
 /// The contents of `spec.data`, by file name, as the runners will see them mounted.

@@ -182,7 +182,13 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     let now = obs.now;
     let stamp = Stamp { now, generation };
     let mut actions = Vec::new();
-    let runners = lt.spec.runners.max(1);
+    // A run keeps the runner count it started with (recorded in the status at the start): the
+    // API server accepts a change of spec.runners during a run, but no runner is added or
+    // removed, and waiting for the new count would hang the test until its run timeout.
+    let runners = match lt.status.as_ref() {
+        Some(s) if s.phase != Phase::Pending && s.runners.desired > 0 => s.runners.desired,
+        _ => lt.spec.runners.max(1),
+    };
     let event = |warning: bool, reason: &str, note: String| Action::Event { warning, reason: reason.into(), note };
     st.observed_generation = generation;
 
@@ -269,7 +275,25 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
         },
     };
 
+    // A spec change during a run (other than `abort`, which acts at once) waits for the next run.
+    if let Some(started_from) = st.run_generation
+        && generation.is_some_and(|g| g != started_from)
+        && !lt.spec.abort
+    {
+        let was_said = st.conditions.iter().any(|c| c.type_ == "SpecApplied" && c.status == "False");
+        let message = format!(
+            "the spec changed (generation {}) during the run of generation {started_from}: this run finishes on \
+             the spec it started with ({runners} runner(s), its stored scenario); the change applies to the next run",
+            generation.unwrap_or_default()
+        );
+        stamp.set(&mut st.conditions, "SpecApplied", false, "SpecChangedDuringRun", &message);
+        if !was_said {
+            actions.push(event(true, "SpecChangedDuringRun", message));
+        }
+    }
+
     if st.phase == Phase::Pending {
+        st.run_generation = generation;
         stamp.set(&mut st.conditions, "Valid", true, "Valid", "the scenario is valid");
         st.phase = Phase::Initializing;
         st.message = Some(format!("starting {runners} runner(s)"));

@@ -703,3 +703,41 @@ fn a_missing_baseline_is_a_condition_and_an_event_and_its_thresholds_fail_saying
     assert!(st.message.as_deref().unwrap().contains("set spec.baseline"), "{:?}", st.message);
     assert!(!actions.contains(&Action::ApplyChildren));
 }
+
+/// #15: a change of spec.runners during a run (the API server accepts it) neither hangs the run
+/// nor goes unsaid: the run finishes on the count it started with, and a condition and one
+/// Event say the change waits for the next run.
+#[test]
+fn a_spec_change_during_a_run_waits_for_the_next_run_and_says_so() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    assert_eq!(lt.status.as_ref().unwrap().run_generation, Some(1));
+    started(&mut lt, now);
+    let running = vec![Some(report(0, RunnerState::Running, 0, 0)), Some(report(1, RunnerState::Running, 0, 0))];
+    step(&mut lt, &observed(now, running.clone(), None));
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Running);
+
+    // `kubectl edit`: 3 runners, a new generation.
+    lt.spec.runners = 3;
+    lt.metadata.generation = Some(2);
+    let actions = step(&mut lt, &observed(now, running.clone(), None));
+    let st = lt.status.as_ref().unwrap();
+    let cond = st.conditions.iter().find(|c| c.type_ == "SpecApplied").expect("a SpecApplied condition");
+    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "SpecChangedDuringRun"));
+    assert!(cond.message.contains("generation 2") && cond.message.contains("2 runner(s)"), "{}", cond.message);
+    let said = |actions: &[Action]| {
+        actions.iter().filter(|a| matches!(a, Action::Event { reason, .. } if reason == "SpecChangedDuringRun")).count()
+    };
+    assert_eq!(said(&actions), 1);
+    assert_eq!(st.runners.desired, 2, "the run keeps its count");
+    let actions = step(&mut lt, &observed(now, running, None));
+    assert_eq!(said(&actions), 0, "said once, not every reconcile");
+
+    // Both runners finish: the test ends now, not at its run timeout.
+    let done = vec![Some(report(0, RunnerState::Done, 100, 1_000)), Some(report(1, RunnerState::Done, 100, 1_000))];
+    step(&mut lt, &observed(now, done, None));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 200);
+}

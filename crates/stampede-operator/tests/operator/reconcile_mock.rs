@@ -57,6 +57,9 @@ enum Expect {
     ApplyStatus,
     /// The same apply, answered 409 Conflict (the LoadTest changed since it was read).
     ApplyStatusConflict,
+    /// A get of the run's scenario ConfigMap (a started run merges what its runners run);
+    /// answered with the common scenario.
+    GetScenario,
 }
 
 /// A request the mock answered.
@@ -151,6 +154,15 @@ impl ApiServerVerifier {
                             StatusCode::CONFLICT,
                             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                    "message": "the object has been modified", "reason": "Conflict", "code": 409}),
+                        )
+                    }
+                    Expect::GetScenario => {
+                        is(Method::GET, &api_path("configmaps", &format!("{NAME}-scenario")));
+                        (
+                            StatusCode::OK,
+                            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": format!("{NAME}-scenario"), "namespace": NS},
+                                   "data": {"scenario.yaml": crate::common::SCENARIO}}),
                         )
                     }
                     Expect::ListResults(_) | Expect::ListResultTexts(_) => {
@@ -421,6 +433,7 @@ async fn all_runners_ready_schedules_a_common_start_three_seconds_ahead() {
     let seen = reconcile_against(
         &lt,
         vec![
+            Expect::GetScenario,
             Expect::ListResults(ready()),
             Expect::GetJob(active(2)),
             Expect::Event { reason: "StartScheduled", warning: false },
@@ -441,7 +454,8 @@ async fn all_runners_ready_schedules_a_common_start_three_seconds_ahead() {
     assert_eq!(START_DELAY, Duration::from_secs(3));
     let (status, reason, _) = condition(&st, "RunnersReady");
     assert_eq!((status.as_str(), reason.as_str()), ("True", "AllReady"));
-    let note = seen[2].body["note"].as_str().unwrap();
+    let event = seen.iter().find(|s| s.path.ends_with("/events")).expect("the StartScheduled Event");
+    let note = event.body["note"].as_str().unwrap();
     assert!(note.ends_with(st.start_at.as_deref().unwrap()), "the Event names the start instant: {note}");
 }
 
@@ -451,6 +465,7 @@ async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
     let seen = reconcile_against(
         &lt,
         vec![
+            Expect::GetScenario,
             Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
             Expect::ApplyStatus,
@@ -472,6 +487,7 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
     let seen = reconcile_against(
         &lt,
         vec![
+            Expect::GetScenario,
             Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
             Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
@@ -517,6 +533,7 @@ async fn a_conflicting_status_write_deletes_no_child() {
     let seen = reconcile_against(
         &lt,
         vec![
+            Expect::GetScenario,
             Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
             Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
@@ -536,6 +553,7 @@ async fn an_unreadable_runner_result_fails_the_test_at_once() {
     let seen = reconcile_against(
         &lt,
         vec![
+            Expect::GetScenario,
             Expect::ListResultTexts(vec![
                 Some(serde_json::to_string(&done(0, 1000)).unwrap()),
                 Some("{not json".into()),
@@ -585,6 +603,7 @@ async fn abort_before_the_start_ends_aborted_and_deletes_the_runners() {
     let seen = reconcile_against(
         &lt,
         vec![
+            Expect::GetScenario,
             Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
             Expect::Event { reason: "Aborted", warning: true },
