@@ -447,32 +447,108 @@ pub const REPORT_KEY: &str = "report.json";
 /// Data key of the resolved scenario in the scenario ConfigMap.
 pub const SCENARIO_KEY: &str = "scenario.yaml";
 
-/// Names of the objects created for a LoadTest.
+/// Names of the objects created for a LoadTest: every one within Kubernetes' limits for any
+/// valid LoadTest name (up to 253 characters). A name that would be too long keeps the start of
+/// the LoadTest's name and a short hash of the whole of it, so two LoadTests never share one.
 pub mod names {
+
+    /// A label value, and a DNS label (a Job's pods' host names): at most 63 characters.
+    pub const LABEL_MAX: usize = 63;
+    /// An object name (a DNS subdomain): at most 253 characters.
+    pub const OBJECT_MAX: usize = 253;
+    /// A Job's name: its pods' host names are `<job>-<index>` (a DNS label; index < 1000).
+    pub const JOB_MAX: usize = LABEL_MAX - 4;
+
+    /// `base` + `suffix` within `max` characters: a base too long is cut (at a letter or digit)
+    /// and followed by 8 hex digits of a hash of the whole base.
+    pub fn fit(base: &str, suffix: &str, max: usize) -> String {
+        if base.len() + suffix.len() <= max {
+            return format!("{base}{suffix}");
+        }
+        // FNV-1a: stable across versions and machines (the operator and the runners must agree).
+        let hash = base.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193));
+        let keep = max.saturating_sub(suffix.len() + 9);
+        let mut end = keep.min(base.len());
+        while !base.is_char_boundary(end) {
+            end -= 1;
+        }
+        let cut = base[..end].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+        format!("{cut}-{hash:08x}{suffix}")
+    }
+
+    /// The value of the `stampede.dev/loadtest` label of a LoadTest's children.
+    pub fn label_value(lt: &str) -> String {
+        fit(lt, "", LABEL_MAX)
+    }
+
     /// The immutable ConfigMap holding the resolved scenario.
     pub fn scenario_config_map(lt: &str) -> String {
-        format!("{lt}-scenario")
+        fit(lt, "-scenario", OBJECT_MAX)
     }
 
     /// The ConfigMap holding the LoadTest's merged report (key [`super::REPORT_KEY`]); it is
     /// kept as long as the LoadTest.
     pub fn report_config_map(lt: &str) -> String {
-        format!("{lt}-report")
+        fit(lt, "-report", OBJECT_MAX)
     }
 
     /// The ConfigMap runner `index` writes its report to.
     pub fn result_config_map(lt: &str, index: u32) -> String {
-        format!("{lt}-result-{index}")
+        fit(lt, &format!("-result-{index}"), OBJECT_MAX)
     }
 
     /// The Indexed Job running the runners.
     pub fn job(lt: &str) -> String {
-        format!("{lt}-runners")
+        fit(lt, "-runners", JOB_MAX)
     }
 
     /// The ServiceAccount (and Role, RoleBinding) of the runners.
     pub fn runner_account(lt: &str) -> String {
-        format!("{lt}-runner")
+        fit(lt, "-runner", OBJECT_MAX)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn every_derived_name_fits_for_any_valid_loadtest_name() {
+            let short = "checkout";
+            assert_eq!(
+                (job(short), result_config_map(short, 2)),
+                ("checkout-runners".into(), "checkout-result-2".into())
+            );
+            for len in [50, 51, 52, 53, 54, 63, 64, 200, 253] {
+                let name: String =
+                    (0..len).map(|i| if i % 7 == 6 { '-' } else { (b'a' + (i % 26) as u8) as char }).collect();
+                let name = name.trim_end_matches('-').to_string() + "z";
+                let name = &name[name.len().saturating_sub(len)..];
+                let job = job(name);
+                assert!(job.len() <= JOB_MAX && format!("{job}-999").len() <= LABEL_MAX, "{len}: {job}");
+                assert!(label_value(name).len() <= LABEL_MAX, "{len}");
+                for n in [
+                    scenario_config_map(name),
+                    report_config_map(name),
+                    result_config_map(name, 999),
+                    runner_account(name),
+                ] {
+                    assert!(n.len() <= OBJECT_MAX, "{len}: {n}");
+                }
+                for n in [job.clone(), label_value(name), result_config_map(name, 999)] {
+                    assert!(
+                        n.chars().next().unwrap().is_ascii_alphanumeric()
+                            && n.chars().last().unwrap().is_ascii_alphanumeric(),
+                        "{n}"
+                    );
+                    assert!(!n.contains("--"), "{n}");
+                }
+            }
+            // Two long names with the same start stay apart.
+            let a = format!("{}-a", "x".repeat(70));
+            let b = format!("{}-b", "x".repeat(70));
+            assert_ne!(job(&a), job(&b));
+            assert_ne!(label_value(&a), label_value(&b));
+        }
     }
 }
 

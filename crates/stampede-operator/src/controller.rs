@@ -158,7 +158,20 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     };
     let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline };
     let decision = lifecycle::decide(lt, &observed);
+    carry_out(lt, ctx, &ns, &name, scenario_yaml.as_deref(), decision).await
+}
 
+/// Carries out a decision: its actions, and its status (a conditional write).
+async fn carry_out(
+    lt: &LoadTest,
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    scenario_yaml: Option<&str>,
+    decision: lifecycle::Decision,
+) -> Result<Requeue> {
+    let client = &ctx.client;
+    let (ns, name) = (ns.to_string(), name.to_string());
     // Deletes come after the status is written: a decision taken on a stale copy must not
     // remove the runners' results before the status that holds them is saved (a conflicting
     // write is decided again, on the newer copy, with the children still there).
@@ -169,7 +182,15 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     for action in others {
         match action {
             Action::ApplyChildren => {
-                apply_children(client, lt, &ns, scenario_yaml.as_deref().unwrap_or_default(), &ctx.runner_image).await?
+                match apply_children(client, lt, &ns, scenario_yaml.unwrap_or_default(), &ctx.runner_image).await {
+                    Ok(()) => {}
+                    // Invalid objects stay invalid: say so once, in the status and an Event.
+                    Err(Error::Kube(kube::Error::Api(e))) if e.code == 400 || e.code == 422 => {
+                        let decision = lifecycle::rejected(lt, OffsetDateTime::now_utc(), &e.message);
+                        return Box::pin(carry_out(lt, ctx, &ns, &name, None, decision)).await;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Action::WriteReport(json) => apply(client, &ns, &desired::report_config_map(lt, json)).await?,
             Action::Event { warning, reason, note } => {
@@ -346,7 +367,7 @@ async fn observe(
     runners: i32,
 ) -> Result<((Vec<Option<RunnerReport>>, Vec<String>), Option<JobState>)> {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{LOADTEST_LABEL}={name}");
+    let selector = format!("{LOADTEST_LABEL}={}", names::label_value(name));
     let list = cms.list(&ListParams::default().labels(&selector)).await?;
     let by_name: BTreeMap<String, ConfigMap> = list.items.into_iter().map(|cm| (cm.name_any(), cm)).collect();
     let mut unreadable = Vec::new();

@@ -45,7 +45,7 @@ fn owner(lt: &LoadTest) -> OwnerReference {
 
 fn labels(lt_name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (LOADTEST_LABEL.to_string(), lt_name.to_string()),
+        (LOADTEST_LABEL.to_string(), names::label_value(lt_name)),
         ("app.kubernetes.io/name".to_string(), "stampede".to_string()),
         ("app.kubernetes.io/managed-by".to_string(), stampede_api::MANAGER.to_string()),
     ])
@@ -186,7 +186,7 @@ fn job(lt: &LoadTest, name: &str, runners: i32, account: &str, default_image: &s
         // One runner per node: no two runners of this test on the same host.
         let term = PodAffinityTerm {
             label_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([(LOADTEST_LABEL.to_string(), name.to_string())])),
+                match_labels: Some(BTreeMap::from([(LOADTEST_LABEL.to_string(), names::label_value(name))])),
                 ..LabelSelector::default()
             }),
             topology_key: "kubernetes.io/hostname".into(),

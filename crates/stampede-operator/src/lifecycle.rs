@@ -529,6 +529,22 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     }
 }
 
+/// The API server refused one of the LoadTest's children as invalid (`message` says which and
+/// why): retrying cannot help, so the test fails with `Valid=False` (reason `Rejected`) and a
+/// Warning Event, instead of a retry every few seconds that nobody sees.
+pub fn rejected(lt: &LoadTest, now: OffsetDateTime, message: &str) -> Decision {
+    let mut st = lt.status.clone().unwrap_or_default();
+    let stamp = Stamp { now, generation: lt.metadata.generation };
+    st.observed_generation = lt.metadata.generation;
+    let message = format!("the API server refused the test's objects: {message}");
+    stamp.set(&mut st.conditions, "Valid", false, "Rejected", &message);
+    st.phase = Phase::Failed;
+    st.message = Some(message.clone());
+    st.completion_time = Some(fmt(now));
+    let event = Action::Event { warning: true, reason: "Rejected".into(), note: message };
+    Decision { status: st, actions: vec![event, Action::DeleteAll], requeue: None }
+}
+
 /// RFC 3339 with microseconds: runners start at this instant.
 fn fmt_micros(t: OffsetDateTime) -> String {
     let t = t.replace_nanosecond(t.nanosecond() / 1000 * 1000).unwrap_or(t);

@@ -436,3 +436,33 @@ async fn e2e_ten_runners_start_within_a_few_seconds_of_apply_and_together() {
     assert!(first >= start_at, "a runner started {:?} before startAt", start_at - first);
     finish(env).await;
 }
+
+/// #15: every name the operator derives fits Kubernetes' limits for any valid LoadTest name. A
+/// name of more than about 53 characters used to give no Job, no status and no Event.
+#[tokio::test]
+#[ignore = "needs the local control plane: make e2e"]
+async fn e2e_loadtests_with_the_longest_valid_names_run() {
+    let env = setup("lt-long").await;
+    let label_max: String = format!("long-{}", "n".repeat(58));
+    let subdomain_max: String = format!("{}.{}", "a".repeat(126), "b".repeat(126));
+    assert_eq!((label_max.len(), subdomain_max.len()), (63, 253));
+    let sc = scenario(
+        &env.target.base_url(),
+        serde_json::json!({"executor": "constant-vus", "vus": 2, "iterations": 20}),
+        "/get",
+        &["errors.rate == 0%"],
+    );
+    let api = create(&env, &loadtest(&label_max, 2, sc.clone(), serde_json::json!({}))).await;
+    create(&env, &loadtest(&subdomain_max, 2, sc, serde_json::json!({}))).await;
+    for name in [&label_max, &subdomain_max] {
+        let lt = wait_for(&api, name, Duration::from_secs(120), phase_is(&[Phase::Succeeded, Phase::Failed]))
+            .await
+            .unwrap_or_else(|e| panic!("{} characters: {e}", name.len()));
+        let st = lt.status.unwrap();
+        assert_eq!(st.phase, Phase::Succeeded, "{} characters: {:?}", name.len(), st.message);
+        assert_eq!(st.summary.unwrap().requests, 20);
+        let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+        assert!(cms.get_opt(&names::report_config_map(name)).await.unwrap().is_some(), "its report");
+    }
+    finish(env).await;
+}

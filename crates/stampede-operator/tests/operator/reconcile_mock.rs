@@ -57,6 +57,8 @@ enum Expect {
     ApplyStatus,
     /// The same apply, answered 409 Conflict (the LoadTest changed since it was read).
     ApplyStatusConflict,
+    /// A server-side apply answered 422 Invalid, as the API server answers an invalid object.
+    ApplyRejected(String),
     /// A get of the run's scenario ConfigMap (a started run merges what its runners run);
     /// answered with the common scenario.
     GetScenario,
@@ -135,6 +137,16 @@ impl ApiServerVerifier {
                         is(Method::PATCH, p);
                         applied();
                         (StatusCode::OK, body.clone())
+                    }
+                    Expect::ApplyRejected(p) => {
+                        is(Method::PATCH, p);
+                        applied();
+                        (
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                   "message": "Job.batch \"shop-runners\" is invalid: spec.template.labels: Invalid value",
+                                   "reason": "Invalid", "code": 422}),
+                        )
                     }
                     Expect::ApplyStatus => {
                         is(Method::PATCH, &format!("{}/status", api_path("loadtests", NAME)));
@@ -543,6 +555,47 @@ async fn a_conflicting_status_write_deletes_no_child() {
     )
     .await;
     assert!(!seen.iter().any(|s| s.method == Method::DELETE), "{seen:?}");
+}
+
+/// An object the API server refuses as invalid ends the test with a condition and an Event (it
+/// used to be retried every 5 s forever, with nothing in the status), and what was created is
+/// removed.
+#[tokio::test]
+async fn a_child_the_api_server_refuses_fails_the_test_once_with_a_condition_and_an_event() {
+    let lt = loadtest(3, SCENARIO);
+    let mut script: Vec<Expect> = [
+        api_path("serviceaccounts", "shop-runner"),
+        api_path("roles", "shop-runner"),
+        api_path("rolebindings", "shop-runner"),
+        api_path("configmaps", "shop-scenario"),
+        api_path("configmaps", "shop-result-0"),
+        api_path("configmaps", "shop-result-1"),
+        api_path("configmaps", "shop-result-2"),
+    ]
+    .into_iter()
+    .map(Expect::Apply)
+    .collect();
+    script.push(Expect::ApplyRejected(job_path()));
+    script.push(Expect::Event { reason: "Rejected", warning: true });
+    script.push(Expect::ApplyStatus);
+    for path in [
+        job_path(),
+        api_path("configmaps", "shop-scenario"),
+        api_path("configmaps", "shop-result-0"),
+        api_path("configmaps", "shop-result-1"),
+        api_path("configmaps", "shop-result-2"),
+        api_path("rolebindings", "shop-runner"),
+        api_path("roles", "shop-runner"),
+        api_path("serviceaccounts", "shop-runner"),
+    ] {
+        script.push(Expect::Delete(path));
+    }
+    let seen = reconcile_against(&lt, script).await;
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Failed);
+    let (status, reason, message) = condition(&st, "Valid");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Rejected"));
+    assert!(message.contains("is invalid"), "{message}");
 }
 
 /// A result ConfigMap that holds no readable report fails the test at once (it used to look
