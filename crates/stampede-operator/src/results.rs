@@ -43,10 +43,15 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
     let names = scenario_names(plan);
     let mut merged = WorkerMetrics::new(plan.step_keys.len(), names.len());
     let mut seconds: f64 = 0.0;
+    // Each runner's histograms are decoded once: for its own row, then added to the total.
+    let mut rows = Vec::with_capacity(reports.len());
     for r in reports {
+        let mut own = WorkerMetrics::new(plan.step_keys.len(), names.len());
         if let Some(result) = &r.result {
-            portable::merge_into(result, &plan.step_keys, &names, &mut merged)?;
+            portable::merge_into(result, &plan.step_keys, &names, &mut own)?;
         }
+        rows.push(runner_row(r, &own));
+        merged.merge(&own);
         seconds = seconds.max(r.duration_seconds);
     }
     let verdicts: Vec<Verdict> = plan
@@ -75,7 +80,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
     summary.dropped_iterations = merged.dropped.iter().sum();
     summary.is_final = true;
     summary.steps = steps;
-    let report = merged_report(plan, reports, merged, seconds, &verdicts, ctx)?;
+    let report = merged_report(plan, reports, rows, merged, seconds, &verdicts, ctx)?;
     Ok(Merged { summary, verdicts, report })
 }
 
@@ -84,6 +89,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
 fn merged_report(
     plan: &Plan,
     reports: &[&RunnerReport],
+    rows: Vec<RunnerRow>,
     metrics: WorkerMetrics,
     seconds: f64,
     verdicts: &[Verdict],
@@ -127,24 +133,19 @@ fn merged_report(
         reports.iter().filter_map(|r| r.saturated.as_ref().map(|why| format!("runner {}: {why}", r.index))).collect();
     report.run.saturated = (!saturated.is_empty()).then(|| saturated.join("; "));
     report.error_samples = reports.iter().flat_map(|r| r.error_samples.iter().cloned()).take(ERROR_SAMPLES).collect();
-    report.runners = reports.iter().map(|r| runner_row(plan, r)).collect::<Result<_, _>>()?;
+    report.runners = rows;
     Ok(report)
 }
 
-/// One runner's row: its own totals, percentiles from its own histograms.
-fn runner_row(plan: &Plan, r: &RunnerReport) -> Result<RunnerRow, PortableError> {
-    let names = scenario_names(plan);
-    let mut own = WorkerMetrics::new(plan.step_keys.len(), names.len());
-    if let Some(result) = &r.result {
-        portable::merge_into(result, &plan.step_keys, &names, &mut own)?;
-    }
+/// One runner's row: its own totals, percentiles from its own histograms (`own`).
+fn runner_row(r: &RunnerReport, own: &WorkerMetrics) -> RunnerRow {
     let mut total = StepStats::default();
     for s in &own.steps {
         total.merge(s);
     }
     let latency = latency_summary(&total);
     let generator = r.generator.clone().unwrap_or_default();
-    Ok(RunnerRow {
+    RunnerRow {
         index: r.index,
         state: match r.state {
             RunnerState::Done => "done",
@@ -165,7 +166,7 @@ fn runner_row(plan: &Plan, r: &RunnerReport) -> Result<RunnerRow, PortableError>
         peak_rss_bytes: generator.peak_rss_bytes,
         saturated: r.saturated.clone(),
         message: r.message.clone(),
-    })
+    }
 }
 
 /// A live summary from the runners' interim totals.

@@ -215,7 +215,7 @@ async fn runner(
     }
     let share = load_share(env, client).await?;
     let exporter = share.prepared.as_ref().map(|p| Arc::new(exporter(env, &p.plan)));
-    let _metrics_server = serve_metrics(exporter.as_ref(), env.metrics_addr);
+    let metrics_server = serve_metrics(exporter.as_ref(), env.metrics_addr);
     let (view_rx, _watcher) = follow_loadtest(env, client).await?;
     spawn_sigterm_watch(terminated.clone());
     reporter
@@ -229,7 +229,7 @@ async fn runner(
     };
     let done = run_share(share, start_at, view_rx, exporter.clone(), reporter, &terminated).await?;
     finish(reporter, done, &terminated).await?;
-    if _metrics_server.is_some()
+    if metrics_server.is_some()
         && let Some(e) = &exporter
     {
         stay_for_last_scrape(e).await;
