@@ -36,15 +36,17 @@ check "helm template (ci/test-values.yaml)" "$helm" template t "$chart" -n ops -
 "$helm" template t "$chart" -n ops -f "$chart/ci/test-values.yaml" > "$tmp/ci.yaml" 2>/dev/null || true
 "$helm" template stampede "$chart" -n stampede > "$tmp/default.yaml" 2>/dev/null || true
 
-want="ClusterRole=1 ClusterRoleBinding=1 CustomResourceDefinition=1 Deployment=1 Role=1 RoleBinding=1 Service=1 ServiceAccount=1"
+want="ClusterRole=1 ClusterRoleBinding=1 CustomResourceDefinition=2 Deployment=1 Role=1 RoleBinding=1 Service=1 ServiceAccount=1"
 check "default values render $want" test "$(kinds "$tmp/default.yaml")" = "$want"
 ndash=$(shopt -s nullglob; set -- "$chart"/dashboards/*.json; echo $#)
-want="ConfigMap=$ndash CustomResourceDefinition=1 Deployment=1 PodMonitor=1 Role=3 RoleBinding=3 Service=1 ServiceAccount=1 ServiceMonitor=1"
+want="ConfigMap=$ndash CustomResourceDefinition=2 Deployment=1 PodMonitor=1 Role=3 RoleBinding=3 Service=1 ServiceAccount=1 ServiceMonitor=1"
 want="${want/ConfigMap=0 /}"
 check "ci values render $want" test "$(kinds "$tmp/ci.yaml")" = "$want"
 
-check "charts/stampede/files/crds/loadtest.yaml is crds/loadtest.yaml (make generate)" \
-  cmp "$repo/crds/loadtest.yaml" "$chart/files/crds/loadtest.yaml"
+for crd in loadtest loadtestschedule; do
+  check "charts/stampede/files/crds/$crd.yaml is crds/$crd.yaml (make generate)" \
+    cmp "$repo/crds/$crd.yaml" "$chart/files/crds/$crd.yaml"
+done
 "$here/manifests.sh" > "$tmp/stampede.yaml"
 check "manifests/stampede.yaml is up to date (make generate)" \
   diff -u "$repo/manifests/stampede.yaml" "$tmp/stampede.yaml"

@@ -66,16 +66,20 @@ app.kubernetes.io/component: operator
      LoadTest and get/patch on ConfigMaps: RBAC's escalation check lets the operator create
      it only because it holds those verbs itself. */}}
 {{- define "stampede.operatorRules" -}}
+# LoadTestSchedules create LoadTests, and abort a running one (patch) for concurrencyPolicy Replace.
 - apiGroups: [stampede.dev]
   resources: [loadtests]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [stampede.dev]
-  resources: [loadtests/status]
+  resources: [loadtestschedules]
+  verbs: [get, list, watch]
+- apiGroups: [stampede.dev]
+  resources: [loadtests/status, loadtestschedules/status]
   verbs: [get, patch, update]
 # The children's owner references set blockOwnerDeletion, which (with the
 # OwnerReferencesPermissionEnforcement admission plugin) needs update on the owner's finalizers.
 - apiGroups: [stampede.dev]
-  resources: [loadtests/finalizers]
+  resources: [loadtests/finalizers, loadtestschedules/finalizers]
   verbs: [update]
 - apiGroups: [batch]
   resources: [jobs]

@@ -37,6 +37,7 @@ pub const DEFAULT_IMAGE: &str = "ghcr.io/stampede-dev/stampede:0.1.0";
     printcolumn = r#"{"name":"RPS","type":"number","jsonPath":".status.summary.rps"}"#,
     printcolumn = r#"{"name":"P99","type":"string","jsonPath":".status.summary.p99"}"#,
     printcolumn = r#"{"name":"Errors","type":"string","jsonPath":".status.summary.errors"}"#,
+    printcolumn = r#"{"name":"Run","type":"integer","jsonPath":".status.run","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     validation = "has(self.spec.scenario) != has(self.spec.scenarioFrom)"
 )]
@@ -119,6 +120,137 @@ pub struct LoadTestSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
 }
+
+/// Runs a LoadTest on a schedule, as a CronJob runs a Job: it creates LoadTests from `template`,
+/// named by schedule time and owned by it, keeps the last few by the history limits, and keeps
+/// the figures of past runs in `.status.history`.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "stampede.dev",
+    version = "v1alpha1",
+    kind = "LoadTestSchedule",
+    namespaced,
+    shortname = "lts",
+    status = "LoadTestScheduleStatus",
+    printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#,
+    printcolumn = r#"{"name":"Suspend","type":"boolean","jsonPath":".spec.suspend"}"#,
+    printcolumn = r#"{"name":"Active","type":"integer","jsonPath":".status.activeCount"}"#,
+    printcolumn = r#"{"name":"Last Run","type":"date","jsonPath":".status.lastScheduleTime"}"#,
+    printcolumn = r#"{"name":"Last Verdict","type":"string","jsonPath":".status.lastRun.verdict"}"#,
+    printcolumn = r#"{"name":"Last P99","type":"string","jsonPath":".status.lastRun.p99"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadTestScheduleSpec {
+    /// When to run, in cron syntax: `minute hour day-of-month month day-of-week` as a CronJob
+    /// (e.g. `0 3 * * *`), or a macro (`@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`).
+    /// A sixth field in front gives seconds (`*/20 * * * * *`): finer than a CronJob, for
+    /// trying schedules out.
+    #[schemars(length(min = 1))]
+    pub schedule: String,
+    /// The time zone of `schedule`, an IANA name such as `Europe/Berlin` (default: UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// True: no new runs are created (a run in progress goes on).
+    #[serde(default)]
+    pub suspend: bool,
+    /// When a run is due while an earlier one is still running: `Allow` starts it anyway,
+    /// `Forbid` (the default) skips it, `Replace` aborts the running one (it ends Aborted,
+    /// with partial results) and starts the new one.
+    #[serde(default)]
+    pub concurrency_policy: ConcurrencyPolicy,
+    /// A run that could not start on time (the operator was down, or `Forbid` held it back)
+    /// still starts if it is at most this late; later than that it is missed (counted, with an
+    /// Event). Unset: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub starting_deadline_seconds: Option<i64>,
+    /// How many LoadTests that passed are kept (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub successful_runs_history_limit: Option<i32>,
+    /// How many LoadTests that failed or were aborted are kept (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub failed_runs_history_limit: Option<i32>,
+    /// The LoadTest each run creates.
+    pub template: LoadTestTemplate,
+}
+
+/// What a scheduled run's LoadTest is made of.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadTestTemplate {
+    /// Labels and annotations for the LoadTest (its name is the schedule's and the time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TemplateMeta>,
+    /// The LoadTest's spec.
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "has(self.scenario) != has(self.scenarioFrom)",
+        "message": "set exactly one of template.spec.scenario and template.spec.scenarioFrom"
+    }]))]
+    pub spec: LoadTestSpec,
+}
+
+/// Labels and annotations of a template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateMeta {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What happens when a run is due while another is running.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ConcurrencyPolicy {
+    Allow,
+    #[default]
+    Forbid,
+    Replace,
+}
+
+/// Observed state of a LoadTestSchedule.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadTestScheduleStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The schedule time of the last run created (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<String>,
+    /// When the last run that passed finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_time: Option<String>,
+    /// The next schedule time (RFC 3339), unless suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<String>,
+    /// The runs in progress (LoadTest names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active: Vec<String>,
+    /// How many runs are in progress (for `kubectl get`).
+    #[serde(default)]
+    pub active_count: i32,
+    /// The last finished run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunRecord>,
+    /// Finished runs, newest first (at most [`SCHEDULE_HISTORY_LIMIT`]), kept after their
+    /// LoadTests are deleted by the history limits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<RunRecord>,
+    /// Schedule times that passed without a run: too late for `startingDeadlineSeconds`.
+    #[serde(default)]
+    pub missed_runs: u64,
+    /// Valid (the schedule and time zone parse).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// How many finished runs a LoadTestSchedule's `.status.history` keeps.
+pub const SCHEDULE_HISTORY_LIMIT: usize = 20;
 
 /// Where a baseline's result is: a finished LoadTest in this namespace (its report), or a
 /// ConfigMap key holding a report (`stampede run --out json`, or a LoadTest's report saved).
@@ -316,6 +448,113 @@ pub struct LoadTestStatus {
     /// What went wrong, or what is happening.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The number of the current (or last) run: 1 for the first, one more for each rerun (a new
+    /// value of the annotation `stampede.dev/rerun`, or a spec change after the test finished).
+    /// Runners and their results carry it: a run never reads another run's results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
+    /// The value of the annotation `stampede.dev/rerun` when the current run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_token: Option<String>,
+    /// Earlier runs of this LoadTest, newest first (at most [`HISTORY_LIMIT`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<RunRecord>,
+}
+
+/// How many earlier runs a LoadTest's `.status.history` keeps.
+pub const HISTORY_LIMIT: usize = 10;
+/// A new value of this annotation on a LoadTest starts a new run once the current one finished.
+pub const RERUN_ANNOTATION: &str = "stampede.dev/rerun";
+/// The label on a run's children (Job, scenario and result ConfigMaps) with its run number.
+pub const RUN_LABEL: &str = "stampede.dev/run";
+/// The label on the LoadTests a LoadTestSchedule created, with the schedule's name.
+pub const SCHEDULE_LABEL: &str = "stampede.dev/schedule";
+/// The annotation on a scheduled LoadTest with the schedule time it was created for (RFC 3339).
+pub const SCHEDULED_TIME_ANNOTATION: &str = "stampede.dev/scheduled-time";
+
+/// The identity of one run of one LoadTest object: its UID and run number. Runners stamp their
+/// results with it; results with another identity (a deleted LoadTest of the same name, an
+/// earlier run) are never merged.
+pub fn run_id(uid: &str, run: u32) -> String {
+    format!("{uid}/{run}")
+}
+
+/// One finished run: what `.status.history` of a LoadTest and of a LoadTestSchedule keeps, and
+/// what `stampede history` prints.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    /// The LoadTest (in a schedule's history).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The run number (in a LoadTest's history).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
+    /// The spec generation it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// The schedule time it was created for (scheduled runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    pub phase: Phase,
+    /// `Passed` (every threshold passed), `Failed` or `Aborted`.
+    pub verdict: String,
+    pub requests: u64,
+    pub rps: f64,
+    /// Failed requests / requests, 0–1.
+    pub error_rate: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p95_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    /// p99 as text for `kubectl get` (e.g. `12.3ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99: Option<String>,
+    /// Why it failed, or what was said at its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl RunRecord {
+    /// The record of a finished run from its LoadTest's status.
+    pub fn of(status: &LoadTestStatus) -> RunRecord {
+        let summary = status.summary.as_ref();
+        let latency = summary.filter(|s| s.requests > 0).map(|s| &s.latency_ms);
+        RunRecord {
+            name: None,
+            run: status.run,
+            generation: status.run_generation,
+            scheduled_time: None,
+            start_time: status.start_time.clone(),
+            completion_time: status.completion_time.clone(),
+            phase: status.phase,
+            verdict: verdict(status.phase).into(),
+            requests: summary.map(|s| s.requests).unwrap_or(0),
+            rps: summary.map(|s| s.rps).unwrap_or(0.0),
+            error_rate: summary.map(|s| s.error_rate).unwrap_or(0.0),
+            p50_ms: latency.map(|l| l.p50),
+            p95_ms: latency.map(|l| l.p95),
+            p99_ms: latency.map(|l| l.p99),
+            p99: summary.filter(|s| s.requests > 0).map(|s| s.p99.clone()),
+            message: status.message.clone(),
+        }
+    }
+}
+
+/// The verdict of a finished phase: `Passed`, `Failed` or `Aborted` (empty while running).
+pub fn verdict(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Succeeded => "Passed",
+        Phase::Failed => "Failed",
+        Phase::Aborted => "Aborted",
+        _ => "",
+    }
 }
 
 /// Runner pods by state.
@@ -418,6 +657,9 @@ pub struct RunnerReport {
     /// Final: a few failed requests with their messages (at most 5 per worker thread).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub error_samples: Vec<ErrorSampleReport>,
+    /// The run this report belongs to ([`run_id`]: the LoadTest's UID and run number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 impl RunnerReport {
@@ -435,6 +677,7 @@ impl RunnerReport {
             message: None,
             timeline: None,
             error_samples: Vec::new(),
+            run: None,
         }
     }
 }
@@ -558,6 +801,8 @@ pub mod env {
     pub const NAMESPACE: &str = "STAMPEDE_NAMESPACE";
     pub const RUNNER_INDEX: &str = "JOB_COMPLETION_INDEX";
     pub const RUNNERS: &str = "STAMPEDE_RUNNERS";
+    /// The run a runner belongs to ([`super::run_id`]); it stamps its results with it.
+    pub const RUN: &str = "STAMPEDE_RUN";
     /// Folder where a runner finds the files of `spec.data` (its scenario's relative paths
     /// start there).
     pub const DATA_DIR: &str = "STAMPEDE_DATA_DIR";
@@ -571,12 +816,19 @@ pub const DATA_MOUNT: &str = "/var/run/stampede/data";
 /// Port of a runner's Prometheus endpoint (`/metrics`), named `metrics` in its pod.
 pub const METRICS_PORT: u16 = 9464;
 
-/// The CRD as YAML (`stampede crd`, `crds/loadtest.yaml`).
+/// The LoadTest CRD as YAML (`stampede crd`, `crds/loadtest.yaml`).
 pub fn crd_yaml() -> String {
-    let crd = LoadTest::crd();
     format!(
         "# Generated by `make generate` (stampede crd); do not edit.\n{}",
-        serde_yaml::to_string(&crd).unwrap_or_default()
+        serde_yaml::to_string(&LoadTest::crd()).unwrap_or_default()
+    )
+}
+
+/// The LoadTestSchedule CRD as YAML (`stampede crd`, `crds/loadtestschedule.yaml`).
+pub fn schedule_crd_yaml() -> String {
+    format!(
+        "# Generated by `make generate` (stampede crd --schedule); do not edit.\n{}",
+        serde_yaml::to_string(&LoadTestSchedule::crd()).unwrap_or_default()
     )
 }
 

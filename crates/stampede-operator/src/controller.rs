@@ -150,7 +150,7 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
     let ((reports, unreadable), job) = if phase == stampede_api::Phase::Pending || phase.is_finished() {
         ((Vec::new(), Vec::new()), None)
     } else {
-        observe(client, &ns, &name, run_runners(lt)).await?
+        observe(client, lt, &ns, run_runners(lt)).await?
     };
     let baseline = match &lt.spec.baseline {
         Some(b) if !phase.is_finished() => Some(read_baseline(client, &ns, b).await),
@@ -182,7 +182,15 @@ async fn carry_out(
     for action in others {
         match action {
             Action::ApplyChildren => {
-                match apply_children(client, lt, &ns, scenario_yaml.unwrap_or_default(), &ctx.runner_image).await {
+                let run = decision.status.run.unwrap_or(1);
+                // What a deleted LoadTest of this name or an earlier run left goes first; the
+                // run starts once it is gone (the status stays Pending until then).
+                if !replace_previous_run(client, lt, &ns, run).await? {
+                    tracing::info!(run, "waiting for the objects of an earlier run to be deleted");
+                    return Ok(Requeue::requeue(Duration::from_secs(1)));
+                }
+                let yaml = scenario_yaml.unwrap_or_default();
+                match apply_children(client, lt, run, &ns, yaml, &ctx.runner_image).await {
                     Ok(()) => {}
                     // Invalid objects stay invalid: say so once, in the status and an Event.
                     Err(Error::Kube(kube::Error::Api(e))) if e.code == 400 || e.code == 422 => {
@@ -360,25 +368,30 @@ async fn data_files(client: &Client, lt: &LoadTest, ns: &str) -> Result<BTreeMap
     Ok(files)
 }
 
+/// The reports and Job of the current run of `lt`: a result or Job of another run (a deleted
+/// LoadTest of the same name, an earlier run) counts as nothing yet.
 async fn observe(
     client: &Client,
+    lt: &LoadTest,
     ns: &str,
-    name: &str,
     runners: i32,
 ) -> Result<((Vec<Option<RunnerReport>>, Vec<String>), Option<JobState>)> {
+    let name = lt.name_any();
+    let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
+    let run_id = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{LOADTEST_LABEL}={}", names::label_value(name));
+    let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));
     let list = cms.list(&ListParams::default().labels(&selector)).await?;
     let by_name: BTreeMap<String, ConfigMap> = list.items.into_iter().map(|cm| (cm.name_any(), cm)).collect();
     let mut unreadable = Vec::new();
     let reports = (0..runners.max(1) as u32)
         .map(|i| {
-            let text = by_name.get(&names::result_config_map(name, i))?.data.as_ref()?.get(RESULT_KEY)?;
-            lifecycle::read_report(i, text).map_err(|e| unreadable.push(e)).ok()
+            let text = by_name.get(&names::result_config_map(&name, i))?.data.as_ref()?.get(RESULT_KEY)?;
+            lifecycle::read_report(i, text, &run_id).map_err(|e| unreadable.push(e)).ok().flatten()
         })
         .collect();
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let job = match jobs.get_opt(&names::job(name)).await? {
+    let job = match jobs.get_opt(&names::job(&name)).await?.filter(|j| desired::is_of_run(&j.metadata, lt, run)) {
         None => None,
         Some(job) => {
             let status = job.status.unwrap_or_default();
@@ -432,8 +445,53 @@ where
     Ok(())
 }
 
-async fn apply_children(client: &Client, lt: &LoadTest, ns: &str, scenario_yaml: &str, image: &str) -> Result<()> {
-    let d = desired::desired(lt, scenario_yaml, image);
+/// Deletes the children of `lt` that belong to no run or another run than `run` (by owner UID
+/// and [`stampede_api::RUN_LABEL`]): the runner Job (in the foreground, so that its pods are
+/// gone before new ones start) and the scenario and result ConfigMaps. True when none is left.
+async fn replace_previous_run(client: &Client, lt: &LoadTest, ns: &str, run: u32) -> Result<bool> {
+    let name = lt.name_any();
+    let mut clear = true;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    if let Some(job) = jobs.get_opt(&names::job(&name)).await?
+        && !desired::is_of_run(&job.metadata, lt, run)
+    {
+        clear = false;
+        if job.metadata.deletion_timestamp.is_none() {
+            tracing::info!(job = %job.name_any(), "deleting the runner Job of an earlier run");
+            match jobs.delete(&job.name_any(), &DeleteParams::foreground()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));
+    let report = names::report_config_map(&name);
+    let ours = |n: &str| {
+        let result = n.rsplit_once("-result-").and_then(|(_, i)| i.parse::<u32>().ok());
+        n == names::scenario_config_map(&name) || result.is_some_and(|i| n == names::result_config_map(&name, i))
+    };
+    for cm in cms.list(&ListParams::default().labels(&selector)).await?.items {
+        let cm_name = cm.name_any();
+        if cm_name == report || !ours(&cm_name) || desired::is_of_run(&cm.metadata, lt, run) {
+            continue;
+        }
+        tracing::info!(configmap = %cm_name, "deleting a ConfigMap of an earlier run");
+        delete::<ConfigMap>(client, ns, &cm_name).await?;
+    }
+    Ok(clear)
+}
+
+async fn apply_children(
+    client: &Client,
+    lt: &LoadTest,
+    run: u32,
+    ns: &str,
+    scenario_yaml: &str,
+    image: &str,
+) -> Result<()> {
+    let d = desired::desired(lt, run, scenario_yaml, image);
     apply(client, ns, &d.account).await?;
     apply(client, ns, &d.role).await?;
     apply(client, ns, &d.binding).await?;

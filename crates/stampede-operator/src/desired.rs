@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Resource;
-use stampede_api::{DATA_MOUNT, LoadTest, METRICS_PORT, RESULT_KEY, SCENARIO_KEY, env, names};
+use stampede_api::{DATA_MOUNT, LoadTest, METRICS_PORT, RESULT_KEY, RUN_LABEL, SCENARIO_KEY, env, names, run_id};
 
 /// Label naming the LoadTest an object belongs to.
 pub const LOADTEST_LABEL: &str = "stampede.dev/loadtest";
@@ -73,20 +73,37 @@ pub fn report_config_map(lt: &LoadTest, report_json: &str) -> ConfigMap {
     }
 }
 
-/// The objects for `lt`, whose scenario resolved to `scenario_yaml`; runners use `default_image`
-/// unless the LoadTest names one.
-pub fn desired(lt: &LoadTest, scenario_yaml: &str, default_image: &str) -> Desired {
+/// The metadata of a child of run `run` of `lt`: also labelled [`RUN_LABEL`].
+fn run_meta(lt: &LoadTest, name: String, run: u32) -> ObjectMeta {
+    let mut m = meta(lt, name);
+    m.labels.get_or_insert_with(BTreeMap::new).insert(RUN_LABEL.into(), run.to_string());
+    m
+}
+
+/// Whether `child` belongs to run `run` of `lt` (this LoadTest object, by UID, and this run).
+/// Anything else of the same name is left by a deleted LoadTest or an earlier run, and is
+/// replaced before the run starts.
+pub fn is_of_run(child: &ObjectMeta, lt: &LoadTest, run: u32) -> bool {
+    let uid = lt.metadata.uid.as_deref().unwrap_or_default();
+    let owned = child.owner_references.iter().flatten().any(|o| o.uid == uid);
+    let labelled = child.labels.as_ref().and_then(|l| l.get(RUN_LABEL)).is_some_and(|r| *r == run.to_string());
+    owned && labelled
+}
+
+/// The objects for run `run` of `lt`, whose scenario resolved to `scenario_yaml`; runners use
+/// `default_image` unless the LoadTest names one.
+pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str) -> Desired {
     let name = lt.metadata.name.clone().unwrap_or_default();
     let namespace = lt.metadata.namespace.clone().unwrap_or_default();
     let runners = lt.spec.runners.max(1);
     let scenario = ConfigMap {
-        metadata: meta(lt, names::scenario_config_map(&name)),
+        metadata: run_meta(lt, names::scenario_config_map(&name), run),
         data: Some(BTreeMap::from([(SCENARIO_KEY.to_string(), scenario_yaml.to_string())])),
         immutable: Some(true),
         ..ConfigMap::default()
     };
     let results = (0..runners as u32)
-        .map(|i| ConfigMap { metadata: meta(lt, names::result_config_map(&name, i)), ..ConfigMap::default() })
+        .map(|i| ConfigMap { metadata: run_meta(lt, names::result_config_map(&name, i), run), ..ConfigMap::default() })
         .collect::<Vec<_>>();
     let account_name = names::runner_account(&name);
     let account = ServiceAccount { metadata: meta(lt, account_name.clone()), ..ServiceAccount::default() };
@@ -131,17 +148,21 @@ pub fn desired(lt: &LoadTest, scenario_yaml: &str, default_image: &str) -> Desir
             ..Subject::default()
         }]),
     };
-    Desired { scenario, results, account, role, binding, job: job(lt, &name, runners, &account_name, default_image) }
+    let job = job(lt, &name, run, runners, &account_name, default_image);
+    Desired { scenario, results, account, role, binding, job }
 }
 
-fn job(lt: &LoadTest, name: &str, runners: i32, account: &str, default_image: &str) -> Job {
+fn job(lt: &LoadTest, name: &str, run: u32, runners: i32, account: &str, default_image: &str) -> Job {
     let spec = &lt.spec;
     // The user's labels first: ours win, so selectors keep working.
     let mut pod_labels = spec.pod_labels.clone();
     pod_labels.extend(labels(name));
     pod_labels.insert(ROLE_LABEL.into(), "runner".into());
+    pod_labels.insert(RUN_LABEL.into(), run.to_string());
+    let uid = lt.metadata.uid.as_deref().unwrap_or_default();
     let mut env_vars = vec![
         EnvVar { name: env::LOADTEST.into(), value: Some(name.to_string()), ..EnvVar::default() },
+        EnvVar { name: env::RUN.into(), value: Some(run_id(uid, run)), ..EnvVar::default() },
         EnvVar {
             name: env::NAMESPACE.into(),
             value_from: Some(EnvVarSource {
@@ -228,7 +249,7 @@ fn job(lt: &LoadTest, name: &str, runners: i32, account: &str, default_image: &s
         ..Container::default()
     };
     Job {
-        metadata: meta(lt, names::job(name)),
+        metadata: run_meta(lt, names::job(name), run),
         spec: Some(JobSpec {
             completion_mode: Some("Indexed".into()),
             completions: Some(runners),

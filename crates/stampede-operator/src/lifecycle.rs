@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use stampede_api::{CleanupMode, LoadTest, LoadTestStatus, Phase, RunnerCounts, RunnerReport, RunnerState, Summary};
+use stampede_api::{
+    CleanupMode, HISTORY_LIMIT, LoadTest, LoadTestStatus, Phase, RERUN_ANNOTATION, RunRecord, RunnerCounts,
+    RunnerReport, RunnerState, Summary,
+};
 use stampede_engine::Plan;
 use stampede_model::report::Report;
 use time::OffsetDateTime;
@@ -66,8 +69,14 @@ impl From<Result<Arc<Plan>, String>> for Scenario {
 /// Reads runner `index`'s report from its result ConfigMap. A report that does not parse is
 /// an error naming the runner: the test fails at once instead of waiting for a report that
 /// will never be readable.
-pub fn read_report(index: u32, text: &str) -> Result<RunnerReport, String> {
-    serde_json::from_str(text).map_err(|e| format!("runner {index}: its result is not a runner report ({e})"))
+///
+/// A report stamped with another run (`run`: [`stampede_api::run_id`]) is none of this run's:
+/// `Ok(None)`, as if nothing were reported yet. It is left by a LoadTest of the same name that
+/// was deleted, or by an earlier run of this one, and is never merged.
+pub fn read_report(index: u32, text: &str, run: &str) -> Result<Option<RunnerReport>, String> {
+    let report: RunnerReport =
+        serde_json::from_str(text).map_err(|e| format!("runner {index}: its result is not a runner report ({e})"))?;
+    Ok((report.run.as_deref() == Some(run)).then_some(report))
 }
 
 /// Why a runner pod failed, as status messages say it: `runner 2: OOMKilled (exit 137)`.
@@ -175,12 +184,93 @@ fn condition_since(conds: &[Condition], type_: &str) -> Option<OffsetDateTime> {
         .and_then(|c| OffsetDateTime::from_unix_timestamp_nanos(c.last_transition_time.0.as_nanosecond()).ok())
 }
 
-/// The next status and actions for `lt`.
+/// The next status and actions for `lt`. A finished test carries the conditions `Finished`
+/// (True) and `Passed` (True when it succeeded), for `kubectl wait --for=condition=…`.
 pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
+    let mut decision = decide_run(lt, obs);
+    conclude(&mut decision.status, Stamp { now: obs.now, generation: lt.metadata.generation });
+    decision
+}
+
+/// Sets `Finished` and `Passed` on a finished status (once: their times are those of the end).
+fn conclude(st: &mut LoadTestStatus, stamp: Stamp) {
+    if !st.phase.is_finished() || st.conditions.iter().any(|c| c.type_ == "Finished" && c.status == "True") {
+        return;
+    }
+    let phase = format!("{:?}", st.phase);
+    let message = st.message.clone().unwrap_or_default();
+    stamp.set(&mut st.conditions, "Finished", true, &phase, &message);
+    let failed_reason =
+        |type_: &str| st.conditions.iter().find(|c| c.type_ == type_ && c.status == "False").map(|c| c.reason.clone());
+    let reason = match st.phase {
+        Phase::Succeeded => "Passed".to_string(),
+        Phase::Aborted => "Aborted".to_string(),
+        _ => failed_reason("Valid")
+            .or_else(|| failed_reason("Completed"))
+            .or_else(|| failed_reason("ThresholdsPassed"))
+            .unwrap_or_else(|| "Failed".into()),
+    };
+    let message = if st.phase == Phase::Succeeded { "every threshold passed".to_string() } else { message };
+    stamp.set(&mut st.conditions, "Passed", st.phase == Phase::Succeeded, &reason, &message);
+}
+
+/// Why a finished LoadTest runs again, if it does: a new value of the annotation
+/// [`RERUN_ANNOTATION`], or a spec generation other than the one the last run started from (an
+/// edit, e.g. from a Git sync). Not while `spec.abort` is set.
+pub fn rerun_reason(lt: &LoadTest) -> Option<String> {
+    let st = lt.status.as_ref()?;
+    if !st.phase.is_finished() || lt.spec.abort {
+        return None;
+    }
+    if let Some(token) = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION))
+        && st.rerun_token.as_ref() != Some(token)
+    {
+        return Some(format!("annotation {RERUN_ANNOTATION}={token}"));
+    }
+    match (lt.metadata.generation, st.run_generation) {
+        (Some(now), Some(ran)) if now != ran => {
+            Some(format!("the spec changed (generation {now}; the last run was of generation {ran})"))
+        }
+        _ => None,
+    }
+}
+
+/// A new run: the finished one's summary goes to the front of `.status.history` (at most
+/// [`HISTORY_LIMIT`]), and the status starts again from `Pending` with the next run number; the
+/// next step replaces the previous run's children and starts the runners.
+fn rerun(lt: &LoadTest, why: String) -> Decision {
+    let old = lt.status.clone().unwrap_or_default();
+    let mut history = old.history.clone();
+    history.insert(0, RunRecord::of(&old));
+    history.truncate(HISTORY_LIMIT);
+    let next = old.run.unwrap_or(1) + 1;
+    let status = LoadTestStatus {
+        phase: Phase::Pending,
+        observed_generation: lt.metadata.generation,
+        run: Some(next),
+        message: Some(format!("run {next} starts: {why}")),
+        history,
+        ..LoadTestStatus::default()
+    };
+    let event = Action::Event { warning: false, reason: "Rerun".into(), note: format!("run {next} starts: {why}") };
+    Decision { status, actions: vec![event], requeue: Some(Duration::ZERO) }
+}
+
+fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     let mut st = lt.status.clone().unwrap_or_default();
     let generation = lt.metadata.generation;
     let now = obs.now;
     let stamp = Stamp { now, generation };
+    if let Some(why) = rerun_reason(lt) {
+        return rerun(lt, why);
+    }
+    // The run starts from this spec and this rerun token (recorded before validation: a spec
+    // fixed after it was found invalid runs again).
+    if st.phase == Phase::Pending {
+        st.run = Some(st.run.unwrap_or(1));
+        st.run_generation = generation;
+        st.rerun_token = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION)).cloned();
+    }
     let mut actions = Vec::new();
     // A run keeps the runner count it started with (recorded in the status at the start): the
     // API server accepts a change of spec.runners during a run, but no runner is added or
@@ -293,7 +383,6 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     }
 
     if st.phase == Phase::Pending {
-        st.run_generation = generation;
         stamp.set(&mut st.conditions, "Valid", true, "Valid", "the scenario is valid");
         st.phase = Phase::Initializing;
         st.message = Some(format!("starting {runners} runner(s)"));
@@ -537,10 +626,17 @@ pub fn rejected(lt: &LoadTest, now: OffsetDateTime, message: &str) -> Decision {
     let stamp = Stamp { now, generation: lt.metadata.generation };
     st.observed_generation = lt.metadata.generation;
     let message = format!("the API server refused the test's objects: {message}");
+    // Refused at the start of a run: a fixed spec runs again.
+    if st.phase == Phase::Pending {
+        st.run = Some(st.run.unwrap_or(1));
+        st.run_generation = lt.metadata.generation;
+        st.rerun_token = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION)).cloned();
+    }
     stamp.set(&mut st.conditions, "Valid", false, "Rejected", &message);
     st.phase = Phase::Failed;
     st.message = Some(message.clone());
     st.completion_time = Some(fmt(now));
+    conclude(&mut st, stamp);
     let event = Action::Event { warning: true, reason: "Rejected".into(), note: message };
     Decision { status: st, actions: vec![event, Action::DeleteAll], requeue: None }
 }

@@ -34,6 +34,8 @@ pub(crate) struct Reporter {
     pub(crate) api: Api<ConfigMap>,
     pub(crate) name: String,
     pub(crate) index: u32,
+    /// The run every report is stamped with ([`stampede_api::run_id`]), when the operator says.
+    pub(crate) run: Option<String>,
 }
 
 impl Reporter {
@@ -47,11 +49,14 @@ impl Reporter {
             }
         };
         let text = cm.data.as_ref()?.get(RESULT_KEY)?;
-        serde_json::from_str(text).map_err(|e| warn!("ignoring an unreadable previous report: {e}")).ok()
+        let previous: RunnerReport =
+            serde_json::from_str(text).map_err(|e| warn!("ignoring an unreadable previous report: {e}")).ok()?;
+        // Another run's report (an earlier run, a deleted LoadTest of the same name) is not ours.
+        (previous.run == self.run).then_some(previous)
     }
 
     pub(crate) async fn send(&self, report: &RunnerReport, attempts: u32) -> Result<(), kube::Error> {
-        let patch = report_patch(report);
+        let patch = report_patch(&RunnerReport { run: self.run.clone(), ..report.clone() });
         retry(&format!("patch configmap {}", self.name), attempts, || async {
             self.api.patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
         })
@@ -86,7 +91,13 @@ pub(crate) async fn live_reports(
 /// version), re-GET and re-watch whenever the watch ends. When watching fails (e.g. the Role
 /// lacks `watch`) it falls back to a GET every [`POLL_FALLBACK`]. Publishes every change to
 /// `tx`; after [`WATCH_GIVE_UP`] without a successful read it publishes `lost`.
-pub(crate) async fn watch_loadtest(api: Api<LoadTest>, name: String, mut version: String, tx: watch::Sender<View>) {
+pub(crate) async fn watch_loadtest(
+    api: Api<LoadTest>,
+    name: String,
+    run: Option<String>,
+    mut version: String,
+    tx: watch::Sender<View>,
+) {
     let mut last_ok = Instant::now();
     let mut watch_failures = 0u32;
     loop {
@@ -102,7 +113,7 @@ pub(crate) async fn watch_loadtest(api: Api<LoadTest>, name: String, mut version
                             events += 1;
                             last_ok = Instant::now();
                             version = lt.resource_version().unwrap_or_default();
-                            tx.send_replace(View::of(&lt));
+                            tx.send_replace(View::of(&lt, run.as_deref()));
                         }
                         Ok(WatchEvent::Deleted(_)) => {
                             tx.send_modify(|v| v.gone = true);
@@ -134,7 +145,7 @@ pub(crate) async fn watch_loadtest(api: Api<LoadTest>, name: String, mut version
             Ok(lt) => {
                 last_ok = Instant::now();
                 version = lt.resource_version().unwrap_or_default();
-                tx.send_replace(View::of(&lt));
+                tx.send_replace(View::of(&lt, run.as_deref()));
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 tx.send_modify(|v| v.gone = true);

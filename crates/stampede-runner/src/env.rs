@@ -21,6 +21,8 @@ pub struct RunnerEnv {
     pub runners: u32,
     /// Where to serve `/metrics` (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
+    /// The run this runner belongs to (`<LoadTest UID>/<run number>`), when the operator says.
+    pub run: Option<String>,
 }
 
 /// Reads the runner's environment through `get` (e.g. `std::env::var`): the LoadTest's name and
@@ -53,7 +55,13 @@ pub fn parse_env(get: impl Fn(&str) -> Option<String>) -> Result<RunnerEnv, EnvE
                 .map_err(|_| EnvError(format!("{}={v:?} is not an address like 0.0.0.0:9464", env::METRICS_ADDR)))?,
         ),
     };
-    Ok(RunnerEnv { loadtest, namespace, index, runners, metrics_addr })
+    let run = get(env::RUN).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    if let Some(r) = &run
+        && !r.rsplit_once('/').is_some_and(|(uid, n)| !uid.is_empty() && n.parse::<u32>().is_ok())
+    {
+        return Err(EnvError(format!("{}={r:?} is not `<uid>/<run number>`", env::RUN)));
+    }
+    Ok(RunnerEnv { loadtest, namespace, index, runners, metrics_addr, run })
 }
 
 #[cfg(test)]
@@ -84,7 +92,8 @@ mod tests {
                 namespace: "load".into(),
                 index: 2,
                 runners: 3,
-                metrics_addr: Some(([0, 0, 0, 0], 9464).into())
+                metrics_addr: Some(([0, 0, 0, 0], 9464).into()),
+                run: None,
             }
         );
     }
@@ -106,5 +115,9 @@ mod tests {
         assert!(with("JOB_COMPLETION_INDEX", Some("-1")).contains("JOB_COMPLETION_INDEX"));
         assert!(with("JOB_COMPLETION_INDEX", Some("3")).contains("not below STAMPEDE_RUNNERS=3"));
         assert!(with("JOB_COMPLETION_INDEX", None).contains("JOB_COMPLETION_INDEX is not set"));
+        assert!(with("STAMPEDE_RUN", Some("u1")).contains("STAMPEDE_RUN=\"u1\" is not `<uid>/<run number>`"));
+        let mut pairs = GOOD.to_vec();
+        pairs.push(("STAMPEDE_RUN", "0f1e-aa/3"));
+        assert_eq!(parse_env(env_of(&pairs)).unwrap().run.as_deref(), Some("0f1e-aa/3"));
     }
 }

@@ -148,6 +148,7 @@ async fn run(env: RunnerEnv) -> ExitCode {
         api: Api::namespaced(client.clone(), &env.namespace),
         name: names::result_config_map(&env.loadtest, env.index),
         index: env.index,
+        run: env.run.clone(),
     };
     let terminated = Arc::new(AtomicBool::new(false));
     match runner(&env, &client, &reporter, terminated.clone()).await {
@@ -388,9 +389,9 @@ async fn follow_loadtest(
     let lt = retry(&format!("get loadtest {}", env.loadtest), API_ATTEMPTS, || loadtests.get(&env.loadtest))
         .await
         .map_err(RunnerError::api(format!("cannot read LoadTest {}", env.loadtest)))?;
-    let (view_tx, view_rx) = watch::channel(View::of(&lt));
+    let (view_tx, view_rx) = watch::channel(View::of(&lt, env.run.as_deref()));
     let version = lt.resource_version().unwrap_or_default();
-    let watcher = tokio::spawn(watch_loadtest(loadtests, env.loadtest.clone(), version, view_tx));
+    let watcher = tokio::spawn(watch_loadtest(loadtests, env.loadtest.clone(), env.run.clone(), version, view_tx));
     Ok((view_rx, AbortOnDrop(watcher)))
 }
 

@@ -13,23 +13,32 @@ pub(crate) struct View {
     pub(crate) gone: bool,
     /// Why the LoadTest could not be read for too long.
     pub(crate) lost: Option<String>,
+    /// The LoadTest is another object of the same name, or has started a later run: this
+    /// runner's run is over.
+    pub(crate) superseded: bool,
 }
 
 impl View {
-    pub(crate) fn of(lt: &LoadTest) -> View {
+    /// What runner of run `run` ([`stampede_api::run_id`], when known) sees of `lt`.
+    pub(crate) fn of(lt: &LoadTest, run: Option<&str>) -> View {
         let status = lt.status.as_ref();
+        let superseded = run.and_then(|r| r.rsplit_once('/')).is_some_and(|(uid, n)| {
+            let later = status.and_then(|s| s.run).zip(n.parse::<u32>().ok()).is_some_and(|(now, mine)| now > mine);
+            lt.metadata.uid.as_deref().is_some_and(|u| u != uid) || later
+        });
         View {
             start_at: status.and_then(|s| s.start_at.clone()),
             abort: lt.spec.abort,
             finished: status.is_some_and(|s| s.phase.is_finished()),
             gone: false,
             lost: None,
+            superseded,
         }
     }
 
     /// The run must not start, or must stop.
     pub(crate) fn stop(&self) -> bool {
-        self.abort || self.finished || self.gone
+        self.abort || self.finished || self.gone || self.superseded
     }
 
     pub(crate) fn stop_reason(&self) -> &'static str {
@@ -37,6 +46,8 @@ impl View {
             "spec.abort is set"
         } else if self.gone {
             "the LoadTest was deleted"
+        } else if self.superseded {
+            "the LoadTest was re-created or started a later run"
         } else {
             "the LoadTest has finished"
         }
@@ -60,8 +71,27 @@ mod tests {
             "status": {"phase": "Running", "startAt": "2030-01-02T03:04:05Z"}
         }))
         .unwrap();
-        let v = View::of(&lt);
+        let v = View::of(&lt, None);
         assert!(v.abort && !v.finished);
         assert_eq!(v.start_at.as_deref(), Some("2030-01-02T03:04:05Z"));
+    }
+
+    #[test]
+    fn a_runner_of_another_object_or_an_earlier_run_stops() {
+        let lt = |uid: &str, run: Option<u32>| -> LoadTest {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "stampede.dev/v1alpha1", "kind": "LoadTest",
+                "metadata": {"name": "x", "uid": uid},
+                "spec": {"runners": 1},
+                "status": {"phase": "Initializing", "run": run}
+            }))
+            .unwrap()
+        };
+        assert!(!View::of(&lt("u1", Some(2)), Some("u1/2")).stop(), "its own run");
+        assert!(!View::of(&lt("u1", None), Some("u1/1")).stop(), "the status does not say the run yet");
+        assert!(!View::of(&lt("u1", Some(1)), Some("u1/2")).stop(), "the status lags behind the Job");
+        assert!(View::of(&lt("u1", Some(3)), Some("u1/2")).stop(), "a later run started");
+        assert!(View::of(&lt("u2", Some(1)), Some("u1/1")).stop(), "a re-created LoadTest");
+        assert!(!View::of(&lt("u2", Some(5)), None).stop(), "no run known: nothing to compare");
     }
 }

@@ -38,8 +38,11 @@ enum Command {
     },
     /// Serve the built-in target (a fast httpbin-like test server).
     Target(TargetArgs),
-    /// Print the LoadTest CustomResourceDefinition (YAML).
-    Crd,
+    /// Print the CustomResourceDefinitions (YAML): LoadTest and LoadTestSchedule, or the one named.
+    Crd {
+        #[arg(value_enum)]
+        which: Option<CrdKind>,
+    },
     /// Run as runner JOB_COMPLETION_INDEX of STAMPEDE_RUNNERS for LoadTest STAMPEDE_LOADTEST in
     /// STAMPEDE_NAMESPACE (what the operator's runner pods run).
     Runner,
@@ -76,6 +79,12 @@ enum Command {
         #[arg(long, short = 'n')]
         namespace: Option<String>,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CrdKind {
+    Loadtest,
+    Loadtestschedule,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -179,8 +188,12 @@ fn main() -> ExitCode {
             html_report(&report, &out, baseline.as_deref(), namespace.as_deref())
         }
         Command::Compare { base, new, namespace } => compare(&base, &new, namespace.as_deref()),
-        Command::Crd => {
-            print!("{}", stampede_api::crd_yaml());
+        Command::Crd { which } => {
+            match which {
+                Some(CrdKind::Loadtest) => print!("{}", stampede_api::crd_yaml()),
+                Some(CrdKind::Loadtestschedule) => print!("{}", stampede_api::schedule_crd_yaml()),
+                None => print!("{}---\n{}", stampede_api::crd_yaml(), stampede_api::schedule_crd_yaml()),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Schema { which } => {

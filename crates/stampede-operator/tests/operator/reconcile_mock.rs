@@ -47,12 +47,19 @@ enum Expect {
     ListResults(Vec<Option<RunnerReport>>),
     /// Like `ListResults`, with each result ConfigMap's text as given (e.g. not a report).
     ListResultTexts(Vec<Option<String>>),
+    /// The same list, answered with these ConfigMaps.
+    ListConfigMaps(Vec<Value>),
     /// A get of the runner Job; answered with a Job in this state, or 404.
     GetJob(Option<JobStatus>),
     /// An Event about the LoadTest, with this reason.
     Event { reason: &'static str, warning: bool },
     /// A DELETE (background propagation) of this path.
     Delete(String),
+    /// A DELETE in the foreground (dependents first) of this path.
+    DeleteForeground(String),
+    /// A get of the runner Job; answered with a finished Job of another LoadTest object (a
+    /// deleted one of the same name).
+    GetStaleJob,
     /// The server-side apply of the status subresource; answered with the LoadTest.
     ApplyStatus,
     /// The same apply, answered 409 Conflict (the LoadTest changed since it was read).
@@ -177,14 +184,30 @@ impl ApiServerVerifier {
                                    "data": {"scenario.yaml": crate::common::SCENARIO}}),
                         )
                     }
+                    Expect::ListConfigMaps(items) => {
+                        is(Method::GET, &api_path("configmaps", ""));
+                        let selector = query.get("labelSelector").map(String::as_str);
+                        assert_eq!(selector, Some("stampede.dev/loadtest=shop"), "{got}");
+                        (
+                            StatusCode::OK,
+                            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": items}),
+                        )
+                    }
                     Expect::ListResults(_) | Expect::ListResultTexts(_) => {
                         is(Method::GET, &api_path("configmaps", ""));
                         let selector = query.get("labelSelector").map(String::as_str);
                         assert_eq!(selector, Some("stampede.dev/loadtest=shop"), "{got}");
                         let texts: Vec<Option<String>> = match &expect {
-                            Expect::ListResults(reports) => {
-                                reports.iter().map(|r| r.as_ref().map(|r| serde_json::to_string(r).unwrap())).collect()
-                            }
+                            // Written by the runners of this run: stamped with it.
+                            Expect::ListResults(reports) => reports
+                                .iter()
+                                .map(|r| {
+                                    r.as_ref().map(|r| {
+                                        let run = r.run.clone().or_else(|| Some(stampede_api::run_id(UID, 1)));
+                                        serde_json::to_string(&RunnerReport { run, ..r.clone() }).unwrap()
+                                    })
+                                })
+                                .collect(),
                             Expect::ListResultTexts(texts) => texts.clone(),
                             _ => unreachable!("matched above"),
                         };
@@ -215,11 +238,26 @@ impl ApiServerVerifier {
                             Some(s) => (
                                 StatusCode::OK,
                                 json!({"apiVersion": "batch/v1", "kind": "Job",
-                                       "metadata": {"name": format!("{NAME}-runners"), "namespace": NS},
+                                       "metadata": {"name": format!("{NAME}-runners"), "namespace": NS,
+                                                    "labels": {"stampede.dev/run": "1"},
+                                                    "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1",
+                                                        "kind": "LoadTest", "name": NAME, "uid": UID}]},
                                        "status": s}),
                             ),
                             None => (StatusCode::NOT_FOUND, not_found(&format!("{NAME}-runners"))),
                         }
+                    }
+                    Expect::GetStaleJob => {
+                        is(Method::GET, &job_path());
+                        (
+                            StatusCode::OK,
+                            json!({"apiVersion": "batch/v1", "kind": "Job",
+                                   "metadata": {"name": format!("{NAME}-runners"), "namespace": NS,
+                                                "labels": {"stampede.dev/run": "1"},
+                                                "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1",
+                                                    "kind": "LoadTest", "name": NAME, "uid": "an-older-object"}]},
+                                   "status": {"succeeded": 1}}),
+                        )
                     }
                     Expect::Event { reason, warning } => {
                         is(Method::POST, &api_path("events", ""));
@@ -234,9 +272,10 @@ impl ApiServerVerifier {
                         );
                         (StatusCode::CREATED, body.clone())
                     }
-                    Expect::Delete(p) => {
+                    Expect::Delete(p) | Expect::DeleteForeground(p) => {
                         is(Method::DELETE, p);
-                        assert_eq!(body["propagationPolicy"], "Background", "{body}");
+                        let policy = if matches!(expect, Expect::Delete(_)) { "Background" } else { "Foreground" };
+                        assert_eq!(body["propagationPolicy"], policy, "{body}");
                         (
                             StatusCode::OK,
                             json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 200}),
@@ -376,11 +415,14 @@ async fn a_new_loadtest_gets_its_children_applied_then_an_event_and_initializing
         api_path("configmaps", "shop-result-2"),
         job_path(),
     ];
-    let mut script: Vec<Expect> = children.into_iter().map(Expect::Apply).collect();
+    // Nothing of an earlier run or object to replace first.
+    let mut script = vec![Expect::GetJob(None), Expect::ListResults(vec![])];
+    script.extend(children.into_iter().map(Expect::Apply));
     script.push(Expect::Event { reason: "Initializing", warning: false });
     script.push(Expect::ApplyStatus);
     let seen = reconcile_against(&lt, script).await;
 
+    let seen = &seen[2..];
     let kinds: Vec<&str> = seen[..8].iter().map(|s| s.body["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -426,11 +468,16 @@ async fn a_new_loadtest_gets_its_children_applied_then_an_event_and_initializing
     let env = pod["containers"][0]["env"].as_array().unwrap();
     assert!(env.contains(&json!({"name": "STAMPEDE_RUNNERS", "value": "3"})), "{env:?}");
     assert!(env.contains(&json!({"name": "STAMPEDE_LOADTEST", "value": NAME})), "{env:?}");
+    assert!(env.contains(&json!({"name": "STAMPEDE_RUN", "value": format!("{UID}/1")})), "{env:?}");
+    for child in [&seen[3], &seen[4], &seen[7]] {
+        assert_eq!(child.body["metadata"]["labels"]["stampede.dev/run"], "1", "{}", child.path);
+    }
 
     assert_eq!(seen[8].body["note"], "creating 3 runner(s)");
 
-    let st = applied_status(&seen);
+    let st = applied_status(seen);
     assert_eq!(st.phase, Phase::Initializing);
+    assert_eq!((st.run, st.run_generation), (Some(1), Some(1)));
     assert_eq!(st.observed_generation, Some(1));
     assert_eq!(st.runners.desired, 3);
     assert_eq!(condition(&st, "Valid").0, "True");
@@ -563,18 +610,20 @@ async fn a_conflicting_status_write_deletes_no_child() {
 #[tokio::test]
 async fn a_child_the_api_server_refuses_fails_the_test_once_with_a_condition_and_an_event() {
     let lt = loadtest(3, SCENARIO);
-    let mut script: Vec<Expect> = [
-        api_path("serviceaccounts", "shop-runner"),
-        api_path("roles", "shop-runner"),
-        api_path("rolebindings", "shop-runner"),
-        api_path("configmaps", "shop-scenario"),
-        api_path("configmaps", "shop-result-0"),
-        api_path("configmaps", "shop-result-1"),
-        api_path("configmaps", "shop-result-2"),
-    ]
-    .into_iter()
-    .map(Expect::Apply)
-    .collect();
+    let mut script = vec![Expect::GetJob(None), Expect::ListResults(vec![])];
+    script.extend(
+        [
+            api_path("serviceaccounts", "shop-runner"),
+            api_path("roles", "shop-runner"),
+            api_path("rolebindings", "shop-runner"),
+            api_path("configmaps", "shop-scenario"),
+            api_path("configmaps", "shop-result-0"),
+            api_path("configmaps", "shop-result-1"),
+            api_path("configmaps", "shop-result-2"),
+        ]
+        .into_iter()
+        .map(Expect::Apply),
+    );
     script.push(Expect::ApplyRejected(job_path()));
     script.push(Expect::Event { reason: "Rejected", warning: true });
     script.push(Expect::ApplyStatus);
@@ -608,7 +657,10 @@ async fn an_unreadable_runner_result_fails_the_test_at_once() {
         vec![
             Expect::GetScenario,
             Expect::ListResultTexts(vec![
-                Some(serde_json::to_string(&done(0, 1000)).unwrap()),
+                Some(
+                    serde_json::to_string(&RunnerReport { run: Some(stampede_api::run_id(UID, 1)), ..done(0, 1000) })
+                        .unwrap(),
+                ),
                 Some("{not json".into()),
             ]),
             Expect::GetJob(active(1)),
@@ -698,4 +750,37 @@ async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
     // counts included) stays as it was.
     let seen = reconcile_against(&lt, vec![]).await;
     assert_eq!(seen.len(), 0);
+}
+
+/// #15: a LoadTest deleted and created again at once under the same name finds the old object's
+/// children still there until the garbage collector removes them. The new object deletes them
+/// itself (the Job in the foreground, so its pods go first) and creates nothing, and writes no
+/// status, until they are gone: no stale "done" result can be merged into its run.
+#[tokio::test]
+async fn a_recreated_loadtest_replaces_the_old_objects_children_before_it_starts() {
+    let lt = loadtest(2, SCENARIO);
+    let stale_result = |i: u32| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": format!("{NAME}-result-{i}"), "namespace": NS,
+                            "labels": {"stampede.dev/loadtest": NAME, "stampede.dev/run": "1"},
+                            "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1", "kind": "LoadTest",
+                                                 "name": NAME, "uid": "an-older-object"}]},
+               "data": {RESULT_KEY: serde_json::to_string(&done(i, 1000)).unwrap()}})
+    };
+    let report = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("{NAME}-report"), "namespace": NS,
+                                     "labels": {"stampede.dev/loadtest": NAME}}});
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::GetStaleJob,
+            Expect::DeleteForeground(job_path()),
+            Expect::ListConfigMaps(vec![stale_result(0), stale_result(1), report]),
+            Expect::Delete(api_path("configmaps", &format!("{NAME}-result-0"))),
+            Expect::Delete(api_path("configmaps", &format!("{NAME}-result-1"))),
+        ],
+    )
+    .await;
+    assert!(!seen.iter().any(|s| s.path.ends_with("/status")), "no status before the old children are gone");
+    assert!(!seen.iter().any(|s| s.path.ends_with("-report") && s.method == Method::DELETE), "the report stays");
 }
