@@ -14,6 +14,9 @@ secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 "$here/build.sh" >/dev/null
 "$repo/tests/chart/helm.sh" >/dev/null   # the chart test renders with it; built before the cluster starts
+# The gitops test installs Argo Rollouts' AnalysisTemplate CRD: fetched once from the Go module proxy.
+STAMPEDE_ANALYSIS_TEMPLATE_CRD="${STAMPEDE_ANALYSIS_TEMPLATE_CRD:-$("$repo/tests/gitops/argo-crds.sh")}"
+export STAMPEDE_ANALYSIS_TEMPLATE_CRD
 t_bins=$(secs "$t0")
 # Compile before starting the cluster so it does not idle through a build. Building a package's
 # integration tests builds its binaries too, so this also builds the node agent, with the same

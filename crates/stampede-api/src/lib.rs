@@ -239,9 +239,13 @@ pub struct LoadTestScheduleStatus {
     /// LoadTests are deleted by the history limits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<RunRecord>,
-    /// Schedule times that passed without a run: too late for `startingDeadlineSeconds`.
+    /// Schedule times that passed without a run: too late for `startingDeadlineSeconds`, or
+    /// skipped because a later one was due (only the latest runs).
     #[serde(default)]
     pub missed_runs: u64,
+    /// The last schedule time missed for `startingDeadlineSeconds` (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_missed_time: Option<String>,
     /// Valid (the schedule and time zone parse).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -40,6 +40,36 @@ pub struct Report {
     /// A cluster run: one row per runner.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runners: Vec<RunnerRow>,
+    /// Earlier runs of the same test and this one, oldest first (`stampede report
+    /// loadtest/NAME` fills it from the LoadTest's history); the HTML report charts it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trend: Vec<TrendPoint>,
+}
+
+/// One run of a test in a report's trend.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TrendPoint {
+    /// How charts name the run, e.g. `#3` (a LoadTest's third run).
+    pub label: String,
+    /// When it started, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// `Passed` (every threshold passed), `Failed` or `Aborted`.
+    pub verdict: String,
+    pub requests: u64,
+    pub rps: f64,
+    /// Failed requests / requests, 0–1.
+    pub error_rate: f64,
+    /// Latency p50, ms; absent when the run had no answer to measure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    /// Latency p95, ms; absent when the run had no answer to measure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p95_ms: Option<f64>,
+    /// Latency p99, ms; absent when the run had no answer to measure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
 }
 
 /// One runner of a cluster run.

@@ -80,7 +80,7 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
     let ctx = Arc::new(ctx);
     let scopes: Vec<Option<String>> =
         if options.namespaces.is_empty() { vec![None] } else { options.namespaces.into_iter().map(Some).collect() };
-    let controllers = scopes.into_iter().map(|ns| {
+    let controllers = scopes.iter().map(|ns| {
         let controller = controller_for(&client, ns.as_deref());
         metrics.watch_store(controller.store());
         controller.run(reconcile, error_policy, ctx.clone()).for_each(|result| async move {
@@ -89,7 +89,8 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
             }
         })
     });
-    futures::future::join_all(controllers).await;
+    let schedules = scopes.iter().map(|ns| crate::scheduler::run(client.clone(), ns.clone(), ctx.clone()));
+    futures::future::join(futures::future::join_all(controllers), futures::future::join_all(schedules)).await;
 }
 
 fn controller_for(client: &Client, namespace: Option<&str>) -> Controller<LoadTest> {

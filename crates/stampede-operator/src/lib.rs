@@ -9,6 +9,8 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod results;
+pub mod schedule;
+pub mod scheduler;
 pub mod validation;
 
 /// Errors of the operator's shell.

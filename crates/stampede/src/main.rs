@@ -20,6 +20,10 @@ use stampede_engine::{Exporter, MetricsServer};
 use stampede_model::scenario::{Executor, LoadSpec, ScenarioFile};
 use stampede_model::{Dur, parse_duration};
 
+mod history;
+
+mod launch;
+
 #[derive(Parser)]
 #[command(name = "stampede", version, about = "Load testing that fits Kubernetes: fast, correct numbers, one binary")]
 struct Cli {
@@ -63,8 +67,13 @@ enum Command {
         #[arg(long, short = 'n')]
         namespace: Option<String>,
     },
+    /// Print the runs of a LoadTest (loadtest/NAME: its earlier runs and its current one) or of
+    /// a LoadTestSchedule (loadtestschedule/NAME), oldest first, with the change from each run to
+    /// the one before.
+    History(history::HistoryArgs),
     /// Write the HTML report of a run: from its JSON report (`stampede run --out`), or of a
-    /// LoadTest as `loadtest/NAME` (its merged report, read with the kubeconfig).
+    /// LoadTest as `loadtest/NAME` (its merged report, read with the kubeconfig; with the trend
+    /// of its runs when it has run more than once).
     Report {
         /// The run: a JSON report or loadtest/NAME.
         report: String,
@@ -79,6 +88,11 @@ enum Command {
         #[arg(long, short = 'n')]
         namespace: Option<String>,
     },
+    /// Create a LoadTest from a manifest and wait for its verdict: the exit code is the gate
+    /// for CI jobs, Argo CD hooks and Argo Rollouts analyses (uses the kubeconfig, or the
+    /// in-cluster configuration).
+    #[command(after_help = launch::EXIT_CODES)]
+    Launch(launch::LaunchArgs),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -170,7 +184,12 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A runner's log is its pod log: say what it does. The CLI stays quiet but for warnings.
-    let default_filter = if matches!(cli.command, Command::Runner) { "info" } else { "warn" };
+    // `launch` says itself what went wrong with a request or a watch (kube would log it too).
+    let default_filter = match cli.command {
+        Command::Runner => "info",
+        Command::Launch(_) => "warn,kube_client=off,kube_runtime=off",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -181,6 +200,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Runner => return stampede_runner::main(),
+        Command::Launch(args) => return launch::launch(args),
         Command::Run(args) => run(args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
@@ -188,6 +208,7 @@ fn main() -> ExitCode {
             html_report(&report, &out, baseline.as_deref(), namespace.as_deref())
         }
         Command::Compare { base, new, namespace } => compare(&base, &new, namespace.as_deref()),
+        Command::History(args) => history::history(args),
         Command::Crd { which } => {
             match which {
                 Some(CrdKind::Loadtest) => print!("{}", stampede_api::crd_yaml()),
@@ -223,7 +244,7 @@ fn main() -> ExitCode {
 /// A run's report: from a JSON file, or `loadtest/NAME` (also `loadtests/`, `lt/`) from the
 /// LoadTest's report ConfigMap, read with the kubeconfig.
 fn read_report(source: &str, namespace: Option<&str>) -> Result<stampede_engine::Report, Failure> {
-    if let Some(name) = ["loadtest/", "loadtests/", "lt/"].iter().find_map(|p| source.strip_prefix(p)) {
+    if let Some(name) = history::loadtest_name(source) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -294,7 +315,10 @@ fn compare(base: &str, new: &str, namespace: Option<&str>) -> Result<ExitCode, F
 
 /// `stampede report RUN -o report.html [--baseline BASE]`.
 fn html_report(source: &str, out: &Path, baseline: Option<&str>, namespace: Option<&str>) -> Result<ExitCode, Failure> {
-    let report = read_report(source, namespace)?;
+    let mut report = read_report(source, namespace)?;
+    if let Some(name) = history::loadtest_name(source) {
+        report.trend = history::loadtest_trend(name, namespace)?;
+    }
     let baseline = baseline.map(|b| read_report(b, namespace)).transpose()?;
     std::fs::write(out, stampede_engine::render_html(&report, baseline.as_ref()))
         .with_context(|| format!("cannot write the HTML report to {}", out.display()))

@@ -6,10 +6,14 @@
 //! Every chart's series is an SVG `<polyline>` with a `data-points` attribute (how many points
 //! it draws), so that a test, or a person with the browser's inspector, sees that a chart holds
 //! data; a chart with no data says so (`class="empty"`).
+//!
+//! A report with a `trend` (this run and earlier runs of the same test) of at least two runs
+//! adds a Trend section: latency and throughput per run, a dot per run, runs that did not pass
+//! marked by a red dashed line (`class="failed-run"`), and a table of the runs.
 
 use std::fmt::Write as _;
 
-use stampede_model::report::{LatencySummary, PhaseSummary, Report, StepSummary};
+use stampede_model::report::{LatencySummary, PhaseSummary, Report, StepSummary, TrendPoint};
 
 /// The report as one HTML document; with a `baseline`, its figures beside the run's: a table of
 /// changes per step and in total, and the baseline's throughput and p99 as grey dashed lines.
@@ -36,6 +40,7 @@ pub fn render_html(report: &Report, baseline: Option<&Report>) -> String {
     if let Some(base) = baseline {
         baseline_table(&mut h, report, base);
     }
+    trend(&mut h, report);
     charts(&mut h, report, baseline);
     runners(&mut h, report);
     phases(&mut h, report);
@@ -336,6 +341,72 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
     h.push_str("</div></section>\n");
 }
 
+/// This run and the earlier runs of the same test, oldest first (at least two): latency and
+/// throughput per run, then a row per run.
+fn trend(h: &mut String, r: &Report) {
+    let t = &r.trend;
+    if t.len() < 2 {
+        return;
+    }
+    let axis = XAxis::Ticks(t.iter().enumerate().map(|(i, p)| (i as f64, p.label.clone())).collect());
+    let not_passed: Vec<(f64, String)> = t
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.verdict != "Passed")
+        .map(|(i, p)| (i as f64, format!("{}: {}", p.label, p.verdict)))
+        .collect();
+    let per_run = |name: &str, color: &'static str, f: &dyn Fn(&TrendPoint) -> Option<f64>| Series {
+        name: name.into(),
+        color,
+        points: t.iter().enumerate().filter_map(|(i, p)| f(p).map(|v| (i as f64, v))).collect(),
+    };
+    h.push_str(
+        "<section><h2>Trend</h2><p class=\"note\">This run and the earlier runs of the same test, oldest first; \
+         a red dashed line marks a run that did not pass.</p><div class=\"charts\">",
+    );
+    h.push_str(&chart(
+        "Latency by run",
+        "ms",
+        &axis,
+        &[
+            per_run("p50", PALETTE[1], &|p| p.p50_ms),
+            per_run("p95", PALETTE[5], &|p| p.p95_ms),
+            per_run("p99", PALETTE[2], &|p| p.p99_ms),
+        ],
+        Some(&not_passed),
+    ));
+    h.push_str(&chart(
+        "Throughput by run",
+        "requests/s",
+        &axis,
+        &[per_run("requests/s", PALETTE[0], &|p| Some(p.rps))],
+        Some(&not_passed),
+    ));
+    h.push_str(
+        "</div><table><tr><th>run</th><th>started</th><th>verdict</th><th>requests</th><th>rps</th>\
+         <th>errors</th><th>p50</th><th>p95</th><th>p99</th></tr>",
+    );
+    for p in t {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.1}</td>\
+             <td class=\"num\">{}</td>",
+            esc(&p.label),
+            esc(p.started_at.as_deref().unwrap_or("–")),
+            if p.verdict == "Passed" { "passed" } else { "failed" },
+            esc(&p.verdict),
+            p.requests,
+            p.rps,
+            pct(p.error_rate)
+        );
+        for v in [p.p50_ms, p.p95_ms, p.p99_ms] {
+            let _ = write!(h, "<td class=\"num\">{}</td>", v.map_or_else(|| "–".to_string(), ms));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table><p class=\"note\">Latencies in milliseconds.</p></section>\n");
+}
+
 /// A cluster run: one row per runner, to see one that lagged, failed or saturated.
 fn runners(h: &mut String, r: &Report) {
     if r.runners.is_empty() {
@@ -471,6 +542,12 @@ const BOTTOM: f64 = 30.0;
 
 /// An SVG line chart: axes with round ticks, one polyline per series, a legend.
 fn line_chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series]) -> String {
+    chart(title, unit, x_axis, series, None)
+}
+
+/// A line chart; with `runs` (a chart per run: one x position per run), a dot at every point
+/// and, at each x of `runs`, a red dashed line titled with its text (a run that did not pass).
+fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], runs: Option<&[(f64, String)]>) -> String {
     let points = series.iter().map(|s| s.points.len()).sum::<usize>();
     let mut svg = String::new();
     let _ = write!(
@@ -486,6 +563,11 @@ fn line_chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series]) -> Str
     }
     let all = series.iter().flat_map(|s| s.points.iter());
     let x_max = all.clone().map(|p| p.0).fold(0.0_f64, f64::max).max(1e-9);
+    // Every labelled position stays on the chart, with points or without.
+    let x_max = match x_axis {
+        XAxis::Seconds => x_max,
+        XAxis::Ticks(ticks) => ticks.iter().map(|t| t.0).fold(x_max, f64::max),
+    };
     let x_min = match x_axis {
         XAxis::Seconds => 0.0,
         XAxis::Ticks(ticks) => ticks.iter().map(|t| t.0).fold(f64::INFINITY, f64::min).min(x_max - 1e-9),
@@ -540,6 +622,24 @@ fn line_chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series]) -> Str
             if s.color == BASELINE { " stroke-dasharray=\"4 3\"" } else { "" },
             coords.join(" ")
         );
+    }
+    for (x, text) in runs.unwrap_or_default() {
+        let _ = write!(
+            svg,
+            "<line class=\"failed-run\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"{}\" \
+             stroke-width=\"1.5\" stroke-dasharray=\"3 3\"><title>{}</title></line>",
+            H - BOTTOM,
+            PALETTE[3],
+            esc(text),
+            x = px(*x)
+        );
+    }
+    if runs.is_some() {
+        for s in series {
+            for &(x, y) in &s.points {
+                let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"/>", px(x), py(y), s.color);
+            }
+        }
     }
     svg.push_str("</svg></figure>");
     svg
@@ -651,5 +751,116 @@ mod tests {
         );
         assert!(full.contains("data-points=\"2\""), "{full}");
         assert!(!full.contains("empty"));
+    }
+
+    /// A report of no interval with `trend` of the given runs: (label, verdict, rps, p99 ms).
+    fn report_with_trend(runs: &[(&str, &str, f64, Option<f64>)]) -> Report {
+        let mut r: Report = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 1, "name": "checkout", "startedAt": "2026-03-04T10:00:00Z",
+            "run": {"executor": "constant-vus", "durationSeconds": 60.0, "vusMax": 10, "threads": 2,
+                    "iterations": 0, "interrupted": false, "builtinTarget": false,
+                    "generator": {"cpuPercent": 0.0, "cpuSeconds": 0.0, "cpuMicrosPerRequest": 0.0, "peakRssBytes": 0}},
+            "total": StepSummary::default(),
+            "steps": [], "scenarios": [], "timeline": [], "checks": [], "errorSamples": [], "thresholds": [],
+        }))
+        .unwrap();
+        r.trend = runs
+            .iter()
+            .map(|&(label, verdict, rps, p99)| TrendPoint {
+                label: label.into(),
+                started_at: Some(format!("2026-03-0{}T10:00:00Z", label.trim_start_matches('#'))),
+                verdict: verdict.into(),
+                requests: (rps * 60.0) as u64,
+                rps,
+                error_rate: 0.001,
+                p50_ms: p99.map(|p| p / 4.0),
+                p95_ms: p99.map(|p| p / 2.0),
+                p99_ms: p99,
+            })
+            .collect();
+        r
+    }
+
+    /// The Trend section of a page (up to the next section), if it has one.
+    fn trend_section(page: &str) -> Option<&str> {
+        let start = page.find("<section><h2>Trend</h2>")?;
+        let len = page[start..].find("</section>").unwrap();
+        Some(&page[start..start + len])
+    }
+
+    /// (series, points) of each polyline in `html`, in order.
+    fn series_points(html: &str) -> Vec<(String, usize)> {
+        let attr = |tag: &str, name: &str| {
+            let start = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+            tag[start..start + tag[start..].find('"').unwrap()].to_string()
+        };
+        html.split("<polyline ")
+            .skip(1)
+            .map(|tag| (attr(tag, "data-series"), attr(tag, "data-points").parse().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_report_with_three_runs_in_its_trend_charts_each_run_and_marks_the_failed_one() {
+        let report = report_with_trend(&[
+            ("#1", "Passed", 480.0, Some(40.0)),
+            ("#2", "Failed", 310.0, Some(95.5)),
+            ("#3", "Passed", 502.3, Some(38.0)),
+        ]);
+        let page = render_html(&report, None);
+        let trend = trend_section(&page).expect("a Trend section");
+        assert_eq!(trend.matches("<figure class=\"chart\">").count(), 2, "latency and throughput by run");
+        assert_eq!(
+            series_points(trend),
+            [("p50".to_string(), 3), ("p95".into(), 3), ("p99".into(), 3), ("requests/s".into(), 3)]
+        );
+        assert_eq!(trend.matches("<circle ").count(), 12, "a dot per run and series");
+        // Each run's label under the x axis of both charts.
+        for label in ["#1", "#2", "#3"] {
+            assert_eq!(trend.matches(&format!("text-anchor=\"middle\">{label}</text>")).count(), 2, "{label}");
+        }
+        // The failed run: a red dashed line in both charts, and its verdict in red in the table.
+        assert_eq!(trend.matches("<line class=\"failed-run\"").count(), 2);
+        assert_eq!(trend.matches("<title>#2: Failed</title>").count(), 2);
+        assert!(trend.contains("<td>#2</td><td>2026-03-02T10:00:00Z</td><td class=\"failed\">Failed</td>"), "{trend}");
+        assert!(
+            trend.contains(
+                "<td class=\"num\">502.3</td><td class=\"num\">0.10 %</td><td class=\"num\">9.50</td>\
+             <td class=\"num\">19.00</td><td class=\"num\">38.00</td>"
+            ),
+            "{trend}"
+        );
+        assert_eq!(trend.matches("<tr><td>#").count(), 3, "a row per run");
+        // The section comes before the charts over time.
+        assert!(page.find("<h2>Trend</h2>").unwrap() < page.find("<h2>Over time</h2>").unwrap());
+    }
+
+    #[test]
+    fn a_run_without_latency_has_no_latency_point_but_keeps_its_place_on_the_axis() {
+        let report = report_with_trend(&[("#1", "Passed", 480.0, Some(40.0)), ("#2", "Failed", 0.0, None)]);
+        let trend = render_html(&report, None);
+        let trend = trend_section(&trend).unwrap().to_string();
+        assert_eq!(
+            series_points(&trend),
+            [("p50".to_string(), 1), ("p95".into(), 1), ("p99".into(), 1), ("requests/s".into(), 2)]
+        );
+        assert_eq!(trend.matches("text-anchor=\"middle\">#2</text>").count(), 2, "{trend}");
+        assert!(
+            trend.contains(
+                "<td class=\"num\">0.0</td><td class=\"num\">0.10 %</td><td class=\"num\">–</td>\
+             <td class=\"num\">–</td><td class=\"num\">–</td>"
+            ),
+            "{trend}"
+        );
+        assert!(!trend.contains("NaN") && !trend.contains("inf"), "{trend}");
+    }
+
+    #[test]
+    fn a_report_without_a_trend_of_two_runs_has_no_trend_section() {
+        for runs in [&[][..], &[("#1", "Passed", 480.0, Some(40.0))][..]] {
+            let page = render_html(&report_with_trend(runs), None);
+            assert!(trend_section(&page).is_none() && !page.contains("Trend"), "{} runs", runs.len());
+            assert!(!page.contains("failed-run") && !page.contains("<circle"));
+        }
     }
 }

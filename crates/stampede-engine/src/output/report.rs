@@ -216,6 +216,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
         error_samples,
         thresholds,
         runners: Vec::new(),
+        trend: Vec::new(),
     }
 }
 

@@ -32,7 +32,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::conditions;
 use kube::{Client, Config, CustomResourceExt, ResourceExt};
-use stampede_api::{LoadTest, LoadTestSpec, Phase};
+use stampede_api::{LoadTest, LoadTestSchedule, LoadTestSpec, Phase};
 use stampede_target::TargetServer;
 use stampede_testcluster::{TestCluster, wait_deleted, wait_for};
 
@@ -94,6 +94,9 @@ async fn ensure_loadtest_crd(client: &Client) {
         .await
         .unwrap();
     wait_for(&crds, "loadtests.stampede.dev", Duration::from_secs(20), conditions::is_crd_established()).await.unwrap();
+    let schedules = "loadtestschedules.stampede.dev";
+    crds.patch(schedules, &PatchParams::apply("e2e").force(), &Patch::Apply(LoadTestSchedule::crd())).await.unwrap();
+    wait_for(&crds, schedules, Duration::from_secs(20), conditions::is_crd_established()).await.unwrap();
 }
 
 /// Minimal stand-ins for prometheus-operator's ServiceMonitor and PodMonitor CRDs: the right
@@ -143,6 +146,7 @@ async fn e2e_chart_renderings_pass_a_server_side_dry_run_under_restricted_pod_se
         let shown = text(&out);
         for what in [
             "customresourcedefinition.apiextensions.k8s.io/loadtests.stampede.dev",
+            "customresourcedefinition.apiextensions.k8s.io/loadtestschedules.stampede.dev",
             "clusterrole.rbac.authorization.k8s.io/stampede",
             "deployment.apps/stampede",
         ] {

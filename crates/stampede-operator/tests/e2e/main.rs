@@ -1,6 +1,9 @@
 //! The operator end to end on the real local control plane (`make e2e`), in one binary: the
-//! operator's lifecycle, the Helm chart's objects and RBAC, and the merged reports and baselines.
+//! operator's lifecycle, the Helm chart's objects and RBAC, the merged reports and baselines, and
+//! the GitOps gate examples with `stampede launch`.
 
 mod chart;
+mod gitops;
 mod operator;
 mod reports;
+mod runs;

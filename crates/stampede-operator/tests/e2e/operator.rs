@@ -14,7 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::conditions;
 use kube::{Client, CustomResourceExt, ResourceExt};
-use stampede_api::{LoadTest, LoadTestSpec, Phase, RESULT_KEY, RunnerReport, names};
+use stampede_api::{LoadTest, LoadTestSchedule, LoadTestSpec, Phase, RESULT_KEY, RunnerReport, names};
 use stampede_operator::controller::{self, Metrics};
 use stampede_target::TargetServer;
 use stampede_testcluster::{TestCluster, wait_deleted, wait_for};
@@ -25,7 +25,7 @@ pub(crate) struct Env {
     pub(crate) client: Client,
     pub(crate) ns: String,
     pub(crate) target: TargetServer,
-    operator: tokio::task::JoinHandle<()>,
+    pub(crate) operator: tokio::task::JoinHandle<()>,
 }
 
 pub(crate) async fn setup(prefix: &str) -> Env {
@@ -36,6 +36,9 @@ pub(crate) async fn setup(prefix: &str) -> Env {
         .await
         .unwrap();
     wait_for(&crds, "loadtests.stampede.dev", Duration::from_secs(20), conditions::is_crd_established()).await.unwrap();
+    let schedules = "loadtestschedules.stampede.dev";
+    crds.patch(schedules, &PatchParams::apply("e2e").force(), &Patch::Apply(LoadTestSchedule::crd())).await.unwrap();
+    wait_for(&crds, schedules, Duration::from_secs(20), conditions::is_crd_established()).await.unwrap();
     let ns = cluster.namespace(&client, prefix).await.unwrap();
     // Pods need their ServiceAccount's token; wait for the namespace's default account too.
     let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
@@ -43,7 +46,7 @@ pub(crate) async fn setup(prefix: &str) -> Env {
     Env { client, ns, target, operator }
 }
 
-fn start_operator(client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {
+pub(crate) fn start_operator(client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {
     tokio::spawn(controller::run(client.clone(), Arc::new(Metrics::default()), controller::Options::namespace(ns)))
 }
 

@@ -1,12 +1,16 @@
-//! The Argo CD health check (`gitops/argocd/loadtest-health.lua`) run, as Argo CD runs it, with
-//! the LoadTest as the global `obj`, on LoadTests in every phase, without status, and with an
-//! invalid spec as the operator's own lifecycle reports it.
+//! The Argo CD health checks run as Argo CD runs them, with the object as the global `obj`:
+//! `gitops/argocd/loadtest-health.lua` on LoadTests in every phase, without status, and with an
+//! invalid spec as the operator's own lifecycle reports it; `gitops/argocd/loadtestschedule-health.lua`
+//! on LoadTestSchedules that are invalid, suspended, waiting for a first run, and after a run that
+//! passed, failed or was aborted.
 
 use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mlua::{Lua, LuaOptions, StdLib};
-use stampede_api::{LoadTest, LoadTestSpec, LoadTestStatus, Phase};
+use stampede_api::{
+    LoadTest, LoadTestSchedule, LoadTestScheduleStatus, LoadTestSpec, LoadTestStatus, Phase, RunRecord,
+};
 use stampede_operator::lifecycle::{self, Observed, Scenario};
 use time::OffsetDateTime;
 
@@ -16,6 +20,10 @@ fn repo_file(path: &str) -> PathBuf {
 
 fn script() -> String {
     std::fs::read_to_string(repo_file("gitops/argocd/loadtest-health.lua")).unwrap()
+}
+
+fn schedule_script() -> String {
+    std::fs::read_to_string(repo_file("gitops/argocd/loadtestschedule-health.lua")).unwrap()
 }
 
 /// JSON → Lua as Argo CD hands objects to health scripts: objects and arrays become tables
@@ -43,12 +51,17 @@ fn to_lua(lua: &Lua, v: &serde_json::Value) -> mlua::Value {
     }
 }
 
-/// Runs the health check on `obj`; returns (status, message).
+/// Runs the LoadTest health check on `obj`; returns (status, message).
 fn health(obj: &serde_json::Value) -> (String, String) {
+    run_health_script(&script(), "loadtest-health.lua", obj)
+}
+
+/// Runs the health check `code` on `obj`; returns (status, message).
+fn run_health_script(code: &str, name: &str, obj: &serde_json::Value) -> (String, String) {
     // Only what Argo CD's sandbox offers scripts: base, table, string, math.
     let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default()).unwrap();
     lua.globals().set("obj", to_lua(&lua, obj)).unwrap();
-    let hs: mlua::Table = lua.load(script()).set_name("loadtest-health.lua").eval().unwrap();
+    let hs: mlua::Table = lua.load(code).set_name(name).eval().unwrap();
     (hs.get("status").unwrap(), hs.get("message").unwrap())
 }
 
@@ -163,21 +176,165 @@ fn an_unknown_phase_is_unknown_not_healthy() {
 }
 
 #[test]
-fn the_argocd_cm_patch_carries_the_same_script() {
+fn the_argocd_cm_patch_carries_the_same_scripts() {
     let text = std::fs::read_to_string(repo_file("gitops/argocd/argocd-cm.yaml")).unwrap();
     let patch: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    let embedded = patch["data"]["resource.customizations.health.stampede.dev_LoadTest"].as_str().unwrap_or_default();
-    assert!(
-        embedded == script(),
-        "gitops/argocd/argocd-cm.yaml does not embed gitops/argocd/loadtest-health.lua as it is: copy it in"
+    for (key, file, code) in [
+        ("resource.customizations.health.stampede.dev_LoadTest", "loadtest-health.lua", script()),
+        (
+            "resource.customizations.health.stampede.dev_LoadTestSchedule",
+            "loadtestschedule-health.lua",
+            schedule_script(),
+        ),
+    ] {
+        let embedded = patch["data"][key].as_str().unwrap_or_default();
+        assert!(
+            embedded == code,
+            "gitops/argocd/argocd-cm.yaml does not embed gitops/argocd/{file} under {key} as it is: copy it in"
+        );
+    }
+}
+
+#[test]
+fn the_scripts_use_only_lua_5_1_syntax_argo_cd_runs() {
+    // Argo CD runs gopher-lua (Lua 5.1): no integer division, bit operators, goto or labels.
+    for (file, code) in [("loadtest-health.lua", script()), ("loadtestschedule-health.lua", schedule_script())] {
+        let code: String = code.lines().filter(|l| !l.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+        for needle in ["//", "goto ", "::", "<<", ">>", " & ", " ~ ", "<const>", "<close>"] {
+            assert!(!code.contains(needle), "{file} uses `{needle}`, which Lua 5.1 lacks");
+        }
+    }
+}
+
+/// Runs the LoadTestSchedule health check on `obj`; returns (status, message).
+fn schedule_health(obj: &serde_json::Value) -> (String, String) {
+    run_health_script(&schedule_script(), "loadtestschedule-health.lua", obj)
+}
+
+/// A LoadTestSchedule (typed, so field names are the API's) with `suspend` and `status`, as JSON.
+fn schedule(suspend: bool, status: Option<LoadTestScheduleStatus>) -> serde_json::Value {
+    let scenario: serde_json::Value = serde_yaml::from_str(crate::common::SCENARIO).unwrap();
+    let mut lts: LoadTestSchedule = serde_json::from_value(serde_json::json!({
+        "apiVersion": "stampede.dev/v1alpha1",
+        "kind": "LoadTestSchedule",
+        "metadata": {"name": "nightly", "namespace": "shop"},
+        "spec": {"schedule": "0 3 * * *", "suspend": suspend,
+            "template": {"spec": {"runners": 2, "scenario": scenario}}},
+    }))
+    .unwrap();
+    lts.status = status;
+    serde_json::to_value(&lts).unwrap()
+}
+
+/// A finished scheduled run as the operator records it (`RunRecord::of` a LoadTest's status).
+fn run_record(name: &str, phase: Phase, message: Option<&str>) -> RunRecord {
+    let status = LoadTestStatus { phase, message: message.map(str::to_string), ..LoadTestStatus::default() };
+    let mut record = RunRecord::of(&status);
+    record.name = Some(name.into());
+    record.p99 = Some("12.3ms".into());
+    record
+}
+
+fn valid(status: &str, message: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    serde_json::from_value(serde_json::json!({"type": "Valid", "status": status,
+        "reason": if status == "True" { "Valid" } else { "InvalidSchedule" }, "message": message,
+        "lastTransitionTime": "2025-01-01T00:00:00Z"}))
+    .unwrap()
+}
+
+#[test]
+fn a_schedule_whose_last_run_passed_is_healthy_and_names_it_even_while_the_next_runs() {
+    let status = LoadTestScheduleStatus {
+        last_run: Some(run_record("nightly-20250101-0300", Phase::Succeeded, Some("every threshold passed"))),
+        conditions: vec![valid("True", "the schedule and time zone are valid")],
+        ..LoadTestScheduleStatus::default()
+    };
+    let want = ("Healthy".to_string(), "Last run, LoadTest nightly-20250101-0300: Passed, p99 12.3ms".to_string());
+    assert_eq!(schedule_health(&schedule(false, Some(status.clone()))), want);
+    // A run in progress does not hide the last verdict.
+    let running = LoadTestScheduleStatus { active: vec!["nightly-20250102-0300".into()], active_count: 1, ..status };
+    assert_eq!(schedule_health(&schedule(false, Some(running))), want);
+}
+
+#[test]
+fn a_schedule_whose_last_run_failed_or_was_aborted_is_degraded_with_the_loadtest_verdict_and_reason() {
+    for (phase, verdict) in [(Phase::Failed, "Failed"), (Phase::Aborted, "Aborted")] {
+        let status = LoadTestScheduleStatus {
+            last_run: Some(run_record("nightly-20250101-0300", phase, Some("thresholds failed: latency.p99 < 200ms"))),
+            ..LoadTestScheduleStatus::default()
+        };
+        assert_eq!(
+            schedule_health(&schedule(false, Some(status))),
+            (
+                "Degraded".to_string(),
+                format!(
+                    "Last run, LoadTest nightly-20250101-0300: {verdict}, p99 12.3ms: thresholds failed: latency.p99 < 200ms"
+                )
+            ),
+            "{phase:?}"
+        );
+    }
+}
+
+#[test]
+fn a_schedule_without_a_finished_run_is_progressing() {
+    let (status, msg) = schedule_health(&schedule(false, None));
+    assert_eq!((status.as_str(), msg.as_str()), ("Progressing", "No run has finished yet"));
+    let waiting =
+        LoadTestScheduleStatus { next_schedule_time: Some("2025-01-02T03:00:00Z".into()), ..Default::default() };
+    assert_eq!(
+        schedule_health(&schedule(false, Some(waiting))),
+        ("Progressing".into(), "No run has finished yet; the first is due at 2025-01-02T03:00:00Z".into())
+    );
+    let running = LoadTestScheduleStatus {
+        active: vec!["nightly-20250101-0300".into()],
+        active_count: 1,
+        next_schedule_time: Some("2025-01-02T03:00:00Z".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        schedule_health(&schedule(false, Some(running))),
+        ("Progressing".into(), "No run has finished yet; running nightly-20250101-0300".into())
     );
 }
 
 #[test]
-fn the_script_uses_only_lua_5_1_syntax_argo_cd_runs() {
-    // Argo CD runs gopher-lua (Lua 5.1): no integer division, bit operators, goto or labels.
-    let code: String = script().lines().filter(|l| !l.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
-    for needle in ["//", "goto ", "::", "<<", ">>", " & ", " ~ ", "<const>", "<close>"] {
-        assert!(!code.contains(needle), "the script uses `{needle}`, which Lua 5.1 lacks");
+fn a_suspended_schedule_is_suspended_whatever_its_last_run() {
+    let failed = LoadTestScheduleStatus {
+        last_run: Some(run_record("nightly-20250101-0300", Phase::Failed, Some("runner failed"))),
+        ..LoadTestScheduleStatus::default()
+    };
+    for status in [None, Some(failed)] {
+        assert_eq!(
+            schedule_health(&schedule(true, status)),
+            ("Suspended".into(), "Suspended: no new runs are created".into())
+        );
     }
+}
+
+#[test]
+fn an_invalid_schedule_is_degraded_before_anything_else() {
+    let why = "schedule `0 25 * * *`: hour 25 is out of range 0-23";
+    let status = LoadTestScheduleStatus {
+        last_run: Some(run_record("nightly-20250101-0300", Phase::Succeeded, None)),
+        conditions: vec![valid("False", why)],
+        ..LoadTestScheduleStatus::default()
+    };
+    for suspend in [false, true] {
+        assert_eq!(
+            schedule_health(&schedule(suspend, Some(status.clone()))),
+            ("Degraded".into(), format!("Invalid schedule: {why}")),
+            "suspend {suspend}"
+        );
+    }
+}
+
+#[test]
+fn a_schedule_whose_last_verdict_is_unknown_is_unknown_not_healthy() {
+    let mut record = run_record("nightly-20250101-0300", Phase::Succeeded, None);
+    record.verdict = "Exploded".into();
+    let status = LoadTestScheduleStatus { last_run: Some(record), ..LoadTestScheduleStatus::default() };
+    let (status, msg) = schedule_health(&schedule(false, Some(status)));
+    assert_eq!(status, "Unknown");
+    assert!(msg.contains("nightly-20250101-0300: Exploded"), "{msg}");
 }

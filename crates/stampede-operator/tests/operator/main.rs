@@ -1,11 +1,13 @@
 //! The operator's tests without a cluster, in one binary: the pure core, one reconcile against
-//! a mock API server, Prometheus merging, the chart's committed files and the Argo CD health
-//! check.
+//! a mock API server, Prometheus merging, the chart's committed files, the Argo CD health
+//! checks and the GitOps gate examples.
 
 mod argocd_health;
 mod chart_files;
 mod common;
 mod decisions;
+mod gitops_examples;
 mod metrics;
 mod reconcile_mock;
 mod report_size;
+mod schedules;

@@ -639,3 +639,61 @@ fn relative_thresholds_are_judged_against_the_baseline_run() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("is not a Stampede JSON report"), "{}", text(&out.stderr));
 }
+
+/// A JSON report's `trend` (earlier runs of the same test and this one) becomes the HTML
+/// report's Trend section: latency and throughput by run, a point per run in each series; a
+/// trend of one run has none.
+#[test]
+fn a_reports_trend_of_runs_is_charted_per_run_in_the_html_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |label: &str, verdict: &str, rps: f64, p99: f64| {
+        serde_json::json!({"label": label, "startedAt": "2026-03-01T03:00:00Z", "verdict": verdict,
+            "requests": (rps * 60.0) as u64, "rps": rps, "errorRate": 0.001,
+            "p50Ms": p99 / 4.0, "p95Ms": p99 / 2.0, "p99Ms": p99})
+    };
+    let mut report = serde_json::json!({
+        "schemaVersion": 1, "name": "checkout", "startedAt": "2026-03-03T03:00:00Z",
+        "run": {"executor": "constant-vus", "durationSeconds": 60.0, "vusMax": 10, "threads": 2,
+                "iterations": 0, "interrupted": false, "builtinTarget": false,
+                "generator": {"cpuPercent": 0.0, "cpuSeconds": 0.0, "cpuMicrosPerRequest": 0.0, "peakRssBytes": 0}},
+        "total": {"requests": 0, "responses": 0, "errors": 0, "errorRate": 0.0, "errorsByKind": {},
+                  "statusCodes": {}, "latencyMs": {"mean": 0.0, "min": 0.0, "max": 0.0, "p50": 0.0, "p75": 0.0,
+                  "p90": 0.0, "p95": 0.0, "p99": 0.0, "p99.9": 0.0}, "rps": 0.0, "bytesReceived": 0,
+                  "bytesSent": 0, "receivedPerSec": 0.0, "sentPerSec": 0.0},
+        "steps": [], "scenarios": [], "timeline": [], "checks": [], "errorSamples": [], "thresholds": [],
+        "trend": [run("#1", "Passed", 490.0, 40.0), run("#2", "Failed", 310.0, 95.5), run("#3", "Passed", 502.0, 38.0)],
+    });
+    let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    std::fs::write(&json, report.to_string()).unwrap();
+    let out = stampede(&["report", json.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let trend = &page[page.find("<h2>Trend</h2>").expect("a Trend section")..page.find("<h2>Over time</h2>").unwrap()];
+    let series = chart_series(trend);
+    assert_eq!(
+        series,
+        [("p50".to_string(), 3), ("p95".into(), 3), ("p99".into(), 3), ("requests/s".into(), 3)],
+        "a point per run"
+    );
+    assert_eq!(trend.matches("<title>#2: Failed</title>").count(), 2, "the failed run marked in both charts");
+
+    report["trend"].as_array_mut().unwrap().truncate(1);
+    std::fs::write(&json, report.to_string()).unwrap();
+    let out = stampede(&["report", json.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!std::fs::read_to_string(&html).unwrap().contains("Trend"), "one run is no trend");
+}
+
+/// `stampede history` names what it reads as kubectl does; anything else is invalid input,
+/// refused before any cluster is asked.
+#[test]
+fn history_refuses_an_object_it_cannot_read_runs_of() {
+    for (args, says) in [
+        (&["history", "job/checkout"][..], "expected loadtest/NAME (lt/NAME) or loadtestschedule/NAME (lts/NAME)"),
+        (&["history", "lts/nightly", "--html", "x.html"][..], "--html writes a LoadTest's report"),
+    ] {
+        let out = stampede(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(says), "{args:?}: {}", text(&out.stderr));
+    }
+}

@@ -4,4 +4,5 @@
 mod commands;
 mod dashboards;
 mod html_browser;
+mod launch;
 mod loopback_ports;

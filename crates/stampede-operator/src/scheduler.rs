@@ -1,0 +1,138 @@
+//! The shell of LoadTestSchedules: watches them and the LoadTests they own, gathers what
+//! [`schedule::decide`] needs, and carries out its decision.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use stampede_api::{LoadTest, LoadTestSchedule, MANAGER, SCHEDULE_LABEL, names};
+use time::OffsetDateTime;
+
+use crate::controller::Context;
+use crate::schedule::{self, Observed};
+use crate::{Error, Result};
+
+/// Runs the schedule controller over `namespace` (all when `None`) until a shutdown signal.
+pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
+    let (schedules, loadtests) = match namespace.as_deref() {
+        Some(ns) => (Api::<LoadTestSchedule>::namespaced(client.clone(), ns), Api::<LoadTest>::namespaced(client, ns)),
+        None => (Api::<LoadTestSchedule>::all(client.clone()), Api::<LoadTest>::all(client)),
+    };
+    Controller::new(schedules, watcher::Config::default())
+        .owns(loadtests, watcher::Config::default().labels(SCHEDULE_LABEL))
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("schedule reconcile: {e}");
+            }
+        })
+        .await;
+}
+
+fn error_policy(lts: Arc<LoadTestSchedule>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    ctx.metrics.errors.with_label_values(&[error.metric_label()]).inc();
+    tracing::warn!(schedule = %lts.name_any(), kind = error.metric_label(), "schedule reconcile failed: {error}");
+    Requeue::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(lts: Arc<LoadTestSchedule>, ctx: Arc<Context>) -> Result<Requeue> {
+    reconcile_once(&lts, &ctx).await
+}
+
+/// One reconcile of one LoadTestSchedule: observe, decide, act.
+pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Requeue> {
+    if lts.metadata.deletion_timestamp.is_some() {
+        return Ok(Requeue::await_change());
+    }
+    let client = &ctx.client;
+    let ns = lts.namespace().ok_or_else(|| Error::Other("a LoadTestSchedule is namespaced".into()))?;
+    let name = lts.name_any();
+    let uid = lts.metadata.uid.clone().unwrap_or_default();
+    let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), &ns);
+    let selector = format!("{SCHEDULE_LABEL}={}", names::label_value(&name));
+    let runs: Vec<LoadTest> = loadtests
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|lt| lt.owner_references().iter().any(|o| o.uid == uid))
+        .collect();
+    let mut decision = schedule::decide(lts, &Observed { now: OffsetDateTime::now_utc(), runs });
+
+    if let Some(lt) = &decision.create {
+        let run = lt.name_any();
+        match loadtests.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, lt).await {
+            Ok(_) => tracing::info!(schedule = %name, loadtest = %run, "created a scheduled run"),
+            // Created before (e.g. by this operator before a restart): that run, not a second one.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::info!(schedule = %name, loadtest = %run, "the scheduled run exists already")
+            }
+            // An invalid template stays invalid: this run is lost, said once; the next one tries again.
+            Err(kube::Error::Api(e)) if e.code == 400 || e.code == 422 => {
+                let why = format!("cannot create LoadTest {run}: {}", e.message);
+                decision.status.active.retain(|a| *a != run);
+                decision.status.active_count = decision.status.active.len() as i32;
+                decision.status.message = Some(why.clone());
+                decision.events.retain(|ev| ev.reason != "Created");
+                decision.events.push(schedule::Event { warning: true, reason: "RunRejected".into(), note: why });
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for run in &decision.abort {
+        let patch = serde_json::json!({"spec": {"abort": true}});
+        match loadtests.patch(run, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if lts.status.as_ref() != Some(&decision.status) {
+        let api: Api<LoadTestSchedule> = Api::namespaced(client.clone(), &ns);
+        // Conditional on the version read, as for LoadTests: a decision on a stale copy must not
+        // overwrite a newer status (e.g. move lastScheduleTime back).
+        let patch = serde_json::json!({
+            "apiVersion": LoadTestSchedule::api_version(&()),
+            "kind": LoadTestSchedule::kind(&()),
+            "metadata": {"resourceVersion": lts.resource_version()},
+            "status": decision.status,
+        });
+        match api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!("schedule status changed meanwhile; deciding again on the newer copy");
+                return Ok(Requeue::requeue(Duration::from_millis(200)));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for run in &decision.delete {
+        match loadtests.delete(run, &DeleteParams::background()).await {
+            Ok(_) => tracing::info!(schedule = %name, loadtest = %run, "deleted a run beyond the history limits"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for ev in &decision.events {
+        let event = Event {
+            type_: if ev.warning { EventType::Warning } else { EventType::Normal },
+            reason: ev.reason.clone(),
+            note: Some(ev.note.clone()),
+            action: "Schedule".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &lts.object_ref(&())).await {
+            tracing::warn!("cannot record event {}: {e}", ev.reason);
+        }
+    }
+    Ok(match decision.requeue {
+        Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
+        None => Requeue::await_change(),
+    })
+}
