@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release image test unit lint fmt chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-7 generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release image test test-steps unit lint fmt chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-7 generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -21,7 +21,13 @@ image:
 # The whole test suite: formatting, lints, unit and integration tests, then the
 # end-to-end tests on a real local Kubernetes control plane: with the node agent (e2e), then
 # with a real node running Stampede's image in containers (e2e-node, needs root).
-test: lint unit chart e2e e2e-node
+# It builds in a cache outside the clone (tests/lib/build-cache.sh: keyed by the toolchain and
+# Cargo.lock), so a fresh clone compiles the dependencies once, not on every run; without
+# incremental compilation, whose per-path caches would only grow there.
+test:
+	CARGO_TARGET_DIR="$$(bash tests/lib/build-cache.sh)" CARGO_INCREMENTAL=0 $(MAKE) --no-print-directory test-steps
+
+test-steps: lint unit chart e2e e2e-node
 
 lint:
 	$(CARGO) fmt --all -- --check

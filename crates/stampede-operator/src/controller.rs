@@ -36,11 +36,13 @@ pub struct Options {
     pub namespaces: Vec<String>,
     /// Runner image for LoadTests that name none.
     pub runner_image: String,
+    /// Also reconcile LoadTestSchedules (off when their CRD is not installed).
+    pub schedules: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { namespaces: Vec::new(), runner_image: DEFAULT_IMAGE.to_string() }
+        Options { namespaces: Vec::new(), runner_image: DEFAULT_IMAGE.to_string(), schedules: true }
     }
 }
 
@@ -89,7 +91,10 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
             }
         })
     });
-    let schedules = scopes.iter().map(|ns| crate::scheduler::run(client.clone(), ns.clone(), ctx.clone()));
+    let schedules = scopes
+        .iter()
+        .filter(|_| options.schedules)
+        .map(|ns| crate::scheduler::run(client.clone(), ns.clone(), ctx.clone()));
     futures::future::join(futures::future::join_all(controllers), futures::future::join_all(schedules)).await;
 }
 

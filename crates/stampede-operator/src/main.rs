@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use stampede_api::LoadTest;
+use stampede_api::{LoadTest, LoadTestSchedule};
 use stampede_operator::controller::{self, Metrics};
 
 #[derive(Parser)]
@@ -57,6 +57,22 @@ async fn main() -> anyhow::Result<()> {
              or `kubectl apply -f crds/loadtest.yaml`, or install the Helm chart with crds.enabled=true"
         );
     }
+    // LoadTestSchedules need their own CRD; an operator installed before it existed still runs
+    // LoadTests, and says once why schedules are off.
+    let schedule_api: Api<LoadTestSchedule> = match namespaces.first() {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let schedules = match schedule_api.list(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            tracing::warn!(
+                "the LoadTestSchedule CRD (loadtestschedules.stampede.dev) is not installed: schedules are off; \
+                 install crds/loadtestschedule.yaml (or `stampede crd`) and restart the operator"
+            );
+            false
+        }
+        _ => true,
+    };
     let metrics = Arc::new(Metrics::default());
     let listener = tokio::net::TcpListener::bind(args.http_addr)
         .await
@@ -69,7 +85,7 @@ async fn main() -> anyhow::Result<()> {
         std::future::pending(),
     ));
     let scope = if namespaces.is_empty() { "all namespaces".to_string() } else { namespaces.join(", ") };
-    let options = controller::Options { namespaces, runner_image: args.runner_image.clone() };
+    let options = controller::Options { namespaces, runner_image: args.runner_image.clone(), schedules };
     if let Some(lease_ns) = &args.leader_election_namespace {
         let me = args.identity.clone().unwrap_or_else(|| {
             std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "stampede-operator".into()).trim().to_string()

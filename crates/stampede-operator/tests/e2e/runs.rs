@@ -364,6 +364,13 @@ async fn e2e_a_schedule_replaces_a_running_run_and_an_operator_restart_loses_and
     wait_for(&loadtests, &third, Duration::from_secs(30), |lt: Option<&LoadTest>| lt.is_some()).await.unwrap();
     let names: Vec<String> = runs_of(&env, "swap").await.iter().map(|r| r.name_any()).collect();
     assert_eq!(names, [first, second, third], "the run due while it was down, once, and no other");
+    // The Event follows the create; give it a moment, then there must be exactly three.
+    for _ in 0..50 {
+        if events(&env.client, &env.ns, "Created").await >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert_eq!(events(&env.client, &env.ns, "Created").await, 3, "each run created once");
     api.delete("swap", &DeleteParams::default()).await.unwrap();
     finish(env).await;
