@@ -120,4 +120,6 @@ pub enum RunError {
     Threads(#[source] std::io::Error),
     #[error("a worker thread failed: {0}")]
     Worker(String),
+    #[error("{0}")]
+    Other(String),
 }

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub(crate) mod capacity;
+
 use crate::compile::plan::{self, CompileOptions, Plan};
 use crate::error::{RunError, ScenarioError};
 use crate::output::report::{self, GeneratorFacts, Report, round3};
@@ -53,7 +55,15 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
     // compiled once, and the target stopped again when it is invalid.
     let mut target = None;
     if wants_builtin(file) && opts.base_url.is_none() {
-        let server = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).map_err(RunError::Target)?;
+        let spec = file.builtin_target.clone().unwrap_or_default();
+        let options = stampede_target::TargetOptions {
+            service_time: spec.service_time.map(stampede_model::Dur::get),
+            concurrency: spec.concurrency.map(|n| n as usize),
+            queue_limit: spec.queue_limit.map(|n| n as usize),
+            ..Default::default()
+        };
+        let server = TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options)
+            .map_err(RunError::Target)?;
         opts.base_url = Some(server.base_url());
         target = Some(server);
     }
@@ -72,6 +82,26 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
 /// left out of the generator's figures.
 pub fn execute(prepared: Prepared, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<Report, RunError> {
     execute_full(prepared, opts, on_tick).map(|(report, _)| report)
+}
+
+/// Runs a prepared capacity search (`executor: capacity`), plateau by plateau (`on_plateau`
+/// after each), and builds its report with the curve and the answer (`report.capacity`).
+pub fn execute_capacity(
+    prepared: Prepared,
+    opts: &RunOptions,
+    on_tick: &mut dyn FnMut(&Tick),
+    on_plateau: &mut dyn FnMut(&stampede_model::report::PlateauResult),
+) -> Result<Report, RunError> {
+    let Some(search) = prepared.plan.capacity.clone() else {
+        return Err(RunError::Other("the scenario's executor is not `capacity`".into()));
+    };
+    let wanted = u64::from(prepared.plan.max_vus()) + 256;
+    sysstat::raise_open_files(wanted);
+    let result = capacity::search(&prepared.plan, opts, on_tick, on_plateau);
+    let builtin = prepared.target.is_some();
+    let target_cpu = prepared.target.map(TargetServer::stop).unwrap_or_default();
+    let (state, plateaus) = result?;
+    Ok(capacity::whole_report(&prepared.plan, &search, &state, plateaus, builtin, target_cpu))
 }
 
 /// Like [`execute`], also returning the raw outcome (merged per-step histograms), which a

@@ -44,6 +44,66 @@ pub struct Report {
     /// loadtest/NAME` fills it from the LoadTest's history); the HTML report charts it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trend: Vec<TrendPoint>,
+    /// `executor: capacity`: every plateau's figures and the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityResult>,
+}
+
+/// The answer of a capacity search, and the curve that led to it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityResult {
+    /// The highest rate (iterations/s) whose plateau met every threshold, at its target rate
+    /// (within 1 %) with the generator keeping up. `None`: not even the first plateau did.
+    pub capacity: Option<f64>,
+    /// True when the service was not shown to be the limit: the generator could not drive more
+    /// (too few VUs, CPU, schedule lag) or `maxRate` was reached, so the capacity is at least
+    /// `capacity`, and may be higher.
+    pub lower_bound: bool,
+    /// What limited it, in words: the threshold that failed first above it (with its value and
+    /// rate), or the generator's reason, or `maxRate`.
+    pub limited_by: String,
+    /// `service` (a threshold failed), `generator` or `maxRate`.
+    pub limit: String,
+    /// Why the search stopped.
+    pub stopped: String,
+    /// p99 latency (ms) and error rate (0–1) at the capacity's plateau.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rate: Option<f64>,
+    /// In the order run: the rising search, then any refining plateaus.
+    pub plateaus: Vec<PlateauResult>,
+}
+
+/// One plateau of a capacity search: its figures after the warm-up.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlateauResult {
+    /// The target rate, iterations/s.
+    pub rate: f64,
+    /// Iterations started per second in the measured part.
+    pub achieved_rate: f64,
+    /// A shorter plateau between the last pass and the first failure.
+    #[serde(default)]
+    pub refine: bool,
+    /// Seconds measured (the plateau after its warm-up).
+    pub seconds: f64,
+    pub requests: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub latency_ms: LatencySummary,
+    /// Iterations due when every VU was busy.
+    pub dropped_iterations: u64,
+    /// Schedule lag p99, ms.
+    pub lag_p99_ms: f64,
+    /// Why the generator's figures are suspect here (lag or CPU), if they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<String>,
+    /// Every threshold met, the rate within 1 % of the target and the generator keeping up.
+    pub passed: bool,
+    /// The thresholds judged on this plateau alone.
+    pub thresholds: Vec<Verdict>,
 }
 
 /// One run of a test in a report's trend.

@@ -24,6 +24,10 @@ pub struct ScenarioFile {
     /// their own share these VUs by weight. Needed unless every scenario has its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadSpec>,
+    /// With `baseUrl: builtin`: how the built-in target serves, e.g. with a known capacity
+    /// (`serviceTime` and `concurrency`: capacity = concurrency / serviceTime requests/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin_target: Option<BuiltinTargetSpec>,
     /// HTTP client defaults for every request.
     #[serde(default)]
     pub http: HttpDefaults,
@@ -41,6 +45,23 @@ pub struct ScenarioFile {
     /// `stampede run` exit with code 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<ThresholdSpec>,
+}
+
+/// How the built-in target serves (`baseUrl: builtin` only).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BuiltinTargetSpec {
+    /// Every request waits this long before it is answered (with `concurrency`, while holding
+    /// one of its permits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_time: Option<Dur>,
+    /// At most this many requests in their service time at once; the rest wait in arrival
+    /// order. Capacity = concurrency / serviceTime requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// A request that finds this many waiting gets 503 at once (default: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_limit: Option<u32>,
 }
 
 /// The workload model. Executor names follow k6's; each executor uses some of the fields.
@@ -86,6 +107,28 @@ pub struct LoadSpec {
     /// Arrival-rate executors: most VUs; an iteration due when all are busy is dropped (counted).
     #[serde(default, rename = "maxVUs", skip_serializing_if = "Option::is_none")]
     pub max_vus: Option<u32>,
+    /// capacity: iterations per `timeUnit` added from one plateau to the next (or `stepFactor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    /// capacity: each plateau's rate is the previous one's times this (more than 1; or `step`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_factor: Option<f64>,
+    /// capacity: how long each plateau lasts, warm-up included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau: Option<Dur>,
+    /// capacity: the first part of each plateau, left out of its figures (default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Dur>,
+    /// capacity: the highest rate tried (iterations per `timeUnit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rate: Option<u32>,
+    /// capacity: the search stops after this many plateaus in a row failed (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_after: Option<u32>,
+    /// capacity: after the search, this many shorter plateaus (half as long) between the last
+    /// rate that passed and the first that failed, each halving the interval (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refine: Option<u32>,
 }
 
 /// Workload models.
@@ -101,6 +144,10 @@ pub enum Executor {
     ConstantArrivalRate,
     /// Open model: the arrival rate moves linearly through stages (targets are rates).
     RampingArrivalRate,
+    /// Open model: plateaus of rising rate until the thresholds (the SLO) fail; the answer is
+    /// the highest rate that met them (`startRate`, `step` or `stepFactor`, `plateau`, `warmup`,
+    /// `maxRate`, `stopAfter`, `refine`).
+    Capacity,
 }
 
 impl Executor {
@@ -110,12 +157,13 @@ impl Executor {
             Executor::RampingVus => "ramping-vus",
             Executor::ConstantArrivalRate => "constant-arrival-rate",
             Executor::RampingArrivalRate => "ramping-arrival-rate",
+            Executor::Capacity => "capacity",
         }
     }
 
     /// Whether iterations start on a schedule (open model) rather than when a VU is free.
     pub fn is_open(self) -> bool {
-        matches!(self, Executor::ConstantArrivalRate | Executor::RampingArrivalRate)
+        matches!(self, Executor::ConstantArrivalRate | Executor::RampingArrivalRate | Executor::Capacity)
     }
 }
 
@@ -649,6 +697,14 @@ impl LoadSpec {
             start_rate: self.start_rate.map(split32),
             pre_allocated_vus: self.pre_allocated_vus.map(split32),
             max_vus: self.max_vus.map(split32),
+            // capacity: rates and steps are split like rates; the plateau plan is the same.
+            step: self.step.map(split32),
+            step_factor: self.step_factor,
+            plateau: self.plateau,
+            warmup: self.warmup,
+            max_rate: self.max_rate.map(split32),
+            stop_after: self.stop_after,
+            refine: self.refine,
         }
     }
 
@@ -663,6 +719,7 @@ impl LoadSpec {
             Executor::RampingArrivalRate => {
                 vus && (self.start_rate.unwrap_or(0) > 0 || self.stages.iter().any(|s| s.target > 0))
             }
+            Executor::Capacity => vus && self.start_rate.unwrap_or(0) > 0,
         }
     }
 }

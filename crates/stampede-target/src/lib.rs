@@ -11,13 +11,20 @@
 //! By default it speaks plain HTTP/1.1. [`TargetOptions`] add TLS (with the caller's
 //! certificate) and HTTP/2 (via ALPN over TLS, by prior knowledge over cleartext), for
 //! testing the client's TLS and HTTP/2 paths on loopback.
+//!
+//! A service time and a concurrency limit give it a known capacity (to try a capacity search
+//! against): every request but `/stats` holds one of `concurrency` permits for `service_time`,
+//! so it completes at most `concurrency / service_time` requests per second; the rest wait in
+//! a FIFO queue (their latency grows), or with a `queue_limit` get 503 at once when that many
+//! already wait (errors grow instead).
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -30,11 +37,12 @@ use hyper_util::server::conn::auto;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 /// The page served at `/`.
 pub const INDEX_HTML: &str = "<html>\n<body>\n<p><em>Hello,World!</em></p>\n</body>\n</html>\n";
 const MAX_DELAY_MS: u64 = 60_000;
+const MAX_SERVICE_TIME: Duration = Duration::from_secs(365 * 24 * 3600);
 const MAX_BYTES: usize = 64 * 1024 * 1024;
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
@@ -45,6 +53,10 @@ pub struct TargetStats {
     http2_requests: AtomicU64,
     connections: AtomicU64,
     tls_sessions: AtomicU64,
+    in_service: AtomicU64,
+    max_in_service: AtomicU64,
+    waiting: AtomicU64,
+    queue_full_rejections: AtomicU64,
 }
 
 impl TargetStats {
@@ -67,6 +79,27 @@ impl TargetStats {
     pub fn tls_sessions(&self) -> u64 {
         self.tls_sessions.load(Ordering::Relaxed)
     }
+
+    /// Requests in their service time now (holding a permit when there is a concurrency limit).
+    pub fn in_service(&self) -> u64 {
+        self.in_service.load(Ordering::Relaxed)
+    }
+
+    /// The most requests that were ever in their service time at once (at most the
+    /// concurrency limit).
+    pub fn max_in_service(&self) -> u64 {
+        self.max_in_service.load(Ordering::Relaxed)
+    }
+
+    /// Requests waiting now for a permit to start their service time.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Requests answered 503 at once because `queue_limit` requests already waited.
+    pub fn queue_full_rejections(&self) -> u64 {
+        self.queue_full_rejections.load(Ordering::Relaxed)
+    }
 }
 
 /// How the built-in target serves.
@@ -76,6 +109,165 @@ pub struct TargetOptions {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Speak HTTP/2 too: after ALPN `h2` over TLS, by prior knowledge over cleartext.
     pub http2: bool,
+    /// Every request but `/stats` waits this long (an async sleep, at most a year) before its
+    /// route answers; with `concurrency`, while holding a permit. Alone it is a pure delay.
+    pub service_time: Option<Duration>,
+    /// At most this many requests in their service time at once (at least 1; needs a
+    /// `service_time` above zero): capacity = concurrency / service time requests per second.
+    /// The rest wait for a permit in arrival order.
+    pub concurrency: Option<usize>,
+    /// With `concurrency`: a request that finds this many already waiting gets 503 at once.
+    /// Without it the queue is unbounded.
+    pub queue_limit: Option<usize>,
+}
+
+/// Why [`TargetOptions`] cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetOptionsError {
+    #[error("concurrency must be at least 1 (it is how many requests are in service at once)")]
+    ZeroConcurrency,
+    #[error("a concurrency limit needs a service time above zero (capacity = concurrency / service time)")]
+    ConcurrencyWithoutServiceTime,
+    #[error("a queue limit needs a concurrency limit (without one no request waits)")]
+    QueueLimitWithoutConcurrency,
+}
+
+impl TargetOptions {
+    /// Checks the capacity options: `concurrency` at least 1 and only with a `service_time`
+    /// above zero, `queue_limit` only with `concurrency`.
+    pub fn check(&self) -> Result<(), TargetOptionsError> {
+        match (self.concurrency, self.service_time) {
+            (Some(0), _) => return Err(TargetOptionsError::ZeroConcurrency),
+            (Some(_), None) => return Err(TargetOptionsError::ConcurrencyWithoutServiceTime),
+            (Some(_), Some(t)) if t.is_zero() => return Err(TargetOptionsError::ConcurrencyWithoutServiceTime),
+            _ => {}
+        }
+        if self.queue_limit.is_some() && self.concurrency.is_none() {
+            return Err(TargetOptionsError::QueueLimitWithoutConcurrency);
+        }
+        Ok(())
+    }
+
+    /// The most requests per second the target completes: concurrency / service time, or
+    /// `None` when unlimited.
+    pub fn capacity(&self) -> Option<f64> {
+        match (self.concurrency, self.service_time) {
+            (Some(n), Some(t)) if n > 0 && !t.is_zero() => Some(n as f64 * 1e9 / t.as_nanos() as f64),
+            _ => None,
+        }
+    }
+}
+
+/// The service time and permits shared by all of a server's threads.
+#[derive(Debug)]
+struct Capacity {
+    service_time: Option<Duration>,
+    permits: Option<Semaphore>,
+    /// When the permits' last service times were due to end. A request's service time starts
+    /// when it asked for a permit or when the permit it takes was due back, whichever is later,
+    /// so the timer waking late does not push the capacity below concurrency / service time.
+    due_back: Mutex<DueBack>,
+    queue_limit: Option<u64>,
+}
+
+impl Capacity {
+    fn new(options: &TargetOptions) -> Capacity {
+        Capacity {
+            // Capped so that adding it to an instant cannot overflow.
+            service_time: options.service_time.filter(|t| !t.is_zero()).map(|t| t.min(MAX_SERVICE_TIME)),
+            permits: options.concurrency.map(Semaphore::new),
+            due_back: Mutex::new(DueBack { unused: options.concurrency.unwrap_or(0), ends: BinaryHeap::new() }),
+            queue_limit: options.queue_limit.map(|l| l as u64),
+        }
+    }
+
+    /// Spends the service time, holding a permit while it does (waiting for one first, in
+    /// arrival order). `false`: refused, the queue was full.
+    async fn serve(&self, stats: &TargetStats) -> bool {
+        let Some(service_time) = self.service_time else { return true };
+        let asked = Instant::now();
+        let permit = match &self.permits {
+            None => None,
+            Some(permits) => Some(match permits.try_acquire() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    // Counted as waiting until it gets a permit or its connection drops.
+                    let waiting = Gauge::up(&stats.waiting);
+                    if self.queue_limit.is_some_and(|limit| waiting.before >= limit) {
+                        stats.queue_full_rejections.fetch_add(1, Ordering::Relaxed);
+                        return false;
+                    }
+                    match permits.acquire().await {
+                        Ok(permit) => permit,
+                        Err(_) => return true,
+                    }
+                }
+            }),
+        };
+        let in_service = Gauge::up(&stats.in_service);
+        stats.max_in_service.fetch_max(in_service.before + 1, Ordering::Relaxed);
+        // With a permit, its end is due back before the permit is released (also when the
+        // request is cancelled): dropped in this order.
+        let held = permit.map(|permit| (ServiceTime::take(&self.due_back, asked, service_time), permit));
+        let end = held.as_ref().map_or(asked + service_time, |(time, _)| time.end);
+        tokio::time::sleep_until(tokio::time::Instant::from_std(end)).await;
+        drop(in_service);
+        drop(held);
+        true
+    }
+}
+
+/// The permits' service times: how many were never used, and when the others were due back.
+#[derive(Debug)]
+struct DueBack {
+    unused: usize,
+    ends: BinaryHeap<Reverse<Instant>>,
+}
+
+/// A permit's service time: puts its end back into `due_back` when dropped.
+struct ServiceTime<'a> {
+    due_back: &'a Mutex<DueBack>,
+    end: Instant,
+}
+
+impl<'a> ServiceTime<'a> {
+    /// Starts when `asked` or when the earliest permit was due back, whichever is later (a
+    /// permit never used is free since ever). The caller holds a permit, so one is due back.
+    fn take(due_back: &'a Mutex<DueBack>, asked: Instant, service_time: Duration) -> ServiceTime<'a> {
+        let mut state = due_back.lock().unwrap_or_else(|e| e.into_inner());
+        let start = if state.unused > 0 {
+            state.unused -= 1;
+            asked
+        } else {
+            state.ends.pop().map_or(asked, |Reverse(end)| end.max(asked))
+        };
+        ServiceTime { due_back, end: start + service_time }
+    }
+}
+
+impl Drop for ServiceTime<'_> {
+    fn drop(&mut self) {
+        self.due_back.lock().unwrap_or_else(|e| e.into_inner()).ends.push(Reverse(self.end));
+    }
+}
+
+/// One added to a gauge, taken off again when dropped (also when the request is cancelled).
+struct Gauge<'a> {
+    gauge: &'a AtomicU64,
+    /// The gauge's value before this one was added.
+    before: u64,
+}
+
+impl<'a> Gauge<'a> {
+    fn up(gauge: &'a AtomicU64) -> Gauge<'a> {
+        Gauge { gauge, before: gauge.fetch_add(1, Ordering::AcqRel) }
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.gauge.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A running built-in target.
@@ -94,8 +286,11 @@ impl TargetServer {
         Self::start_with(addr, threads, TargetOptions::default())
     }
 
-    /// Like [`TargetServer::start`], serving as `options` say.
+    /// Like [`TargetServer::start`], serving as `options` say (invalid capacity options, see
+    /// [`TargetOptions::check`], are an `InvalidInput` error).
     pub fn start_with(addr: SocketAddr, threads: usize, options: TargetOptions) -> std::io::Result<TargetServer> {
+        options.check().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let capacity = Arc::new(Capacity::new(&options));
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -107,6 +302,7 @@ impl TargetServer {
             let stats = stats.clone();
             let rx = rx.clone();
             let options = options.clone();
+            let capacity = capacity.clone();
             let handle = std::thread::Builder::new().name(format!("stampede-target-{i}")).spawn(move || {
                 let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                     Ok(rt) => rt,
@@ -115,7 +311,7 @@ impl TargetServer {
                         return Duration::ZERO;
                     }
                 };
-                rt.block_on(serve(listener, stats, rx, options));
+                rt.block_on(serve(listener, stats, capacity, rx, options));
                 drop(rt);
                 thread_cpu()
             })?;
@@ -149,10 +345,12 @@ impl TargetServer {
         options: TargetOptions,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> std::io::Result<()> {
+        options.check().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let capacity = Arc::new(Capacity::new(&options));
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let (tx, rx) = watch::channel(false);
-        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), rx, options));
+        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), capacity, rx, options));
         shutdown.await;
         let _ = tx.send(true);
         let _ = server.await;
@@ -163,6 +361,7 @@ impl TargetServer {
 async fn serve(
     listener: std::net::TcpListener,
     stats: Arc<TargetStats>,
+    capacity: Arc<Capacity>,
     mut shutdown: watch::Receiver<bool>,
     options: TargetOptions,
 ) {
@@ -182,17 +381,18 @@ async fn serve(
                 let _ = stream.set_nodelay(true);
                 stats.connections.fetch_add(1, Ordering::Relaxed);
                 let stats = stats.clone();
+                let capacity = capacity.clone();
                 let stop = shutdown.clone();
                 let http2 = options.http2;
                 match acceptor.clone() {
                     None => {
-                        conns.spawn(serve_connection(stream, peer, stats, stop, http2));
+                        conns.spawn(serve_connection(stream, peer, stats, capacity, stop, http2));
                     }
                     Some(acceptor) => {
                         conns.spawn(async move {
                             let Ok(stream) = acceptor.accept(stream).await else { return };
                             stats.tls_sessions.fetch_add(1, Ordering::Relaxed);
-                            serve_connection(stream, peer, stats, stop, http2).await;
+                            serve_connection(stream, peer, stats, capacity, stop, http2).await;
                         });
                     }
                 }
@@ -210,6 +410,7 @@ async fn serve_connection<I>(
     io: I,
     peer: SocketAddr,
     stats: Arc<TargetStats>,
+    capacity: Arc<Capacity>,
     mut stop: watch::Receiver<bool>,
     http2: bool,
 ) where
@@ -217,7 +418,8 @@ async fn serve_connection<I>(
 {
     let service = service_fn(move |req| {
         let stats = stats.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer, &stats).await) }
+        let capacity = capacity.clone();
+        async move { Ok::<_, Infallible>(handle(req, peer, &stats, &capacity).await) }
     });
     if http2 {
         let builder = auto::Builder::new(TokioExecutor::new());
@@ -253,13 +455,17 @@ fn json_response(status: StatusCode, v: &Value) -> Resp {
     respond(status, "application/json", body)
 }
 
-async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -> Resp {
+async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, capacity: &Capacity) -> Resp {
     stats.requests.fetch_add(1, Ordering::Relaxed);
     if req.version() == http::Version::HTTP_2 {
         stats.http2_requests.fetch_add(1, Ordering::Relaxed);
     }
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    // `/stats` stays answerable while the target is saturated.
+    if path != "/stats" && !capacity.serve(stats).await {
+        return respond(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "queue full\n");
+    }
     match (path.as_str(), &method) {
         ("/" | "/index.html", &Method::GET | &Method::HEAD) => respond(StatusCode::OK, "text/html", INDEX_HTML),
         ("/get", &Method::GET | &Method::HEAD)
@@ -277,6 +483,10 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats) -
                 "http2Requests": stats.http2_requests(),
                 "connections": stats.connections(),
                 "tlsSessions": stats.tls_sessions(),
+                "inService": stats.in_service(),
+                "maxInService": stats.max_in_service(),
+                "waiting": stats.waiting(),
+                "queueFullRejections": stats.queue_full_rejections(),
             }),
         ),
         ("/cookies", _) => {
@@ -566,6 +776,24 @@ mod tests {
         );
         assert_eq!((parts[1].name.as_str(), parts[1].data.as_slice()), ("file", &b"{\"a\":1}"[..]));
         assert_eq!(parts[1].filename.as_deref(), Some("a.json"));
+    }
+
+    #[test]
+    fn a_queued_service_time_runs_from_when_its_permit_was_due_back() {
+        let t = Duration::from_millis(10);
+        let due_back = Mutex::new(DueBack { unused: 2, ends: BinaryHeap::new() });
+        let t0 = Instant::now();
+        // Two permits never used: both start when asked.
+        let (a, b) = (ServiceTime::take(&due_back, t0, t), ServiceTime::take(&due_back, t0, t));
+        assert_eq!((a.end, b.end), (t0 + t, t0 + t));
+        drop((a, b));
+        // Asked at 1 ms, queued behind them: it runs from 10 ms, however late the timer
+        // released the permit, so each permit serves one request per service time.
+        let c = ServiceTime::take(&due_back, t0 + Duration::from_millis(1), t);
+        assert_eq!(c.end, t0 + 2 * t);
+        // Asked after the other permit was due back: it runs from when it asked.
+        let d = ServiceTime::take(&due_back, t0 + Duration::from_millis(25), t);
+        assert_eq!(d.end, t0 + Duration::from_millis(35));
     }
 
     #[test]

@@ -40,7 +40,8 @@ enum Command {
         /// Scenario file (YAML).
         file: PathBuf,
     },
-    /// Serve the built-in target (a fast httpbin-like test server).
+    /// Serve the built-in target (a fast httpbin-like test server). With --service-time T and
+    /// --concurrency N its capacity is known: N / T requests per second (8 × 10ms → 800/s).
     Target(TargetArgs),
     /// Print the CustomResourceDefinitions (YAML): LoadTest and LoadTestSchedule, or the one named.
     Crd {
@@ -169,6 +170,27 @@ struct TargetArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Every request but /stats takes this long (e.g. 10ms) before its route answers. Alone
+    /// it is a pure delay with no limit on concurrency.
+    #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
+    service_time: Option<Dur>,
+    /// At most N requests in their service time at once; the rest wait in a FIFO queue. The
+    /// target's capacity is then N / service time requests per second (8 × 10ms → 800/s):
+    /// beyond it latency grows. Needs --service-time.
+    #[arg(long, value_name = "N", value_parser = parse_concurrency, requires = "service_time")]
+    concurrency: Option<usize>,
+    /// Answer 503 at once when N requests already wait for --concurrency (errors grow instead
+    /// of latency). Default: the queue is unbounded.
+    #[arg(long, value_name = "N", requires = "concurrency")]
+    queue_limit: Option<usize>,
+}
+
+fn parse_concurrency(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1: it is how many requests are in service at once".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: write a whole number of requests, e.g. 8")),
+    }
 }
 
 fn parse_dur(s: &str) -> Result<Dur, stampede_model::DurationError> {
@@ -452,14 +474,28 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         e.started(std::time::SystemTime::now());
     }
     let mut progress = Progress::new(args.progress_every.max(1), args.quiet);
-    let (mut report, outcome) = stampede_engine::execute_full(prepared, &run_opts, &mut |t| {
-        if let Some(e) = &exporter {
-            e.observe(t);
-        }
-        progress.tick(t)
-    })
-    .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
-    if let Some(base) = &baseline {
+    let capacity = plan.capacity.is_some();
+    let (mut report, outcome) = if capacity {
+        // Plateau by plateau: one line each as it ends (the ticks restart with every plateau).
+        let quiet = args.quiet;
+        let report = stampede_engine::execute_capacity(prepared, &run_opts, &mut |_| {}, &mut |p| {
+            if !quiet {
+                eprintln!("{}", stampede_engine::plateau_line(p));
+            }
+        })
+        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
+        (report, None)
+    } else {
+        let (report, outcome) = stampede_engine::execute_full(prepared, &run_opts, &mut |t| {
+            if let Some(e) = &exporter {
+                e.observe(t);
+            }
+            progress.tick(t)
+        })
+        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
+        (report, Some(outcome))
+    };
+    if let (Some(base), Some(outcome)) = (&baseline, &outcome) {
         let seconds = outcome.duration.as_secs_f64();
         report.thresholds = plan
             .thresholds
@@ -557,9 +593,32 @@ fn watch_ctrl_c(flag: Arc<AtomicBool>) {
     });
 }
 
+/// What `stampede target` says of its capacity at start, when it has a service time:
+/// `capacity: 800 requests/s (8 concurrent × 10ms)`.
+fn capacity_line(options: &stampede_target::TargetOptions) -> Option<String> {
+    let service_time = Dur(options.service_time.filter(|t| !t.is_zero())?);
+    let (Some(rate), Some(n)) = (options.capacity(), options.concurrency) else {
+        return Some(format!("service time: {service_time} per request, no concurrency limit"));
+    };
+    let rate = (rate * 10.0).round() / 10.0;
+    let rate = if rate.fract() == 0.0 { format!("{rate:.0}") } else { format!("{rate:.1}") };
+    let queue = match options.queue_limit {
+        Some(limit) => format!(", 503 when {limit} wait"),
+        None => String::new(),
+    };
+    Some(format!("capacity: {rate} requests/s ({n} concurrent × {service_time}){queue}"))
+}
+
 fn target(args: TargetArgs) -> Result<ExitCode, Failure> {
     let addr = SocketAddr::new(args.host, args.port);
-    let mut options = stampede_target::TargetOptions { tls: None, http2: args.http2 };
+    let mut options = stampede_target::TargetOptions {
+        tls: None,
+        http2: args.http2,
+        service_time: args.service_time.map(|d| d.0),
+        concurrency: args.concurrency,
+        queue_limit: args.queue_limit,
+    };
+    options.check().map_err(|e| Failure::Invalid(anyhow::anyhow!("{e}")))?;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let read = |p: &PathBuf| {
             std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display())).map_err(Failure::Invalid)
@@ -577,6 +636,9 @@ fn target(args: TargetArgs) -> Result<ExitCode, Failure> {
     let scheme = if options.tls.is_some() { "https" } else { "http" };
     let protocols = if args.http2 { "HTTP/1.1 and HTTP/2" } else { "HTTP/1.1" };
     eprintln!("stampede target listening on {scheme}://{addr}, {protocols} (Ctrl-C to stop)");
+    if let Some(line) = capacity_line(&options) {
+        eprintln!("{line}");
+    }
     rt.block_on(stampede_target::TargetServer::serve_until(addr, options, async {
         let _ = tokio::signal::ctrl_c().await;
     }))

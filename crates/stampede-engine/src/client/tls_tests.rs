@@ -47,7 +47,7 @@ fn pki() -> Pki {
 /// The built-in target over TLS; `h2` offers HTTP/2 in ALPN besides HTTP/1.1.
 fn tls_target(pki: &Pki, h2: bool) -> TargetServer {
     let config = stampede_target::server_config(&pki.cert_pem, &pki.key_pem, h2).unwrap();
-    let options = TargetOptions { tls: Some(Arc::new(config)), http2: h2 };
+    let options = TargetOptions { tls: Some(Arc::new(config)), http2: h2, ..Default::default() };
     TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap()
 }
 
@@ -176,7 +176,7 @@ fn auto_falls_back_to_http1_when_the_server_offers_only_http1() {
 
 #[test]
 fn h2c_with_prior_knowledge() {
-    let options = TargetOptions { tls: None, http2: true };
+    let options = TargetOptions { tls: None, http2: true, ..Default::default() };
     let server = TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap();
     let url = format!("{}/get", server.base_url());
     let plan = transport_plan("version: '2'", Path::new("."));
@@ -477,7 +477,7 @@ fn client_certificates_are_presented_when_configured() {
         .with_single_cert(chain, PrivateKeyDer::from_pem_slice(server_key.as_bytes()).unwrap())
         .unwrap();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let options = TargetOptions { tls: Some(Arc::new(config)), http2: true };
+    let options = TargetOptions { tls: Some(Arc::new(config)), http2: true, ..Default::default() };
     let server = TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap();
     let url = format!("{}/get", server.base_url());
     for version in ["'1.1'", "'2'"] {

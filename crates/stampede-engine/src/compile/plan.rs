@@ -26,7 +26,7 @@ use std::sync::Arc;
 pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
 /// The ready-to-run form of a scenario file.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Plan {
     pub name: String,
     /// `baseUrl` after resolution (the built-in target's address when `builtin`).
@@ -34,7 +34,8 @@ pub struct Plan {
     /// Groups of VUs running side by side: the file's `load` (shared by the scenarios without
     /// their own, by weight), then one per scenario with its own `load`.
     pub groups: Vec<GroupPlan>,
-    pub scenarios: Vec<ScenarioPlan>,
+    /// Shared (a capacity search's plateaus are the same plan at other rates).
+    pub scenarios: Arc<Vec<ScenarioPlan>>,
     /// (scenario, step) names by metric index.
     pub step_keys: Vec<StepKey>,
     /// Number of per-VU value slots (extracted values).
@@ -42,11 +43,71 @@ pub struct Plan {
     /// Pass/fail criteria evaluated on the merged results.
     pub thresholds: Vec<Threshold>,
     /// Data files, loaded once and shared by all VUs.
-    pub data: Vec<DataSource>,
+    pub data: Arc<Vec<DataSource>>,
     /// Each VU keeps a cookie jar.
     pub cookies: bool,
     /// HTTP version, connection layout and TLS.
     pub transport: Arc<crate::client::settings::TransportPlan>,
+    /// `executor: capacity`: the search; the one group's load is its first plateau.
+    pub capacity: Option<CapacitySearch>,
+}
+
+/// A capacity search (`executor: capacity`): plateaus of a constant arrival rate, each higher
+/// than the one before, until the thresholds (the SLO) fail.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacitySearch {
+    /// Iterations per second of the first plateau.
+    pub start: f64,
+    pub step: CapacityStep,
+    /// Each plateau's length, warm-up included.
+    pub plateau: Duration,
+    /// The first part of each plateau, left out of its figures.
+    pub warmup: Duration,
+    /// The highest rate tried, per second.
+    pub max: f64,
+    /// Consecutive failing plateaus that end the search.
+    pub stop_after: u32,
+    /// Shorter plateaus between the last pass and the first failure, after the search.
+    pub refine: u32,
+}
+
+/// How the rate rises from one plateau to the next.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CapacityStep {
+    /// Per second.
+    Add(f64),
+    Multiply(f64),
+}
+
+impl CapacitySearch {
+    /// The rate of plateau `k` (0-based) of the rising search; `None` past the maximum.
+    pub fn rate(&self, k: u32) -> Option<f64> {
+        let r = match self.step {
+            CapacityStep::Add(n) => self.start + n * f64::from(k),
+            CapacityStep::Multiply(f) => self.start * f.powi(k as i32),
+        };
+        (r <= self.max * (1.0 + 1e-9)).then_some(r)
+    }
+
+    /// How many plateaus the rising search has at most.
+    pub fn max_plateaus(&self) -> u32 {
+        (0..10_000).take_while(|&k| self.rate(k).is_some()).count() as u32
+    }
+
+    /// The length of a refining plateau (half a plateau, warm-up included).
+    pub fn refine_plateau(&self) -> Duration {
+        self.plateau / 2
+    }
+
+    /// The warm-up of a refining plateau (half the warm-up).
+    pub fn refine_warmup(&self) -> Duration {
+        self.warmup / 2
+    }
+
+    /// The longest the whole search can last.
+    pub fn longest(&self) -> Duration {
+        self.plateau * self.max_plateaus() + self.refine_plateau() * self.refine
+    }
 }
 
 /// VUs that follow one load model and run some scenarios.
@@ -79,8 +140,12 @@ impl Plan {
         self.groups.iter().map(|g| g.load.max_vus()).sum()
     }
 
-    /// Planned length of the longest group (`None` when one is bounded by iterations only).
+    /// Planned length of the longest group (`None` when one is bounded by iterations only); of
+    /// a capacity search, its longest.
     pub fn planned_duration(&self) -> Option<std::time::Duration> {
+        if let Some(c) = &self.capacity {
+            return Some(c.longest());
+        }
         self.groups.iter().map(|g| g.load.planned_duration()).try_fold(Duration::ZERO, |a, d| d.map(|d| a.max(d)))
     }
 
@@ -89,8 +154,25 @@ impl Plan {
         self.groups.iter().map(|g| g.load.graceful_stop()).max().unwrap_or_default()
     }
 
+    /// This plan with its one group running a constant `rate` per second for `duration`: one
+    /// plateau of a capacity search.
+    pub fn plateau(&self, rate: f64, duration: Duration) -> Plan {
+        let mut plan = self.clone();
+        plan.capacity = None;
+        for g in &mut plan.groups {
+            if let LoadPlan::ArrivalRate { start_rate, stages, .. } = &mut g.load {
+                *start_rate = rate;
+                *stages = vec![(duration, rate)];
+            }
+        }
+        plan
+    }
+
     /// `constant-vus`, or the groups' executors joined with `+`.
     pub fn executor_name(&self) -> String {
+        if self.capacity.is_some() {
+            return "capacity".into();
+        }
         self.groups.iter().map(|g| g.load.executor_name()).collect::<Vec<_>>().join(" + ")
     }
 }
@@ -329,6 +411,30 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
     let thresholds = c.thresholds();
     let transport = crate::compile::http::compile_transport(&file.http, c.files, &mut c.problems);
     let groups: Vec<GroupPlan> = shared_load.map(|load| c.shared_group(load)).into_iter().chain(own_groups).collect();
+    if let Some(t) = &file.builtin_target {
+        if file.base_url.as_deref() != Some("builtin") {
+            c.problems.add("builtinTarget", "applies only with `baseUrl: builtin`");
+        }
+        if t.concurrency == Some(0) {
+            c.problems.add("builtinTarget.concurrency", "must be at least 1");
+        }
+        if t.concurrency.is_some() && t.service_time.is_none_or(Dur::is_zero) {
+            c.problems.add(
+                "builtinTarget.concurrency",
+                "needs a `serviceTime` above 0 (capacity = concurrency / serviceTime)",
+            );
+        }
+        if t.queue_limit.is_some() && t.concurrency.is_none() {
+            c.problems.add("builtinTarget.queueLimit", "needs `concurrency` (without it no request waits)");
+        }
+    }
+    let capacity = file.load.as_ref().filter(|l| l.executor == Executor::Capacity).map(capacity_search);
+    if file.scenarios.iter().filter_map(|s| s.load.as_ref()).any(|l| l.executor == Executor::Capacity) {
+        c.problems.add("scenarios", "`executor: capacity` applies to the file's `load` only");
+    }
+    if capacity.is_some() && groups.len() > 1 {
+        c.problems.add("load", "a capacity search needs every scenario under the file's `load`");
+    }
     if !c.problems.is_empty() || groups.is_empty() {
         return Err(c.problems.into_vec());
     }
@@ -336,14 +442,34 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         name: file.name.clone(),
         base_url,
         groups,
-        scenarios,
+        scenarios: Arc::new(scenarios),
         step_keys: c.step_keys,
         slot_count: c.slot_count,
         thresholds,
-        data: c.data,
+        data: Arc::new(c.data),
         cookies: file.http.cookies,
         transport: Arc::new(transport),
+        capacity,
     })
+}
+
+/// The search of a `capacity` load (already validated by [`compile_load`]).
+fn capacity_search(spec: &LoadSpec) -> CapacitySearch {
+    let unit = spec.time_unit.map(Dur::get).unwrap_or(Duration::from_secs(1)).as_secs_f64().max(1e-9);
+    let per_sec = |n: u32| f64::from(n) / unit;
+    CapacitySearch {
+        start: per_sec(spec.start_rate.unwrap_or(1)),
+        step: match (spec.step, spec.step_factor) {
+            (Some(n), _) => CapacityStep::Add(per_sec(n)),
+            (None, Some(f)) => CapacityStep::Multiply(f),
+            (None, None) => CapacityStep::Add(per_sec(1)),
+        },
+        plateau: spec.plateau.map(Dur::get).unwrap_or(Duration::from_secs(10)),
+        warmup: spec.warmup.map(Dur::get).unwrap_or_default(),
+        max: per_sec(spec.max_rate.unwrap_or(1)),
+        stop_after: spec.stop_after.unwrap_or(2).max(1),
+        refine: spec.refine.unwrap_or(0),
+    }
 }
 
 /// The state of one compilation: what has been compiled so far, and the problems found.
@@ -659,7 +785,98 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Problems) -> Option<Lo
             problems.add(format!("{at}.{field}"), format!("does not apply to {name}"));
         }
     };
+    if spec.executor != Executor::Capacity {
+        for (field, set) in [
+            ("step", spec.step.is_some()),
+            ("stepFactor", spec.step_factor.is_some()),
+            ("plateau", spec.plateau.is_some()),
+            ("warmup", spec.warmup.is_some()),
+            ("maxRate", spec.max_rate.is_some()),
+            ("stopAfter", spec.stop_after.is_some()),
+            ("refine", spec.refine.is_some()),
+        ] {
+            not_for(field, set);
+        }
+    }
     let plan = match spec.executor {
+        Executor::Capacity => {
+            for (field, set) in [
+                ("vus", spec.vus.is_some()),
+                ("iterations", spec.iterations.is_some()),
+                ("startVus", spec.start_vus.is_some()),
+                ("gracefulRampDown", spec.graceful_ramp_down.is_some()),
+                ("stages", !spec.stages.is_empty()),
+                ("rate", spec.rate.is_some()),
+                ("duration", spec.duration.is_some()),
+            ] {
+                not_for(field, set);
+            }
+            let unit = spec.time_unit.map(Dur::get).unwrap_or(Duration::from_secs(1));
+            if unit.is_zero() {
+                problems.add(format!("{at}.timeUnit"), "must be longer than 0s");
+            }
+            let start = spec.start_rate.unwrap_or(0);
+            match spec.start_rate {
+                None => problems.add(format!("{at}.startRate"), "capacity needs `startRate`"),
+                Some(0) => problems.add(format!("{at}.startRate"), "must be at least 1"),
+                Some(_) => {}
+            }
+            match (spec.step, spec.step_factor) {
+                (None, None) | (Some(_), Some(_)) => {
+                    problems.add(at, "capacity needs one of `step` (added) and `stepFactor` (multiplied)")
+                }
+                (Some(0), None) => problems.add(format!("{at}.step"), "must be at least 1"),
+                (None, Some(f)) if !(f > 1.0 && f <= 100.0) => {
+                    problems.add(format!("{at}.stepFactor"), "must be more than 1 (and at most 100)")
+                }
+                _ => {}
+            }
+            let plateau = spec.plateau.map(Dur::get).unwrap_or_default();
+            match spec.plateau {
+                None => problems.add(format!("{at}.plateau"), "capacity needs `plateau` (each rate's duration)"),
+                Some(d) if d.get() < Duration::from_secs(1) => {
+                    problems.add(format!("{at}.plateau"), "must be at least 1s")
+                }
+                Some(_) => {}
+            }
+            if spec.warmup.is_some_and(|w| plateau > Duration::ZERO && w.get() + Duration::from_secs(1) > plateau) {
+                problems.add(format!("{at}.warmup"), "must leave at least 1s of the plateau to measure");
+            }
+            match spec.max_rate {
+                None => problems.add(format!("{at}.maxRate"), "capacity needs `maxRate` (the highest rate tried)"),
+                Some(m) if m < start => problems.add(format!("{at}.maxRate"), format!("is below startRate ({start})")),
+                Some(_) => {}
+            }
+            if spec.stop_after == Some(0) {
+                problems.add(format!("{at}.stopAfter"), "must be at least 1");
+            }
+            if spec.refine.is_some_and(|r| r > 10) {
+                problems.add(format!("{at}.refine"), "at most 10");
+            }
+            let (max_vus, pre) = match (spec.max_vus, spec.pre_allocated_vus) {
+                (None, None) => {
+                    problems.add(
+                        format!("{at}.preAllocatedVUs"),
+                        "capacity needs `preAllocatedVUs` (and may set `maxVUs`)",
+                    );
+                    (0, 0)
+                }
+                (Some(max), pre) => (max, pre.unwrap_or(max.min(100))),
+                (None, Some(pre)) => (pre, pre),
+            };
+            if pre > max_vus {
+                problems.add(format!("{at}.preAllocatedVUs"), format!("is more than maxVUs ({max_vus})"));
+            }
+            let rate = if unit.is_zero() { 0.0 } else { f64::from(start) / unit.as_secs_f64() };
+            LoadPlan::ArrivalRate {
+                constant: true,
+                start_rate: rate,
+                stages: vec![(plateau, rate)],
+                pre_allocated: pre,
+                max_vus,
+                graceful_stop: grace(spec.graceful_stop),
+            }
+        }
         Executor::ConstantVus => {
             not_for("startVus", spec.start_vus.is_some());
             not_for("stages", !spec.stages.is_empty());

@@ -10,10 +10,18 @@
 //! A report with a `trend` (this run and earlier runs of the same test) of at least two runs
 //! adds a Trend section: latency and throughput per run, a dot per run, runs that did not pass
 //! marked by a red dashed line (`class="failed-run"`), and a table of the runs.
+//!
+//! A report of a capacity search (`capacity`) adds a Capacity section after the run's facts:
+//! the answer, then the curve by target rate (latency, error rate, achieved rate), a dot per
+//! plateau (hollow: a refining plateau, `class="refine"`; red: one that failed,
+//! `class="failed"`), a line at the capacity (`class="capacity-marker"`), and a table of the
+//! plateaus.
 
 use std::fmt::Write as _;
 
-use stampede_model::report::{LatencySummary, PhaseSummary, Report, StepSummary, TrendPoint};
+use stampede_model::report::{
+    CapacityResult, LatencySummary, PhaseSummary, PlateauResult, Report, StepSummary, TrendPoint,
+};
 
 /// The report as one HTML document; with a `baseline`, its figures beside the run's: a table of
 /// changes per step and in total, and the baseline's throughput and p99 as grey dashed lines.
@@ -35,6 +43,9 @@ pub fn render_html(report: &Report, baseline: Option<&Report>) -> String {
         verdict.1
     );
     facts(&mut h, report);
+    if let Some(c) = &report.capacity {
+        capacity(&mut h, c);
+    }
     thresholds(&mut h, report);
     steps_table(&mut h, report);
     if let Some(base) = baseline {
@@ -179,6 +190,9 @@ const PALETTE: [&str; 8] = ["#2563eb", "#16a34a", "#ea580c", "#dc2626", "#7c3aed
 
 /// Colour of the baseline's series (drawn dashed).
 const BASELINE: &str = "#9ca3af";
+
+/// Colour of a chart's marker line (the capacity).
+const MARKER: &str = "#111827";
 
 fn baseline_table(h: &mut String, r: &Report, base: &Report) {
     let _ = write!(
@@ -355,6 +369,7 @@ fn trend(h: &mut String, r: &Report) {
         .filter(|(_, p)| p.verdict != "Passed")
         .map(|(i, p)| (i as f64, format!("{}: {}", p.label, p.verdict)))
         .collect();
+    let marks = Marks { dots: Some(&|_| Dot::default()), failed_runs: &not_passed, marker: None };
     let per_run = |name: &str, color: &'static str, f: &dyn Fn(&TrendPoint) -> Option<f64>| Series {
         name: name.into(),
         color,
@@ -373,14 +388,14 @@ fn trend(h: &mut String, r: &Report) {
             per_run("p95", PALETTE[5], &|p| p.p95_ms),
             per_run("p99", PALETTE[2], &|p| p.p99_ms),
         ],
-        Some(&not_passed),
+        &marks,
     ));
     h.push_str(&chart(
         "Throughput by run",
         "requests/s",
         &axis,
         &[per_run("requests/s", PALETTE[0], &|p| Some(p.rps))],
-        Some(&not_passed),
+        &marks,
     ));
     h.push_str(
         "</div><table><tr><th>run</th><th>started</th><th>verdict</th><th>requests</th><th>rps</th>\
@@ -405,6 +420,131 @@ fn trend(h: &mut String, r: &Report) {
         h.push_str("</tr>");
     }
     h.push_str("</table><p class=\"note\">Latencies in milliseconds.</p></section>\n");
+}
+
+/// A capacity search: the answer in large text, what limited it and why the search stopped;
+/// then the curve by target rate (a dot per plateau, hollow for a refining one, red for one
+/// that failed, a line at the capacity) and a row per plateau, both sorted by rate.
+fn capacity(h: &mut String, c: &CapacityResult) {
+    h.push_str("<section class=\"capacity\"><h2>Capacity</h2>");
+    let answer = match c.capacity {
+        Some(rate) => format!("{}{rate:.1} iterations/s", if c.lower_bound { "at least " } else { "" }),
+        None => "none found".into(),
+    };
+    let _ = write!(h, "<p class=\"capacity-answer\">{}</p><ul class=\"capacity-facts\">", esc(&answer));
+    match c.capacity {
+        Some(_) => {
+            let _ = write!(
+                h,
+                "<li>at that rate: p99 {} ms, errors {}</li>",
+                c.p99_ms.map_or_else(|| "–".to_string(), ms),
+                c.error_rate.map_or_else(|| "–".to_string(), pct)
+            );
+        }
+        None => h.push_str("<li>not even the first plateau met every threshold</li>"),
+    }
+    if c.lower_bound {
+        h.push_str("<li>a lower bound: the service was not shown to be the limit, so it may take more</li>");
+    }
+    let _ = write!(h, "<li>limited by: {}</li><li>stopped: {}</li></ul>", esc(&c.limited_by), esc(&c.stopped));
+    if c.plateaus.is_empty() {
+        h.push_str("</section>\n");
+        return;
+    }
+    let mut plateaus: Vec<&PlateauResult> = c.plateaus.iter().collect();
+    plateaus.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    let per_plateau = |name: &str, color: &'static str, f: &dyn Fn(&PlateauResult) -> f64| Series {
+        name: name.into(),
+        color,
+        points: plateaus.iter().map(|p| (p.rate, f(p))).collect(),
+    };
+    // Every series has a point per plateau, in this order: the dot of point i is plateau i's.
+    let dot = |i: usize| Dot { hollow: plateaus[i].refine, failed: !plateaus[i].passed };
+    let marker =
+        c.capacity.map(|rate| (rate, format!("capacity {}{}/s", if c.lower_bound { "≥ " } else { "" }, short(rate))));
+    let marks = Marks { dots: Some(&dot), failed_runs: &[], marker: marker.as_ref().map(|(x, t)| (*x, t.as_str())) };
+    h.push_str(
+        "<p class=\"note\">Each plateau's figures after its warm-up, by target rate: a dot per plateau, \
+         hollow for a refining plateau, red for one that failed; the vertical line marks the capacity.</p>\
+         <div class=\"charts\">",
+    );
+    h.push_str(&chart(
+        "Latency by target rate",
+        "ms",
+        &XAxis::Rate,
+        &[
+            per_plateau("p50", PALETTE[1], &|p| p.latency_ms.p50),
+            per_plateau("p90", PALETTE[5], &|p| p.latency_ms.p90),
+            per_plateau("p99", PALETTE[2], &|p| p.latency_ms.p99),
+        ],
+        &marks,
+    ));
+    h.push_str(&chart(
+        "Error rate by target rate",
+        "%",
+        &XAxis::Rate,
+        &[per_plateau("errors", PALETTE[4], &|p| p.error_rate * 100.0)],
+        &marks,
+    ));
+    // The target in the baseline's grey, dashed: the line the achieved rate should follow.
+    h.push_str(&chart(
+        "Achieved vs target rate",
+        "iterations/s",
+        &XAxis::Rate,
+        &[per_plateau("target", BASELINE, &|p| p.rate), per_plateau("achieved", PALETTE[0], &|p| p.achieved_rate)],
+        &marks,
+    ));
+    h.push_str(
+        "</div><table><tr><th>rate/s</th><th>achieved/s</th><th>requests</th><th>p50</th><th>p90</th><th>p99</th>\
+         <th>max</th><th>errors</th><th>dropped</th><th>verdict</th></tr>",
+    );
+    for p in &plateaus {
+        let at_capacity = c.capacity == Some(p.rate) && p.passed;
+        let l = &p.latency_ms;
+        let _ = write!(
+            h,
+            "<tr{}><td class=\"num\">{:.1}{}</td><td class=\"num{}\">{:.1}</td><td class=\"num\">{}</td>",
+            if at_capacity { " class=\"at-capacity\"" } else { "" },
+            p.rate,
+            if p.refine { " (refine)" } else { "" },
+            if p.achieved_rate < p.rate * 0.99 { " failed" } else { "" },
+            p.achieved_rate,
+            p.requests
+        );
+        for v in [l.p50, l.p90, l.p99, l.max] {
+            let _ = write!(h, "<td class=\"num\">{}</td>", ms(v));
+        }
+        let _ = write!(
+            h,
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"{}\">{}</td></tr>",
+            pct(p.error_rate),
+            p.dropped_iterations,
+            if p.passed { "passed" } else { "failed" },
+            esc(&plateau_verdict(p))
+        );
+    }
+    h.push_str(
+        "</table><p class=\"note\">Latencies in milliseconds, after each plateau's warm-up; in bold, the \
+         capacity's plateau. A plateau passes when every threshold is met, 99 % or more of its target rate \
+         started and the generator kept up.</p></section>\n",
+    );
+}
+
+/// A plateau's verdict as the table says it: `pass`, or `FAIL: ` and why (the failed thresholds
+/// with their values, the rate not reached, the generator's reason).
+fn plateau_verdict(p: &PlateauResult) -> String {
+    if p.passed {
+        return "pass".into();
+    }
+    let mut why: Vec<String> =
+        p.thresholds.iter().filter(|v| !v.passed).map(|v| format!("{} ({})", v.threshold, v.actual_text)).collect();
+    if p.achieved_rate < p.rate * 0.99 {
+        why.push(format!("only {:.1}/s started", p.achieved_rate));
+    }
+    if let Some(s) = &p.saturated {
+        why.push(format!("generator: {s}"));
+    }
+    if why.is_empty() { "FAIL".into() } else { format!("FAIL: {}", why.join("; ")) }
 }
 
 /// A cluster run: one row per runner, to see one that lagged, failed or saturated.
@@ -529,6 +669,8 @@ struct Series {
 enum XAxis {
     /// Seconds since the start, with round ticks.
     Seconds,
+    /// A rate (iterations/s) from 0, ticks as for seconds.
+    Rate,
     /// Labels at given positions (the axis starts at 0).
     Ticks(Vec<(f64, String)>),
 }
@@ -542,12 +684,32 @@ const BOTTOM: f64 = 30.0;
 
 /// An SVG line chart: axes with round ticks, one polyline per series, a legend.
 fn line_chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series]) -> String {
-    chart(title, unit, x_axis, series, None)
+    chart(title, unit, x_axis, series, &Marks::default())
 }
 
-/// A line chart; with `runs` (a chart per run: one x position per run), a dot at every point
-/// and, at each x of `runs`, a red dashed line titled with its text (a run that did not pass).
-fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], runs: Option<&[(f64, String)]>) -> String {
+/// How a chart draws the dot of a point.
+#[derive(Clone, Copy, Default)]
+struct Dot {
+    /// Drawn hollow (a refining plateau).
+    hollow: bool,
+    /// Drawn red (a plateau that failed).
+    failed: bool,
+}
+
+/// What a chart draws over its lines.
+#[derive(Default)]
+struct Marks<'a> {
+    /// A dot at every point, drawn as this says of the point's index in its series (a chart
+    /// whose x positions are runs or plateaus).
+    dots: Option<&'a dyn Fn(usize) -> Dot>,
+    /// At each x, a red dashed line titled with its text (a run that did not pass).
+    failed_runs: &'a [(f64, String)],
+    /// At x, a dark line labelled with the text (the capacity).
+    marker: Option<(f64, &'a str)>,
+}
+
+/// A line chart with `marks` over its lines.
+fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], marks: &Marks<'_>) -> String {
     let points = series.iter().map(|s| s.points.len()).sum::<usize>();
     let mut svg = String::new();
     let _ = write!(
@@ -565,11 +727,11 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], runs: Optio
     let x_max = all.clone().map(|p| p.0).fold(0.0_f64, f64::max).max(1e-9);
     // Every labelled position stays on the chart, with points or without.
     let x_max = match x_axis {
-        XAxis::Seconds => x_max,
+        XAxis::Seconds | XAxis::Rate => x_max,
         XAxis::Ticks(ticks) => ticks.iter().map(|t| t.0).fold(x_max, f64::max),
     };
     let x_min = match x_axis {
-        XAxis::Seconds => 0.0,
+        XAxis::Seconds | XAxis::Rate => 0.0,
         XAxis::Ticks(ticks) => ticks.iter().map(|t| t.0).fold(f64::INFINITY, f64::min).min(x_max - 1e-9),
     };
     let y_max = nice(all.map(|p| p.1).fold(0.0_f64, f64::max));
@@ -590,13 +752,17 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], runs: Optio
     }
     let x_ticks: Vec<(f64, String)> = match x_axis {
         XAxis::Seconds => (0..=4).map(|i| x_max * f64::from(i) / 4.0).map(|x| (x, format!("{}s", short(x)))).collect(),
+        XAxis::Rate => (0..=4).map(|i| x_max * f64::from(i) / 4.0).map(|x| (x, format!("{}/s", short(x)))).collect(),
         XAxis::Ticks(ticks) => ticks.clone(),
     };
     for (x, label) in x_ticks {
+        // A label at the right end stays whole: its middle moves left as far as it must (about
+        // 6 units a character at the ticks' size).
+        let half = 3.0 * label.chars().count() as f64;
         let _ = write!(
             svg,
             "<text x=\"{:.1}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
-            px(x),
+            px(x).min(W - 2.0 - half),
             H - BOTTOM + 14.0,
             esc(&label)
         );
@@ -623,7 +789,7 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], runs: Optio
             coords.join(" ")
         );
     }
-    for (x, text) in runs.unwrap_or_default() {
+    for (x, text) in marks.failed_runs {
         let _ = write!(
             svg,
             "<line class=\"failed-run\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"{}\" \
@@ -634,10 +800,42 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], runs: Optio
             x = px(*x)
         );
     }
-    if runs.is_some() {
+    if let Some((x, text)) = marks.marker {
+        // The label beside the line, on the side with room.
+        let (dx, anchor) = if px(x) > W / 2.0 { (-4.0, "end") } else { (4.0, "start") };
+        let _ = write!(
+            svg,
+            "<line class=\"capacity-marker\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"{MARKER}\" \
+             stroke-width=\"1.5\"><title>{t}</title></line>\
+             <text x=\"{:.1}\" y=\"{}\" class=\"marker\" text-anchor=\"{anchor}\">{t}</text>",
+            H - BOTTOM,
+            px(x) + dx,
+            TOP + 10.0,
+            x = px(x),
+            t = esc(text)
+        );
+    }
+    if let Some(dot) = marks.dots {
         for s in series {
-            for &(x, y) in &s.points {
-                let _ = write!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"/>", px(x), py(y), s.color);
+            for (i, &(x, y)) in s.points.iter().enumerate() {
+                let d = dot(i);
+                let color = if d.failed { PALETTE[3] } else { s.color };
+                let class = match (d.hollow, d.failed) {
+                    (false, false) => "",
+                    (true, false) => " class=\"refine\"",
+                    (false, true) => " class=\"failed\"",
+                    (true, true) => " class=\"refine failed\"",
+                };
+                let _ = if d.hollow {
+                    write!(
+                        svg,
+                        "<circle{class} cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#fff\" stroke=\"{color}\" stroke-width=\"1.5\"/>",
+                        px(x),
+                        py(y)
+                    )
+                } else {
+                    write!(svg, "<circle{class} cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>", px(x), py(y))
+                };
             }
         }
     }
@@ -662,7 +860,8 @@ fn short(v: f64) -> String {
     } else if v >= 100.0 || v == v.trunc() {
         format!("{v:.0}")
     } else {
-        format!("{v:.1}")
+        // Up to two decimals, so that a quarter of an axis of 1 reads 0.25, not 0.2.
+        format!("{v:.2}").trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -712,6 +911,8 @@ svg{width:100%;height:auto}svg .grid{stroke:#e5e7eb}svg .tick{font-size:10px;fil
 svg .title{font-size:12px;font-weight:600}svg .legend{font-size:11px}svg .nodata{font-size:13px;fill:#9ca3af}\
 pre{background:#f9fafb;padding:8px;overflow-x:auto;font-size:12px}.note{color:#6b7280;font-size:12px}\
 footer{margin-top:28px;color:#9ca3af;font-size:12px}\
+.capacity-answer{font-size:30px;font-weight:700;margin:4px 0}.capacity-facts{margin:0 0 10px;padding-left:20px}\
+tr.at-capacity td{font-weight:600}svg .marker{font-size:10px;font-weight:600;fill:#111827}\
 @media print{body{max-width:none;padding:0}figure.chart,table{break-inside:avoid}details{display:block}}";
 
 #[cfg(test)]
@@ -726,6 +927,12 @@ mod tests {
         assert_eq!(nice(12.0), 20.0);
         assert_eq!(nice(5000.0), 5000.0);
         assert_eq!(nice(5001.0), 10000.0);
+    }
+
+    #[test]
+    fn tick_labels_keep_a_quarter_of_a_small_axis_exact() {
+        let labels: Vec<String> = [0.0, 0.25, 0.5, 0.75, 1.0, 37.5, 150.0, 25_000.0].map(short).to_vec();
+        assert_eq!(labels, ["0", "0.25", "0.5", "0.75", "1", "37.5", "150", "25k"]);
     }
 
     #[test]
@@ -862,5 +1069,155 @@ mod tests {
             assert!(trend_section(&page).is_none() && !page.contains("Trend"), "{} runs", runs.len());
             assert!(!page.contains("failed-run") && !page.contains("<circle"));
         }
+    }
+
+    /// A plateau at `rate`: p99 `p99` ms (p50 a quarter, p90 a half), 0.1 % errors, judged by
+    /// `latency.p99 < 50ms`.
+    fn plateau(rate: f64, refine: bool, p99: f64) -> PlateauResult {
+        let passed = p99 < 50.0;
+        PlateauResult {
+            rate,
+            achieved_rate: rate - 1.0,
+            refine,
+            seconds: 3.0,
+            requests: (rate * 3.0) as u64,
+            errors: (rate * 0.003) as u64,
+            error_rate: 0.001,
+            latency_ms: LatencySummary { p50: p99 / 4.0, p90: p99 / 2.0, p99, max: p99 * 2.0, ..Default::default() },
+            dropped_iterations: 0,
+            lag_p99_ms: 0.2,
+            saturated: None,
+            passed,
+            thresholds: vec![stampede_model::report::Verdict {
+                threshold: "latency.p99 < 50ms".into(),
+                passed,
+                actual: p99,
+                actual_text: format!("{p99:.1}ms"),
+                baseline: None,
+                ratio: None,
+                message: None,
+            }],
+        }
+    }
+
+    /// A report of a capacity search: 200, 400 and 600/s pass, 800/s fails, then a refining
+    /// plateau at 700/s passes: the capacity is 700/s.
+    fn report_with_capacity() -> Report {
+        let mut r = report_with_trend(&[]);
+        r.capacity = Some(CapacityResult {
+            capacity: Some(700.0),
+            lower_bound: false,
+            limited_by: "latency.p99 < 50ms failed at 800.0/s (120.0ms)".into(),
+            limit: "service".into(),
+            stopped: "2 refining plateaus done".into(),
+            p99_ms: Some(41.0),
+            error_rate: Some(0.001),
+            plateaus: vec![
+                plateau(200.0, false, 8.0),
+                plateau(400.0, false, 10.0),
+                plateau(600.0, false, 20.0),
+                plateau(800.0, false, 120.0),
+                plateau(700.0, true, 41.0),
+            ],
+        });
+        r
+    }
+
+    /// The Capacity section of a page, if it has one.
+    fn capacity_section(page: &str) -> Option<&str> {
+        let start = page.find("<section class=\"capacity\"><h2>Capacity</h2>")?;
+        let len = page[start..].find("</section>").unwrap();
+        Some(&page[start..start + len])
+    }
+
+    #[test]
+    fn a_capacity_search_shows_its_answer_its_curve_and_a_row_per_plateau() {
+        let page = render_html(&report_with_capacity(), None);
+        let cap = capacity_section(&page).expect("a Capacity section");
+        assert!(cap.contains("<p class=\"capacity-answer\">700.0 iterations/s</p>"), "{cap}");
+        assert!(cap.contains("<li>at that rate: p99 41.00 ms, errors 0.10 %</li>"), "{cap}");
+        assert!(cap.contains("<li>limited by: latency.p99 &lt; 50ms failed at 800.0/s (120.0ms)</li>"), "{cap}");
+        assert!(cap.contains("<li>stopped: 2 refining plateaus done</li>"), "{cap}");
+        assert!(!cap.contains("at least") && !cap.contains("lower bound"), "{cap}");
+        // Three charts, a point per plateau in every series.
+        assert_eq!(cap.matches("<figure class=\"chart\">").count(), 3);
+        assert_eq!(
+            series_points(cap),
+            [
+                ("p50".to_string(), 5),
+                ("p90".into(), 5),
+                ("p99".into(), 5),
+                ("errors".into(), 5),
+                ("target".into(), 5),
+                ("achieved".into(), 5)
+            ]
+        );
+        assert_eq!(cap.matches("<circle").count(), 30, "a dot per plateau and series");
+        // The failing plateau (800/s) in red, the refining one (700/s) hollow, in every series.
+        assert_eq!(cap.matches("<circle class=\"failed\"").count(), 6, "{cap}");
+        assert_eq!(cap.matches(&format!("<circle class=\"failed\" cx=\"{:.1}\"", W - RIGHT)).count(), 6);
+        assert_eq!(cap.matches("<circle class=\"refine\"").count(), 6, "{cap}");
+        assert_eq!(cap.matches("fill=\"#fff\"").count(), 6, "{cap}");
+        // The capacity's line, in each chart, at the x of the 700/s plateau.
+        let x = format!("{:.1}", LEFT + 700.0 / 800.0 * (W - LEFT - RIGHT));
+        assert_eq!(cap.matches(&format!("<line class=\"capacity-marker\" x1=\"{x}\" x2=\"{x}\"")).count(), 3, "{cap}");
+        assert_eq!(cap.matches("<title>capacity 700/s</title>").count(), 3);
+        assert_eq!(cap.matches(&format!("<circle class=\"refine\" cx=\"{x}\"")).count(), 6);
+        // The table: a row per plateau by rate, the capacity's in bold, the failure and why.
+        let rates: Vec<&str> =
+            cap.split("<tr").skip(2).map(|row| &row[row.find("<td class=\"num\">").unwrap() + 16..]).collect();
+        let rates: Vec<&str> = rates.iter().map(|r| &r[..r.find("</td>").unwrap()]).collect();
+        assert_eq!(rates, ["200.0", "400.0", "600.0", "700.0 (refine)", "800.0"]);
+        assert!(cap.contains("<tr class=\"at-capacity\"><td class=\"num\">700.0 (refine)</td>"), "{cap}");
+        assert!(
+            cap.contains(
+                "<td class=\"num\">800.0</td><td class=\"num\">799.0</td><td class=\"num\">2400</td>\
+                 <td class=\"num\">30.00</td><td class=\"num\">60.00</td><td class=\"num\">120</td>\
+                 <td class=\"num\">240</td><td class=\"num\">0.10 %</td><td class=\"num\">0</td>\
+                 <td class=\"failed\">FAIL: latency.p99 &lt; 50ms (120.0ms)</td></tr>"
+            ),
+            "{cap}"
+        );
+        assert_eq!(cap.matches("<td class=\"passed\">pass</td>").count(), 4);
+        // After the run's facts, before the charts over time.
+        let at = |s: &str| page.find(s).unwrap();
+        assert!(at("<h2>Run</h2>") < at("<h2>Capacity</h2>") && at("<h2>Capacity</h2>") < at("<h2>Over time</h2>"));
+        assert!(!page.contains("NaN") && !page.contains("inf"));
+    }
+
+    #[test]
+    fn a_plateau_the_generator_could_not_drive_fails_saying_so() {
+        let mut p = plateau(900.0, false, 10.0);
+        (p.passed, p.achieved_rate, p.saturated) = (false, 610.5, Some("schedule lag p99 250 ms".into()));
+        assert_eq!(plateau_verdict(&p), "FAIL: only 610.5/s started; generator: schedule lag p99 250 ms");
+        assert_eq!(plateau_verdict(&plateau(900.0, false, 10.0)), "pass");
+    }
+
+    #[test]
+    fn a_lower_bound_says_at_least_and_no_answer_says_none_found() {
+        let mut report = report_with_capacity();
+        let c = report.capacity.as_mut().unwrap();
+        (c.lower_bound, c.limit, c.limited_by) = (true, "maxRate".into(), "maxRate 700/s reached".into());
+        let page = render_html(&report, None);
+        let cap = capacity_section(&page).unwrap();
+        assert!(cap.contains("<p class=\"capacity-answer\">at least 700.0 iterations/s</p>"), "{cap}");
+        assert!(cap.contains("<li>limited by: maxRate 700/s reached</li>"), "{cap}");
+        assert_eq!(cap.matches("<title>capacity ≥ 700/s</title>").count(), 3, "{cap}");
+
+        let c = report.capacity.as_mut().unwrap();
+        (c.capacity, c.lower_bound, c.p99_ms, c.error_rate) = (None, false, None, None);
+        let page = render_html(&report, None);
+        let cap = capacity_section(&page).unwrap();
+        assert!(cap.contains("<p class=\"capacity-answer\">none found</p>"), "{cap}");
+        assert!(cap.contains("<li>not even the first plateau met every threshold</li>"), "{cap}");
+        assert!(!cap.contains("capacity-marker") && !cap.contains("at-capacity"), "{cap}");
+        assert_eq!(series_points(cap).len(), 6, "the curve is still drawn");
+    }
+
+    #[test]
+    fn a_report_without_a_capacity_search_has_no_capacity_section() {
+        let page = render_html(&report_with_trend(&[]), None);
+        assert!(capacity_section(&page).is_none() && !page.contains("Capacity"));
+        assert!(!page.contains("capacity-marker") && !page.contains("<circle"));
     }
 }

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 pub(crate) use stampede_model::report::*;
 
 /// Schedule lag p99 above this means the generator could not keep its schedule.
-const SATURATION_LAG_P99_MS: f64 = 10.0;
+pub(crate) const SATURATION_LAG_P99_MS: f64 = 10.0;
 /// Generator CPU above this share of its worker threads' cores means it was saturated.
-const SATURATION_CPU_SHARE: f64 = 0.9;
+pub(crate) const SATURATION_CPU_SHARE: f64 = 0.9;
 
 use crate::compile::plan::Plan;
 use crate::run::executor::RunOutcome;
@@ -217,6 +217,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
         thresholds,
         runners: Vec::new(),
         trend: Vec::new(),
+        capacity: None,
     }
 }
 
@@ -340,6 +341,112 @@ pub fn render_table(report: &Report) -> String {
         let codes: Vec<String> = report.total.status_codes.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
         let _ = writeln!(out, "status codes: {}", codes.join(", "));
     }
+    if let Some(c) = &report.capacity {
+        out.push_str(&render_capacity(c));
+    }
+    out
+}
+
+/// One plateau as the CLI prints it when it ends.
+pub fn plateau_line(p: &PlateauResult) -> String {
+    let failed: Vec<&str> = p.thresholds.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
+    let mut why = Vec::new();
+    if !failed.is_empty() {
+        why.push(format!("failed: {}", failed.join(", ")));
+    }
+    if p.achieved_rate < p.rate * 0.99 {
+        why.push(format!("only {:.1}/s started", p.achieved_rate));
+    }
+    if let Some(s) = &p.saturated {
+        why.push(format!("generator: {s}"));
+    }
+    format!(
+        "plateau {}{:.1}/s: achieved {:.1}/s, p50 {:.3} ms, p99 {:.3} ms, errors {:.2}% → {}{}",
+        if p.refine { "(refine) " } else { "" },
+        p.rate,
+        p.achieved_rate,
+        p.latency_ms.p50,
+        p.latency_ms.p99,
+        p.error_rate * 100.0,
+        if p.passed { "pass" } else { "FAIL" },
+        if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) }
+    )
+}
+
+/// The capacity search's table (one row per plateau, the curve) and its answer.
+pub fn render_capacity(c: &CapacityResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "
+capacity search: {} plateau(s); stopped: {}",
+        c.plateaus.len(),
+        c.stopped
+    );
+    let headers = ["rate/s", "achieved/s", "requests", "p50", "p90", "p99", "max", "error %", "dropped", "verdict"];
+    let rows: Vec<Vec<String>> = c
+        .plateaus
+        .iter()
+        .map(|p| {
+            vec![
+                format!("{:.1}{}", p.rate, if p.refine { "*" } else { "" }),
+                format!("{:.1}", p.achieved_rate),
+                p.requests.to_string(),
+                format!("{:.3}", p.latency_ms.p50),
+                format!("{:.3}", p.latency_ms.p90),
+                format!("{:.3}", p.latency_ms.p99),
+                format!("{:.3}", p.latency_ms.max),
+                format!("{:.2}", p.error_rate * 100.0),
+                p.dropped_iterations.to_string(),
+                if p.passed {
+                    "pass".to_string()
+                } else if p.saturated.is_some() {
+                    "FAIL (generator)".to_string()
+                } else {
+                    let failed: Vec<&str> =
+                        p.thresholds.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
+                    if failed.is_empty() { "FAIL (rate)".to_string() } else { format!("FAIL: {}", failed.join(", ")) }
+                },
+            ]
+        })
+        .collect();
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String], out: &mut String| {
+        let last = cells.len() - 1;
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            let _ = match i {
+                0 => write!(out, "{cell:>w$}"),
+                _ if i == last => write!(out, "  {cell}"),
+                _ => write!(out, "  {cell:>w$}"),
+            };
+        }
+        out.push('\n');
+    };
+    line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &mut out);
+    for row in &rows {
+        line(row, &mut out);
+    }
+    let _ = writeln!(out, "latency in ms, after each plateau's warm-up; * a refining plateau");
+    match c.capacity {
+        Some(rate) => {
+            let _ = writeln!(
+                out,
+                "\nCAPACITY: {}{rate:.1} iterations/s (p99 {:.3} ms, errors {:.2}%)",
+                if c.lower_bound { "at least " } else { "" },
+                c.p99_ms.unwrap_or_default(),
+                c.error_rate.unwrap_or_default() * 100.0
+            );
+        }
+        None => {
+            let _ = writeln!(out, "\nCAPACITY: none found: not even the first plateau met every threshold");
+        }
+    }
+    let _ = writeln!(out, "limited by: {}", c.limited_by);
     out
 }
 

@@ -139,6 +139,33 @@ impl StepStats {
     }
 
     /// Adds another worker's stats into these.
+    /// What was recorded after `earlier`, a snapshot of these same counters: e.g. a capacity
+    /// plateau's figures without its warm-up. Latency phases are left out; the smallest and
+    /// largest latency are the histogram's (within its precision).
+    pub fn since(&self, earlier: &StepStats) -> StepStats {
+        let mut d = StepStats { phases: Phases::default(), ..self.clone() };
+        let _ = d.latency.subtract(&earlier.latency);
+        d.requests = self.requests.saturating_sub(earlier.requests);
+        for (a, b) in d.errors.iter_mut().zip(earlier.errors.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        d.bytes_sent = self.bytes_sent.saturating_sub(earlier.bytes_sent);
+        d.bytes_received = self.bytes_received.saturating_sub(earlier.bytes_received);
+        for (a, b) in d.status.iter_mut().zip(earlier.status.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        for (a, b) in d.checks.iter_mut().zip(earlier.checks.iter()) {
+            a[0] = a[0].saturating_sub(b[0]);
+            a[1] = a[1].saturating_sub(b[1]);
+        }
+        if let (Some(mine), Some(before)) = (d.service.as_mut(), earlier.service.as_ref()) {
+            let _ = mine.subtract(before.as_ref());
+        }
+        (d.min_us, d.max_us) =
+            if d.latency.is_empty() { (u64::MAX, 0) } else { (d.latency.min().max(1), d.latency.max()) };
+        d
+    }
+
     pub fn merge(&mut self, other: &StepStats) {
         self.latency.add(&other.latency).expect("histograms share bounds");
         self.requests += other.requests;

@@ -390,6 +390,21 @@ fn the_target_command_refuses_a_missing_key_file_by_name() {
     assert_eq!(out.status.code(), Some(2), "--tls-cert needs --tls-key: {}", text(&out.stderr));
 }
 
+#[test]
+fn the_target_command_refuses_capacity_options_it_cannot_serve() {
+    let out = stampede(&["target", "--port", "1", "--service-time", "10ms", "--concurrency", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("must be at least 1"), "{}", text(&out.stderr));
+    let out = stampede(&["target", "--port", "1", "--concurrency", "8"]);
+    assert_eq!(out.status.code(), Some(2), "--concurrency needs --service-time: {}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--service-time"), "{}", text(&out.stderr));
+    let out = stampede(&["target", "--port", "1", "--service-time", "0s", "--concurrency", "8"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("needs a service time above zero"), "{}", text(&out.stderr));
+    let help = text(&stampede(&["target", "--help"]).stdout);
+    assert!(help.contains("N / service time requests per second (8 × 10ms → 800/s)"), "{help}");
+}
+
 /// `--html` writes one self-contained file: no script, nothing fetched (no `src`, no `href`, no
 /// `url(`), every chart draws one point per interval of the JSON report's timeline, the tables
 /// hold the JSON's figures, and `stampede report run.json -o x.html` gives the same bytes.
@@ -696,4 +711,60 @@ fn history_refuses_an_object_it_cannot_read_runs_of() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
         assert!(text(&out.stderr).contains(says), "{args:?}: {}", text(&out.stderr));
     }
+}
+
+/// A JSON report of a capacity search becomes the HTML report's Capacity section: the answer,
+/// what limited it, the curve (a point per plateau in every series, the failed plateau in red,
+/// a line at the capacity) and a row per plateau.
+#[test]
+fn a_reports_capacity_search_is_answered_and_charted_in_the_html_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let latency = |p99: f64| {
+        serde_json::json!({"mean": p99 / 4.0, "min": 1.0, "max": p99 * 2.0, "p50": p99 / 4.0, "p75": p99 / 3.0,
+            "p90": p99 / 2.0, "p95": p99 / 1.5, "p99": p99, "p99.9": p99 * 1.5})
+    };
+    let plateau = |rate: f64, refine: bool, p99: f64| {
+        let passed = p99 < 50.0;
+        serde_json::json!({"rate": rate, "achievedRate": rate, "refine": refine, "seconds": 3.0,
+            "requests": (rate * 3.0) as u64, "errors": 0, "errorRate": 0.0, "latencyMs": latency(p99),
+            "droppedIterations": 0, "lagP99Ms": 0.3, "passed": passed,
+            "thresholds": [{"threshold": "latency.p99 < 50ms", "passed": passed, "actual": p99,
+                            "actualText": format!("{p99:.1}ms")}]})
+    };
+    let report = serde_json::json!({
+        "schemaVersion": 1, "name": "capacity", "startedAt": "2026-03-03T03:00:00Z",
+        "run": {"executor": "capacity", "durationSeconds": 20.0, "vusMax": 400, "threads": 2,
+                "iterations": 9000, "interrupted": false, "builtinTarget": true,
+                "generator": {"cpuPercent": 0.0, "cpuSeconds": 0.0, "cpuMicrosPerRequest": 0.0, "peakRssBytes": 0}},
+        "total": {"requests": 9000, "responses": 9000, "errors": 0, "errorRate": 0.0, "errorsByKind": {},
+                  "statusCodes": {}, "latencyMs": latency(30.0), "rps": 450.0, "bytesReceived": 0,
+                  "bytesSent": 0, "receivedPerSec": 0.0, "sentPerSec": 0.0},
+        "steps": [], "scenarios": [], "timeline": [], "checks": [], "errorSamples": [], "thresholds": [],
+        "capacity": {"capacity": 750.0, "lowerBound": false, "limit": "service",
+            "limitedBy": "latency.p99 < 50ms failed at 900.0/s (140.0ms)", "stopped": "refined to 750.0/s",
+            "p99Ms": 44.0, "errorRate": 0.0,
+            "plateaus": [plateau(300.0, false, 9.0), plateau(600.0, false, 20.0), plateau(900.0, false, 140.0),
+                         plateau(750.0, true, 44.0), plateau(825.0, true, 80.0)]},
+    });
+    let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    std::fs::write(&json, report.to_string()).unwrap();
+    let out = stampede(&["report", json.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let start = page.find("<h2>Capacity</h2>").expect("a Capacity section");
+    let cap = &page[start..start + page[start..].find("</section>").unwrap()];
+    assert!(cap.contains(">750.0 iterations/s</p>"), "{cap}");
+    assert!(cap.contains("limited by: latency.p99 &lt; 50ms failed at 900.0/s (140.0ms)"), "{cap}");
+    assert!(cap.contains("stopped: refined to 750.0/s"), "{cap}");
+    let series = chart_series(cap);
+    let names: Vec<&str> = series.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["p50", "p90", "p99", "errors", "target", "achieved"]);
+    assert!(series.iter().all(|(_, points)| *points == 5), "a point per plateau: {series:?}");
+    assert_eq!(cap.matches("<line class=\"capacity-marker\"").count(), 3, "the capacity in each chart");
+    assert_eq!(cap.matches("<circle class=\"failed\"").count(), 6, "900/s failed: a red dot per series");
+    assert_eq!(cap.matches("<circle class=\"refine failed\"").count(), 6, "825/s failed while refining");
+    assert_eq!(cap.matches("<circle class=\"refine\"").count(), 6, "750/s passed while refining");
+    assert_eq!(cap.matches("FAIL: latency.p99 &lt; 50ms").count(), 2, "{cap}");
+    assert_eq!(cap.matches("<td class=\"passed\">pass</td>").count(), 3, "{cap}");
+    assert!(page.find("<h2>Capacity</h2>").unwrap() < page.find("<h2>Over time</h2>").unwrap());
 }

@@ -1,6 +1,7 @@
 //! The `stampede` binary's tests without a cluster, in one binary: its commands, the Grafana
 //! dashboards' queries against its metrics, and loopback source-address spreading.
 
+mod capacity;
 mod commands;
 mod dashboards;
 mod html_browser;

@@ -1,0 +1,480 @@
+//! A capacity search (`executor: capacity`): plateaus of a constant arrival rate, each one
+//! higher, judged one by one against the thresholds (the SLO), until `stopAfter` plateaus in a
+//! row fail or `maxRate` is reached; then, optionally, shorter plateaus between the last pass
+//! and the first failure.
+//!
+//! Each plateau is one run of the same plan at its rate. Its figures are those recorded after
+//! its warm-up: the cumulative counters at the first tick past the warm-up are taken away from
+//! the run's final ones ([`StepStats::since`]). A plateau passes when every threshold does, the
+//! iterations started per second are within 1 % of its rate, and the generator kept up (schedule
+//! lag and CPU): a plateau the generator could not drive is no evidence about the service, and
+//! makes the answer a lower bound.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use stampede_model::report::{CapacityResult, LatencySummary, PlateauResult, Report, Verdict};
+
+use crate::compile::plan::{CapacitySearch, Plan};
+use crate::error::RunError;
+use crate::output::report::{self, histogram_summary, round3};
+use crate::run::executor::{self, RunOptions, RunOutcome, Tick, Totals};
+use crate::stats::metrics::{StepStats, WorkerMetrics};
+use crate::stats::sysstat;
+
+/// The achieved rate must be at least this share of the target for a plateau to count.
+pub(crate) const RATE_TOLERANCE: f64 = 0.99;
+
+/// What one plateau measured, and the raw run (merged into the whole report at the end).
+pub(crate) struct Plateau {
+    pub(crate) result: PlateauResult,
+    pub(crate) verdict: Judged,
+    pub(crate) outcome: RunOutcome,
+    pub(crate) cpu: Duration,
+    pub(crate) wall: Duration,
+}
+
+/// Runs one plateau of `plan` at `rate`/s for `length`, measured after `warmup`.
+pub(crate) fn plateau(
+    plan: &Plan,
+    rate: f64,
+    length: Duration,
+    warmup: Duration,
+    refine: bool,
+    opts: &RunOptions,
+    on_tick: &mut dyn FnMut(&Tick),
+) -> Result<Plateau, RunError> {
+    let plan = Arc::new(plan.plateau(rate, length));
+    let opts = RunOptions { totals: true, ..opts.clone() };
+    // Everything recorded up to the first tick past the warm-up is the warm-up's.
+    let mut at_warmup: Option<(Duration, Arc<Totals>)> =
+        warmup.is_zero().then(|| (Duration::ZERO, Arc::new(Totals::default())));
+    let before = sysstat::process();
+    let wall = Instant::now();
+    let outcome = executor::run(plan.clone(), &opts, &mut |tick: &Tick| {
+        if at_warmup.is_none() && tick.elapsed + Duration::from_millis(1) >= warmup {
+            at_warmup = Some((tick.elapsed, tick.totals.clone().unwrap_or_default()));
+        }
+        on_tick(tick);
+    })?;
+    let wall = wall.elapsed();
+    let cpu = sysstat::process().cpu().saturating_sub(before.cpu());
+    let (from, snapshot) = at_warmup.unwrap_or((Duration::ZERO, Arc::new(Totals::default())));
+    let seconds = length.saturating_sub(from).as_secs_f64().max(1e-9);
+    let steps: Vec<StepStats> = outcome
+        .metrics
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match snapshot.steps.get(i) {
+            Some(earlier) => s.since(earlier),
+            None => s.clone(),
+        })
+        .collect();
+    let mut lag = outcome.metrics.schedule_lag.clone();
+    if let Some(earlier) = &snapshot.schedule_lag {
+        let _ = lag.subtract(earlier);
+    }
+    let dropped: u64 = outcome.metrics.dropped.iter().sum::<u64>().saturating_sub(snapshot.dropped.iter().sum::<u64>());
+    let mut total = StepStats::default();
+    for s in &steps {
+        total.merge(s);
+    }
+    let errors: u64 = total.errors.iter().sum();
+    let thresholds: Vec<Verdict> =
+        plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &steps, seconds)).collect();
+    // The schedule is exact, so what was due in the measured part is rate × seconds; what started
+    // is that less the iterations dropped (counted when due). Counting starts per tick instead
+    // would be off by one at each edge of the window, 2 % of a 1-s window at 50/s. An iteration
+    // that starts late is the schedule lag's business (below).
+    let achieved = ((rate * seconds).round() - dropped as f64).max(0.0) / seconds;
+    let lag_ms = histogram_summary(&lag);
+    let cpu_percent = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9) * 100.0;
+    let mut why = Vec::new();
+    if lag_ms.p99 > report::SATURATION_LAG_P99_MS {
+        why.push(format!("schedule lag p99 {:.1} ms", lag_ms.p99));
+    }
+    if cpu_percent > report::SATURATION_CPU_SHARE * 100.0 * outcome.threads as f64 {
+        why.push(format!("generator CPU {cpu_percent:.0}% of {} core(s)", outcome.threads));
+    }
+    let cpu_saturated = why.iter().any(|w| w.starts_with("generator CPU"));
+    let saturated = (!why.is_empty()).then(|| why.join("; "));
+    let slo_met = thresholds.iter().all(|v| v.passed);
+    let rate_met = achieved >= rate * RATE_TOLERANCE;
+    // Too few iterations started with every threshold met: the VU pool or the CPU was short,
+    // not the service. (When a threshold failed, an exhausted pool is the service's slowness.)
+    let generator_limited = saturated.is_some() || (slo_met && !rate_met);
+    let result = PlateauResult {
+        rate: round3(rate),
+        achieved_rate: round3(achieved),
+        refine,
+        seconds: round3(seconds),
+        requests: total.requests,
+        errors,
+        error_rate: if total.requests > 0 { round3(errors as f64 / total.requests as f64 * 1e6) / 1e6 } else { 0.0 },
+        latency_ms: if total.latency.is_empty() {
+            LatencySummary::default()
+        } else {
+            histogram_summary(&total.latency)
+        },
+        dropped_iterations: dropped,
+        lag_p99_ms: lag_ms.p99,
+        saturated,
+        passed: slo_met && rate_met && !generator_limited,
+        thresholds,
+    };
+    // Only the schedule lag said so: a stall of the generator's machine, worth one more try.
+    let lag_only = generator_limited && !cpu_saturated && rate_met;
+    Ok(Plateau {
+        result,
+        verdict: Judged {
+            rate,
+            passed: slo_met && rate_met && !generator_limited,
+            generator_limited,
+            lag_only,
+            refine,
+        },
+        outcome,
+        cpu,
+        wall,
+    })
+}
+
+/// A plateau's verdict, as the search needs it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Judged {
+    pub rate: f64,
+    pub passed: bool,
+    /// The generator (VUs, CPU, schedule lag), not the service, kept it from passing.
+    pub generator_limited: bool,
+    /// Only the schedule lag said the generator fell behind (its CPU and the rate were fine).
+    pub lag_only: bool,
+    pub refine: bool,
+}
+
+/// Which plateaus to run next, from what the earlier ones showed: the rising search, then the
+/// refinement. Pure, so the CLI and the cluster follow the same rules.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SearchState {
+    /// Plateaus of the rising search run so far.
+    pub rising: u32,
+    /// Failures in a row.
+    pub failures: u32,
+    /// The highest rate that passed, and the lowest that failed above it.
+    pub pass: Option<f64>,
+    pub fail: Option<f64>,
+    /// Refining plateaus run so far.
+    pub refined: u32,
+    /// Why the search is over, once it is.
+    pub stopped: Option<String>,
+    /// `service`, `generator` or `maxRate`, once known.
+    pub limit: Option<&'static str>,
+    /// A plateau to run again: the generator stalled (schedule lag alone) at this rate, the first
+    /// time it did there.
+    pub again: Option<(f64, bool)>,
+    /// Rates run again so far.
+    pub retried: Vec<f64>,
+}
+
+/// The next plateau: its rate, and whether it refines.
+pub fn next_plateau(search: &CapacitySearch, state: &SearchState) -> Option<(f64, bool)> {
+    if state.stopped.is_some() {
+        return None;
+    }
+    if let Some(again) = state.again {
+        return Some(again);
+    }
+    if state.limit.is_none() {
+        return search.rate(state.rising).map(|r| (r, false));
+    }
+    match (state.pass, state.fail) {
+        (Some(lo), Some(hi)) if state.refined < search.refine && state.limit == Some("service") => {
+            Some(((lo + hi) / 2.0, true))
+        }
+        _ => None,
+    }
+}
+
+/// Records a plateau's verdict in `state`; says when the search is over.
+pub fn record(search: &CapacitySearch, state: &mut SearchState, judged: Judged) {
+    let Judged { rate, passed, generator_limited, lag_only, refine } = judged;
+    state.again = None;
+    // A stall of the generator's machine (lag alone) is no answer yet: once more at this rate.
+    if lag_only && !state.retried.contains(&rate) {
+        state.retried.push(rate);
+        state.again = Some((rate, refine));
+        return;
+    }
+    if refine {
+        state.refined += 1;
+        if passed {
+            state.pass = Some(rate);
+        } else {
+            state.fail = Some(rate);
+        }
+        if state.refined >= search.refine {
+            state.stopped = Some(format!("{} refining plateau(s) run", state.refined));
+        }
+        return;
+    }
+    state.rising += 1;
+    if passed {
+        state.pass = Some(rate);
+        state.fail = None;
+        state.failures = 0;
+    } else {
+        state.failures += 1;
+        if state.fail.is_none() {
+            state.fail = Some(rate);
+        }
+        if generator_limited {
+            state.limit = Some("generator");
+            state.stopped = Some(format!("the generator could not drive {rate:.1}/s"));
+            return;
+        }
+        if state.failures >= search.stop_after {
+            state.limit = Some("service");
+        }
+    }
+    if state.limit.is_none() && search.rate(state.rising).is_none() {
+        // No higher rate to try: a failure since the last pass says the service was the limit.
+        if state.fail.is_some() {
+            state.limit = Some("service");
+        } else {
+            state.limit = Some("maxRate");
+            state.stopped = Some(format!("maxRate ({:.1}/s) reached", search.max));
+        }
+    }
+    if state.limit == Some("service") && (search.refine == 0 || state.pass.is_none()) {
+        state.stopped = Some(format!("{} plateau(s) in a row failed", state.failures));
+    }
+}
+
+/// Runs the whole search of `plan` (whose `capacity` is set), plateau by plateau.
+pub(crate) fn search(
+    plan: &Arc<Plan>,
+    opts: &RunOptions,
+    on_tick: &mut dyn FnMut(&Tick),
+    on_plateau: &mut dyn FnMut(&PlateauResult),
+) -> Result<(SearchState, Vec<Plateau>), RunError> {
+    let Some(search) = plan.capacity.clone() else {
+        return Err(RunError::Other("not a capacity search".into()));
+    };
+    let mut state = SearchState::default();
+    let mut done: Vec<Plateau> = Vec::new();
+    while let Some((rate, refine)) = next_plateau(&search, &state) {
+        if opts.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            state.stopped = Some("interrupted".into());
+            break;
+        }
+        let (length, warmup) =
+            if refine { (search.refine_plateau(), search.refine_warmup()) } else { (search.plateau, search.warmup) };
+        let p = plateau(plan, rate, length, warmup, refine, opts, on_tick)?;
+        record(&search, &mut state, p.verdict);
+        on_plateau(&p.result);
+        done.push(p);
+    }
+    Ok((state, done))
+}
+
+/// The report of the whole search: every plateau's counts together, as one run, the curve and
+/// the answer.
+pub(crate) fn whole_report(
+    plan: &Plan,
+    search: &CapacitySearch,
+    state: &SearchState,
+    plateaus: Vec<Plateau>,
+    builtin: bool,
+    target_cpu: Duration,
+) -> Report {
+    let mut metrics: Option<WorkerMetrics> = None;
+    let mut timeline = Vec::new();
+    let (mut offset, mut cpu, mut wall, mut worker_cpu) = (0.0, Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut error_samples = Vec::new();
+    let mut max_active_vus = 0;
+    let mut threads = 1;
+    let mut interrupted = false;
+    let mut started_at = None;
+    for p in &plateaus {
+        let o = &p.outcome;
+        match &mut metrics {
+            None => metrics = Some(o.metrics.clone()),
+            Some(m) => m.merge(&o.metrics),
+        }
+        for point in &o.timeline {
+            let mut point = point.clone();
+            point.t = round3(point.t + offset);
+            timeline.push(point);
+        }
+        offset += o.duration.as_secs_f64();
+        cpu += p.cpu;
+        wall += p.wall;
+        worker_cpu += o.worker_cpu;
+        error_samples.extend(o.error_samples.iter().cloned());
+        max_active_vus = max_active_vus.max(o.max_active_vus);
+        threads = o.threads;
+        interrupted |= o.interrupted;
+        started_at = started_at.or(Some(o.started_at));
+    }
+    let results: Vec<PlateauResult> = plateaus.iter().map(|p| p.result.clone()).collect();
+    let outcome = RunOutcome {
+        metrics: metrics.unwrap_or_else(|| WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
+        started_at: started_at.unwrap_or_else(std::time::SystemTime::now),
+        duration: Duration::from_secs_f64(offset),
+        threads,
+        worker_cpu,
+        timeline,
+        max_active_vus,
+        interrupted,
+        error_samples: error_samples.into_iter().take(20).collect(),
+        aborted: None,
+    };
+    let cpu = cpu.saturating_sub(target_cpu);
+    let generator = stampede_model::report::GeneratorFacts {
+        cpu_percent: round3(cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9) * 100.0),
+        cpu_seconds: round3(cpu.as_secs_f64()),
+        cpu_micros_per_request: 0.0,
+        peak_rss_bytes: sysstat::process().max_rss_bytes,
+    };
+    let mut report = report::build_report(plan, &outcome, builtin, generator);
+    let answer = answer(search, state, &results);
+    // The verdicts that matter are those at the capacity; without one, the first plateau's.
+    let at = results.iter().filter(|p| p.passed).max_by(|a, b| a.rate.total_cmp(&b.rate)).or(results.first());
+    if let Some(p) = at {
+        report.thresholds = p.thresholds.clone();
+    }
+    // The whole run's schedule mixes every plateau's rate: each plateau's own is in the curve.
+    report.run.schedule = None;
+    report.capacity = Some(answer);
+    report
+}
+
+/// The answer, from the plateaus run and the search's state.
+pub fn answer(search: &CapacitySearch, state: &SearchState, plateaus: &[PlateauResult]) -> CapacityResult {
+    // A plateau run again (the generator stalled) counts by its last run.
+    let last: Vec<&PlateauResult> = plateaus
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| !plateaus[i + 1..].iter().any(|q| q.rate == p.rate))
+        .map(|(_, p)| p)
+        .collect();
+    let best = last.iter().copied().filter(|p| p.passed).max_by(|a, b| a.rate.total_cmp(&b.rate));
+    let capacity = best.map(|p| p.rate);
+    let above = |p: &&PlateauResult| !p.passed && capacity.is_none_or(|c| p.rate > c);
+    let first_fail = last.iter().copied().filter(above).min_by(|a, b| a.rate.total_cmp(&b.rate));
+    let limit =
+        state.limit.unwrap_or(if state.stopped.as_deref() == Some("interrupted") { "interrupted" } else { "service" });
+    let limited_by = match (limit, first_fail) {
+        ("generator", Some(p)) => format!(
+            "the generator, not the service: at {:.1}/s it started {:.1}/s{}{}; the capacity is at least {} — add runners or raise maxVUs",
+            p.rate,
+            p.achieved_rate,
+            if p.dropped_iterations > 0 {
+                format!(" ({} iterations dropped: every VU was busy)", p.dropped_iterations)
+            } else {
+                String::new()
+            },
+            p.saturated.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(),
+            capacity.map(|c| format!("{c:.1}/s")).unwrap_or_else(|| "unknown".into()),
+        ),
+        ("maxRate", _) => format!(
+            "maxRate ({:.1}/s) was reached with every threshold met: the capacity is at least that — raise maxRate",
+            search.max
+        ),
+        (_, Some(p)) => {
+            let failed: Vec<String> = p
+                .thresholds
+                .iter()
+                .filter(|v| !v.passed)
+                .map(|v| format!("`{}` ({})", v.threshold, v.actual_text))
+                .collect();
+            if failed.is_empty() {
+                format!("at {:.1}/s only {:.1}/s started", p.rate, p.achieved_rate)
+            } else {
+                format!("{} failed first, at {:.1}/s", failed.join(" and "), p.rate)
+            }
+        }
+        (_, None) => "nothing failed".into(),
+    };
+    CapacityResult {
+        capacity,
+        lower_bound: limit != "service",
+        limited_by,
+        limit: limit.to_string(),
+        stopped: state.stopped.clone().unwrap_or_else(|| "interrupted".into()),
+        p99_ms: best.map(|p| p.latency_ms.p99),
+        error_rate: best.map(|p| p.error_rate),
+        plateaus: plateaus.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::plan::CapacityStep;
+
+    fn search(refine: u32) -> CapacitySearch {
+        CapacitySearch {
+            start: 100.0,
+            step: CapacityStep::Add(100.0),
+            plateau: Duration::from_secs(10),
+            warmup: Duration::from_secs(2),
+            max: 1000.0,
+            stop_after: 2,
+            refine,
+        }
+    }
+
+    /// Drives the search with `verdict(rate, refine)` until it stops; returns the rates run.
+    fn drive(s: &CapacitySearch, verdict: impl Fn(f64, bool, usize) -> (bool, bool, bool)) -> (Vec<f64>, SearchState) {
+        let mut state = SearchState::default();
+        let mut rates = Vec::new();
+        while let Some((rate, refine)) = next_plateau(s, &state) {
+            let (passed, generator_limited, lag_only) = verdict(rate, refine, rates.len());
+            rates.push(rate);
+            record(s, &mut state, Judged { rate, passed, generator_limited, lag_only, refine });
+            assert!(rates.len() < 100, "the search must end");
+        }
+        (rates, state)
+    }
+
+    #[test]
+    fn the_search_rises_until_stop_after_failures_in_a_row_then_halves_the_interval() {
+        // The service takes 640/s.
+        let (rates, state) = drive(&search(2), |r, _, _| (r <= 640.0, false, false));
+        assert_eq!(rates, [100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0, 650.0, 625.0]);
+        assert_eq!((state.pass, state.fail, state.limit), (Some(625.0), Some(650.0), Some("service")));
+        // Without refinement it stops at the second failure.
+        let (rates, state) = drive(&search(0), |r, _, _| (r <= 640.0, false, false));
+        assert_eq!(rates.last(), Some(&800.0));
+        assert_eq!(state.stopped.as_deref(), Some("2 plateau(s) in a row failed"));
+        // A pass after one failure resets the count (a noisy plateau is not the limit).
+        let (rates, _) = drive(&search(0), |r, _, _| (r != 300.0 && r <= 640.0, false, false));
+        assert_eq!(rates.len(), 8);
+    }
+
+    #[test]
+    fn the_generator_ends_the_search_at_once_and_a_lag_stall_is_tried_again_once() {
+        let (rates, state) = drive(&search(2), |r, _, _| (r < 400.0, r >= 400.0, false));
+        assert_eq!(rates, [100.0, 200.0, 300.0, 400.0]);
+        assert_eq!(state.limit, Some("generator"));
+        let a = answer(&search(2), &state, &[]);
+        assert!(a.lower_bound);
+        // A stall (lag alone) at 300/s: run again; it passes the second time.
+        let (rates, _) = drive(&search(0), |r, _, n| match (r, n) {
+            (300.0, 2) => (false, true, true),
+            _ => (r <= 640.0, false, false),
+        });
+        assert_eq!(&rates[..4], [100.0, 200.0, 300.0, 300.0]);
+    }
+
+    #[test]
+    fn max_rate_reached_with_every_plateau_passing_is_a_lower_bound() {
+        let (rates, state) = drive(&search(2), |_, _, _| (true, false, false));
+        assert_eq!(rates.len(), 10);
+        assert_eq!(state.limit, Some("maxRate"));
+        // The last rate tried failing, with failures left to count: the service was the limit.
+        let (_, state) = drive(&search(0), |r, _, _| (r < 1000.0, false, false));
+        assert_eq!(state.limit, Some("service"));
+    }
+}

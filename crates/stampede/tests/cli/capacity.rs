@@ -1,0 +1,201 @@
+//! #16: `executor: capacity` from the command line, against the built-in target with a known
+//! capacity (loopback only; every search is bounded by its `maxRate` and plateau lengths).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stampede(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stampede")).args(args).current_dir(repo_root()).output().expect("stampede runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// One search at a time: two side by side on a 2-core machine would each starve the other's
+/// generator (their other tests still run beside them).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `scenario` with `--out` and returns (exit code, stdout, stderr, the JSON report).
+fn run(scenario: &Path) -> (i32, String, String, Value) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = stampede(&["run", scenario.to_str().unwrap(), "--out", json.to_str().unwrap()]);
+    let report = std::fs::read_to_string(&json).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr), report)
+}
+
+/// The one-command demo: the search finds the capacity its comment states (within ±10 %), names
+/// the threshold that failed above it, and stops by its rule: `stopAfter` failing plateaus of the
+/// rising search after the last pass, then the refining plateaus, then nothing.
+#[test]
+fn the_example_finds_the_targets_known_capacity_and_names_the_limit() {
+    let example = repo_root().join("examples/capacity.yaml");
+    let yaml = std::fs::read_to_string(&example).unwrap();
+    let known: f64 = yaml
+        .lines()
+        .find_map(|l| l.strip_prefix("# known capacity: "))
+        .and_then(|v| v.trim().strip_suffix("/s"))
+        .expect("a `# known capacity: N/s` line")
+        .parse()
+        .unwrap();
+    let file: Value = serde_yaml::from_str(&yaml).unwrap();
+    let stop_after = file["load"]["stopAfter"].as_u64().unwrap() as usize;
+    let refine = file["load"]["refine"].as_u64().unwrap() as usize;
+
+    let (code, stdout, stderr, report) = run(&example);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let c = &report["capacity"];
+    let found = c["capacity"].as_f64().expect("a capacity");
+    assert!((found - known).abs() <= known * 0.10, "found {found}/s, known {known}/s\n{stdout}");
+    assert_eq!((c["limit"].as_str(), c["lowerBound"].as_bool()), (Some("service"), Some(false)), "{stdout}");
+    assert!(c["limitedBy"].as_str().unwrap().contains("`latency.p99 < 100ms`"), "{}", c["limitedBy"]);
+
+    let plateaus = c["plateaus"].as_array().unwrap();
+    let rising: Vec<&Value> = plateaus.iter().filter(|p| p["refine"] != true).collect();
+    let last_pass = rising.iter().rposition(|p| p["passed"] == true).expect("a rising plateau passed");
+    assert_eq!(rising.len() - 1 - last_pass, stop_after, "the rising search stops after {stop_after} failures");
+    assert!(rising[last_pass + 1..].iter().all(|p| p["passed"] == false));
+    assert_eq!(plateaus.len() - rising.len(), refine, "then {refine} refining plateaus");
+    for p in plateaus {
+        let verdicts = p["thresholds"].as_array().unwrap();
+        assert_eq!(verdicts.len(), 2, "each plateau is judged by the SLO");
+        assert_eq!(p["passed"], verdicts.iter().all(|v| v["passed"] == true), "{p}");
+    }
+    // The report's requests are every plateau's, warm-ups included; each plateau's only its own.
+    let measured: u64 = plateaus.iter().map(|p| p["requests"].as_u64().unwrap()).sum();
+    assert!(report["total"]["requests"].as_u64().unwrap() > measured);
+    // The table, one line per plateau, and the answer.
+    assert!(stdout.contains("capacity search:") && stdout.contains("CAPACITY: "), "{stdout}");
+    assert_eq!(stderr.matches("plateau ").count(), plateaus.len(), "a progress line per plateau:\n{stderr}");
+}
+
+/// One VU cannot start more than 1 / 5 ms = 200 iterations/s against a target that answers in
+/// 5 ms, whatever the target could take: the search must say "at least", blaming the generator.
+#[test]
+fn a_generator_that_cannot_drive_the_rate_gives_a_lower_bound_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("gen.yaml");
+    std::fs::write(
+        &scenario,
+        r#"
+name: generator-limited
+baseUrl: builtin
+builtinTarget: {serviceTime: 5ms}
+load:
+  executor: capacity
+  startRate: 50
+  step: 100
+  plateau: 2s
+  warmup: 1s
+  maxRate: 1000
+  stopAfter: 2
+  preAllocatedVUs: 1
+  maxVUs: 1
+  gracefulStop: 1s
+scenarios:
+  - name: s
+    steps:
+      - {name: get, request: {url: "{{baseUrl}}/get"}}
+thresholds: ["latency.p99 < 500ms", "errors.rate < 1%"]
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr, report) = run(&scenario);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let c = &report["capacity"];
+    assert_eq!((c["limit"].as_str(), c["lowerBound"].as_bool()), (Some("generator"), Some(true)), "{stdout}");
+    let limited_by = c["limitedBy"].as_str().unwrap();
+    assert!(
+        limited_by.contains("the generator, not the service") && limited_by.contains("add runners"),
+        "{limited_by}"
+    );
+    let found = c["capacity"].as_f64().expect("a lower bound");
+    let last = c["plateaus"].as_array().unwrap().last().unwrap();
+    let (rate, achieved) = (last["rate"].as_f64().unwrap(), last["achievedRate"].as_f64().unwrap());
+    assert!(last["passed"] == false && rate > found, "the search stops at the first rate it cannot drive: {last}");
+    assert!(achieved < rate * 0.99 && achieved <= 200.0, "one VU starts at most 200/s: {last}");
+    assert!(last["droppedIterations"].as_u64().unwrap() > 0, "{last}");
+    let slo = last["thresholds"].as_array().unwrap();
+    assert!(slo.iter().all(|v| v["passed"] == true), "the SLO held: {last}");
+    assert!(stdout.contains("CAPACITY: at least "), "{stdout}");
+}
+
+/// Mistakes in a capacity block are named by field.
+#[test]
+fn an_incomplete_capacity_load_is_refused_by_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("bad.yaml");
+    std::fs::write(
+        &scenario,
+        r#"
+name: bad
+baseUrl: http://127.0.0.1:9
+builtinTarget: {concurrency: 0}
+load: {executor: capacity, startRate: 10, step: 5, stepFactor: 2, maxRate: 5, duration: 3s, preAllocatedVUs: 2}
+scenarios: [{name: s, steps: [{name: get, request: {url: "{{baseUrl}}/"}}]}]
+"#,
+    )
+    .unwrap();
+    let out = stampede(&["validate", scenario.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    for says in [
+        "load: capacity needs one of `step` (added) and `stepFactor` (multiplied)",
+        "load.plateau: capacity needs `plateau`",
+        "load.maxRate: is below startRate (10)",
+        "load.duration: does not apply to capacity",
+        "builtinTarget: applies only with `baseUrl: builtin`",
+        "builtinTarget.concurrency: must be at least 1",
+    ] {
+        assert!(err.contains(says), "`{says}` not in:\n{err}");
+    }
+}
+
+/// A second known capacity: 3 at once × 10 ms = 300/s, found within ±10 % with `stepFactor`.
+#[test]
+fn another_known_capacity_is_found_with_a_multiplying_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("three.yaml");
+    std::fs::write(
+        &scenario,
+        r#"
+name: three-at-once
+baseUrl: builtin
+builtinTarget: {serviceTime: 10ms, concurrency: 3}
+load:
+  executor: capacity
+  startRate: 120
+  stepFactor: 1.25
+  plateau: 3s
+  warmup: 1s
+  maxRate: 1000
+  stopAfter: 1
+  refine: 3
+  preAllocatedVUs: 20
+  maxVUs: 200
+  gracefulStop: 1s
+scenarios:
+  - name: s
+    steps:
+      - {name: get, request: {url: "{{baseUrl}}/get"}}
+thresholds: ["latency.p99 < 150ms"]
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr, report) = run(&scenario);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let c = &report["capacity"];
+    let found = c["capacity"].as_f64().expect("a capacity");
+    assert!((found - 300.0).abs() <= 30.0, "found {found}/s, known 300/s\n{stdout}");
+    assert_eq!(c["limit"].as_str(), Some("service"));
+    let rates: Vec<f64> = c["plateaus"].as_array().unwrap().iter().map(|p| p["rate"].as_f64().unwrap()).collect();
+    assert_eq!(&rates[..3], [120.0, 150.0, 187.5], "each rising plateau 1.25 times the one before");
+}
