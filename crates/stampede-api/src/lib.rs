@@ -37,6 +37,7 @@ pub const DEFAULT_IMAGE: &str = "ghcr.io/stampede-dev/stampede:0.1.0";
     printcolumn = r#"{"name":"RPS","type":"number","jsonPath":".status.summary.rps"}"#,
     printcolumn = r#"{"name":"P99","type":"string","jsonPath":".status.summary.p99"}"#,
     printcolumn = r#"{"name":"Errors","type":"string","jsonPath":".status.summary.errors"}"#,
+    printcolumn = r#"{"name":"Capacity","type":"string","jsonPath":".status.capacity.text"}"#,
     printcolumn = r#"{"name":"Run","type":"integer","jsonPath":".status.run","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     validation = "has(self.spec.scenario) != has(self.spec.scenarioFrom)"
@@ -360,7 +361,7 @@ fn scenario_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
                 "properties": {
                     "executor": {
                         "type": "string",
-                        "enum": ["constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate"]
+                        "enum": ["constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate", "capacity"]
                     },
                     "rate": {"type": "integer", "minimum": 1},
                     "startRate": {"type": "integer", "minimum": 0},
@@ -463,6 +464,9 @@ pub struct LoadTestStatus {
     /// Earlier runs of this LoadTest, newest first (at most [`HISTORY_LIMIT`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<RunRecord>,
+    /// `executor: capacity`: the search's answer and curve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityStatus>,
 }
 
 /// How many earlier runs a LoadTest's `.status.history` keeps.
@@ -664,6 +668,75 @@ pub struct RunnerReport {
     /// The run this report belongs to ([`run_id`]: the LoadTest's UID and run number).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// `executor: capacity`: this runner's share of each plateau run so far, measured after its
+    /// warm-up; the operator adds them up plateau by plateau and judges each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plateaus: Vec<PlateauShare>,
+}
+
+/// One runner's part of one plateau of a capacity search.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlateauShare {
+    /// The plateau's number in the rising search, from 0.
+    pub index: u32,
+    /// This runner's rate, iterations/s (the runners' add up to the plateau's).
+    pub rate: f64,
+    /// Seconds measured (after the warm-up).
+    pub seconds: f64,
+    /// Per-step counters and histograms, dropped iterations and schedule lag of the measured part.
+    pub metrics: PortableMetrics,
+    /// Why this runner's CPU was saturated, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_saturated: Option<String>,
+}
+
+/// `.status.capacity` of a capacity search: the answer so far (final once `done`), and the curve.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityStatus {
+    /// The highest rate (iterations/s) that met every threshold so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// The rate as text for `kubectl get` (e.g. `800/s`, `≥ 800/s` for a lower bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// p99 latency (ms) and error rate (0–1) at that rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rate: Option<f64>,
+    /// The answer is a lower bound (the generator limited it, or maxRate was reached).
+    #[serde(default)]
+    pub lower_bound: bool,
+    /// What limited it, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<String>,
+    /// The search is over: runners stop (their current plateau is cut short).
+    #[serde(default)]
+    pub done: bool,
+    /// When the operator decided it was over (RFC 3339 with µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_at: Option<String>,
+    /// Each plateau judged so far, merged over every runner: rate, achieved, p50/p99, errors, verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plateaus: Vec<PlateauRow>,
+}
+
+/// One plateau of `.status.capacity`, merged over the runners.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlateauRow {
+    pub rate: f64,
+    pub achieved_rate: f64,
+    pub requests: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub error_rate: f64,
+    pub passed: bool,
+    /// The thresholds that failed, or why the generator fell short.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl RunnerReport {
@@ -682,6 +755,7 @@ impl RunnerReport {
             timeline: None,
             error_samples: Vec::new(),
             run: None,
+            plateaus: Vec::new(),
         }
     }
 }

@@ -34,7 +34,10 @@ pub use output::prom::{Exporter, MetricsServer};
 pub use output::report::{build_report, latency_summary, plateau_line, render_capacity, render_phases, render_table};
 pub use output::serve::{Accept, serve_http};
 pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};
-pub use session::capacity::{Judged, SearchState, answer as capacity_answer, next_plateau, record as record_plateau};
+pub use session::capacity::{
+    Judged, Plateau, SearchState, answer as capacity_answer, judge as judge_plateau, next_plateau,
+    plateau as run_plateau, record as record_plateau,
+};
 pub use session::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate, wants_builtin};
 pub use stampede_model::report::Report;
 pub use stampede_model::scenario::ScenarioFile;

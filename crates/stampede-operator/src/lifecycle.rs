@@ -524,9 +524,44 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                     requeue: Some((start_at - now).try_into().unwrap_or(Duration::ZERO)),
                 };
             }
+            // A capacity search: the plateaus every runner reported, judged; once its stop rule
+            // holds, `done` tells the runners to stop (and stays so).
+            let capacity = results::capacity(&plan, &reports, runners as usize);
+            if let Some((mut found, _)) = capacity.clone() {
+                match st.capacity.as_ref().filter(|c| c.done) {
+                    Some(before) => {
+                        found.done = true;
+                        found.done_at = before.done_at.clone();
+                        found.limited_by = found.limited_by.or_else(|| before.limited_by.clone());
+                    }
+                    None if found.done => {
+                        found.done_at = Some(fmt_micros(now));
+                        let note = format!(
+                            "capacity {}: {}",
+                            found.text.clone().unwrap_or_else(|| "none found".into()),
+                            found.limited_by.clone().unwrap_or_default()
+                        );
+                        actions.push(event(false, "CapacityFound", note));
+                    }
+                    None => {}
+                }
+                st.capacity = Some(found);
+            }
             if done.len() >= runners as usize {
                 match results::final_summary(&plan, &done, &ctx) {
-                    Ok(results::Merged { summary, verdicts, report }) => {
+                    Ok(results::Merged { summary, mut verdicts, mut report }) => {
+                        if let Some((_, answer)) = capacity {
+                            // Judged at the capacity (or, without one, at the first plateau),
+                            // not over every plateau's rates together.
+                            let at =
+                                answer.plateaus.iter().filter(|p| p.passed).max_by(|a, b| a.rate.total_cmp(&b.rate));
+                            if let Some(p) = at.or(answer.plateaus.first()) {
+                                verdicts = p.thresholds.clone();
+                            }
+                            report.thresholds = verdicts.clone();
+                            report.run.schedule = None;
+                            report.capacity = Some(answer);
+                        }
                         actions.push(write_report(&report));
                         let failed: Vec<&str> =
                             verdicts.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();

@@ -209,3 +209,86 @@ fn summarize(total: &StepStats, seconds: f64, iterations: u64) -> Summary {
         steps: Vec::new(),
     }
 }
+
+/// A capacity search so far, from the runners' plateau shares: each plateau that every runner
+/// has reported, added up bin by bin and judged as the command line judges it. `None` unless the
+/// plan is a capacity search. The search is over (`done`) once its stop rule holds or `maxRate`
+/// was reached (a cluster runs no refining plateaus: the runners follow one fixed schedule).
+pub fn capacity(
+    plan: &Plan,
+    reports: &[&RunnerReport],
+    runners: usize,
+) -> Option<(stampede_api::CapacityStatus, stampede_model::report::CapacityResult)> {
+    let search = plan.capacity.clone()?;
+    let names = scenario_names(plan);
+    let mut state = stampede_engine::SearchState::default();
+    let mut results = Vec::new();
+    for k in 0u32.. {
+        let shares: Vec<&stampede_api::PlateauShare> =
+            reports.iter().filter_map(|r| r.plateaus.iter().find(|p| p.index == k)).collect();
+        if shares.len() < runners || state.limit.is_some() || state.stopped.is_some() {
+            break;
+        }
+        let mut window = WorkerMetrics::new(plan.step_keys.len(), names.len());
+        for share in &shares {
+            if portable::merge_into(&share.metrics, &plan.step_keys, &names, &mut window).is_err() {
+                return None;
+            }
+        }
+        let rate: f64 = shares.iter().map(|s| s.rate).sum();
+        let seconds = shares.iter().map(|s| s.seconds).fold(0.0, f64::max);
+        let cpu = shares.iter().find_map(|s| s.cpu_saturated.clone());
+        let (result, mut judged) = stampede_engine::judge_plateau(plan, rate, seconds, &window, cpu, false);
+        // Runners keep one schedule: a plateau is not run again after a stall.
+        judged.lag_only = false;
+        stampede_engine::record_plateau(&search, &mut state, judged);
+        results.push(result);
+    }
+    let all_done = !reports.is_empty() && reports.iter().all(|r| r.state == RunnerState::Done);
+    let done = state.limit.is_some() || state.stopped.is_some() || all_done;
+    if !done {
+        state.stopped = None;
+    } else if state.stopped.is_none() {
+        state.stopped = Some(match state.limit {
+            Some("service") => format!("{} plateau(s) in a row failed", state.failures),
+            _ => "the runners finished every plateau".into(),
+        });
+    }
+    let answer = stampede_engine::capacity_answer(&search, &state, &results);
+    let text = answer.capacity.map(|r| format!("{}{r:.0}/s", if answer.lower_bound { "≥ " } else { "" }));
+    let rows = results
+        .iter()
+        .map(|p| {
+            let failed: Vec<&str> = p.thresholds.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
+            let why = if p.passed {
+                None
+            } else if !failed.is_empty() {
+                Some(failed.join(", "))
+            } else {
+                Some(p.saturated.clone().unwrap_or_else(|| format!("only {:.1}/s started", p.achieved_rate)))
+            };
+            stampede_api::PlateauRow {
+                rate: p.rate,
+                achieved_rate: p.achieved_rate,
+                requests: p.requests,
+                p50_ms: p.latency_ms.p50,
+                p99_ms: p.latency_ms.p99,
+                error_rate: p.error_rate,
+                passed: p.passed,
+                why,
+            }
+        })
+        .collect();
+    let status = stampede_api::CapacityStatus {
+        rate: answer.capacity,
+        text,
+        p99_ms: answer.p99_ms,
+        error_rate: answer.error_rate,
+        lower_bound: answer.lower_bound,
+        limited_by: done.then(|| answer.limited_by.clone()),
+        done,
+        done_at: None,
+        plateaus: rows,
+    };
+    Some((status, answer))
+}

@@ -450,6 +450,9 @@ async fn run_share(
         let started = tokio::task::spawn_blocking(move || wait_precisely(target, &flag)).await.unwrap_or(false);
         return Ok(share.empty_done(started.then_some(start_at)));
     };
+    if prepared.plan.capacity.is_some() {
+        return run_capacity(&share, prepared, start_at, target, interrupt, reporter).await;
+    }
     let plan = prepared.plan.clone();
     let exporter_final = exporter.clone();
     let (live_tx, live_rx) = watch::channel::<Option<(Duration, PortableStep)>>(None);
@@ -489,6 +492,80 @@ async fn run_share(
         saturated: report.run.saturated.clone(),
         timeline: Some(ran.timeline.finish(outcome.duration, portable::TIMELINE_BUDGET_BYTES)),
         error_samples: report.error_samples.clone(),
+        ..RunnerReport::new(share.index, RunnerState::Done)
+    })
+}
+
+/// The pause between two plateaus of a capacity search beyond the graceful stop: every runner
+/// starts each plateau at the same instant, whoever finished the last one later.
+const PLATEAU_GAP: Duration = Duration::from_secs(1);
+
+/// 4'. `executor: capacity`: this runner's share of each plateau, on one schedule for all the
+///     runners (plateau k starts at `startAt + k × (plateau + gracefulStop + 1 s)`). After each,
+///     its measured part goes to the operator in a Running report; the operator adds the
+///     runners' up, judges each plateau and sets `status.capacity.done` once the search is over,
+///     which stops the runners (the plateau in progress is cut short). Refining plateaus are the
+///     command line's only.
+async fn run_capacity(
+    share: &Share,
+    prepared: Prepared,
+    start_at: SystemTime,
+    first: Instant,
+    interrupt: Arc<AtomicBool>,
+    reporter: &Reporter,
+) -> Result<RunnerReport, RunnerError> {
+    let plan = prepared.plan.clone();
+    let Some(search) = plan.capacity.clone() else { return Ok(share.empty_done(None)) };
+    let every = search.plateau + plan.graceful_stop() + PLATEAU_GAP;
+    let mut plateaus = Vec::new();
+    let mut total = stampede_engine::WorkerMetrics::new(plan.step_keys.len(), share.scenario_names.len());
+    let mut seconds = 0.0;
+    let target = prepared.target;
+    for k in 0.. {
+        let Some(rate) = search.rate(k) else { break };
+        let at = first + every * k;
+        let flag = interrupt.clone();
+        if !tokio::task::spawn_blocking(move || wait_precisely(at, &flag)).await.unwrap_or(false) {
+            break;
+        }
+        let (p, opts) = (plan.clone(), RunOptions { interrupt: interrupt.clone(), ..RunOptions::default() });
+        let ran = tokio::task::spawn_blocking(move || {
+            stampede_engine::run_plateau(&p, rate, search.plateau, search.warmup, false, &opts, &mut |_| {})
+        })
+        .await
+        .map_err(|e| RunnerError::LoadTest(format!("plateau {k} panicked: {e}")))?
+        .map_err(RunnerError::Run)?;
+        total.merge(&ran.outcome.metrics);
+        seconds += ran.outcome.duration.as_secs_f64();
+        if ran.outcome.interrupted {
+            info!(plateau = k, "the plateau was cut short");
+            break;
+        }
+        info!(plateau = k, rate, requests = ran.result.requests, p99_ms = ran.result.latency_ms.p99, "plateau done");
+        plateaus.push(stampede_api::PlateauShare {
+            index: k,
+            rate,
+            seconds: ran.seconds,
+            metrics: portable::encode(&plan.step_keys, &ran.window, &share.scenario_names),
+            cpu_saturated: ran.cpu_saturated.clone(),
+        });
+        let running = RunnerReport {
+            started_at: Some(format_micros(start_at)),
+            plateaus: plateaus.clone(),
+            ..RunnerReport::new(share.index, RunnerState::Running)
+        };
+        if let Err(e) = reporter.send(&running, API_ATTEMPTS).await {
+            warn!("cannot report plateau {k}: {e}");
+        }
+    }
+    if let Some(t) = target {
+        t.stop();
+    }
+    Ok(RunnerReport {
+        started_at: Some(format_micros(start_at)),
+        duration_seconds: round3(seconds),
+        result: Some(portable::encode(&plan.step_keys, &total, &share.scenario_names)),
+        plateaus,
         ..RunnerReport::new(share.index, RunnerState::Done)
     })
 }

@@ -16,6 +16,8 @@ pub(crate) struct View {
     /// The LoadTest is another object of the same name, or has started a later run: this
     /// runner's run is over.
     pub(crate) superseded: bool,
+    /// A capacity search: the operator says the search is over.
+    pub(crate) capacity_done: bool,
 }
 
 impl View {
@@ -33,12 +35,13 @@ impl View {
             gone: false,
             lost: None,
             superseded,
+            capacity_done: status.and_then(|s| s.capacity.as_ref()).is_some_and(|c| c.done),
         }
     }
 
     /// The run must not start, or must stop.
     pub(crate) fn stop(&self) -> bool {
-        self.abort || self.finished || self.gone || self.superseded
+        self.abort || self.finished || self.gone || self.superseded || self.capacity_done
     }
 
     pub(crate) fn stop_reason(&self) -> &'static str {
@@ -48,6 +51,8 @@ impl View {
             "the LoadTest was deleted"
         } else if self.superseded {
             "the LoadTest was re-created or started a later run"
+        } else if self.capacity_done {
+            "the capacity search is over"
         } else {
             "the LoadTest has finished"
         }

@@ -144,7 +144,8 @@ impl Plan {
     /// a capacity search, its longest.
     pub fn planned_duration(&self) -> Option<std::time::Duration> {
         if let Some(c) = &self.capacity {
-            return Some(c.longest());
+            // With each plateau's graceful stop and the second between plateaus in a cluster.
+            return Some(c.longest() + (self.graceful_stop() + Duration::from_secs(1)) * c.max_plateaus());
         }
         self.groups.iter().map(|g| g.load.planned_duration()).try_fold(Duration::ZERO, |a, d| d.map(|d| a.max(d)))
     }

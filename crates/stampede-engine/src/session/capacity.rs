@@ -26,16 +26,23 @@ use crate::stats::sysstat;
 pub(crate) const RATE_TOLERANCE: f64 = 0.99;
 
 /// What one plateau measured, and the raw run (merged into the whole report at the end).
-pub(crate) struct Plateau {
-    pub(crate) result: PlateauResult,
-    pub(crate) verdict: Judged,
-    pub(crate) outcome: RunOutcome,
-    pub(crate) cpu: Duration,
-    pub(crate) wall: Duration,
+pub struct Plateau {
+    pub result: PlateauResult,
+    pub verdict: Judged,
+    /// What it measured after its warm-up: per-step counters and histograms, dropped
+    /// iterations, schedule lag (what a runner ships for the operator to add up).
+    pub window: WorkerMetrics,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Why the generator's CPU was saturated, if it was.
+    pub cpu_saturated: Option<String>,
+    pub outcome: RunOutcome,
+    pub cpu: Duration,
+    pub wall: Duration,
 }
 
 /// Runs one plateau of `plan` at `rate`/s for `length`, measured after `warmup`.
-pub(crate) fn plateau(
+pub fn plateau(
     plan: &Plan,
     rate: f64,
     length: Duration,
@@ -76,34 +83,57 @@ pub(crate) fn plateau(
         let _ = lag.subtract(earlier);
     }
     let dropped: u64 = outcome.metrics.dropped.iter().sum::<u64>().saturating_sub(snapshot.dropped.iter().sum::<u64>());
+    let mut window = WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len());
+    window.steps = steps;
+    window.schedule_lag = lag;
+    window.dropped = vec![dropped];
+    let cpu_percent = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9) * 100.0;
+    let cpu_saturated = (cpu_percent > report::SATURATION_CPU_SHARE * 100.0 * outcome.threads as f64)
+        .then(|| format!("generator CPU {cpu_percent:.0}% of {} core(s)", outcome.threads));
+    let (result, verdict) = judge(&plan, rate, seconds, &window, cpu_saturated.clone(), refine);
+    Ok(Plateau { result, verdict, window, seconds, cpu_saturated, outcome, cpu, wall })
+}
+
+/// Judges a plateau at `rate`/s from what it measured in `seconds` after its warm-up (`window`:
+/// per-step counters and histograms, dropped iterations, schedule lag; a cluster's runners'
+/// added together) and whether a generator's CPU was saturated. Pure: the CLI and the operator
+/// judge alike.
+pub fn judge(
+    plan: &Plan,
+    rate: f64,
+    seconds: f64,
+    window: &WorkerMetrics,
+    cpu_saturated: Option<String>,
+    refine: bool,
+) -> (PlateauResult, Judged) {
+    let seconds = seconds.max(1e-9);
     let mut total = StepStats::default();
-    for s in &steps {
+    for s in &window.steps {
         total.merge(s);
     }
     let errors: u64 = total.errors.iter().sum();
+    let dropped: u64 = window.dropped.iter().sum();
     let thresholds: Vec<Verdict> =
-        plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &steps, seconds)).collect();
+        plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &window.steps, seconds)).collect();
     // The schedule is exact, so what was due in the measured part is rate × seconds; what started
     // is that less the iterations dropped (counted when due). Counting starts per tick instead
     // would be off by one at each edge of the window, 2 % of a 1-s window at 50/s. An iteration
     // that starts late is the schedule lag's business (below).
     let achieved = ((rate * seconds).round() - dropped as f64).max(0.0) / seconds;
-    let lag_ms = histogram_summary(&lag);
-    let cpu_percent = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9) * 100.0;
+    let lag_ms = histogram_summary(&window.schedule_lag);
     let mut why = Vec::new();
     if lag_ms.p99 > report::SATURATION_LAG_P99_MS {
         why.push(format!("schedule lag p99 {:.1} ms", lag_ms.p99));
     }
-    if cpu_percent > report::SATURATION_CPU_SHARE * 100.0 * outcome.threads as f64 {
-        why.push(format!("generator CPU {cpu_percent:.0}% of {} core(s)", outcome.threads));
-    }
-    let cpu_saturated = why.iter().any(|w| w.starts_with("generator CPU"));
+    let cpu = cpu_saturated.is_some();
+    why.extend(cpu_saturated);
     let saturated = (!why.is_empty()).then(|| why.join("; "));
     let slo_met = thresholds.iter().all(|v| v.passed);
     let rate_met = achieved >= rate * RATE_TOLERANCE;
     // Too few iterations started with every threshold met: the VU pool or the CPU was short,
     // not the service. (When a threshold failed, an exhausted pool is the service's slowness.)
     let generator_limited = saturated.is_some() || (slo_met && !rate_met);
+    let passed = slo_met && rate_met && !generator_limited;
     let result = PlateauResult {
         rate: round3(rate),
         achieved_rate: round3(achieved),
@@ -120,24 +150,12 @@ pub(crate) fn plateau(
         dropped_iterations: dropped,
         lag_p99_ms: lag_ms.p99,
         saturated,
-        passed: slo_met && rate_met && !generator_limited,
+        passed,
         thresholds,
     };
     // Only the schedule lag said so: a stall of the generator's machine, worth one more try.
-    let lag_only = generator_limited && !cpu_saturated && rate_met;
-    Ok(Plateau {
-        result,
-        verdict: Judged {
-            rate,
-            passed: slo_met && rate_met && !generator_limited,
-            generator_limited,
-            lag_only,
-            refine,
-        },
-        outcome,
-        cpu,
-        wall,
-    })
+    let lag_only = generator_limited && !cpu && rate_met;
+    (result, Judged { rate, passed, generator_limited, lag_only, refine })
 }
 
 /// A plateau's verdict, as the search needs it.

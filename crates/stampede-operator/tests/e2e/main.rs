@@ -2,6 +2,7 @@
 //! operator's lifecycle, the Helm chart's objects and RBAC, the merged reports and baselines, and
 //! the GitOps gate examples with `stampede launch`.
 
+mod capacity;
 mod chart;
 mod gitops;
 mod operator;

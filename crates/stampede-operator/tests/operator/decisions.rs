@@ -89,6 +89,7 @@ fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> Runner
         timeline: None,
         error_samples: vec![],
         run: Some(RUN.into()),
+        plateaus: vec![],
     }
 }
 
