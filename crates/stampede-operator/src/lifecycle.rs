@@ -137,17 +137,18 @@ fn duration_spec(text: Option<&str>) -> Option<Duration> {
     text.and_then(|t| stampede_model::parse_duration(t).ok())
 }
 
-/// The instant and generation every condition set by one decision carries.
+/// The instant and generation every condition set by one decision carries (of a LoadTest or a
+/// LoadTestSchedule).
 #[derive(Clone, Copy, Debug)]
-struct Stamp {
-    now: OffsetDateTime,
-    generation: Option<i64>,
+pub(crate) struct Stamp {
+    pub(crate) now: OffsetDateTime,
+    pub(crate) generation: Option<i64>,
 }
 
 impl Stamp {
     /// Sets condition `type_` to `ok` with `reason` and `message`, keeping its transition
     /// time when its status does not change.
-    fn set(self, conds: &mut Vec<Condition>, type_: &str, ok: bool, reason: &str, message: &str) {
+    pub(crate) fn set(self, conds: &mut Vec<Condition>, type_: &str, ok: bool, reason: &str, message: &str) {
         let status = if ok { "True" } else { "False" };
         let now_time = Time(jiff_now(self.now));
         match conds.iter_mut().find(|c| c.type_ == type_) {

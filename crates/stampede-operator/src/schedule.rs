@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::lifecycle::Stamp;
 use kube::Resource;
 use stampede_api::{
     ConcurrencyPolicy, LoadTest, LoadTestSchedule, LoadTestScheduleStatus, Phase, RunRecord, SCHEDULE_HISTORY_LIMIT,
@@ -192,46 +194,13 @@ fn phase(lt: &LoadTest) -> Phase {
     lt.status.as_ref().map(|s| s.phase).unwrap_or_default()
 }
 
-fn set_condition(
-    conds: &mut Vec<Condition>,
-    now: OffsetDateTime,
-    generation: Option<i64>,
-    ok: bool,
-    reason: &str,
-    message: &str,
-) {
-    let status = if ok { "True" } else { "False" };
-    let now_time = Time(
-        k8s_openapi::jiff::Timestamp::from_nanosecond(now.unix_timestamp_nanos())
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-    );
-    match conds.iter_mut().find(|c| c.type_ == "Valid") {
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = now_time;
-            }
-            c.status = status.into();
-            c.reason = reason.into();
-            c.message = message.into();
-            c.observed_generation = generation;
-        }
-        None => conds.push(Condition {
-            type_: "Valid".into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: now_time,
-            observed_generation: generation,
-        }),
-    }
-}
-
 /// The next status and actions for `lts`.
 pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
     let old = lts.status.clone().unwrap_or_default();
     let mut st = old.clone();
     let now = obs.now;
     let generation = lts.metadata.generation;
+    let stamp = Stamp { now, generation };
     st.observed_generation = generation;
     let mut events = Vec::new();
     let mut delete = Vec::new();
@@ -286,12 +255,12 @@ pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
     // The schedule.
     let schedule = match CronSchedule::parse(&lts.spec.schedule, lts.spec.time_zone.as_deref()) {
         Ok(s) => {
-            set_condition(&mut st.conditions, now, generation, true, "Valid", "the schedule and time zone are valid");
+            stamp.set(&mut st.conditions, "Valid", true, "Valid", "the schedule and time zone are valid");
             s
         }
         Err(why) => {
             let was_said = old.conditions.iter().any(|c| c.type_ == "Valid" && c.status == "False" && c.message == why);
-            set_condition(&mut st.conditions, now, generation, false, "InvalidSchedule", &why);
+            stamp.set(&mut st.conditions, "Valid", false, "InvalidSchedule", &why);
             if !was_said {
                 events.push(event(true, "InvalidSchedule", why.clone()));
             }

