@@ -76,6 +76,15 @@ pub struct CapacityResult {
     pub plateaus: Vec<PlateauResult>,
 }
 
+impl CapacityResult {
+    /// The plateau whose verdicts are the search's: the capacity's (the highest rate that passed),
+    /// or without one the first plateau's.
+    pub fn verdict_plateau(&self) -> Option<&PlateauResult> {
+        let best = self.plateaus.iter().filter(|p| p.passed).max_by(|a, b| a.rate.total_cmp(&b.rate));
+        best.or(self.plateaus.first())
+    }
+}
+
 /// One plateau of a capacity search: its figures after the warm-up.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -554,9 +554,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                         if let Some((_, answer)) = capacity {
                             // Judged at the capacity (or, without one, at the first plateau),
                             // not over every plateau's rates together.
-                            let at =
-                                answer.plateaus.iter().filter(|p| p.passed).max_by(|a, b| a.rate.total_cmp(&b.rate));
-                            if let Some(p) = at.or(answer.plateaus.first()) {
+                            if let Some(p) = answer.verdict_plateau() {
                                 verdicts = p.thresholds.clone();
                             }
                             report.thresholds = verdicts.clone();

@@ -357,8 +357,7 @@ pub(crate) fn whole_report(
     let mut report = report::build_report(plan, &outcome, builtin, generator);
     let answer = answer(search, state, &results);
     // The verdicts that matter are those at the capacity; without one, the first plateau's.
-    let at = results.iter().filter(|p| p.passed).max_by(|a, b| a.rate.total_cmp(&b.rate)).or(results.first());
-    if let Some(p) = at {
+    if let Some(p) = answer.verdict_plateau() {
         report.thresholds = p.thresholds.clone();
     }
     // The whole run's schedule mixes every plateau's rate: each plateau's own is in the curve.
