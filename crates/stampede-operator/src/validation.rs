@@ -27,7 +27,15 @@ pub fn validate_with_files(
     files: Option<BTreeMap<String, Vec<u8>>>,
 ) -> Result<Arc<Plan>, String> {
     let file = stampede_engine::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
-    let env = runner_environment(lt);
+    let mut env = runner_environment(lt);
+    // `spec.envFrom` (whole ConfigMaps or Secrets) may set any name; which ones is not known
+    // here (the operator reads no Secret), so every `{{env.NAME}}` of the scenario is taken to be
+    // set. A runner whose environment lacks one fails at its start, naming it.
+    if !lt.spec.env_from.is_empty() {
+        for name in env_names(yaml) {
+            env.entry(name).or_insert_with(|| ENV_PLACEHOLDER.into());
+        }
+    }
     let base_url = stampede_engine::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
     stampede_engine::validate(
         &file,
@@ -36,6 +44,23 @@ pub fn validate_with_files(
     )
     .map(Arc::new)
     .map_err(|e| e.problems().join("; "))
+}
+
+/// The names of the environment variables a scenario's templates use (`{{env.NAME}}`).
+pub fn env_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else { break };
+        if let Some(name) = after[..close].trim().strip_prefix("env.")
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_string());
+        }
+        rest = &after[close + 2..];
+    }
+    names
 }
 
 /// The environment a runner's `{{env.NAME}}` sees, as far as the operator knows it: what

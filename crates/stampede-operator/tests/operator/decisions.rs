@@ -523,6 +523,15 @@ scenarios:
     let unknown = scenario.replace("env.TEAM", "env.NOT_SET_ANYWHERE");
     let err = validate(&lt, &unknown, "test").unwrap_err();
     assert!(err.contains("NOT_SET_ANYWHERE") && err.contains("not set"), "{err}");
+    // With `envFrom` (a Secret the operator does not read) any name may be set by it: the
+    // scenario is valid, and a runner without it would fail at its start, naming it.
+    lt.spec.env_from = serde_json::from_value(serde_json::json!([{"secretRef": {"name": "api-credentials"}}])).unwrap();
+    let from_secret = scenario.replace("env.TEAM", "env.API_TOKEN");
+    validate(&lt, &from_secret, "test").expect("names from envFrom are not known here");
+    assert_eq!(
+        stampede_operator::validation::env_names(&from_secret),
+        ["JOB_COMPLETION_INDEX", "STAMPEDE_RUNNERS", "STAMPEDE_LOADTEST", "API_TOKEN"]
+    );
 }
 
 /// Found on the real node: a runner pod deleted mid-run reported its partial results on
