@@ -202,6 +202,7 @@ thresholds: ["latency.p99 < 150ms"]
     let found = c["capacity"].as_f64().expect("a capacity");
     assert!((found - 300.0).abs() <= 30.0, "found {found}/s, known 300/s\n{stdout}");
     assert_eq!(c["limit"].as_str(), Some("service"));
-    let rates: Vec<f64> = c["plateaus"].as_array().unwrap().iter().map(|p| p["rate"].as_f64().unwrap()).collect();
+    let mut rates: Vec<f64> = c["plateaus"].as_array().unwrap().iter().map(|p| p["rate"].as_f64().unwrap()).collect();
+    rates.dedup(); // a plateau run again after a generator stall
     assert_eq!(&rates[..3], [120.0, 150.0, 187.5], "each rising plateau 1.25 times the one before");
 }
