@@ -597,10 +597,15 @@ pub struct Summary {
     pub bytes_received: u64,
     pub bytes_sent: u64,
     pub iterations: u64,
-    /// Open models (arrival-rate executors): iterations due when every VU was busy, so never
-    /// started. Non-zero means the runners had too few VUs (`maxVUs`) for the schedule.
+    /// Open models (arrival-rate executors): iterations due when every VU was busy that never
+    /// started (the wait queue was full, or they waited `maxWait` in vain). Non-zero means the
+    /// runners had too few VUs (`maxVUs`) for the schedule.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_iterations: u64,
+    /// Open models: iterations that found every VU busy, waited for one and ran (the wait is
+    /// in their latency, which counts from the scheduled start).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waited_iterations: u64,
     pub duration_seconds: f64,
     /// Per step (final summary only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

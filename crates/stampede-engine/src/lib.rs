@@ -41,7 +41,7 @@ pub use session::capacity::{
 pub use session::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate, wants_builtin};
 pub use stampede_model::report::Report;
 pub use stampede_model::scenario::ScenarioFile;
-pub use stats::metrics::{IntervalStats, StepStats, WorkerMetrics};
+pub use stats::metrics::{DropReason, IntervalStats, StepStats, WorkerMetrics};
 pub use stats::phases::Phase;
 pub use stats::portable;
 pub use stats::timeline::{interval_point, merged_point};

@@ -58,9 +58,16 @@ pub struct PortableMetrics {
     pub steps: Vec<PortableStep>,
     /// Completed iterations by scenario name.
     pub iterations: BTreeMap<String, u64>,
-    /// Open models: iterations due when no VU was free (all groups).
+    /// Open models: iterations dropped (every VU busy; all groups).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_iterations: u64,
+    /// Open models: dropped iterations by reason (`queueFull`, `waitedTooLong`, `runEnded`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped_by_reason: BTreeMap<String, u64>,
+    /// Open models: how long iterations that found every VU busy waited for one before they
+    /// ran (µs), HdrHistogram V2 + deflate, base64; its count is the number that waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_wait: Option<String>,
     /// Open models: how late iterations started against their schedule (µs), HdrHistogram V2
     /// + deflate, base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,9 +100,12 @@ pub struct PortableInterval {
     /// Open models: iterations started on schedule.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub started: u64,
-    /// Open models: iterations due when no VU was free.
+    /// Open models: iterations dropped (every VU busy).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped: u64,
+    /// Open models: iterations that started after waiting for a free VU.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waited: u64,
     /// Open models: the latest start against the schedule, µs.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lag_max_us: u64,

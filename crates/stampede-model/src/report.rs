@@ -220,10 +220,25 @@ pub struct ScheduleFacts {
     pub achieved_rate: f64,
     /// Iterations due over the whole run by the schedule.
     pub scheduled_iterations: u64,
-    /// Iterations due when every VU was busy and no more could start.
+    /// Iterations due that never ran: every VU was busy, and the wait queue was full, the wait
+    /// too long, or the run ended first (`droppedByReason`).
     pub dropped_iterations: u64,
-    /// How late iterations started against their schedule, ms.
+    /// Dropped iterations by reason: `queueFull` (`maxWaiting` already waiting), `waitedTooLong`
+    /// (`maxWait` passed), `runEnded` (still waiting at the end).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped_by_reason: BTreeMap<String, u64>,
+    /// Iterations that found every VU busy, waited for one, and ran.
+    #[serde(default)]
+    pub waited_iterations: u64,
+    /// How long those waited for a VU, ms (in their latency, which counts from the scheduled start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<LatencySummary>,
+    /// How late the scheduler handed iterations out against their schedule, ms (the generator's
+    /// own lateness; the wait for a VU is in `waitMs`).
     pub lag_ms: LatencySummary,
+    /// What to change when iterations were dropped because the VU pool was exhausted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// The load generator's own resource use.
@@ -328,9 +343,12 @@ pub struct TimelinePoint {
     /// Open models: iterations started per second in this interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_per_sec: Option<f64>,
-    /// Open models: iterations dropped in this interval (no VU was free).
+    /// Open models: iterations dropped in this interval (every VU busy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<u64>,
+    /// Open models: iterations that started in this interval after waiting for a free VU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited: Option<u64>,
     /// Open models: the latest start against the schedule in this interval, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_max_ms: Option<f64>,

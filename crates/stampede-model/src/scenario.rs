@@ -104,9 +104,20 @@ pub struct LoadSpec {
     /// Arrival-rate executors: VUs started before the run (default: `maxVUs`, at most 100).
     #[serde(default, rename = "preAllocatedVUs", skip_serializing_if = "Option::is_none")]
     pub pre_allocated_vus: Option<u32>,
-    /// Arrival-rate executors: most VUs; an iteration due when all are busy is dropped (counted).
+    /// Arrival-rate executors: most VUs (one connection each). An iteration due when all are
+    /// busy waits for the next free one (see `maxWaiting`, `maxWait`).
     #[serde(default, rename = "maxVUs", skip_serializing_if = "Option::is_none")]
     pub max_vus: Option<u32>,
+    /// Arrival-rate executors: how many due iterations may wait for a free VU at once when all
+    /// `maxVUs` are busy (default 10000, capacity 0; 0: never wait, drop at once as k6 does). One due when
+    /// this many wait is dropped and counted (`queue full`). Latency counts from the scheduled
+    /// start, so the wait is in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_waiting: Option<u32>,
+    /// Arrival-rate executors: how long a due iteration may wait for a free VU (default 1s); one
+    /// that waited longer is dropped and counted (`waited too long`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<Dur>,
     /// capacity: iterations per `timeUnit` added from one plateau to the next (or `stepFactor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
@@ -697,6 +708,8 @@ impl LoadSpec {
             start_rate: self.start_rate.map(split32),
             pre_allocated_vus: self.pre_allocated_vus.map(split32),
             max_vus: self.max_vus.map(split32),
+            max_waiting: self.max_waiting.map(split32),
+            max_wait: self.max_wait,
             // capacity: rates and steps are split like rates; the plateau plan is the same.
             step: self.step.map(split32),
             step_factor: self.step_factor,

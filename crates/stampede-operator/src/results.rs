@@ -78,6 +78,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
     }
     let mut summary = summarize(&total, seconds, merged.iterations.iter().sum());
     summary.dropped_iterations = merged.dropped.iter().sum();
+    summary.waited_iterations = merged.queue_wait.len();
     summary.is_final = true;
     summary.steps = steps;
     let report = merged_report(plan, reports, rows, merged, seconds, &verdicts, ctx)?;
@@ -205,6 +206,7 @@ fn summarize(total: &StepStats, seconds: f64, iterations: u64) -> Summary {
         bytes_sent: total.bytes_sent,
         iterations,
         dropped_iterations: 0,
+        waited_iterations: 0,
         duration_seconds: round3(seconds),
         steps: Vec::new(),
     }

@@ -24,6 +24,11 @@ use std::sync::Arc;
 
 /// Default grace for in-flight iterations when a run (or a VU) stops, as in k6.
 pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// Open models: due iterations that may wait for a free VU at once, by default. A queued
+/// iteration is an instant (16 bytes), so this bounds memory, not the measurement.
+pub(crate) const DEFAULT_MAX_WAITING: u32 = 10_000;
+/// Open models: how long a due iteration may wait for a free VU, by default.
+pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// The ready-to-run form of a scenario file.
 #[derive(Clone, Debug)]
@@ -201,6 +206,10 @@ pub enum LoadPlan {
         stages: Vec<(Duration, f64)>,
         pre_allocated: u32,
         max_vus: u32,
+        /// Due iterations that may wait for a free VU at once (0: drop at once).
+        max_waiting: u32,
+        /// How long a due iteration may wait for a free VU before it is dropped.
+        max_wait: Duration,
         graceful_stop: Duration,
     },
 }
@@ -786,6 +795,10 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Problems) -> Option<Lo
             problems.add(format!("{at}.{field}"), format!("does not apply to {name}"));
         }
     };
+    if matches!(spec.executor, Executor::ConstantVus | Executor::RampingVus) {
+        not_for("maxWaiting", spec.max_waiting.is_some());
+        not_for("maxWait", spec.max_wait.is_some());
+    }
     if spec.executor != Executor::Capacity {
         for (field, set) in [
             ("step", spec.step.is_some()),
@@ -875,6 +888,11 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Problems) -> Option<Lo
                 stages: vec![(plateau, rate)],
                 pre_allocated: pre,
                 max_vus,
+                // A search tells a pool too small (dropped iterations, thresholds met) from a
+                // service too slow (thresholds failed): an iteration waiting for a VU would put
+                // the pool's shortage into the latency, so by default none waits.
+                max_waiting: spec.max_waiting.unwrap_or(0),
+                max_wait: spec.max_wait.map(Dur::get).unwrap_or(DEFAULT_MAX_WAIT),
                 graceful_stop: grace(spec.graceful_stop),
             }
         }
@@ -1008,6 +1026,8 @@ fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Problems) -> Option<Lo
                 stages,
                 pre_allocated: pre,
                 max_vus,
+                max_waiting: spec.max_waiting.unwrap_or(DEFAULT_MAX_WAITING),
+                max_wait: spec.max_wait.map(Dur::get).unwrap_or(DEFAULT_MAX_WAIT),
                 graceful_stop: grace(spec.graceful_stop),
             }
         }
@@ -1088,6 +1108,8 @@ mod tests {
             stages: vec![(Duration::from_secs(2), 100.0)],
             pre_allocated: 1,
             max_vus: 1,
+            max_waiting: 0,
+            max_wait: Duration::ZERO,
             graceful_stop: Duration::ZERO,
         };
         assert_eq!(constant.start_of(0), Some(Duration::ZERO));
@@ -1101,6 +1123,8 @@ mod tests {
             stages: vec![(Duration::from_secs(10), 100.0), (Duration::from_secs(1), 100.0)],
             pre_allocated: 1,
             max_vus: 1,
+            max_waiting: 0,
+            max_wait: Duration::ZERO,
             graceful_stop: Duration::ZERO,
         };
         // N(t) = 5·t² in the first stage: the 125th iteration is due at 5 s.
@@ -1119,10 +1143,37 @@ mod tests {
             stages: vec![(Duration::from_millis(1500), 3.0)],
             pre_allocated: 1,
             max_vus: 1,
+            max_waiting: 0,
+            max_wait: Duration::ZERO,
             graceful_stop: Duration::ZERO,
         };
         let n = (0..10).map_while(|k| odd.start_of(k)).count() as u64;
         assert_eq!((odd.scheduled_iterations(), n), (Some(5), 5), "4.5 iterations due: 0 … 4");
+    }
+
+    #[test]
+    fn waiting_for_a_vu_is_an_open_model_setting_with_defaults() {
+        let load = |yaml: &str| {
+            let spec: LoadSpec = serde_yaml::from_str(yaml).unwrap();
+            let mut problems = Problems::default();
+            let plan = compile_load(&spec, "load", &mut problems);
+            (plan, problems.into_vec().iter().map(|p| format!("{}: {}", p.location, p.message)).collect::<Vec<_>>())
+        };
+        let (plan, problems) = load("{executor: constant-arrival-rate, rate: 10, duration: 1s, maxVUs: 5}");
+        assert!(problems.is_empty(), "{problems:?}");
+        let Some(LoadPlan::ArrivalRate { max_waiting, max_wait, .. }) = plan else { panic!() };
+        assert_eq!((max_waiting, max_wait), (DEFAULT_MAX_WAITING, DEFAULT_MAX_WAIT));
+        let (plan, _) = load(
+            "{executor: ramping-arrival-rate, stages: [{duration: 1s, target: 5}], maxVUs: 5, maxWaiting: 0, maxWait: 250ms}",
+        );
+        let Some(LoadPlan::ArrivalRate { max_waiting, max_wait, .. }) = plan else { panic!() };
+        assert_eq!((max_waiting, max_wait), (0, Duration::from_millis(250)));
+        let (plan, problems) = load("{executor: constant-vus, vus: 2, duration: 1s, maxWaiting: 3, maxWait: 1s}");
+        assert!(plan.is_none());
+        assert_eq!(
+            problems,
+            ["load.maxWaiting: does not apply to constant-vus", "load.maxWait: does not apply to constant-vus"]
+        );
     }
 
     #[test]

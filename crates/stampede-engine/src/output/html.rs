@@ -113,6 +113,22 @@ fn facts(h: &mut String, r: &Report) {
                 s.achieved_rate, s.target_rate, s.dropped_iterations, s.scheduled_iterations, s.lag_ms.p99
             ),
         ));
+        if let Some(w) = &s.wait_ms {
+            rows.push((
+                "Waited for a VU",
+                format!(
+                    "{} iterations; wait p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (in their latency)",
+                    s.waited_iterations, w.p50, w.p99, w.max
+                ),
+            ));
+        }
+        if !s.dropped_by_reason.is_empty() {
+            let reasons: Vec<String> = s.dropped_by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            rows.push(("Dropped by reason", reasons.join(", ")));
+        }
+        if let Some(hint) = &s.hint {
+            rows.push(("Hint", hint.clone()));
+        }
     }
     if let Some(why) = &run.saturated {
         rows.push(("Saturated", format!("the generator could not keep up: {why}")));
@@ -313,14 +329,21 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
             ],
         ));
         h.push_str(&line_chart(
-            "Dropped iterations",
+            "Waiting and dropped iterations",
             "per interval",
             &secs,
-            &[Series {
-                name: "dropped".into(),
-                color: PALETTE[3],
-                points: series(&|i| t[i].dropped.unwrap_or(0) as f64),
-            }],
+            &[
+                Series {
+                    name: "waited for a VU".into(),
+                    color: PALETTE[1],
+                    points: series(&|i| t[i].waited.unwrap_or(0) as f64),
+                },
+                Series {
+                    name: "dropped".into(),
+                    color: PALETTE[3],
+                    points: series(&|i| t[i].dropped.unwrap_or(0) as f64),
+                },
+            ],
         ));
         h.push_str(&line_chart(
             "Schedule lag",

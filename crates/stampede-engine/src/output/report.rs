@@ -12,7 +12,7 @@ pub(crate) const SATURATION_CPU_SHARE: f64 = 0.9;
 
 use crate::compile::plan::Plan;
 use crate::run::executor::RunOutcome;
-use crate::stats::metrics::{StepStats, errors_by_name};
+use crate::stats::metrics::{DropReason, StepStats, WorkerMetrics, errors_by_name};
 use crate::stats::phases::{Phase, PhaseStats, Phases};
 
 fn ms(us: u64) -> f64 {
@@ -154,12 +154,27 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
             .sum();
         let secs = open.iter().filter_map(|g| g.load.planned_duration()).max().unwrap_or_default().as_secs_f64();
         let per_sec = |n: u64| if secs > 0.0 { round3(n as f64 / secs) } else { 0.0 };
+        let m = &outcome.metrics;
+        let dropped: u64 = m.dropped.iter().sum();
+        let max_vus: u32 = open.iter().map(|g| g.load.max_vus()).sum();
+        // The time an iteration holds its VU: its requests' service time (think time left out).
+        let service_ms = total.service_ms.as_ref().map_or(total.latency_ms.mean, |s| s.mean);
+        let per_iteration_ms = if ran > 0 { service_ms * total.requests as f64 / ran as f64 } else { 0.0 };
+        let hint = (dropped > 0).then(|| pool_exhausted_hint(per_sec(scheduled), max_vus, per_iteration_ms, m));
         ScheduleFacts {
             target_rate: per_sec(scheduled),
             achieved_rate: per_sec(ran),
             scheduled_iterations: scheduled,
-            dropped_iterations: outcome.metrics.dropped.iter().sum(),
-            lag_ms: histogram_summary(&outcome.metrics.schedule_lag),
+            dropped_iterations: dropped,
+            dropped_by_reason: DropReason::ALL
+                .iter()
+                .map(|&r| (r.name().to_string(), m.dropped_by_reason[r as usize]))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            waited_iterations: m.queue_wait.len(),
+            wait_ms: (!m.queue_wait.is_empty()).then(|| histogram_summary(&m.queue_wait)),
+            lag_ms: histogram_summary(&m.schedule_lag),
+            hint,
         }
     });
     let mut saturated = Vec::new();
@@ -222,6 +237,31 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
 }
 
 /// The terminal summary: run facts, then one row per step and a total.
+/// Why iterations were dropped, and what to change: each drop means every one of the open
+/// groups' `max_vus` VUs was busy. By Little's law a rate of `rate`/s of iterations that each
+/// hold a VU `mean_ms` keeps `rate × mean_ms / 1000` VUs busy on average.
+fn pool_exhausted_hint(rate: f64, max_vus: u32, mean_ms: f64, m: &WorkerMetrics) -> String {
+    let [full, expired, ended] = DropReason::ALL.map(|r| m.dropped_by_reason[r as usize]);
+    let mut why = Vec::new();
+    if full > 0 {
+        why.push(format!("{full} found `maxWaiting` iterations already waiting"));
+    }
+    if expired > 0 {
+        why.push(format!("{expired} waited `maxWait` in vain"));
+    }
+    if ended > 0 {
+        why.push(format!("{ended} were still waiting when the run ended"));
+    }
+    let busy = rate * mean_ms / 1000.0;
+    format!(
+        "the VU pool was exhausted: all {max_vus} VUs (maxVUs) were busy ({}); at {rate:.0} iterations/s that each held \
+         a VU {mean_ms:.2} ms on average (service time) about {busy:.0} VUs are busy on average (Little's law): raise maxVUs (one \
+         connection each) well above that, let iterations wait longer (maxWaiting, maxWait), or lower the rate if \
+         the target cannot answer faster",
+        why.join(", ")
+    )
+}
+
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
     let r = &report.run;
@@ -256,6 +296,20 @@ pub fn render_table(report: &Report) -> String {
             s.lag_ms.p99,
             s.lag_ms.max
         );
+        if let Some(w) = &s.wait_ms {
+            let _ = writeln!(
+                out,
+                "waited for a free VU: {} iterations · wait p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (in their latency)",
+                s.waited_iterations, w.p50, w.p99, w.max
+            );
+        }
+        if !s.dropped_by_reason.is_empty() {
+            let reasons: Vec<String> = s.dropped_by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let _ = writeln!(out, "dropped: {}", reasons.join(", "));
+        }
+        if let Some(hint) = &s.hint {
+            let _ = writeln!(out, "HINT: {hint}");
+        }
     }
     if let Some(why) = &r.saturated {
         let _ = writeln!(out, "WARNING: {why}");

@@ -1,6 +1,7 @@
 //! The workload models: closed (`constant-vus`, `ramping-vus`: VUs loop over iterations)
 //! and open (`constant-arrival-rate`, `ramping-arrival-rate`: iterations start on a schedule
-//! and take a free VU, and are counted as dropped when none is free).
+//! and take a free VU; when none is free they wait for one, within bounds, or are counted as
+//! dropped).
 //!
 //! The run is split over worker threads, each with its own single-threaded tokio runtime.
 //! Virtual user *i* lives on worker *i mod threads*, owns its connection, its buffers and
@@ -28,7 +29,7 @@ use crate::compile::extract::ResponseView;
 use crate::compile::plan::{LoadPlan, Plan, StepPlan};
 use crate::compile::request::RequestPlan;
 use crate::error::RunError;
-use crate::stats::metrics::{IntervalStats, StepStats, WorkerMetrics};
+use crate::stats::metrics::{DropReason, IntervalStats, StepStats, WorkerMetrics};
 use crate::stats::sysstat;
 use stampede_model::ErrorKind;
 use stampede_model::report::TimelinePoint;
@@ -700,10 +701,6 @@ async fn run_iteration(
     shared: &Shared,
     local: &WorkerLocal,
 ) -> bool {
-    if let Some(at) = intended {
-        let lag = Instant::now().saturating_duration_since(at);
-        local.metrics.borrow_mut().record_started(lag.as_micros() as u64);
-    }
     // This iteration's data rows; a used-up source with `onExhausted: stop` ends the VU.
     let mut exhausted = false;
     for (source, cursor) in shared.plan.data.iter().zip(&shared.data_cursors) {
@@ -746,33 +743,88 @@ async fn run_iteration(
     true
 }
 
-/// An open-model VU's mailbox: the scheduled start of its next iteration.
+/// An open-model iteration handed to a VU.
+#[derive(Clone, Copy)]
+struct Job {
+    /// Its scheduled start: latency counts from here.
+    intended: Instant,
+    /// When it found every VU busy and began to wait for one.
+    queued: Option<Instant>,
+    /// How long it waited for a VU, when it did (set when a VU took it).
+    waited: Duration,
+}
+
+/// An open-model VU's mailbox: its next iteration.
 struct VuSlot {
     index: usize,
-    job: Cell<Option<Instant>>,
+    job: Cell<Option<Job>>,
     wake: tokio::sync::Notify,
 }
 
 /// The resolution of tokio's timer.
 const TIMER_RESOLUTION: Duration = Duration::from_millis(1);
 
-/// Idle VUs of one open-model scheduler.
-#[derive(Default)]
+/// Idle VUs, and due iterations waiting for one, of one open-model scheduler. A VU is idle
+/// only while no iteration waits: one that finishes takes the oldest waiting iteration first.
 struct Pool {
+    group: usize,
     free: RefCell<Vec<usize>>,
+    /// Iterations due while every VU was busy, oldest first.
+    waiting: RefCell<std::collections::VecDeque<Job>>,
+    max_waiting: usize,
+    max_wait: Duration,
     closed: Cell<bool>,
 }
 
+impl Pool {
+    /// Drops (and counts) waiting iterations that have waited longer than `max_wait` by `now`.
+    fn expire(&self, now: Instant, local: &WorkerLocal) {
+        let mut waiting = self.waiting.borrow_mut();
+        while let Some(job) = waiting.front() {
+            if job.queued.is_some_and(|q| now.saturating_duration_since(q) <= self.max_wait) {
+                break;
+            }
+            waiting.pop_front();
+            local.metrics.borrow_mut().record_dropped(self.group, DropReason::WaitedTooLong);
+        }
+    }
+
+    /// The oldest waiting iteration that has not waited too long, with its wait until `now`.
+    fn next_waiting(&self, now: Instant, local: &WorkerLocal) -> Option<Job> {
+        self.expire(now, local);
+        let job = self.waiting.borrow_mut().pop_front()?;
+        Some(Job { waited: job.queued.map_or(Duration::ZERO, |q| now.saturating_duration_since(q)), ..job })
+    }
+
+    /// Counts the iterations still waiting when the group ends as dropped.
+    fn drop_waiting(&self, now: Instant, local: &WorkerLocal) {
+        self.expire(now, local);
+        let left = std::mem::take(&mut *self.waiting.borrow_mut());
+        let mut m = local.metrics.borrow_mut();
+        for _ in 0..left.len() {
+            m.record_dropped(self.group, DropReason::RunEnded);
+        }
+    }
+}
+
 /// Starts this worker's share of an open-model group's iterations on schedule (iterations
-/// `id`, `id + workers`, …), each on a free VU; when none is free and no more may be started,
-/// the iteration is dropped and counted. Ends when the schedule does, after the VUs finish
-/// (at most until the group's hard stop).
+/// `id`, `id + workers`, …), each on a free VU. When every VU is busy and no more may be
+/// started, the iteration waits for the next free VU (at most `maxWaiting` at once, each at
+/// most `maxWait`), or is dropped and counted. Ends when the schedule does, after the VUs
+/// finish the iterations started or waiting (at most until the group's hard stop).
 async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>) {
     let load = &shared.plan.groups[g].load;
-    let LoadPlan::ArrivalRate { pre_allocated, max_vus, .. } = load else { return };
+    let LoadPlan::ArrivalRate { pre_allocated, max_vus, max_waiting, max_wait, .. } = load else { return };
     let share = |n: u32| stampede_model::scenario::split_evenly(u64::from(n), workers as u32, id as u32) as usize;
     let (pre, max) = (share(*pre_allocated), share(*max_vus).max(1));
-    let pool = Rc::new(Pool::default());
+    let pool = Rc::new(Pool {
+        group: g,
+        free: RefCell::default(),
+        waiting: RefCell::default(),
+        max_waiting: share(*max_waiting),
+        max_wait: *max_wait,
+        closed: Cell::new(false),
+    });
     let mut slots: Vec<Rc<VuSlot>> = Vec::new();
     let mut vus: JoinSet<()> = JoinSet::new();
     let first_vu = shared.groups[g].first_vu;
@@ -781,7 +833,7 @@ async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>
         let slot = Rc::new(VuSlot { index, job: Cell::new(None), wake: tokio::sync::Notify::new() });
         slots.push(slot.clone());
         let vu_number = first_vu + (index * workers + id) as u32;
-        vus.spawn_local(open_vu(vu_number, g, slot, pool.clone(), shared.clone(), local.clone()));
+        vus.spawn_local(open_vu(vu_number, slot, pool.clone(), shared.clone(), local.clone()));
         index
     };
     for _ in 0..pre.min(max) {
@@ -800,7 +852,7 @@ async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>
         if shared.halted() || shared.data_exhausted.load(Ordering::Relaxed) {
             break;
         }
-        let intended = shared.start + at;
+        let job = Job { intended: shared.start + at, queued: None, waited: Duration::ZERO };
         let free = pool.free.borrow_mut().pop();
         let vu = match free {
             Some(i) => Some(i),
@@ -809,14 +861,23 @@ async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>
         };
         match vu {
             Some(i) => {
-                slots[i].job.set(Some(intended));
+                slots[i].job.set(Some(job));
                 slots[i].wake.notify_one();
             }
-            None => local.metrics.borrow_mut().record_dropped(g),
+            None => {
+                let now = Instant::now();
+                pool.expire(now, &local);
+                if pool.waiting.borrow().len() < pool.max_waiting {
+                    pool.waiting.borrow_mut().push_back(Job { queued: Some(now), ..job });
+                } else {
+                    local.metrics.borrow_mut().record_dropped(g, DropReason::QueueFull);
+                }
+            }
         }
         k += workers as u64;
     }
-    // No more iterations: idle VUs leave; busy ones finish, until the group's hard stop.
+    // No more iterations are due: idle VUs leave; busy ones finish, and take the iterations
+    // still waiting, until the group's hard stop.
     pool.closed.set(true);
     for s in &slots {
         s.wake.notify_one();
@@ -828,27 +889,44 @@ async fn open_scheduler(g: usize, id: usize, workers: usize, shared: Arc<Shared>
         }
         None => drain.await,
     }
+    // Whatever still waits now (the hard stop came, or the VUs stopped) never ran.
+    pool.drop_waiting(Instant::now(), &local);
 }
 
-/// An open-model VU: runs the iterations its scheduler hands it.
-async fn open_vu(index: u32, g: usize, slot: Rc<VuSlot>, pool: Rc<Pool>, shared: Arc<Shared>, local: Rc<WorkerLocal>) {
+/// An open-model VU: runs the iterations its scheduler hands it, then those waiting for a VU.
+async fn open_vu(index: u32, slot: Rc<VuSlot>, pool: Rc<Pool>, shared: Arc<Shared>, local: Rc<WorkerLocal>) {
     let _active = ActiveGuard::new(local.clone());
     let mut vu = Vu::new(index, &shared);
     loop {
         let job = loop {
-            if let Some(at) = slot.job.take() {
-                break Some(at);
+            if let Some(job) = slot.job.take() {
+                break Some(job);
             }
             if pool.closed.get() {
                 break None;
             }
             slot.wake.notified().await;
         };
-        let Some(intended) = job else { return };
-        if !run_iteration(&mut vu, g, Some(intended), &shared, &local).await {
+        let Some(job) = job else { return };
+        // Lag is how late the scheduler handed the iteration out; the time it then waited
+        // for a VU is counted apart. Both are in its latency, which counts from `intended`.
+        {
+            let mut m = local.metrics.borrow_mut();
+            match job.queued {
+                Some(q) => {
+                    m.record_started(q.saturating_duration_since(job.intended).as_micros() as u64);
+                    m.record_waited(job.waited.as_micros() as u64);
+                }
+                None => m.record_started(Instant::now().saturating_duration_since(job.intended).as_micros() as u64),
+            }
+        }
+        if !run_iteration(&mut vu, pool.group, Some(job.intended), &shared, &local).await {
             return;
         }
-        pool.free.borrow_mut().push(slot.index);
+        match pool.next_waiting(Instant::now(), &local) {
+            Some(next) => slot.job.set(Some(next)),
+            None => pool.free.borrow_mut().push(slot.index),
+        }
     }
 }
 
@@ -1151,11 +1229,18 @@ mod task_size {
     fn a_vu_task_stays_small() {
         let closed = |s, l| super::vu_task(0, 0, s, l, Rc::new(Cell::new(false)));
         let open = |s, l| {
+            let pool = super::Pool {
+                group: 0,
+                free: Default::default(),
+                waiting: Default::default(),
+                max_waiting: 0,
+                max_wait: std::time::Duration::ZERO,
+                closed: Cell::new(false),
+            };
             super::open_vu(
                 0,
-                0,
                 Rc::new(super::VuSlot { index: 0, job: Cell::new(None), wake: tokio::sync::Notify::new() }),
-                Rc::new(super::Pool::default()),
+                Rc::new(pool),
                 s,
                 l,
             )

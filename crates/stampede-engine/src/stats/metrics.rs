@@ -202,8 +202,11 @@ pub struct IntervalStats {
     pub iterations: u64,
     /// Open models: iterations that started on schedule in this interval.
     pub started: u64,
-    /// Open models: iterations due in this interval when no VU was free.
+    /// Open models: iterations dropped in this interval (every VU busy: the wait queue was
+    /// full, the wait too long, or the run ended while they waited).
     pub dropped: u64,
+    /// Open models: iterations that started in this interval after waiting for a free VU.
+    pub waited: u64,
     /// Open models: the latest an iteration of this interval started against its schedule, µs.
     pub lag_max_us: u64,
     /// Per step (indexed like the plan's step keys; steps after the last one recorded are
@@ -251,6 +254,7 @@ impl Default for IntervalStats {
             iterations: 0,
             started: 0,
             dropped: 0,
+            waited: 0,
             lag_max_us: 0,
             steps: Vec::new(),
         }
@@ -299,6 +303,7 @@ impl IntervalStats {
         self.iterations += other.iterations;
         self.started += other.started;
         self.dropped += other.dropped;
+        self.waited += other.waited;
         self.lag_max_us = self.lag_max_us.max(other.lag_max_us);
         for (i, step) in other.steps.iter().enumerate() {
             self.step(i).merge(step);
@@ -313,6 +318,7 @@ impl IntervalStats {
         self.iterations = 0;
         self.started = 0;
         self.dropped = 0;
+        self.waited = 0;
         self.lag_max_us = 0;
         self.steps.clear();
     }
@@ -329,8 +335,38 @@ pub struct WorkerMetrics {
     pub interval: IntervalStats,
     /// Open models: how late iterations started against their schedule, µs.
     pub schedule_lag: Histogram<u64>,
-    /// Open models: iterations due when no VU was free, by load group.
+    /// Open models: iterations dropped, by load group.
     pub dropped: Vec<u64>,
+    /// Open models: iterations dropped, by [`DropReason`] (all groups; they add up to the sum
+    /// of `dropped`).
+    pub dropped_by_reason: [u64; DropReason::ALL.len()],
+    /// Open models: how long iterations that found every VU busy waited for one, µs (only
+    /// those that then started).
+    pub queue_wait: Histogram<u64>,
+}
+
+/// Why an open model's due iteration was dropped. Each means that every VU (`maxVUs`) was busy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// `maxWaiting` iterations were already waiting for a free VU.
+    QueueFull,
+    /// It waited `maxWait` and no VU came free.
+    WaitedTooLong,
+    /// It was still waiting when its group's time was up.
+    RunEnded,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 3] = [DropReason::QueueFull, DropReason::WaitedTooLong, DropReason::RunEnded];
+
+    /// The name in reports and portable results.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queueFull",
+            DropReason::WaitedTooLong => "waitedTooLong",
+            DropReason::RunEnded => "runEnded",
+        }
+    }
 }
 
 impl WorkerMetrics {
@@ -341,16 +377,26 @@ impl WorkerMetrics {
             interval: IntervalStats::default(),
             schedule_lag: new_histogram(),
             dropped: Vec::new(),
+            dropped_by_reason: [0; DropReason::ALL.len()],
+            queue_wait: new_histogram(),
         }
     }
 
-    /// Counts an iteration of group `g` that could not start.
-    pub fn record_dropped(&mut self, g: usize) {
+    /// Counts an iteration of group `g` that could not start, and why.
+    pub fn record_dropped(&mut self, g: usize, why: DropReason) {
         if self.dropped.len() <= g {
             self.dropped.resize(g + 1, 0);
         }
         self.dropped[g] += 1;
+        self.dropped_by_reason[why as usize] += 1;
         self.interval.dropped += 1;
+    }
+
+    /// An open model's iteration got a VU after waiting `wait_us` for one (it is also counted
+    /// by [`Self::record_started`]).
+    pub fn record_waited(&mut self, wait_us: u64) {
+        self.queue_wait.saturating_record(wait_us.max(1));
+        self.interval.waited += 1;
     }
 
     /// An open model's iteration started `lag` after its scheduled instant.
@@ -374,6 +420,10 @@ impl WorkerMetrics {
             }
             self.dropped[g] += n;
         }
+        for (a, b) in self.dropped_by_reason.iter_mut().zip(other.dropped_by_reason) {
+            *a += b;
+        }
+        self.queue_wait.add(&other.queue_wait).expect("histograms share bounds");
     }
 }
 

@@ -17,7 +17,7 @@ pub use stampede_model::portable::{
 use stampede_model::{ErrorKind, StepKey};
 
 use crate::stats::histogram::new_interval_histogram;
-use crate::stats::metrics::{IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name};
+use crate::stats::metrics::{DropReason, IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name};
 use crate::stats::phases::{Phase, PhaseStats, Phases};
 
 /// Why portable metrics could not be read back.
@@ -29,6 +29,8 @@ pub enum PortableError {
     Histogram { scenario: String, step: String, message: String },
     #[error("unknown error kind `{0}`")]
     ErrorKind(String),
+    #[error("unknown reason for dropped iterations `{0}`")]
+    DropReason(String),
 }
 
 /// Encodes interval stats (all steps together, e.g. a runner's running total) as one
@@ -83,6 +85,12 @@ pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[Strin
         steps,
         iterations,
         dropped_iterations: metrics.dropped.iter().sum(),
+        dropped_by_reason: DropReason::ALL
+            .iter()
+            .map(|&r| (r.name().to_string(), metrics.dropped_by_reason[r as usize]))
+            .filter(|(_, n)| *n > 0)
+            .collect(),
+        queue_wait: (!metrics.queue_wait.is_empty()).then(|| encode_histogram(&metrics.queue_wait)),
         schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| encode_histogram(&metrics.schedule_lag)),
     }
 }
@@ -114,10 +122,20 @@ pub fn merge_into(
         }
         into.dropped[0] += portable.dropped_iterations;
     }
-    if let Some(lag) = &portable.schedule_lag {
-        let named = PortableStep { step: "schedule lag".into(), ..PortableStep::default() };
-        if let Some(h) = decode_histogram(&named, lag)? {
-            into.schedule_lag.add(&h).map_err(|e| PortableError::Histogram {
+    for (name, n) in &portable.dropped_by_reason {
+        let Some(r) = DropReason::ALL.iter().find(|r| r.name() == name) else {
+            return Err(PortableError::DropReason(name.clone()));
+        };
+        into.dropped_by_reason[*r as usize] += n;
+    }
+    for (what, text, into) in [
+        ("schedule lag", &portable.schedule_lag, &mut into.schedule_lag),
+        ("queue wait", &portable.queue_wait, &mut into.queue_wait),
+    ] {
+        let Some(text) = text else { continue };
+        let named = PortableStep { step: what.into(), ..PortableStep::default() };
+        if let Some(h) = decode_histogram(&named, text)? {
+            into.add(&h).map_err(|e| PortableError::Histogram {
                 scenario: String::new(),
                 step: named.step.clone(),
                 message: format!("{e:?}"),
@@ -206,6 +224,7 @@ fn coarsen(timeline: &mut PortableTimeline) {
                 acc.iterations += point.iterations;
                 acc.started += point.started;
                 acc.dropped += point.dropped;
+                acc.waited += point.waited;
                 acc.lag_max_us = acc.lag_max_us.max(point.lag_max_us);
                 for part in point.steps {
                     match acc.steps.iter_mut().find(|s| s.step == part.step) {
@@ -253,6 +272,7 @@ fn encode_interval(index: u64, active_vus: u32, s: &IntervalStats) -> PortableIn
         iterations: s.iterations,
         started: s.started,
         dropped: s.dropped,
+        waited: s.waited,
         lag_max_us: s.lag_max_us,
         steps: s
             .steps
@@ -316,6 +336,7 @@ pub fn merge_timelines<T>(
             stats.iterations += point.iterations;
             stats.started += point.started;
             stats.dropped += point.dropped;
+            stats.waited += point.waited;
             stats.lag_max_us = stats.lag_max_us.max(point.lag_max_us);
             let latest = last_vus.entry(runner).or_insert((0, 0));
             if point.index >= latest.0 {
@@ -621,6 +642,8 @@ mod tests {
             }],
             iterations: BTreeMap::new(),
             dropped_iterations: 0,
+            dropped_by_reason: BTreeMap::new(),
+            queue_wait: None,
             schedule_lag: None,
         };
         let mut m = WorkerMetrics::new(1, 1);

@@ -63,6 +63,7 @@ pub fn interval_point(
         due_per_sec: open.then(|| per_sec(s.started + s.dropped)),
         started_per_sec: open.then(|| per_sec(s.started)),
         dropped: open.then_some(s.dropped),
+        waited: open.then_some(s.waited),
         lag_max_ms: open.then(|| ms(s.lag_max_us)),
         steps,
     }

@@ -162,7 +162,7 @@ scenarios:
     let starved = run_yaml(
         r#"
 name: starved
-load: {executor: constant-arrival-rate, rate: 200, duration: 3s, preAllocatedVUs: 5, maxVUs: 10}
+load: {executor: constant-arrival-rate, rate: 200, duration: 3s, preAllocatedVUs: 5, maxVUs: 10, maxWaiting: 0}
 scenarios:
   - name: s
     steps: [{name: get, request: {url: "{{baseUrl}}/"}}]
@@ -177,4 +177,156 @@ scenarios:
     assert!(s.dropped_iterations >= 150, "dropped {}", s.dropped_iterations);
     assert_eq!(starved.total.requests + s.dropped_iterations, 600, "every due iteration ran or was dropped");
     assert_eq!(s.achieved_rate, stampede_model::report::round3(starved.total.requests as f64 / 3.0));
+}
+
+/// A target whose every answer takes `service` (an async delay; no limit on concurrency).
+fn slow_target(service: Duration) -> TargetServer {
+    let options = stampede_target::TargetOptions { service_time: Some(service), ..Default::default() };
+    TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap()
+}
+
+/// Within the relative precision of the report's histograms (3 significant digits).
+fn at_least(value_ms: f64, floor_ms: f64) -> bool {
+    value_ms >= floor_ms * (1.0 - 2e-3)
+}
+
+#[test]
+fn iterations_due_while_every_vu_is_busy_wait_for_one_and_their_latency_counts_the_wait() {
+    // 2 VUs, each answer 50 ms: the VUs serve at most 40/s; 100/s are due for 2 s. Every
+    // iteration that finds both busy waits for the next free one (maxWait 60 s: none gives
+    // up), so all 200 run, the later ones seconds after their schedule.
+    let service = Duration::from_millis(50);
+    let target = slow_target(service);
+    let stats = target.stats();
+    let report = run_yaml(
+        r#"
+name: queue
+load: {executor: constant-arrival-rate, rate: 100, duration: 2s, preAllocatedVUs: 2, maxVUs: 2, maxWaiting: 1000, maxWait: 60s}
+scenarios:
+  - name: s
+    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
+"#,
+        &target.base_url(),
+        1,
+    );
+    let served = stats.requests();
+    target.stop();
+    let s = report.run.schedule.as_ref().unwrap();
+    println!("{}", stampede_engine::render_table(&report));
+    // Every due iteration ran: the ones that found a free VU and the ones that waited.
+    assert_eq!(s.scheduled_iterations, 200);
+    assert_eq!((served, report.total.requests, report.run.iterations), (200, 200, 200));
+    assert_eq!(s.dropped_iterations, 0);
+    assert!(s.dropped_by_reason.is_empty(), "{:?}", s.dropped_by_reason);
+    assert!(s.hint.is_none());
+    // At most 2 VUs at once: at least 198 of the 200 found both busy (each holds a VU ≥ 50 ms).
+    assert!(s.waited_iterations >= 198 && s.waited_iterations <= 200, "waited {}", s.waited_iterations);
+    let timeline_waited: u64 = report.timeline.iter().filter_map(|p| p.waited).sum();
+    assert_eq!(timeline_waited, s.waited_iterations, "the timeline counts each wait once");
+    // Latency counts from the scheduled start: the longest wait plus a whole service time is in
+    // the slowest latency, and no latency is below the service time.
+    let wait = s.wait_ms.as_ref().expect("wait summary");
+    let service_ms = service.as_secs_f64() * 1000.0;
+    assert!(
+        at_least(report.total.latency_ms.max, wait.max + service_ms),
+        "max {} < wait {} + {service_ms}",
+        report.total.latency_ms.max,
+        wait.max
+    );
+    assert!(at_least(report.total.latency_ms.min, service_ms), "min {}", report.total.latency_ms.min);
+    // The VUs serve at most 40/s while 100/s come due: the waits grow to seconds.
+    assert!(wait.max > service_ms, "wait max {}", wait.max);
+    assert_eq!(report.total.errors, 0);
+}
+
+#[test]
+fn a_full_wait_queue_or_a_wait_too_long_drops_iterations_and_says_why() {
+    let service = Duration::from_millis(50);
+    // One VU, at most 5 waiting: of 50 due in 0.5 s, the VU holds 1 and 5 wait; the rest that
+    // come due while 5 wait are dropped as `queueFull`.
+    let target = slow_target(service);
+    let stats = target.stats();
+    let full = run_yaml(
+        r#"
+name: full
+load: {executor: constant-arrival-rate, rate: 100, duration: 500ms, preAllocatedVUs: 1, maxVUs: 1, maxWaiting: 5, maxWait: 60s}
+scenarios:
+  - name: s
+    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
+"#,
+        &target.base_url(),
+        1,
+    );
+    let served = stats.requests();
+    target.stop();
+    let s = full.run.schedule.as_ref().unwrap();
+    println!("{}", stampede_engine::render_table(&full));
+    assert_eq!(s.scheduled_iterations, 50);
+    assert_eq!(served, full.total.requests);
+    assert_eq!(full.total.requests + s.dropped_iterations, 50, "every due iteration ran or was dropped");
+    assert!(s.dropped_iterations > 0);
+    assert_eq!(s.dropped_by_reason.get("queueFull"), Some(&s.dropped_iterations), "{:?}", s.dropped_by_reason);
+    assert!(s.waited_iterations + 1 >= full.total.requests, "all but the first waited");
+    let hint = s.hint.as_deref().expect("a hint");
+    assert!(hint.contains("pool was exhausted") && hint.contains("maxVUs"), "{hint}");
+    assert!(stampede_engine::render_table(&full).contains("HINT: the VU pool was exhausted"));
+
+    // maxWait 120 ms: an iteration that waited longer is dropped as `waitedTooLong`; each that
+    // ran waited at most that.
+    let target = slow_target(service);
+    let stats = target.stats();
+    let expired = run_yaml(
+        r#"
+name: expired
+load: {executor: constant-arrival-rate, rate: 100, duration: 500ms, preAllocatedVUs: 1, maxVUs: 1, maxWait: 120ms}
+scenarios:
+  - name: s
+    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
+"#,
+        &target.base_url(),
+        1,
+    );
+    let served = stats.requests();
+    target.stop();
+    let s = expired.run.schedule.as_ref().unwrap();
+    println!("{}", stampede_engine::render_table(&expired));
+    assert_eq!(served, expired.total.requests);
+    assert_eq!(expired.total.requests + s.dropped_iterations, 50);
+    assert!(s.dropped_iterations > 0);
+    assert_eq!(s.dropped_by_reason.get("waitedTooLong"), Some(&s.dropped_iterations), "{:?}", s.dropped_by_reason);
+    let wait = s.wait_ms.as_ref().expect("some waited");
+    assert!(wait.max <= 120.0 * 1.002, "a started iteration waited {} ms > maxWait", wait.max);
+    let timeline_dropped: u64 = expired.timeline.iter().filter_map(|p| p.dropped).sum();
+    assert_eq!(timeline_dropped, s.dropped_iterations);
+}
+
+#[test]
+fn iterations_still_waiting_when_the_group_stops_are_dropped_as_run_ended() {
+    // One VU, answers of 300 ms, gracefulStop 100 ms: at the hard stop (0.3 s + 0.1 s) the
+    // iterations still waiting never ran; they count as `runEnded` (or `waitedTooLong`: never
+    // here, maxWait is 60 s).
+    let target = slow_target(Duration::from_millis(300));
+    let stats = target.stats();
+    let report = run_yaml(
+        r#"
+name: ended
+load: {executor: constant-arrival-rate, rate: 20, duration: 300ms, preAllocatedVUs: 1, maxVUs: 1, maxWait: 60s, gracefulStop: 100ms}
+scenarios:
+  - name: s
+    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
+"#,
+        &target.base_url(),
+        1,
+    );
+    target.stop();
+    let s = report.run.schedule.as_ref().unwrap();
+    println!("{}", stampede_engine::render_table(&report));
+    assert_eq!(s.scheduled_iterations, 6);
+    // Due at 0, 50, …, 250 ms. The VU runs the first until 300 ms, then takes the second, which
+    // is still in flight at the hard stop (400 ms) and abandoned: it started, so it is not
+    // dropped. The other 4 were waiting. (A machine stalled past 400 ms leaves 5 waiting.)
+    println!("served {}, requests {}", stats.requests(), report.total.requests);
+    assert!(matches!(s.dropped_iterations, 4 | 5), "dropped {}", s.dropped_iterations);
+    assert_eq!(s.dropped_by_reason.get("runEnded"), Some(&s.dropped_iterations), "{:?}", s.dropped_by_reason);
+    assert!(report.total.requests <= 1 && report.total.requests + s.dropped_iterations <= 5);
 }

@@ -168,7 +168,7 @@ fn open_model_drops_of_every_runner_add_up_in_the_status() {
         m.steps[0].record_latency_us(1_000);
         m.iterations[0] = 100;
         for _ in 0..dropped {
-            m.record_dropped(0);
+            m.record_dropped(0, stampede_engine::DropReason::QueueFull);
         }
         let encoded = portable::encode(&keys, &m, &["buy".to_string()]);
         // As the runner writes it and the operator reads it back.

@@ -527,7 +527,7 @@ fn an_open_models_html_report_charts_due_started_dropped_and_lag() {
     assert!(total > 0, "one VU cannot keep 50/s of 100 ms iterations");
     assert_eq!(dropped, total, "the timeline's dropped iterations add up to the total");
     let page = std::fs::read_to_string(&html).unwrap();
-    for title in ["Arrival rate", "Dropped iterations", "Schedule lag"] {
+    for title in ["Arrival rate", "Waiting and dropped iterations", "Schedule lag"] {
         assert!(page.contains(&format!("aria-label=\"{title}\"")), "no {title} chart");
     }
     let series = chart_series(&page);
