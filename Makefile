@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release image test test-steps unit lint fmt chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-7 generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release image test test-steps unit lint fmt chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-7 bench-scale generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -96,6 +96,14 @@ bench-h2:
 
 # All three, one after the other (about 40 minutes).
 bench-7: bench-open bench-sweep bench-h2
+
+# Issue #17 item 5, the operator at scale on the node-agent cluster (tests/cluster/e2e.sh):
+# LoadTests of 100 and 300 runners and 50 LoadTests of 2 runners at once; exact counts asserted,
+# timings printed (lines starting SCALE). The node gets room for 400 pods. About 3 minutes
+# after the build, with ~12 GiB of memory for the 300 runner processes.
+bench-scale:
+	CARGO_TARGET_DIR="$$(bash tests/lib/build-cache.sh)" CARGO_INCREMENTAL=0 STAMPEDE_SCALE=1 STAMPEDE_AGENT_MAX_PODS=400 \
+	  CARGO="$(CARGO)" bash tests/cluster/e2e.sh scale:: --nocapture
 
 # Rewrites everything generated from the code; tests fail when committed copies drift.
 generate:

@@ -63,6 +63,9 @@ pub struct AgentConfig {
     pub path: String,
     /// Lifetime requested for pod ServiceAccount tokens.
     pub token_seconds: i64,
+    /// The node's pod capacity (the kubelet's `maxPods`; 110 by default): the scheduler binds no
+    /// more pods than this at once.
+    pub max_pods: u32,
 }
 
 impl AgentConfig {
@@ -113,8 +116,8 @@ impl Agent {
     /// Registers the node, then runs its pods until `shutdown` resolves; on shutdown every pod
     /// process group is stopped before this returns.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
-        register_node(&self.client, &self.cfg.node_name).await?;
-        let heartbeat = tokio::spawn(heartbeat(self.client.clone(), self.cfg.node_name.clone()));
+        register_node(&self.client, &self.cfg.node_name, self.cfg.max_pods).await?;
+        let heartbeat = tokio::spawn(heartbeat(self.client.clone(), self.cfg.node_name.clone(), self.cfg.max_pods));
         info!(node = %self.cfg.node_name, "node registered; watching its pods");
 
         let pods: Api<Pod> = Api::all(self.client.clone());
@@ -197,7 +200,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-async fn register_node(client: &Client, name: &str) -> Result<()> {
+async fn register_node(client: &Client, name: &str, max_pods: u32) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = json!({
         "apiVersion": "v1",
@@ -214,17 +217,17 @@ async fn register_node(client: &Client, name: &str) -> Result<()> {
     });
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     nodes.patch(name, &pp, &Patch::Apply(&node)).await?;
-    nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(node_status())).await?;
+    nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(node_status(max_pods))).await?;
     Ok(())
 }
 
-fn node_status() -> Value {
+fn node_status(max_pods: u32) -> Value {
     let t = to_json(&now());
     let cond = |ty: &str, status: &str, reason: &str, message: &str| {
         json!({"type": ty, "status": status, "reason": reason, "message": message,
                "lastHeartbeatTime": t, "lastTransitionTime": t})
     };
-    let resources = json!({"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"});
+    let resources = json!({"cpu": "16", "memory": "64Gi", "pods": max_pods.to_string(), "ephemeral-storage": "100Gi"});
     json!({
         "status": {
             "capacity": resources,
@@ -255,7 +258,7 @@ fn node_status() -> Value {
 }
 
 /// Renews the node Lease every 10 s and the Ready heartbeat every 30 s, forever.
-async fn heartbeat(client: Client, node: String) {
+async fn heartbeat(client: Client, node: String, max_pods: u32) {
     use k8s_openapi::api::coordination::v1::Lease;
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let nodes: Api<Node> = Api::all(client);
@@ -288,7 +291,9 @@ async fn heartbeat(client: Client, node: String) {
         }
         if last_status.elapsed() >= STATUS_HEARTBEAT {
             last_status = tokio::time::Instant::now();
-            if let Err(e) = nodes.patch_status(&node, &PatchParams::default(), &Patch::Merge(node_status())).await {
+            if let Err(e) =
+                nodes.patch_status(&node, &PatchParams::default(), &Patch::Merge(node_status(max_pods))).await
+            {
                 warn!(error = %e, "node status heartbeat failed");
             }
         }

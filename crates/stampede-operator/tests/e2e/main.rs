@@ -1,6 +1,7 @@
 //! The operator end to end on the real local control plane (`make e2e`), in one binary: the
 //! operator's lifecycle, the Helm chart's objects and RBAC, the merged reports and baselines, and
-//! the GitOps gate examples with `stampede launch`.
+//! the GitOps gate examples with `stampede launch`; and the operator at scale (`scale`, only with
+//! `make bench-scale`).
 
 mod capacity;
 mod chart;
@@ -8,3 +9,4 @@ mod gitops;
 mod operator;
 mod reports;
 mod runs;
+mod scale;

@@ -31,6 +31,16 @@ pub(crate) struct Env {
 pub(crate) async fn setup(prefix: &str) -> Env {
     let cluster = TestCluster::shared();
     let client = cluster.client().await.unwrap();
+    install_crds(&client).await;
+    let ns = cluster.namespace(&client, prefix).await.unwrap();
+    // Pods need their ServiceAccount's token; wait for the namespace's default account too.
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let operator = start_operator(&client, &ns);
+    Env { client, ns, target, operator }
+}
+
+/// Installs (or updates) the LoadTest and LoadTestSchedule CRDs and waits until both are served.
+pub(crate) async fn install_crds(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.patch("loadtests.stampede.dev", &PatchParams::apply("e2e").force(), &Patch::Apply(LoadTest::crd()))
         .await
@@ -39,11 +49,6 @@ pub(crate) async fn setup(prefix: &str) -> Env {
     let schedules = "loadtestschedules.stampede.dev";
     crds.patch(schedules, &PatchParams::apply("e2e").force(), &Patch::Apply(LoadTestSchedule::crd())).await.unwrap();
     wait_for(&crds, schedules, Duration::from_secs(20), conditions::is_crd_established()).await.unwrap();
-    let ns = cluster.namespace(&client, prefix).await.unwrap();
-    // Pods need their ServiceAccount's token; wait for the namespace's default account too.
-    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
-    let operator = start_operator(&client, &ns);
-    Env { client, ns, target, operator }
 }
 
 pub(crate) fn start_operator(client: &Client, ns: &str) -> tokio::task::JoinHandle<()> {

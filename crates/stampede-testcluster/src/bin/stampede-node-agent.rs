@@ -35,6 +35,9 @@ struct Args {
     /// Lifetime of pod ServiceAccount tokens, in seconds.
     #[arg(long, default_value_t = 3600)]
     token_seconds: i64,
+    /// The node's pod capacity, as the kubelet's `maxPods` (`make bench-scale` raises it).
+    #[arg(long, env = "STAMPEDE_AGENT_MAX_PODS", default_value_t = 110)]
+    max_pods: u32,
 }
 
 #[tokio::main]
@@ -74,6 +77,7 @@ async fn main() -> anyhow::Result<()> {
         ca_data,
         path: args.pod_path.unwrap_or_else(|| std::env::var("PATH").unwrap_or_default()),
         token_seconds: args.token_seconds,
+        max_pods: args.max_pods,
     };
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
