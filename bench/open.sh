@@ -27,8 +27,8 @@ fi
 FIXED_RATE=${FIXED_RATE:-20000}
 SEARCH_START=${SEARCH_START:-$FIXED_RATE}
 SEARCH_MAX=${SEARCH_MAX:-200000}
-OPEN_CONNS=${OPEN_CONNS:-100}            # oha -c, vegeta -max-workers, stampede preAllocatedVUs
-OPEN_MAX_VUS=${OPEN_MAX_VUS:-1000}       # stampede maxVUs: room to absorb a stall (k6's advice), see README
+OPEN_CONNS=${OPEN_CONNS:-50}             # oha -c, vegeta -max-workers, stampede preAllocatedVUs
+OPEN_MAX_VUS=${OPEN_MAX_VUS:-$OPEN_CONNS} # stampede maxVUs: the same connection count as the peers (issue #17)
 TOOLS=${TOOLS:-"stampede oha vegeta"}
 for v in ROUNDS DURATION SEARCH_DURATION SEARCH_STEP FIXED_RATE SEARCH_START SEARCH_MAX OPEN_CONNS OPEN_MAX_VUS; do
     [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer"
@@ -169,8 +169,8 @@ read -r dr dd ds dst <<<"$d"
 [[ "$SEARCH_STEP" != "$dst" ]] && cmdline="SEARCH_STEP=$SEARCH_STEP $cmdline"
 [[ "$FIXED_RATE" != 20000 ]] && cmdline="FIXED_RATE=$FIXED_RATE $cmdline"
 [[ "$SEARCH_START" != "$FIXED_RATE" ]] && cmdline="SEARCH_START=$SEARCH_START $cmdline"
-[[ "$OPEN_CONNS" != 100 ]] && cmdline="OPEN_CONNS=$OPEN_CONNS $cmdline"
-[[ "$OPEN_MAX_VUS" != 1000 ]] && cmdline="OPEN_MAX_VUS=$OPEN_MAX_VUS $cmdline"
+[[ "$OPEN_CONNS" != 50 ]] && cmdline="OPEN_CONNS=$OPEN_CONNS $cmdline"
+[[ "$OPEN_MAX_VUS" != "$OPEN_CONNS" ]] && cmdline="OPEN_MAX_VUS=$OPEN_MAX_VUS $cmdline"
 [[ "$TOOLS" != "stampede oha vegeta" ]] && cmdline="TOOLS=\"$TOOLS\" $cmdline"
 [[ -n "${STAMPEDE_BIN:-}" ]] && cmdline="STAMPEDE_BIN=${STAMPEDE_BIN#"$ROOT"/} $cmdline"
 [[ -z "${STAMPEDE_BIN:-}" && -n "${STAMPEDE_REV:-}" ]] && cmdline="STAMPEDE_REV=$STAMPEDE_REV $cmdline"
@@ -185,7 +185,7 @@ export BENCH_PART=open BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_CMDLI
     BENCH_ELAPSED_S=$(( SECONDS - T_START )) BENCH_RAW="${RAW#"$ROOT"/}" BENCH_SKIPPED="$SKIPPED" \
     BENCH_V_STAMPEDE="$("$STAMPEDE" --version 2>&1 | sed -n 1p) ($STAMPEDE_DESC)" \
     BENCH_V_OHA="$([[ -n "${OHA:-}" ]] && "$OHA" --version 2>&1 | sed -n 1p)" BENCH_V_VEGETA="$vver" \
-    BENCH_CMD_STAMPEDE="taskset -c $GEN_CPU stampede run open.yaml --threads 1 --quiet --out report.json --base-url http://127.0.0.1:PORT (open.yaml: constant-arrival-rate, rate RATE, timeUnit 1s, duration D, preAllocatedVUs $OPEN_CONNS, maxVUs $OPEN_MAX_VUS, one GET of /)" \
+    BENCH_CMD_STAMPEDE="taskset -c $GEN_CPU stampede run open.yaml --threads 1 --quiet --out report.json --base-url http://127.0.0.1:PORT (open.yaml: constant-arrival-rate, rate RATE, timeUnit 1s, duration D, preAllocatedVUs $OPEN_CONNS, maxVUs $OPEN_MAX_VUS, maxWaiting and maxWait at their defaults (10,000, 1s), one GET of /)" \
     BENCH_CMD_OHA="taskset -c $GEN_CPU $([[ -n "${OHA:-}" ]] && gen_cmd oha RATE D x | sed -e "s|$TOOLS_ROOT|~/.cache/stampede/tools|" -e "s|:$PORT|:PORT|")" \
     BENCH_CMD_VEGETA="taskset -c $GEN_CPU bash -c \"$([[ -n "${VEGETA:-}" ]] && gen_cmd vegeta RATE D x | sed -e "s|$TOOLS_ROOT|~/.cache/stampede/tools|g" -e "s|:$PORT|:PORT|")\""
 write_meta "$RAW/meta.json"

@@ -185,6 +185,8 @@ gen_cmd() {
     local tool=$1 n=$2
     case "$tool" in
         stampede) echo "$STAMPEDE run $SCENARIO --threads 1 --vus $n --duration ${DURATION}s --quiet --out @OUT@ --base-url http://127.0.0.1:$PORT" ;;
+        # A baseline binary (STAMPEDE_BASE_BIN) for a before/after in the same run.
+        stampede-base) echo "${STAMPEDE_BASE_BIN:?stampede-base needs STAMPEDE_BASE_BIN} run $SCENARIO --threads 1 --vus $n --duration ${DURATION}s --quiet --out @OUT@ --base-url http://127.0.0.1:$PORT" ;;
         wrk) echo "wrk -t1 -c$n -d${DURATION}s --latency $URL" ;;
         oha) echo "$OHA -z ${DURATION}s -c $n --worker-threads 1 --no-tui --output-format json $URL" ;;
         *) die "unknown tool $tool" ;;
@@ -276,6 +278,8 @@ for v in QUICK ROUNDS DURATION CONNS TOOLS IDLE_LOAD STAMPEDE_REV; do
         STAMPEDE_REV) [[ -n "${STAMPEDE_REV:-}" && -z "${STAMPEDE_BIN:-}" ]] && cmdline="STAMPEDE_REV=$STAMPEDE_REV $cmdline" ;;
     esac
 done
+[[ -n "${STAMPEDE_BIN:-}" ]] && cmdline="STAMPEDE_BIN=${STAMPEDE_BIN#"$ROOT"/} $cmdline"
+[[ " $TOOLS " == *" stampede-base "* ]] && cmdline="STAMPEDE_BASE_BIN=${STAMPEDE_BASE_BIN#"$ROOT"/} $cmdline"
 
 export BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_CMDLINE="$cmdline" BENCH_ROUNDS="$ROUNDS" BENCH_DURATION="$DURATION" \
     BENCH_SERVER_CPU="$SERVER_CPU" BENCH_GEN_CPU="$GEN_CPU" BENCH_PAGE_BYTES="$PAGE_BYTES" \

@@ -78,6 +78,9 @@ def parse_stampede(prefix):
     sched = run.get("schedule")
     if sched:
         r["dropped"] = sched.get("droppedIterations")
+        r["waited"] = sched.get("waitedIterations", 0)
+        r["wait_p99_ms"] = (sched.get("waitMs") or {}).get("p99")
+        r["dropped_by_reason"] = sched.get("droppedByReason") or {}
         r["lag_p99_ms"] = (sched.get("lagMs") or {}).get("p99")
         r["lag_p50_ms"] = (sched.get("lagMs") or {}).get("p50")
     if run.get("saturated"):
@@ -552,9 +555,11 @@ def write_open(meta, runs):
     w.append(f"- Load: open model, a fixed arrival rate for {meta.get('BENCH_DURATION', '?')} s per run, each generator "
              f"pinned to CPU {meta.get('BENCH_GEN_CPU', '1')} with one thread: oha with {conns} connections (`-c`; "
              f"requests due while all are busy wait in its queue), vegeta with at most {conns} workers (`-max-workers`; "
-             f"its pacer waits for a free one), stampede with {conns} pre-allocated VUs growing up to "
+             f"its pacer waits for a free one), stampede with {conns} pre-allocated VUs and "
              f"`maxVUs: {meta.get('BENCH_OPEN_MAX_VUS', '?')}` (one connection each; an iteration due when every VU is "
-             "busy and none can be added is dropped and counted). *conns* = connections nginx accepted during the run:")
+             "busy waits for the next free one, at most 10,000 waiting and each at most 1 s, or is dropped and "
+             "counted). *conns* = connections nginx accepted during the run; *waited* = stampede's iterations that "
+             "found every VU busy and waited for one (their wait is in their latency):")
     for k in ("BENCH_CMD_STAMPEDE", "BENCH_CMD_OHA", "BENCH_CMD_VEGETA"):
         if meta.get(k):
             w.append(f"  - `{meta[k]}`")
@@ -577,8 +582,8 @@ def write_open(meta, runs):
     def table(rs_by_tool, title, rate_of):
         w.append(title)
         w.append("")
-        w.append("| generator | target req/s | achieved req/s | served (nginx) req/s | p50 ms | p99 ms | service p99 ms | errors | dropped | lag p50 / p99 ms | conns | CPU-µs/req | peak RSS MB | sustained | failed runs |")
-        w.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        w.append("| generator | target req/s | achieved req/s | served (nginx) req/s | p50 ms | p99 ms | service p99 ms | errors | dropped | waited (wait p99 ms) | lag p50 / p99 ms | conns | CPU-µs/req | peak RSS MB | sustained | failed runs |")
+        w.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for t in ("stampede", "oha", "vegeta"):
             rs = rs_by_tool.get(t)
             if not rs:
@@ -591,12 +596,16 @@ def write_open(meta, runs):
                 r["served_rps"] = r["nginx"]["served"] / secs if r["nginx"].get("served") is not None else None
             ok_rounds = sum(1 for r in rs if sustained(r, r["rate"], secs))
             dropped = [r.get("dropped") for r in rs if r.get("dropped") is not None]
+            waited = [r.get("waited") for r in rs if r.get("waited") is not None]
+            waited_cell = (f"{fmt(statistics.median(waited), 0)} ({fmt(med(rs, 'wait_p99_ms'), 2)})"
+                           if waited and med(rs, 'wait_p99_ms') is not None
+                           else (fmt(statistics.median(waited), 0) if waited else "—"))
             lag = (f"{fmt(med(rs, 'lag_p50_ms'), 2)} / {fmt(med(rs, 'lag_p99_ms'), 2)}"
                    if med(rs, 'lag_p99_ms') is not None else "—")
             w.append(f"| {NAMES[t]} | {rate:,} | {fmt(med(rs, 'achieved'), 0)} | {fmt(med(rs, 'served_rps'), 0)} | "
                      f"{fmt(med(rs, 'p50_ms'), 2)} | {fmt(med(rs, 'p99_ms'), 2)} | {fmt(med(rs, 'service_p99_ms'), 2)} | "
                      f"{sum(r.get('errors') or 0 for r in rs)} | {fmt(statistics.median(dropped), 0) if dropped else '—'} | "
-                     f"{lag} | {fmt(med(rs, 'accepts'), 0)} | "
+                     f"{waited_cell} | {lag} | {fmt(med(rs, 'accepts'), 0)} | "
                      f"{fmt(med(rs, 'cpu_us_per_req'), 2)} | {mb(med(rs, 'rss_bytes'))} | "
                      f"{ok_rounds}/{len(rs)} | {sum(1 for r in rs if failed(r))}/{len(rs)} |")
         w.append("")
@@ -631,7 +640,10 @@ def write_open(meta, runs):
             ach = (r.get("ok") or 0) / (r["rate"] * r["seconds"]) * 100
             extra = f", {r['errors']} err" if r.get("errors") else ""
             if r.get("dropped"):
-                extra += f", {r['dropped']} dropped"
+                reasons = ", ".join(f"{k} {v}" for k, v in (r.get("dropped_by_reason") or {}).items())
+                extra += f", {r['dropped']} dropped" + (f": {reasons}" if reasons else "")
+            if r.get("waited"):
+                extra += f", {r['waited']} waited"
             steps.append(f"{r['rate']:,} {'✓' if ok else '✗'} ({ach:.1f} %{extra})")
             if ok:
                 best[t] = max(best.get(t, 0), r["rate"])
@@ -641,6 +653,28 @@ def write_open(meta, runs):
     max_rate = {t: rs[0]["rate"] for t, rs in maxed.items()}
     table(maxed, f"Each tool at its own highest sustained rate, {meta.get('BENCH_ROUNDS', '?')} round(s) × "
           f"{meta.get('BENCH_DURATION', '?')} s:", lambda t: max_rate[t])
+    # Issue #17's targets: at the fixed rate with the same connection count, every due request
+    # achieved in every round, as oha; the highest sustained rate at least oha's.
+    w.append(f"### Targets (issue #17, {conns} connections for every tool)")
+    w.append("")
+    w.append("| target | measured | result |")
+    w.append("|---|---|---|")
+    fx = fixed.get("stampede") or []
+    if fx:
+        secs = fx[0]["seconds"]
+        per_round = [(r.get("ok") or 0) / (fixed_rate * secs) * 100 for r in fx]
+        drops = [r.get("dropped") or 0 for r in fx]
+        oha_rounds = [(r.get("ok") or 0) / (fixed_rate * r["seconds"]) * 100 for r in fixed.get("oha") or []]
+        met = all(d == 0 for d in drops) and all(r.get("errors", 0) == 0 for r in fx) and min(per_round) >= 99.95
+        w.append(f"| {fixed_rate:,} req/s with maxVUs {conns}: 100 % achieved, 0 dropped, as oha | stampede per round "
+                 f"{', '.join(f'{p:.2f} %' for p in per_round)}, dropped {', '.join(str(d) for d in drops)}; "
+                 f"oha per round {', '.join(f'{p:.2f} %' for p in oha_rounds) or '—'} | {verdict(met)} |")
+    if "stampede" in best or "oha" in best:
+        sb, ob = best.get("stampede", 0), best.get("oha", 0)
+        w.append(f"| highest sustained rate ≥ oha's, same connection count | stampede {sb:,} req/s, oha {ob:,} req/s "
+                 f"({sb / ob:.2f}×) | {verdict(sb >= ob and sb > 0)} |" if ob else
+                 f"| highest sustained rate ≥ oha's | stampede {sb:,} req/s, oha none | {verdict(sb > 0)} |")
+    w.append("")
     probs = problems(runs, lambda r: f"{r['kind']} {r['rate']:,} req/s,")
     if probs:
         w.append("Runs with errors or without a result:")

@@ -17,8 +17,10 @@ import statistics
 import sys
 import time
 
-TOOLS = ("stampede", "wrk", "oha")
-TARGET_CPU_VS_WRK = 1.25
+TOOLS = ("stampede", "stampede-base", "wrk", "oha")
+# Issue #17: CPU per request at most wrk's at 50 and at 1,000 connections (issue #2 had 1.25×).
+TARGET_CPU_VS_WRK = 1.0
+WRK_RATIO_CONNS = (50, 1000)
 TARGET_CPU_VS_OHA = 0.8
 TARGET_RSS_BYTES = 20_000_000  # 20 MB, decimal: stricter than 20 MiB
 RATIO_CONNS = 50
@@ -106,7 +108,7 @@ def parse_stampede(prefix):
     return r
 
 
-PARSERS = {"wrk": parse_wrk, "oha": parse_oha, "stampede": parse_stampede}
+PARSERS = {"wrk": parse_wrk, "oha": parse_oha, "stampede": parse_stampede, "stampede-base": parse_stampede}
 
 
 def parse_run(tool, prefix):
@@ -259,14 +261,23 @@ def summarize(manifest, results):
                 by_round.setdefault(r["round"], {})[r["tool"]] = r["cpu_us_per_req"]
         return [v[a] / v[b] for v in by_round.values() if a in v and b in v]
 
-    for other, limit in (("wrk", TARGET_CPU_VS_WRK), ("oha", TARGET_CPU_VS_OHA)):
-        s, o = cpu(RATIO_CONNS, "stampede"), cpu(RATIO_CONNS, other)
+    checks = [(n, "wrk", TARGET_CPU_VS_WRK) for n in WRK_RATIO_CONNS] + [(RATIO_CONNS, "oha", TARGET_CPU_VS_OHA)]
+    for n, other, limit in checks:
+        s, o = cpu(n, "stampede"), cpu(n, other)
+        if other not in tools or n not in levels:
+            continue
         ratio = s / o if s and o else None
-        pr = per_round_ratios(RATIO_CONNS, "stampede", other)
+        pr = per_round_ratios(n, "stampede", other)
         pr_txt = f"; per round {', '.join(f'{x:.2f}' for x in pr)}" if len(pr) > 1 else ""
         measured = (f"{ratio:.2f}× ({s:.2f} / {o:.2f} µs{pr_txt})" if ratio else "—")
-        w(f"| CPU-µs/req at {RATIO_CONNS} connections, stampede / {other} ≤ {limit}× | {measured} | "
+        w(f"| CPU-µs/req at {n} connections, stampede / {other} ≤ {limit}× | {measured} | "
           f"{verdict(ratio <= limit if ratio else None)} |")
+    for n in levels:
+        s, b = cpu(n, "stampede"), cpu(n, "stampede-base")
+        if s and b:
+            pr = per_round_ratios(n, "stampede", "stampede-base")
+            w(f"| (before/after) CPU-µs/req at {n} connections, stampede / stampede-base | {s / b:.2f}× ({s:.2f} / "
+              f"{b:.2f} µs; per round {', '.join(f'{x:.2f}' for x in pr)}) | — |")
     rss = med(cells.get((RSS_CONNS, "stampede"), []), "rss_bytes")
     w(f"| peak RSS at {RSS_CONNS} connections ≤ {TARGET_RSS_BYTES / 1e6:.0f} MB | "
       f"{fmt(rss / 1e6 if rss else None, 1)} MB ({fmt(rss / 2**20 if rss else None, 1)} MiB) | "

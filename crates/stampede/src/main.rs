@@ -508,10 +508,13 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         print!("{}", stampede_engine::render_phases(&report));
     }
     let _ = std::io::stdout().flush();
-    if let (Some(mut file), Some(path)) = (out_file, &args.out) {
+    if let (Some(file), Some(path)) = (out_file, &args.out) {
+        // Buffered: serde writes token by token, a system call each without it.
+        let mut file = std::io::BufWriter::new(file);
         serde_json::to_writer_pretty(&mut file, &report)
             .map_err(std::io::Error::from)
             .and_then(|()| file.write_all(b"\n"))
+            .and_then(|()| file.flush())
             .with_context(|| format!("cannot write the report to {}", path.display()))
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {

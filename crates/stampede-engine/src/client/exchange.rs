@@ -54,7 +54,8 @@ pub(crate) struct ResponseInfo {
     pub body_len: u64,
     /// The connection may carry another request.
     pub keep_alive: bool,
-    /// When the first byte of the answer arrived.
+    /// When the first byte of the answer arrived; `None` when the whole answer came in the
+    /// first read, so its first byte came at (about) the end of the exchange.
     pub first_byte: Option<Instant>,
 }
 

@@ -38,6 +38,21 @@ pub(crate) struct Connection {
     tls: bool,
     /// Requests sent on this connection so far.
     pub uses: u32,
+    /// When the current response's first byte came.
+    first_byte: FirstByte,
+}
+
+/// When the first byte of the current response arrived. The clock is read only when the
+/// response needs a second read: an answer that came whole in its first read has its first byte
+/// at (about) the end of the exchange, and most answers to a load test do.
+#[derive(Clone, Copy, Debug)]
+enum FirstByte {
+    /// Nothing read yet.
+    Waiting,
+    /// The first read brought bytes; no more were needed so far.
+    InFirstRead,
+    /// More reads were needed: the first byte came at about this instant.
+    At(Instant),
 }
 
 /// How the response body is delimited.
@@ -60,6 +75,7 @@ impl Connection {
             host: target.host.clone(),
             port: target.port,
             uses: 0,
+            first_byte: FirstByte::Waiting,
         }
     }
 
@@ -90,13 +106,13 @@ impl Connection {
             self.stream.flush().await.map_err(|e| ExchangeError::io(e, false))?;
         }
         let mut received: u64 = 0;
-        let mut first_byte = None;
+        self.first_byte = FirstByte::Waiting;
         loop {
             if let Some(h) = headers.as_deref_mut() {
                 h.list.clear();
             }
             let (status, framing, keep_alive) =
-                self.read_head(&mut received, &mut first_byte, head_request, headers.as_deref_mut()).await?;
+                self.read_head(&mut received, head_request, headers.as_deref_mut()).await?;
             if (100..200).contains(&status) && status != 101 {
                 continue; // informational: the real answer follows
             }
@@ -107,6 +123,10 @@ impl Connection {
                 Framing::UntilClose => self.read_to_close(&mut received, body.as_deref_mut()).await?,
             };
             let keep_alive = keep_alive && !matches!(framing, Framing::UntilClose);
+            let first_byte = match self.first_byte {
+                FirstByte::At(t) => Some(t),
+                FirstByte::Waiting | FirstByte::InFirstRead => None,
+            };
             return Ok(ResponseInfo { status, bytes_received: received, body_len, keep_alive, first_byte });
         }
     }
@@ -127,10 +147,16 @@ impl Connection {
                 self.buf.resize(new_len, 0);
             }
         }
+        if let FirstByte::InFirstRead = self.first_byte {
+            self.first_byte = FirstByte::At(Instant::now());
+        }
         let room = self.buf.len() - self.end;
         let n = self.stream.read(&mut self.buf[self.end..]).await?;
         self.end += n;
         *received += n as u64;
+        if n > 0 && matches!(self.first_byte, FirstByte::Waiting) {
+            self.first_byte = FirstByte::InFirstRead;
+        }
         if n == room && self.buf.len() < GROWN_BUF {
             // The read filled all the room: more is likely waiting.
             self.buf.resize(self.buf.len() * 2, 0);
@@ -141,7 +167,6 @@ impl Connection {
     async fn read_head(
         &mut self,
         received: &mut u64,
-        first_byte: &mut Option<Instant>,
         head_request: bool,
         mut keep: Option<&mut Headers>,
     ) -> Result<(u16, Framing, bool), ExchangeError> {
@@ -160,20 +185,25 @@ impl Connection {
                             if let Some(k) = keep.as_deref_mut() {
                                 k.keep(h.name, h.value);
                             }
-                            if h.name.eq_ignore_ascii_case("content-length") {
-                                let v = std::str::from_utf8(h.value).ok().and_then(|s| s.trim().parse::<u64>().ok());
-                                match v {
+                            // By length first: most headers are none of these three.
+                            match h.name.len() {
+                                14 if h.name.eq_ignore_ascii_case("content-length") => match parse_length(h.value) {
                                     Some(v) if length.is_none_or(|l| l == v) => length = Some(v),
                                     _ => return Err(ExchangeError::protocol("invalid content-length")),
+                                },
+                                17 if h.name.eq_ignore_ascii_case("transfer-encoding") => {
+                                    chunked = has_token(h.value, b"chunked");
                                 }
-                            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                                chunked = has_token(h.value, b"chunked");
-                            } else if h.name.eq_ignore_ascii_case("connection") {
-                                if has_token(h.value, b"close") {
-                                    close = true;
-                                } else if has_token(h.value, b"keep-alive") {
-                                    close = false;
+                                10 if h.name.eq_ignore_ascii_case("connection") => {
+                                    if h.value.eq_ignore_ascii_case(b"keep-alive") {
+                                        close = false;
+                                    } else if has_token(h.value, b"close") {
+                                        close = true;
+                                    } else if has_token(h.value, b"keep-alive") {
+                                        close = false;
+                                    }
                                 }
+                                _ => {}
                             }
                         }
                         self.start += len;
@@ -206,11 +236,7 @@ impl Connection {
                         answered,
                     });
                 }
-                Ok(_) => {
-                    if !answered {
-                        *first_byte = Some(Instant::now());
-                    }
-                }
+                Ok(_) => {}
                 Err(e) => return Err(ExchangeError::io(e, answered)),
             }
         }
@@ -326,6 +352,15 @@ impl Connection {
             Err(e) => Err(ExchangeError::io(e, true)),
         }
     }
+}
+
+/// A `Content-Length` value: decimal digits, optionally with surrounding whitespace.
+fn parse_length(value: &[u8]) -> Option<u64> {
+    let digits = value.trim_ascii();
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &b| b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0')))
 }
 
 fn has_token(value: &[u8], token: &[u8]) -> bool {

@@ -14,6 +14,8 @@
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -662,6 +664,11 @@ struct Vu {
     jar: Option<crate::client::cookies::Jar>,
     /// The first request bytes of the current step, for an error sample.
     sent_head: Vec<u8>,
+    /// The request timeout's timer, kept from request to request (see [`WithDeadline`]).
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// When its last step ended, if it has not waited since: "now" for deciding whether to
+    /// start another iteration, without reading the clock again.
+    ended: Option<Instant>,
 }
 
 impl Vu {
@@ -676,6 +683,8 @@ impl Vu {
             headers: Headers::default(),
             jar: None,
             sent_head: Vec::new(),
+            timer: None,
+            ended: None,
         }
     }
 }
@@ -684,7 +693,10 @@ impl Vu {
 async fn vu_task(index: u32, group: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, retire: Rc<Cell<bool>>) {
     let _active = ActiveGuard::new(local.clone());
     let mut vu = Vu::new(index, &shared);
-    while !retire.get() && !shared.stopping(group, Instant::now()) && shared.claim_iteration(group) {
+    while !retire.get()
+        && !shared.stopping(group, vu.ended.take().unwrap_or_else(Instant::now))
+        && shared.claim_iteration(group)
+    {
         if !run_iteration(&mut vu, group, None, &shared, &local).await {
             break;
         }
@@ -733,6 +745,7 @@ async fn run_iteration(
             }
         }
         if let Some(think) = &step.think {
+            vu.ended = None;
             tokio::time::sleep(think.pick(&mut vu.rng)).await;
         }
     }
@@ -936,11 +949,13 @@ async fn open_vu(index: u32, slot: Rc<VuSlot>, pool: Rc<Pool>, shared: Arc<Share
 async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local: &WorkerLocal) -> bool {
     let started = Instant::now();
     vu.headers.all = step.needs_headers;
-    let result = send(vu, &step.request, step.needs_body, &local.transport).await;
-    let service = started.elapsed().as_micros() as u64;
+    let result = send(vu, &step.request, step.needs_body, &local.transport, started).await;
+    let ended = Instant::now();
+    vu.ended = Some(ended);
+    let service = ended.saturating_duration_since(started).as_micros() as u64;
     // From the scheduled start, or from the actual send when that came first (the scheduler
     // may start an iteration up to a timer tick early).
-    let micros = intended.map_or(service, |at| (at.elapsed().as_micros() as u64).max(service));
+    let micros = intended.map_or(service, |at| (ended.saturating_duration_since(at).as_micros() as u64).max(service));
     let mut guard = local.metrics.borrow_mut();
     let m = &mut *guard;
     let s = &mut m.steps[step.metric];
@@ -961,10 +976,9 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
             if intended.is_some() {
                 s.record_service_us(service);
             }
-            if let Some(first_byte) = info.first_byte {
-                let ttfb = first_byte.saturating_duration_since(started).as_micros() as u64;
-                s.phases.record_answer(ttfb, service);
-            }
+            // No first-byte instant: the whole answer came in one read, at the end.
+            let ttfb = info.first_byte.map_or(service, |at| at.saturating_duration_since(started).as_micros() as u64);
+            s.phases.record_answer(ttfb, service);
             m.interval.record_latency(step.metric, micros.max(1));
             s.record_status(info.status);
             let resp = ResponseView { status: info.status, headers: &vu.headers.list, body: &vu.body };
@@ -1016,6 +1030,37 @@ async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local
         });
     }
     false
+}
+
+/// A request's timeout without a timer per request: `timer` is the VU's, kept from request
+/// to request. Registering a timer and removing it again for every request was a tenth of the
+/// user-space CPU per request. Instead the VU's timer is only set when it is spent or set later
+/// than this deadline: with one timeout for every request, once per timeout period. A timer
+/// that fires before `deadline` (set for an earlier request) is set to `deadline` then.
+/// `None` when the deadline passed first.
+struct WithDeadline<'a, F> {
+    inner: Pin<&'a mut F>,
+    timer: Pin<&'a mut tokio::time::Sleep>,
+    deadline: tokio::time::Instant,
+}
+
+impl<F: Future> Future for WithDeadline<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        if let Poll::Ready(out) = self.inner.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        let deadline = self.deadline;
+        loop {
+            match self.timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) if self.timer.deadline() >= deadline => return Poll::Ready(None),
+                Poll::Ready(()) => self.timer.as_mut().reset(deadline),
+            }
+        }
+    }
 }
 
 /// The first [`SAMPLE_BYTES`] of `bytes` as text.
@@ -1076,8 +1121,9 @@ async fn send(
     req: &RequestPlan,
     keep_body: bool,
     wt: &WorkerTransport,
+    started: Instant,
 ) -> Result<(ResponseInfo, u64, u64), (ExchangeError, u64)> {
-    let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, .. } = vu;
+    let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, timer, .. } = vu;
     let (first_target, first): (Cow<'_, HttpUrl>, &[u8]) = match &req.fixed {
         Some(fixed) => (Cow::Borrowed(&fixed.target), &fixed.bytes),
         None => {
@@ -1146,6 +1192,8 @@ async fn send(
             }
             let location = headers.get("location").filter(|_| REDIRECTS.contains(&info.status) && hops_left > 0);
             let Some(location) = location else { return Ok(ResponseInfo { first_byte, ..info }) };
+            // An answer that came in one read had its first byte about now.
+            first_byte = first_byte.or_else(|| Some(Instant::now()));
             let hop = redirect(info.status, location, &target, &method).map_err(|message| ExchangeError {
                 kind: ErrorKind::Protocol,
                 message,
@@ -1170,10 +1218,21 @@ async fn send(
             body.clear();
         }
     };
-    match tokio::time::timeout(req.timeout, chain).await {
-        Ok(Ok(info)) => Ok((info, sent, received)),
-        Ok(Err(e)) => Err((e, sent)),
-        Err(_) => {
+    let deadline = tokio::time::Instant::from_std(started + req.timeout);
+    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+    // The timer may stay set for an earlier deadline (it fires early, and is set again, see
+    // `WithDeadline`), but never for a later one, nor spent.
+    if timer.is_elapsed() || timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    let outcome = {
+        let chain = std::pin::pin!(chain);
+        WithDeadline { inner: chain, timer: timer.as_mut(), deadline }.await
+    };
+    match outcome {
+        Some(Ok(info)) => Ok((info, sent, received)),
+        Some(Err(e)) => Err((e, sent)),
+        None => {
             conn.close();
             let message = format!("no complete answer within {:?}", req.timeout);
             Err((ExchangeError { kind: ErrorKind::Timeout, message, answered: false }, sent))

@@ -146,6 +146,39 @@ scenarios:
     assert!((4..=20).contains(&s.requests), "{} requests", s.requests);
 }
 
+/// A VU keeps one timer for its requests' timeouts: a later deadline set for an earlier request
+/// must not delay a shorter one, and a timer set for an earlier request that fires during a
+/// later one must be set again, not time that one out early or never.
+#[test]
+fn each_request_times_out_at_its_own_deadline_whatever_the_requests_before_it() {
+    let server = target();
+    for (name, first_timeout) in [("longer", "1h"), ("same", "300ms")] {
+        let plan = plan(
+            &format!(
+                r#"
+name: {name}
+load: {{executor: constant-vus, vus: 1, iterations: 3}}
+http: {{timeout: 300ms}}
+scenarios:
+  - name: s
+    steps:
+      - {{name: fast, request: {{url: "{{{{baseUrl}}}}/get", timeout: {first_timeout}}}}}
+      - {{name: slow, request: {{url: "{{{{baseUrl}}}}/delay/5000"}}}}
+"#
+            ),
+            &server.base_url(),
+        );
+        let outcome = stampede_engine::run(plan, &opts(1), &mut |_| {}).unwrap();
+        let [fast, slow] = &outcome.metrics.steps[..] else { panic!() };
+        // The answers of `slow` take 5 s: each of its 3 requests timed out after 300 ms, none
+        // was answered, and every `fast` one was.
+        assert_eq!((fast.requests, fast.error_total(), fast.latency.len()), (3, 0, 3), "{name}");
+        assert_eq!((slow.requests, slow.errors[ErrorKind::Timeout.index()], slow.latency.len()), (3, 3, 0), "{name}");
+        assert!(outcome.error_samples.iter().any(|e| e.message.contains("within 300ms")), "{name}");
+    }
+    server.stop();
+}
+
 #[test]
 fn a_run_past_its_duration_cuts_off_iterations_after_the_graceful_stop() {
     let server = target();
