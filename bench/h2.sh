@@ -3,7 +3,7 @@
 # serving cleartext HTTP/2 (`listen … http2`: h2c with prior knowledge), the same layout for both:
 # C connections x S concurrent streams each.
 #
-#   bash bench/h2.sh                         # 3 rounds x 10 s per tool and layout
+#   bash bench/h2.sh                         # 3 rounds x 10 s per tool and layout (10x10 and 1x100)
 #   QUICK=1 bash bench/h2.sh                 # smoke test: 1 round x 3 s -> bench/out/RESULTS-h2-quick.md
 #   LAYOUTS="10x10 1x100" bash bench/h2.sh
 #   STAMPEDE_BIN=path bash bench/h2.sh       # that binary (copied into the run folder first)
@@ -23,7 +23,7 @@ else
     ROUNDS=${ROUNDS:-3}; DURATION=${DURATION:-10}
     RESULTS=${RESULTS:-$BENCH/RESULTS.md}
 fi
-LAYOUTS=${LAYOUTS:-"10x10"}
+LAYOUTS=${LAYOUTS:-"10x10 1x100"}
 TOOLS=${TOOLS:-"stampede h2load h2load-log"}
 for v in ROUNDS DURATION; do [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer"; done
 read -ra layouts <<<"$LAYOUTS"
@@ -95,7 +95,7 @@ if [[ "$QUICK" == 1 ]]; then d="1 3"; else d="3 10"; fi
 read -r dr dd <<<"$d"
 [[ "$ROUNDS" != "$dr" ]] && cmdline="ROUNDS=$ROUNDS $cmdline"
 [[ "$DURATION" != "$dd" ]] && cmdline="DURATION=$DURATION $cmdline"
-[[ "$LAYOUTS" != "10x10" ]] && cmdline="LAYOUTS=\"$LAYOUTS\" $cmdline"
+[[ "$LAYOUTS" != "10x10 1x100" ]] && cmdline="LAYOUTS=\"$LAYOUTS\" $cmdline"
 [[ "$TOOLS" != "stampede h2load h2load-log" ]] && cmdline="TOOLS=\"$TOOLS\" $cmdline"
 [[ -n "${STAMPEDE_BIN:-}" ]] && cmdline="STAMPEDE_BIN=${STAMPEDE_BIN#"$ROOT"/} $cmdline"
 [[ -z "${STAMPEDE_BIN:-}" && -n "${STAMPEDE_REV:-}" ]] && cmdline="STAMPEDE_REV=$STAMPEDE_REV $cmdline"

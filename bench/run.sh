@@ -134,12 +134,12 @@ PAGE_BYTES=$(stat -c %s "$TMP/www/index.html")
 chmod -R a+rX "$TMP/www"
 cat >"$TMP/nginx.conf" <<EOF
 worker_processes 1;
-worker_rlimit_nofile 8192;
+worker_rlimit_nofile $(( ${PROFILE:-0} > 4000 ? PROFILE * 2 + 200 : 8192 ));
 daemon off;
 pid $TMP/nginx.pid;
 error_log $TMP/logs/error.log warn;
 events {
-    worker_connections 4096;
+    worker_connections $(( ${PROFILE:-0} > 4000 ? PROFILE + 100 : 4096 ));
     use epoll;
 }
 http {

@@ -532,6 +532,10 @@ def write_sweep(meta, runs):
         mx = max((r.get("rss_bytes") or 0 for r in s_top), default=0)
         w.append(f"| peak RSS ≤ {SWEEP_TARGET_RSS / 1e6:.0f} MB at {top:,} connections | {mb(rss)} MB median, {mb(mx)} MB max | "
                  f"{verdict(mx <= SWEEP_TARGET_RSS if rss else None)} |")
+        wrk_rss = med(cells.get((top, "wrk"), []), "rss_bytes")
+        if rss and wrk_rss:
+            w.append(f"| peak RSS ≤ wrk's at {top:,} connections (issue #17) | {mb(rss)} MB vs wrk {mb(wrk_rss)} MB "
+                     f"(medians; {rss / wrk_rss:.3f}×) | {verdict(rss <= wrk_rss)} |")
     w.append("")
     probs = problems(runs, lambda r: f"{r['conns']:,} conns,")
     if probs:
@@ -730,7 +734,8 @@ def write_h2(meta, runs):
         if s and h:
             c, st = lay.split("x")
             w.append(f"- {c} × {st}: stampede uses {s / h:.2f}× h2load's CPU per request "
-                     f"({s:.2f} / {h:.2f} µs; {1e6 / s:,.0f} vs {1e6 / h:,.0f} req/s per core).")
+                     f"({s:.2f} / {h:.2f} µs; {1e6 / s:,.0f} vs {1e6 / h:,.0f} req/s per core); issue #17's target "
+                     f"≤ 1.15×: {verdict(s / h <= 1.15)}.")
     w.append("")
     probs = problems(runs, lambda r: f"{r['layout']},")
     if probs:

@@ -12,7 +12,6 @@
 //! into the same [`ResponseInfo`] and [`Headers`] the HTTP/1.1 codec fills.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -111,8 +110,28 @@ pub(crate) enum Outcome {
 pub(crate) struct Pool {
     per_origin: usize,
     max_streams: u32,
-    origins: RefCell<HashMap<OriginKey, Rc<Origin>>>,
+    /// Few (one per host a scenario names): looked up by a scan, without building a key.
+    origins: RefCell<Vec<(OriginKey, Rc<Origin>)>>,
+    /// Requests already turned into their HTTP/2 form (see [`Pool::request`]).
+    requests: RefCell<Vec<CachedRequest>>,
 }
+
+/// A request's HTTP/2 form, kept for the next time the same bytes go to the same origin.
+struct CachedRequest {
+    /// Where the bytes were (a fixed request's bytes stay put; a VU's buffer is reused for its
+    /// rendered requests, so the bytes are compared too).
+    at: usize,
+    bytes: Vec<u8>,
+    tls: bool,
+    authority: String,
+    method: http::Method,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+/// Most requests kept in their HTTP/2 form per worker.
+const CACHED_REQUESTS: usize = 32;
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -127,18 +146,81 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     /// A pool of up to `per_origin` connections per origin, `max_streams` streams each.
     pub(crate) fn new(per_origin: usize, max_streams: u32) -> Pool {
-        Pool { per_origin: per_origin.max(1), max_streams: max_streams.max(1), origins: RefCell::new(HashMap::new()) }
+        Pool {
+            per_origin: per_origin.max(1),
+            max_streams: max_streams.max(1),
+            origins: RefCell::default(),
+            requests: RefCell::default(),
+        }
+    }
+
+    fn find_origin(&self, target: &HttpUrl) -> Option<Rc<Origin>> {
+        let origins = self.origins.borrow();
+        origins
+            .iter()
+            .find(|(k, _)| k.tls == target.tls && k.port == target.port && k.host == target.host)
+            .map(|(_, o)| o.clone())
     }
 
     fn origin(&self, target: &HttpUrl) -> Rc<Origin> {
+        if let Some(o) = self.find_origin(target) {
+            return o;
+        }
         let key = OriginKey { tls: target.tls, host: target.host.clone(), port: target.port };
-        self.origins.borrow_mut().entry(key).or_default().clone()
+        let origin = Rc::new(Origin::default());
+        self.origins.borrow_mut().push((key, origin.clone()));
+        origin
     }
 
     /// `auto`: whether the origin's server chose HTTP/1.1.
     pub(crate) fn is_http1(&self, target: &HttpUrl) -> bool {
-        let key = OriginKey { tls: target.tls, host: target.host.clone(), port: target.port };
-        self.origins.borrow().get(&key).is_some_and(|o| o.http1.get())
+        self.find_origin(target).is_some_and(|o| o.http1.get())
+    }
+
+    /// The HTTP/2 form of `bytes` (an HTTP/1.1 request) to `target`. Parsing the head,
+    /// validating each header and the URI again for every request cost a tenth of the CPU per
+    /// request: the forms of recent requests are kept, found by where the bytes are and what
+    /// they are.
+    fn request(&self, bytes: &[u8], target: &HttpUrl) -> Result<http::Request<Full<Bytes>>, String> {
+        let at = bytes.as_ptr() as usize;
+        let mut cache = self.requests.borrow_mut();
+        let hit = cache
+            .iter()
+            .position(|c| c.at == at && c.tls == target.tls && c.bytes == bytes && c.authority == target.authority);
+        let i = match hit {
+            Some(i) => i,
+            None => {
+                let req = to_http2_request(bytes, target)?;
+                let (parts, body) = req.into_parts();
+                let entry = CachedRequest {
+                    at,
+                    bytes: bytes.to_vec(),
+                    tls: target.tls,
+                    authority: target.authority.clone(),
+                    method: parts.method,
+                    uri: parts.uri,
+                    headers: parts.headers,
+                    body: body_bytes(body),
+                };
+                // The same place with other bytes (a VU's rendered request): replace it.
+                match cache.iter().position(|c| c.at == at) {
+                    Some(j) => cache[j] = entry,
+                    None if cache.len() < CACHED_REQUESTS => cache.push(entry),
+                    None => {
+                        cache.remove(0);
+                        cache.push(entry);
+                    }
+                }
+                cache.iter().position(|c| c.at == at).expect("just stored")
+            }
+        };
+        let c = &cache[i];
+        let mut req = http::Request::new(Full::new(c.body.clone()));
+        *req.method_mut() = c.method.clone();
+        *req.uri_mut() = c.uri.clone();
+        *req.version_mut() = http::Version::HTTP_2;
+        *req.headers_mut() = c.headers.clone();
+        Ok(req)
     }
 
     async fn acquire(&self, origin: &Rc<Origin>) -> Slot {
@@ -265,7 +347,7 @@ impl Pool {
                     Err(io) => return Ok(Outcome::Http1(io)),
                 },
             };
-            let req = to_http2_request(request, target).map_err(|message| ExchangeError {
+            let req = self.request(request, target).map_err(|message| ExchangeError {
                 kind: ErrorKind::Protocol,
                 message,
                 answered: false,
@@ -374,6 +456,18 @@ pub(crate) fn to_http2_request(bytes: &[u8], target: &HttpUrl) -> Result<http::R
         .map_err(|e| format!("the request cannot be sent over HTTP/2: {e}"))
 }
 
+/// The bytes of a body made by [`to_http2_request`] (one frame, or none).
+fn body_bytes(body: Full<Bytes>) -> Bytes {
+    use hyper::body::Body as _;
+    let mut body = std::pin::pin!(body);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match body.as_mut().poll_frame(&mut cx) {
+        std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+        _ => Bytes::new(),
+    }
+}
+
 /// Maps a hyper error to an error kind, with its causes in the message.
 fn hyper_error(e: &hyper::Error, answered: bool) -> ExchangeError {
     let mut message = format!("HTTP/2: {e}");
@@ -402,6 +496,35 @@ fn hyper_error(e: &hyper::Error, answered: bool) -> ExchangeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pool keeps requests' HTTP/2 forms, found by place and bytes: a buffer that is
+    /// reused for other bytes (a VU's rendered requests) never gets an earlier request's form.
+    #[test]
+    fn kept_http2_forms_follow_the_bytes_not_just_their_place() {
+        let pool = Pool::new(1, 1);
+        let target = HttpUrl::parse("http://127.0.0.1:8080/").unwrap();
+        let fixed = b"GET /fixed HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nx-a: 1\r\n\r\n".to_vec();
+        for _ in 0..3 {
+            let req = pool.request(&fixed, &target).unwrap();
+            assert_eq!(req.uri().to_string(), "http://127.0.0.1:8080/fixed");
+            assert_eq!(req.headers().get("x-a").unwrap(), "1");
+        }
+        let mut buf = Vec::with_capacity(256);
+        for (i, path) in ["/one", "/two", "/three"].iter().enumerate() {
+            buf.clear();
+            buf.extend_from_slice(
+                format!("POST {path} HTTP/1.1\r\nhost: h.test\r\ncontent-length: 1\r\n\r\n{i}").as_bytes(),
+            );
+            let req = pool.request(&buf, &target).unwrap();
+            assert_eq!(req.uri().to_string(), format!("http://h.test{path}"));
+            assert_eq!(req.method(), http::Method::POST);
+            assert_eq!(body_bytes(req.into_body()), Bytes::from(i.to_string()));
+        }
+        // One form for the fixed request, one for the reused buffer.
+        assert_eq!(pool.requests.borrow().len(), 2);
+        let https = HttpUrl::parse("https://127.0.0.1:8080/").unwrap();
+        assert_eq!(pool.request(&fixed, &https).unwrap().uri().to_string(), "https://127.0.0.1:8080/fixed");
+    }
 
     #[test]
     fn requests_become_http2_requests_without_connection_headers() {

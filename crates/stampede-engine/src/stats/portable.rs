@@ -483,6 +483,12 @@ mod tests {
             m.steps[0].phases.record_answer(300, 400);
             m.iterations[0] = 10 + runner;
             m.schedule_lag.record(50 + runner * 1_000).unwrap();
+            // Open models: each runner had iterations wait for a VU, and dropped some.
+            for k in 0..=runner {
+                m.record_waited(1_000 * (k + 1));
+            }
+            m.record_dropped(0, DropReason::QueueFull);
+            m.record_dropped(0, if runner % 2 == 0 { DropReason::WaitedTooLong } else { DropReason::RunEnded });
             let portable = encode(&keys, &m, &names);
             let json = serde_json::to_string(&portable).unwrap();
             let back: PortableMetrics = serde_json::from_str(&json).unwrap();
@@ -502,6 +508,13 @@ mod tests {
             (merged.schedule_lag.len(), merged.schedule_lag.max()),
             (5, merged.schedule_lag.highest_equivalent(4_050))
         );
+        // Waits and drops merge as counts by reason and one histogram of all waits.
+        assert_eq!(
+            (merged.queue_wait.len(), merged.queue_wait.max()),
+            (15, merged.queue_wait.highest_equivalent(5_000))
+        );
+        assert_eq!(merged.dropped.iter().sum::<u64>(), 10);
+        assert_eq!(merged.dropped_by_reason, [5, 3, 2], "queue full, waited too long, run ended");
         let connect = s.phases.get(Phase::Connect).unwrap();
         assert_eq!((connect.count(), connect.min_value_us(), connect.max_us), (5, 100, 104));
         assert_eq!(s.phases.get(Phase::Tls).unwrap().count(), 5);
