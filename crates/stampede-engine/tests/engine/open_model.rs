@@ -179,10 +179,21 @@ scenarios:
     assert_eq!(s.achieved_rate, stampede_model::report::round3(starved.total.requests as f64 / 3.0));
 }
 
-/// A target whose every answer takes `service` (an async delay; no limit on concurrency).
-fn slow_target(service: Duration) -> TargetServer {
+/// Runs `load` (one GET per iteration, one thread) against a fresh target whose every answer
+/// takes `service` (an async delay; no limit on concurrency). The report, printed, and the
+/// requests the target counted.
+fn against_slow_target(service: Duration, load: &str) -> (Report, u64) {
     let options = stampede_target::TargetOptions { service_time: Some(service), ..Default::default() };
-    TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap()
+    let target = TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap();
+    let stats = target.stats();
+    let yaml = format!(
+        "name: slow\nload: {load}\nscenarios:\n  - name: s\n    steps: [{{name: get, request: {{url: \"{{{{baseUrl}}}}/get\"}}}}]\n"
+    );
+    let report = run_yaml(&yaml, &target.base_url(), 1);
+    let served = stats.requests();
+    target.stop();
+    println!("{}", stampede_engine::render_table(&report));
+    (report, served)
 }
 
 /// Within the relative precision of the report's histograms (3 significant digits).
@@ -196,23 +207,11 @@ fn iterations_due_while_every_vu_is_busy_wait_for_one_and_their_latency_counts_t
     // iteration that finds both busy waits for the next free one (maxWait 60 s: none gives
     // up), so all 200 run, the later ones seconds after their schedule.
     let service = Duration::from_millis(50);
-    let target = slow_target(service);
-    let stats = target.stats();
-    let report = run_yaml(
-        r#"
-name: queue
-load: {executor: constant-arrival-rate, rate: 100, duration: 2s, preAllocatedVUs: 2, maxVUs: 2, maxWaiting: 1000, maxWait: 60s}
-scenarios:
-  - name: s
-    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
-"#,
-        &target.base_url(),
-        1,
+    let (report, served) = against_slow_target(
+        service,
+        "{executor: constant-arrival-rate, rate: 100, duration: 2s, preAllocatedVUs: 2, maxVUs: 2, maxWaiting: 1000, maxWait: 60s}",
     );
-    let served = stats.requests();
-    target.stop();
     let s = report.run.schedule.as_ref().unwrap();
-    println!("{}", stampede_engine::render_table(&report));
     // Every due iteration ran: the ones that found a free VU and the ones that waited.
     assert_eq!(s.scheduled_iterations, 200);
     assert_eq!((served, report.total.requests, report.run.iterations), (200, 200, 200));
@@ -244,23 +243,11 @@ fn a_full_wait_queue_or_a_wait_too_long_drops_iterations_and_says_why() {
     let service = Duration::from_millis(50);
     // One VU, at most 5 waiting: of 50 due in 0.5 s, the VU holds 1 and 5 wait; the rest that
     // come due while 5 wait are dropped as `queueFull`.
-    let target = slow_target(service);
-    let stats = target.stats();
-    let full = run_yaml(
-        r#"
-name: full
-load: {executor: constant-arrival-rate, rate: 100, duration: 500ms, preAllocatedVUs: 1, maxVUs: 1, maxWaiting: 5, maxWait: 60s}
-scenarios:
-  - name: s
-    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
-"#,
-        &target.base_url(),
-        1,
+    let (full, served) = against_slow_target(
+        service,
+        "{executor: constant-arrival-rate, rate: 100, duration: 500ms, preAllocatedVUs: 1, maxVUs: 1, maxWaiting: 5, maxWait: 60s}",
     );
-    let served = stats.requests();
-    target.stop();
     let s = full.run.schedule.as_ref().unwrap();
-    println!("{}", stampede_engine::render_table(&full));
     assert_eq!(s.scheduled_iterations, 50);
     assert_eq!(served, full.total.requests);
     assert_eq!(full.total.requests + s.dropped_iterations, 50, "every due iteration ran or was dropped");
@@ -273,23 +260,11 @@ scenarios:
 
     // maxWait 120 ms: an iteration that waited longer is dropped as `waitedTooLong`; each that
     // ran waited at most that.
-    let target = slow_target(service);
-    let stats = target.stats();
-    let expired = run_yaml(
-        r#"
-name: expired
-load: {executor: constant-arrival-rate, rate: 100, duration: 500ms, preAllocatedVUs: 1, maxVUs: 1, maxWait: 120ms}
-scenarios:
-  - name: s
-    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
-"#,
-        &target.base_url(),
-        1,
+    let (expired, served) = against_slow_target(
+        service,
+        "{executor: constant-arrival-rate, rate: 100, duration: 500ms, preAllocatedVUs: 1, maxVUs: 1, maxWait: 120ms}",
     );
-    let served = stats.requests();
-    target.stop();
     let s = expired.run.schedule.as_ref().unwrap();
-    println!("{}", stampede_engine::render_table(&expired));
     assert_eq!(served, expired.total.requests);
     assert_eq!(expired.total.requests + s.dropped_iterations, 50);
     assert!(s.dropped_iterations > 0);
@@ -305,27 +280,16 @@ fn iterations_still_waiting_when_the_group_stops_are_dropped_as_run_ended() {
     // One VU, answers of 300 ms, gracefulStop 100 ms: at the hard stop (0.3 s + 0.1 s) the
     // iterations still waiting never ran; they count as `runEnded` (or `waitedTooLong`: never
     // here, maxWait is 60 s).
-    let target = slow_target(Duration::from_millis(300));
-    let stats = target.stats();
-    let report = run_yaml(
-        r#"
-name: ended
-load: {executor: constant-arrival-rate, rate: 20, duration: 300ms, preAllocatedVUs: 1, maxVUs: 1, maxWait: 60s, gracefulStop: 100ms}
-scenarios:
-  - name: s
-    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
-"#,
-        &target.base_url(),
-        1,
+    let (report, served) = against_slow_target(
+        Duration::from_millis(300),
+        "{executor: constant-arrival-rate, rate: 20, duration: 300ms, preAllocatedVUs: 1, maxVUs: 1, maxWait: 60s, gracefulStop: 100ms}",
     );
-    target.stop();
     let s = report.run.schedule.as_ref().unwrap();
-    println!("{}", stampede_engine::render_table(&report));
     assert_eq!(s.scheduled_iterations, 6);
     // Due at 0, 50, …, 250 ms. The VU runs the first until 300 ms, then takes the second, which
     // is still in flight at the hard stop (400 ms) and abandoned: it started, so it is not
     // dropped. The other 4 were waiting. (A machine stalled past 400 ms leaves 5 waiting.)
-    println!("served {}, requests {}", stats.requests(), report.total.requests);
+    println!("served {served}, requests {}", report.total.requests);
     assert!(matches!(s.dropped_iterations, 4 | 5), "dropped {}", s.dropped_iterations);
     assert_eq!(s.dropped_by_reason.get("runEnded"), Some(&s.dropped_iterations), "{:?}", s.dropped_by_reason);
     assert!(report.total.requests <= 1 && report.total.requests + s.dropped_iterations <= 5);
