@@ -166,11 +166,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
             achieved_rate: per_sec(ran),
             scheduled_iterations: scheduled,
             dropped_iterations: dropped,
-            dropped_by_reason: DropReason::ALL
-                .iter()
-                .map(|&r| (r.name().to_string(), m.dropped_by_reason[r as usize]))
-                .filter(|(_, n)| *n > 0)
-                .collect(),
+            dropped_by_reason: m.dropped_by_reason_named(),
             waited_iterations: m.queue_wait.len(),
             wait_ms: (!m.queue_wait.is_empty()).then(|| histogram_summary(&m.queue_wait)),
             lag_ms: histogram_summary(&m.schedule_lag),

@@ -392,6 +392,16 @@ impl WorkerMetrics {
         self.interval.dropped += 1;
     }
 
+    /// Dropped iterations by reason name, the reasons with none left out (reports and
+    /// runner results).
+    pub fn dropped_by_reason_named(&self) -> std::collections::BTreeMap<String, u64> {
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r.name().to_string(), self.dropped_by_reason[r as usize]))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// An open model's iteration got a VU after waiting `wait_us` for one (it is also counted
     /// by [`Self::record_started`]).
     pub fn record_waited(&mut self, wait_us: u64) {

@@ -85,11 +85,7 @@ pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[Strin
         steps,
         iterations,
         dropped_iterations: metrics.dropped.iter().sum(),
-        dropped_by_reason: DropReason::ALL
-            .iter()
-            .map(|&r| (r.name().to_string(), metrics.dropped_by_reason[r as usize]))
-            .filter(|(_, n)| *n > 0)
-            .collect(),
+        dropped_by_reason: metrics.dropped_by_reason_named(),
         queue_wait: (!metrics.queue_wait.is_empty()).then(|| encode_histogram(&metrics.queue_wait)),
         schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| encode_histogram(&metrics.schedule_lag)),
     }
