@@ -242,7 +242,7 @@ pub fn capacity(
         let cpu = shares.iter().find_map(|s| s.cpu_saturated.clone());
         let (result, mut judged) = stampede_engine::judge_plateau(plan, rate, seconds, &window, cpu, false);
         // Runners keep one schedule: a plateau is not run again after a stall.
-        judged.lag_only = false;
+        judged.stall = false;
         stampede_engine::record_plateau(&search, &mut state, judged);
         results.push(result);
     }

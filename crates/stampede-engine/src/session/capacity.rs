@@ -25,6 +25,9 @@ use crate::stats::sysstat;
 /// The achieved rate must be at least this share of the target for a plateau to count.
 pub(crate) const RATE_TOLERANCE: f64 = 0.99;
 
+/// How many times a plateau is run again at one rate after a stall of the generator's machine.
+pub(crate) const STALL_RETRIES: usize = 2;
+
 /// What one plateau measured, and the raw run (merged into the whole report at the end).
 pub struct Plateau {
     pub result: PlateauResult,
@@ -130,6 +133,12 @@ pub fn judge(
     let saturated = (!why.is_empty()).then(|| why.join("; "));
     let slo_met = thresholds.iter().all(|v| v.passed);
     let rate_met = achieved >= rate * RATE_TOLERANCE;
+    let latency_ms =
+        if total.latency.is_empty() { LatencySummary::default() } else { histogram_summary(&total.latency) };
+    // Requests in flight on average, by Little's law: well under the pool means the VUs were not
+    // short, so iterations dropped with the CPU idle were a stall of the machine, not the pool.
+    let in_flight = total.requests as f64 / seconds * latency_ms.mean / 1000.0;
+    let pool_sufficed = in_flight <= f64::from(plan.max_vus()) / 2.0;
     // Too few iterations started with every threshold met: the VU pool or the CPU was short,
     // not the service. (When a threshold failed, an exhausted pool is the service's slowness.)
     let generator_limited = saturated.is_some() || (slo_met && !rate_met);
@@ -142,20 +151,17 @@ pub fn judge(
         requests: total.requests,
         errors,
         error_rate: if total.requests > 0 { round3(errors as f64 / total.requests as f64 * 1e6) / 1e6 } else { 0.0 },
-        latency_ms: if total.latency.is_empty() {
-            LatencySummary::default()
-        } else {
-            histogram_summary(&total.latency)
-        },
+        latency_ms,
         dropped_iterations: dropped,
         lag_p99_ms: lag_ms.p99,
         saturated,
         passed,
         thresholds,
     };
-    // Only the schedule lag said so: a stall of the generator's machine, worth one more try.
-    let lag_only = generator_limited && !cpu && rate_met;
-    (result, Judged { rate, passed, generator_limited, lag_only, refine })
+    // The CPU was fine and either the rate was met (the schedule lag alone said so) or the pool
+    // was far from full: a stall of the generator's machine, worth another try.
+    let stall = generator_limited && !cpu && (rate_met || pool_sufficed);
+    (result, Judged { rate, passed, generator_limited, stall, refine })
 }
 
 /// A plateau's verdict, as the search needs it.
@@ -165,8 +171,9 @@ pub struct Judged {
     pub passed: bool,
     /// The generator (VUs, CPU, schedule lag), not the service, kept it from passing.
     pub generator_limited: bool,
-    /// Only the schedule lag said the generator fell behind (its CPU and the rate were fine).
-    pub lag_only: bool,
+    /// The generator fell behind with its CPU fine and its VU pool far from full (the schedule
+    /// lag said so, or iterations were dropped): a stall of its machine.
+    pub stall: bool,
     pub refine: bool,
 }
 
@@ -187,10 +194,10 @@ pub struct SearchState {
     pub stopped: Option<String>,
     /// `service`, `generator` or `maxRate`, once known.
     pub limit: Option<&'static str>,
-    /// A plateau to run again: the generator stalled (schedule lag alone) at this rate, the first
-    /// time it did there.
+    /// A plateau to run again: the generator stalled at this rate, fewer than
+    /// [`STALL_RETRIES`] times so far there.
     pub again: Option<(f64, bool)>,
-    /// Rates run again so far.
+    /// Rates run again so far, once per retry.
     pub retried: Vec<f64>,
 }
 
@@ -215,10 +222,11 @@ pub fn next_plateau(search: &CapacitySearch, state: &SearchState) -> Option<(f64
 
 /// Records a plateau's verdict in `state`; says when the search is over.
 pub fn record(search: &CapacitySearch, state: &mut SearchState, judged: Judged) {
-    let Judged { rate, passed, generator_limited, lag_only, refine } = judged;
+    let Judged { rate, passed, generator_limited, stall, refine } = judged;
     state.again = None;
-    // A stall of the generator's machine (lag alone) is no answer yet: once more at this rate.
-    if lag_only && !state.retried.contains(&rate) {
+    // A stall of the generator's machine is no answer yet: again at this rate, a bounded number
+    // of times (a machine that stalls every time cannot drive it).
+    if stall && state.retried.iter().filter(|&&r| r == rate).count() < STALL_RETRIES {
         state.retried.push(rate);
         state.again = Some((rate, refine));
         return;
@@ -447,9 +455,9 @@ mod tests {
         let mut state = SearchState::default();
         let mut rates = Vec::new();
         while let Some((rate, refine)) = next_plateau(s, &state) {
-            let (passed, generator_limited, lag_only) = verdict(rate, refine, rates.len());
+            let (passed, generator_limited, stall) = verdict(rate, refine, rates.len());
             rates.push(rate);
-            record(s, &mut state, Judged { rate, passed, generator_limited, lag_only, refine });
+            record(s, &mut state, Judged { rate, passed, generator_limited, stall, refine });
             assert!(rates.len() < 100, "the search must end");
         }
         (rates, state)
@@ -471,18 +479,26 @@ mod tests {
     }
 
     #[test]
-    fn the_generator_ends_the_search_at_once_and_a_lag_stall_is_tried_again_once() {
+    fn the_generator_ends_the_search_at_once_and_a_stall_is_tried_again_a_bounded_number_of_times() {
         let (rates, state) = drive(&search(2), |r, _, _| (r < 400.0, r >= 400.0, false));
         assert_eq!(rates, [100.0, 200.0, 300.0, 400.0]);
         assert_eq!(state.limit, Some("generator"));
         let a = answer(&search(2), &state, &[]);
         assert!(a.lower_bound);
-        // A stall (lag alone) at 300/s: run again; it passes the second time.
+        // A stall at 300/s: run again; it passes the second time.
         let (rates, _) = drive(&search(0), |r, _, n| match (r, n) {
             (300.0, 2) => (false, true, true),
             _ => (r <= 640.0, false, false),
         });
         assert_eq!(&rates[..4], [100.0, 200.0, 300.0, 300.0]);
+        // Two stalls in a row at 100/s, then it passes: one answer for that rate, the search goes on.
+        let (rates, state) = drive(&search(0), |r, _, n| (r <= 640.0 && n >= 2, r <= 640.0 && n < 2, n < 2));
+        assert_eq!(&rates[..4], [100.0, 100.0, 100.0, 200.0]);
+        assert_eq!(state.limit, Some("service"));
+        // A machine that stalls every time at 300/s: after STALL_RETRIES more runs, the generator.
+        let (rates, state) = drive(&search(0), |r, _, _| (r < 300.0, r >= 300.0, r >= 300.0));
+        assert_eq!(rates, [100.0, 200.0, 300.0, 300.0, 300.0]);
+        assert_eq!((state.limit, state.pass), (Some("generator"), Some(200.0)));
     }
 
     #[test]
