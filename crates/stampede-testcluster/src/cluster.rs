@@ -223,7 +223,7 @@ where
 fn default_dir() -> PathBuf {
     match std::env::var_os(CLUSTER_DIR_ENV) {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/cluster/.run/dev"),
+        None => crate::repo_root().join("tests/cluster/.run/dev"),
     }
 }
 

@@ -23,12 +23,21 @@ pub mod volumes;
 pub use cluster::{TestCluster, wait_deleted, wait_for};
 pub use error::{Error, Result};
 
+/// The repository's root. From the package directory `cargo test` gives the test binary when it
+/// runs (every package is `crates/<name>`), not the one this crate was compiled in: a build
+/// folder shared by several clones (`make test`'s cache) reuses this crate compiled in another
+/// clone, which may be gone.
+pub fn repo_root() -> std::path::PathBuf {
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    std::path::PathBuf::from(package).join("../..")
+}
+
 /// The pinned Helm: `$STAMPEDE_HELM`, or `tests/chart/helm.sh` (builds it once, then reuses it).
 pub fn helm() -> std::path::PathBuf {
     if let Some(h) = std::env::var_os("STAMPEDE_HELM") {
         return h.into();
     }
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/chart/helm.sh");
+    let script = repo_root().join("tests/chart/helm.sh");
     let out = std::process::Command::new("bash").arg(&script).output().expect("bash runs");
     assert!(out.status.success(), "{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().into()

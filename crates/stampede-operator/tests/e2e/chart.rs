@@ -39,7 +39,7 @@ use stampede_testcluster::{TestCluster, wait_deleted, wait_for};
 const RELEASE: &str = "stampede";
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    stampede_testcluster::repo_root()
 }
 
 /// `helm template stampede charts/stampede -n <ns> <args>`.

@@ -41,7 +41,7 @@ const ANALYSIS: &str = "gitops/argo-rollouts/analysistemplate.yaml";
 const ITERATIONS: u64 = 100;
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    stampede_testcluster::repo_root()
 }
 
 fn objects(path: &str) -> Vec<serde_json::Value> {

@@ -20,7 +20,7 @@ pub(crate) const OPERATOR_NS: &str = "stampede-system";
 pub(crate) const TARGET_PORT: u16 = 8080;
 
 pub(crate) fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    stampede_testcluster::repo_root()
 }
 
 /// The running cluster, which must have a real node.
