@@ -721,7 +721,34 @@ impl LoadSpec {
         }
     }
 
-    /// Whether this (share of the) load runs any VU at all.
+    /// Why this load cannot be split over `count` runners without losing part of it, as
+    /// `(field, reason)`: an arrival rate whose VUs are fewer than the runners gives some runner
+    /// a share of the rate and no VU to run it, and that runner's share would never run.
+    pub fn share_problem(&self, count: u32) -> Option<(&'static str, String)> {
+        if !matches!(self.executor, Executor::ConstantArrivalRate | Executor::RampingArrivalRate | Executor::Capacity) {
+            return None;
+        }
+        let field = if self.max_vus.is_some() { "maxVUs" } else { "preAllocatedVUs" };
+        let total = self.max_vus.or(self.pre_allocated_vus).unwrap_or(0);
+        (0..count).map(|i| self.share(i, count)).enumerate().find_map(|(i, s)| {
+            let rate = s
+                .rate
+                .unwrap_or(0)
+                .max(s.start_rate.unwrap_or(0))
+                .max(s.stages.iter().map(|t| t.target).max().unwrap_or(0));
+            let vus = s.max_vus.or(s.pre_allocated_vus).unwrap_or(0);
+            (rate > 0 && vus == 0).then(|| {
+                (
+                    field,
+                    format!(
+                        "{total} VU(s) cannot be split over {count} runners: runner {i} would get a share of the rate \
+                         and no VU to run it; set {field} to at least {count} or use fewer runners"
+                    ),
+                )
+            })
+        })
+    }
+
     /// Whether this load runs anything at all.
     pub fn has_work(&self) -> bool {
         let vus = self.max_vus.or(self.pre_allocated_vus).unwrap_or(0) > 0;
@@ -740,6 +767,26 @@ impl LoadSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arrival_rate_with_fewer_vus_than_runners_cannot_be_split() {
+        let spec = LoadSpec {
+            executor: Executor::ConstantArrivalRate,
+            rate: Some(10),
+            max_vus: Some(2),
+            pre_allocated_vus: Some(2),
+            ..LoadSpec::default()
+        };
+        assert_eq!(spec.share_problem(2), None);
+        let (field, why) = spec.share_problem(3).expect("runner 2 gets 3/s and no VU");
+        assert_eq!(field, "maxVUs");
+        assert!(why.contains("runner 2") && why.contains("at least 3"), "{why}");
+        // Its share of the rate is 0 too: nothing is lost.
+        assert_eq!(LoadSpec { rate: Some(2), ..spec.clone() }.share_problem(3), None);
+        // VU-based executors: a runner without VUs has nothing to run, the others run every VU.
+        let vus = LoadSpec { executor: Executor::ConstantVus, vus: Some(2), ..LoadSpec::default() };
+        assert_eq!(vus.share_problem(3), None);
+    }
 
     #[test]
     fn splits_add_up_exactly_for_awkward_counts() {

@@ -37,13 +37,33 @@ pub fn validate_with_files(
         }
     }
     let base_url = stampede_engine::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
-    stampede_engine::validate(
+    // Every runner must be able to run its share: one with a rate and no VU would lose it.
+    let runners = u32::try_from(lt.spec.runners.max(1)).unwrap_or(1);
+    let mut split: Vec<String> = file
+        .load
+        .iter()
+        .map(|l| ("load".to_string(), l))
+        .chain(
+            file.scenarios
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| Some((format!("scenarios[{i}].load"), s.load.as_ref()?))),
+        )
+        .filter_map(|(at, l)| l.share_problem(runners).map(|(field, why)| format!("{at}.{field}: {why}")))
+        .collect();
+    let plan = stampede_engine::validate(
         &file,
         Path::new(source),
         &CompileOptions { base_url, env: Some(env), files: files.map(Arc::new), ..CompileOptions::default() },
     )
     .map(Arc::new)
-    .map_err(|e| e.problems().join("; "))
+    .map_err(|e| e.problems().join("; "))?;
+    if split.is_empty() {
+        Ok(plan)
+    } else {
+        split.dedup();
+        Err(split.join("; "))
+    }
 }
 
 /// The names of the environment variables a scenario's templates use (`{{env.NAME}}`).

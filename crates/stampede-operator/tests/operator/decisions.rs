@@ -731,6 +731,33 @@ fn a_missing_baseline_is_a_condition_and_an_event_and_its_thresholds_fail_saying
     assert!(!actions.contains(&Action::ApplyChildren));
 }
 
+/// An arrival rate with fewer VUs than runners: some runner would get a share of the rate and no
+/// VU to run it, and that share would be lost. The spec is refused, naming the field and the fix.
+#[test]
+fn an_arrival_rate_that_cannot_be_split_over_the_runners_is_refused_by_field() {
+    let scenario = r#"
+name: split
+baseUrl: http://my-service.default.svc
+load: {executor: constant-arrival-rate, rate: 10, duration: 5s, preAllocatedVUs: 2, maxVUs: 2}
+scenarios: [{name: s, steps: [{name: a, request: {url: "{{baseUrl}}/"}}]}]
+"#;
+    let mut lt = loadtest(2);
+    lt.spec.scenario = Some(serde_yaml::from_str(scenario).unwrap());
+    validate(&lt, scenario, "test").expect("2 VUs over 2 runners: one each");
+    lt.spec.runners = 3;
+    let err = validate(&lt, scenario, "test").unwrap_err();
+    assert!(err.starts_with("load.maxVUs: 2 VU(s) cannot be split over 3 runners: runner 2"), "{err}");
+    assert!(err.contains("at least 3"), "{err}");
+    // A scenario's own load is named by its index.
+    let own = scenario.replace("load: {", "other: {").replace(
+        "scenarios: [{name: s,",
+        "scenarios: [{name: s, load: {executor: constant-arrival-rate, rate: 10, duration: 5s, maxVUs: 1},",
+    );
+    let own = own.lines().filter(|l| !l.starts_with("other:")).collect::<Vec<_>>().join("\n");
+    let err = validate(&lt, &own, "test").unwrap_err();
+    assert!(err.starts_with("scenarios[0].load.maxVUs: 1 VU(s) cannot be split over 3 runners: runner 1"), "{err}");
+}
+
 /// #15: a change of spec.runners during a run (the API server accepts it) neither hangs the run
 /// nor goes unsaid: the run finishes on the count it started with, and a condition and one
 /// Event say the change waits for the next run.
