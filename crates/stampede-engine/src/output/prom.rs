@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::compile::plan::Plan;
 use crate::output::serve::serve_http;
 use crate::run::executor::{Tick, Totals};
-use crate::stats::metrics::StepStats;
+use crate::stats::metrics::{DropReason, StepStats};
 use crate::stats::phases::Phase;
 use crate::stats::sysstat;
 use stampede_model::{ErrorKind, StepKey};
@@ -194,6 +194,29 @@ impl Exporter {
             let n = totals.as_ref().and_then(|t| t.dropped.get(g)).copied().unwrap_or(0);
             self.push_value(&mut dropped, &[("scenario", name.clone())], n as f64);
         }
+        let mut by_reason = self.family(
+            "stampede_dropped_iterations_by_reason_total",
+            "Dropped iterations by why: queueFull (maxWaiting were waiting), waitedTooLong (maxWait \
+             passed), runEnded (still waiting at the end).",
+            MetricType::COUNTER,
+        );
+        for reason in DropReason::ALL {
+            let n = totals.as_ref().map_or(0, |t| t.dropped_by_reason[reason as usize]);
+            self.push_value(&mut by_reason, &[("reason", reason.name().to_string())], n as f64);
+        }
+        let queue_wait = totals.as_ref().and_then(|t| t.queue_wait.as_ref()).unwrap_or(&empty.latency);
+        let mut waited = self.family(
+            "stampede_waited_iterations_total",
+            "Iterations that came due with every VU busy and waited for a free one (open models).",
+            MetricType::COUNTER,
+        );
+        self.push_value(&mut waited, &[], queue_wait.len() as f64);
+        let mut wait = self.family(
+            "stampede_queue_wait_seconds",
+            "How long iterations that found every VU busy waited for one (open models).",
+            MetricType::HISTOGRAM,
+        );
+        self.push_histogram(&mut wait, &[], queue_wait);
         let mut lag = self.family(
             "stampede_schedule_lag_seconds",
             "How late iterations started against their schedule (open workload models).",
@@ -203,7 +226,9 @@ impl Exporter {
         self.push_histogram(&mut lag, &[], lag_hist);
 
         let usage = sysstat::process();
-        let mut families = vec![requests, responses, errors, latency, sent, received, iterations, dropped, lag];
+        let mut families = vec![
+            requests, responses, errors, latency, sent, received, iterations, dropped, by_reason, waited, wait, lag,
+        ];
         if !phases.get_metric().is_empty() {
             families.push(phases);
         }

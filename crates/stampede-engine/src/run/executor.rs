@@ -96,6 +96,10 @@ pub struct Totals {
     pub schedule_lag: Option<hdrhistogram::Histogram<u64>>,
     /// Open models: dropped iterations by load group.
     pub dropped: Vec<u64>,
+    /// Open models: dropped iterations by [`DropReason`](crate::stats::metrics::DropReason).
+    pub dropped_by_reason: [u64; crate::stats::metrics::DropReason::ALL.len()],
+    /// Open models: how long iterations that found every VU busy waited for one, µs.
+    pub queue_wait: Option<hdrhistogram::Histogram<u64>>,
 }
 
 impl Totals {
@@ -105,6 +109,8 @@ impl Totals {
             iterations: metrics.iterations.clone(),
             schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| metrics.schedule_lag.clone()),
             dropped: metrics.dropped.clone(),
+            dropped_by_reason: metrics.dropped_by_reason,
+            queue_wait: (!metrics.queue_wait.is_empty()).then(|| metrics.queue_wait.clone()),
         }
     }
 
@@ -129,6 +135,14 @@ impl Totals {
                 self.dropped.resize(g + 1, 0);
             }
             self.dropped[g] += n;
+        }
+        for (a, b) in self.dropped_by_reason.iter_mut().zip(other.dropped_by_reason) {
+            *a += b;
+        }
+        match (&mut self.queue_wait, &other.queue_wait) {
+            (Some(a), Some(b)) => a.add(b).expect("histograms share bounds"),
+            (None, Some(b)) => self.queue_wait = Some(b.clone()),
+            _ => {}
         }
     }
 }

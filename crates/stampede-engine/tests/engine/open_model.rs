@@ -183,17 +183,39 @@ scenarios:
 /// takes `service` (an async delay; no limit on concurrency). The report, printed, and the
 /// requests the target counted.
 fn against_slow_target(service: Duration, load: &str) -> (Report, u64) {
+    let (report, served, _) = against_slow_target_with_metrics(service, load);
+    (report, served)
+}
+
+/// [`against_slow_target`], with what a Prometheus scraping the run last saw (`/metrics`).
+fn against_slow_target_with_metrics(service: Duration, load: &str) -> (Report, u64, String) {
     let options = stampede_target::TargetOptions { service_time: Some(service), ..Default::default() };
     let target = TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap();
     let stats = target.stats();
     let yaml = format!(
         "name: slow\nload: {load}\nscenarios:\n  - name: s\n    steps: [{{name: get, request: {{url: \"{{{{baseUrl}}}}/get\"}}}}]\n"
     );
-    let report = run_yaml(&yaml, &target.base_url(), 1);
+    let path = Path::new("open.yaml");
+    let file = stampede_engine::parse_str(&yaml, path).unwrap_or_else(|e| panic!("{e}"));
+    let opts = CompileOptions { base_url: Some(target.base_url()), ..CompileOptions::default() };
+    let prepared = stampede_engine::prepare(&file, path, opts).unwrap_or_else(|e| panic!("{e}"));
+    let exporter = stampede_engine::Exporter::new(&prepared.plan, Vec::new());
+    let opts = RunOptions { threads: 1, totals: true, ..RunOptions::default() };
+    let report = stampede_engine::execute(prepared, &opts, &mut |t| exporter.observe(t)).unwrap();
     let served = stats.requests();
     target.stop();
     println!("{}", stampede_engine::render_table(&report));
-    (report, served)
+    (report, served, exporter.render())
+}
+
+/// The value of one series (`name` or `name{labels}`) in a Prometheus exposition.
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Within the relative precision of the report's histograms (3 significant digits).
@@ -244,7 +266,7 @@ fn a_full_wait_queue_or_a_wait_too_long_drops_iterations_and_says_why() {
     let service = Duration::from_millis(50);
     // One VU, at most 5 waiting: of 50 due in 0.5 s, the VU holds 1 and 5 wait; the rest that
     // come due while 5 wait are dropped as `queueFull`.
-    let (full, served) = against_slow_target(
+    let (full, served, metrics) = against_slow_target_with_metrics(
         service,
         "{executor: constant-arrival-rate, rate: 100, duration: 500ms, preAllocatedVUs: 1, maxVUs: 1, maxWaiting: 5, maxWait: 60s}",
     );
@@ -258,6 +280,15 @@ fn a_full_wait_queue_or_a_wait_too_long_drops_iterations_and_says_why() {
     let hint = s.hint.as_deref().expect("a hint");
     assert!(hint.contains("pool was exhausted") && hint.contains("maxVUs"), "{hint}");
     assert!(stampede_engine::render_table(&full).contains("HINT: the VU pool was exhausted"));
+    // Prometheus sees the same: drops by reason, the waits and how long they were.
+    let dropped = s.dropped_iterations as f64;
+    assert_eq!(metric(&metrics, r#"stampede_dropped_iterations_total{scenario="default"}"#), dropped);
+    assert_eq!(metric(&metrics, r#"stampede_dropped_iterations_by_reason_total{reason="queueFull"}"#), dropped);
+    assert_eq!(metric(&metrics, r#"stampede_dropped_iterations_by_reason_total{reason="waitedTooLong"}"#), 0.0);
+    let waited = s.waited_iterations as f64;
+    assert_eq!(metric(&metrics, "stampede_waited_iterations_total"), waited);
+    assert_eq!(metric(&metrics, "stampede_queue_wait_seconds_count"), waited);
+    assert_eq!(metric(&metrics, r#"stampede_queue_wait_seconds_bucket{le="+Inf"}"#), waited);
 
     // maxWait 120 ms: an iteration that waited longer is dropped as `waitedTooLong`; each that
     // ran waited at most that.
