@@ -222,25 +222,12 @@ async fn carry_out(
             Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => {}
         }
     }
-    if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
-        let api: Api<LoadTest> = Api::namespaced(client.clone(), &ns);
-        // The resourceVersion makes the write conditional: a decision taken on a stale copy
-        // (the watch cache can lag behind our own last write) must not overwrite a newer
-        // status, e.g. move an already announced start instant.
-        let patch = serde_json::json!({
-            "apiVersion": LoadTest::api_version(&()),
-            "kind": LoadTest::kind(&()),
-            "metadata": {"resourceVersion": lt.resource_version()},
-            "status": decision.status,
-        });
-        match api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                tracing::debug!("status changed meanwhile; deciding again on the newer copy");
-                return Ok(Requeue::requeue(Duration::from_millis(200)));
-            }
-            Err(e) => return Err(e.into()),
-        }
+    if lt.status.as_ref() != Some(&decision.status)
+        && !decision.actions.contains(&Action::DeleteLoadTest)
+        && !write_status(client, lt, &decision.status).await?
+    {
+        // An already announced start instant, say, must not move.
+        return Ok(Requeue::requeue(Duration::from_millis(200)));
     }
     for action in deletes {
         match action {
@@ -254,6 +241,34 @@ async fn carry_out(
         Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
         None => Requeue::await_change(),
     })
+}
+
+/// Writes `status` of `obj` on the condition that the object is still the version read
+/// (server-side apply with its resourceVersion): a decision taken on a stale copy (the watch
+/// cache can lag behind our own last write) must not overwrite a newer status. `false` when the
+/// status changed meanwhile: decide again on the newer copy.
+pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: &impl Serialize) -> Result<bool>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"resourceVersion": obj.resource_version()},
+        "status": status,
+    });
+    match api.patch_status(&obj.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            tracing::debug!(kind = %K::kind(&()), "status changed meanwhile; deciding again on the newer copy");
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn truncate(s: &str, max: usize) -> String {

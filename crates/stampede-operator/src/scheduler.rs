@@ -13,7 +13,7 @@ use kube::{Client, Resource, ResourceExt};
 use stampede_api::{LoadTest, LoadTestSchedule, MANAGER, SCHEDULE_LABEL, names};
 use time::OffsetDateTime;
 
-use crate::controller::Context;
+use crate::controller::{Context, write_status};
 use crate::schedule::{self, Observed};
 use crate::{Error, Result};
 
@@ -93,24 +93,9 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
             Err(e) => return Err(e.into()),
         }
     }
-    if lts.status.as_ref() != Some(&decision.status) {
-        let api: Api<LoadTestSchedule> = Api::namespaced(client.clone(), &ns);
-        // Conditional on the version read, as for LoadTests: a decision on a stale copy must not
-        // overwrite a newer status (e.g. move lastScheduleTime back).
-        let patch = serde_json::json!({
-            "apiVersion": LoadTestSchedule::api_version(&()),
-            "kind": LoadTestSchedule::kind(&()),
-            "metadata": {"resourceVersion": lts.resource_version()},
-            "status": decision.status,
-        });
-        match api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                tracing::debug!("schedule status changed meanwhile; deciding again on the newer copy");
-                return Ok(Requeue::requeue(Duration::from_millis(200)));
-            }
-            Err(e) => return Err(e.into()),
-        }
+    // Conditional, as for LoadTests: a stale copy must not move lastScheduleTime back.
+    if lts.status.as_ref() != Some(&decision.status) && !write_status(client, lts, &decision.status).await? {
+        return Ok(Requeue::requeue(Duration::from_millis(200)));
     }
     for run in &decision.delete {
         match loadtests.delete(run, &DeleteParams::background()).await {
