@@ -39,9 +39,11 @@ pub fn validate_with_files(
     let base_url = stampede_engine::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
     // Every runner must be able to run its share: one with a rate and no VU would lose it.
     let runners = u32::try_from(lt.spec.runners.max(1)).unwrap_or(1);
-    let mut split: Vec<String> = file
+    let shared_used = file.scenarios.iter().any(|s| s.load.is_none());
+    let split: Vec<String> = file
         .load
         .iter()
+        .filter(|_| shared_used)
         .map(|l| ("load".to_string(), l))
         .chain(
             file.scenarios
@@ -58,12 +60,7 @@ pub fn validate_with_files(
     )
     .map(Arc::new)
     .map_err(|e| e.problems().join("; "))?;
-    if split.is_empty() {
-        Ok(plan)
-    } else {
-        split.dedup();
-        Err(split.join("; "))
-    }
+    if split.is_empty() { Ok(plan) } else { Err(split.join("; ")) }
 }
 
 /// The names of the environment variables a scenario's templates use (`{{env.NAME}}`).
