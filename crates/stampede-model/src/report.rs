@@ -230,6 +230,11 @@ pub struct ScheduleFacts {
     /// Iterations that found every VU busy, waited for one, and ran.
     #[serde(default)]
     pub waited_iterations: u64,
+    /// Iterations that started but did not complete: cut off by the hard stop (`gracefulStop`)
+    /// or an abort, or stopped by a used-up data source. With the completed and the dropped
+    /// ones they add up to `scheduledIterations`.
+    #[serde(default)]
+    pub interrupted_iterations: u64,
     /// How long those waited for a VU, ms (in their latency, which counts from the scheduled start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<LatencySummary>,

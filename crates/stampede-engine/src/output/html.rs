@@ -126,6 +126,15 @@ fn facts(h: &mut String, r: &Report) {
             let reasons: Vec<String> = s.dropped_by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
             rows.push(("Dropped by reason", reasons.join(", ")));
         }
+        if s.interrupted_iterations > 0 {
+            rows.push((
+                "Interrupted",
+                format!(
+                    "{} iterations started but did not complete (cut off at the hard stop)",
+                    s.interrupted_iterations
+                ),
+            ));
+        }
         if let Some(hint) = &s.hint {
             rows.push(("Hint", hint.clone()));
         }

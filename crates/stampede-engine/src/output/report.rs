@@ -168,6 +168,9 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
             dropped_iterations: dropped,
             dropped_by_reason: m.dropped_by_reason_named(),
             waited_iterations: m.queue_wait.len(),
+            // Every started iteration records its lag once; those that did not complete were
+            // cut off.
+            interrupted_iterations: m.schedule_lag.len().saturating_sub(ran),
             wait_ms: (!m.queue_wait.is_empty()).then(|| histogram_summary(&m.queue_wait)),
             lag_ms: histogram_summary(&m.schedule_lag),
             hint,
@@ -302,6 +305,13 @@ pub fn render_table(report: &Report) -> String {
         if !s.dropped_by_reason.is_empty() {
             let reasons: Vec<String> = s.dropped_by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
             let _ = writeln!(out, "dropped: {}", reasons.join(", "));
+        }
+        if s.interrupted_iterations > 0 {
+            let _ = writeln!(
+                out,
+                "interrupted: {} iterations started but did not complete (cut off at the hard stop, gracefulStop)",
+                s.interrupted_iterations
+            );
         }
         if let Some(hint) = &s.hint {
             let _ = writeln!(out, "HINT: {hint}");

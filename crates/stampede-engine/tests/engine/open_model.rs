@@ -50,17 +50,30 @@ scenarios:
     );
     assert_eq!(schedule.scheduled_iterations, 50_000);
     assert_eq!(schedule.target_rate, 5000.0);
-    // Every due iteration ran or was counted as dropped; VUs enough (3,000) that a stall of a
-    // loaded machine (a debug build on 2 shared cores) is absorbed rather than dropped.
-    let dropped = schedule.dropped_iterations;
-    assert_eq!(served + dropped, 50_000, "ran {served}, dropped {dropped}");
-    assert_eq!(report.total.requests, served, "the report counts what the server counted");
-    assert_eq!(report.run.iterations, served);
+    // Every due iteration completed, was dropped, or started and was cut off at the hard stop
+    // (only on a machine so starved that answers took longer than gracefulStop), counted exactly.
+    let (dropped, interrupted) = (schedule.dropped_iterations, schedule.interrupted_iterations);
+    let completed = report.run.iterations;
+    assert_eq!(
+        completed + dropped + interrupted,
+        50_000,
+        "completed {completed}, dropped {dropped}, cut off {interrupted}"
+    );
+    assert_eq!(report.total.requests, completed, "one request per iteration");
+    if report.run.saturated.is_none() {
+        // A generator that kept up (VUs enough, 3,000, to absorb a stall of a loaded machine):
+        // nothing cut off, no error, and the report counts exactly what the server counted.
+        assert_eq!((interrupted, report.total.errors), (0, 0));
+        assert_eq!(report.total.requests, served, "the report counts what the server counted");
+    } else {
+        // Starved: a request may have failed before it reached the server, or reached it and
+        // been cut off before its answer was read.
+        assert!(served + report.total.errors >= completed && served <= completed + interrupted, "served {served}");
+    }
     // How close to 5,000/s a run gets depends on the machine (a busy one drops iterations):
     // that is measured by the benchmarks (bench/open.sh), not asserted here.
-    assert_eq!(schedule.achieved_rate, served as f64 / 10.0);
+    assert_eq!(schedule.achieved_rate, completed as f64 / 10.0);
     assert_eq!(report.run.executor, "constant-arrival-rate");
-    assert_eq!(report.total.errors, 0);
 }
 
 /// A server that answers `/` at once, except that during one window, counted from the first
@@ -325,4 +338,7 @@ fn iterations_still_waiting_when_the_group_stops_are_dropped_as_run_ended() {
     assert!(matches!(s.dropped_iterations, 4 | 5), "dropped {}", s.dropped_iterations);
     assert_eq!(s.dropped_by_reason.get("runEnded"), Some(&s.dropped_iterations), "{:?}", s.dropped_by_reason);
     assert!(report.total.requests <= 1 && report.total.requests + s.dropped_iterations <= 5);
+    // The one cut off in flight is counted apart: every due iteration is in exactly one count.
+    assert_eq!(report.run.iterations + s.dropped_iterations + s.interrupted_iterations, 6, "{s:?}");
+    assert!(s.interrupted_iterations >= 1, "the second iteration was in flight at the hard stop: {s:?}");
 }
