@@ -14,11 +14,19 @@ use stampede_engine::RunOptions;
 use stampede_target::TargetServer;
 
 fn run_yaml(yaml: &str, base_url: &str, threads: usize) -> Report {
+    run_yaml_exported(yaml, base_url, threads).0
+}
+
+/// [`run_yaml`], with what a Prometheus scraping the run last saw (`/metrics`).
+fn run_yaml_exported(yaml: &str, base_url: &str, threads: usize) -> (Report, String) {
     let path = Path::new("open.yaml");
     let file = stampede_engine::parse_str(yaml, path).unwrap_or_else(|e| panic!("{e}"));
     let opts = CompileOptions { base_url: Some(base_url.to_string()), ..CompileOptions::default() };
     let prepared = stampede_engine::prepare(&file, path, opts).unwrap_or_else(|e| panic!("{e}"));
-    stampede_engine::execute(prepared, &RunOptions { threads, ..RunOptions::default() }, &mut |_| {}).unwrap()
+    let exporter = stampede_engine::Exporter::new(&prepared.plan, Vec::new());
+    let opts = RunOptions { threads, totals: true, ..RunOptions::default() };
+    let report = stampede_engine::execute(prepared, &opts, &mut |t| exporter.observe(t)).unwrap();
+    (report, exporter.render())
 }
 
 #[test]
@@ -208,17 +216,11 @@ fn against_slow_target_with_metrics(service: Duration, load: &str) -> (Report, u
     let yaml = format!(
         "name: slow\nload: {load}\nscenarios:\n  - name: s\n    steps: [{{name: get, request: {{url: \"{{{{baseUrl}}}}/get\"}}}}]\n"
     );
-    let path = Path::new("open.yaml");
-    let file = stampede_engine::parse_str(&yaml, path).unwrap_or_else(|e| panic!("{e}"));
-    let opts = CompileOptions { base_url: Some(target.base_url()), ..CompileOptions::default() };
-    let prepared = stampede_engine::prepare(&file, path, opts).unwrap_or_else(|e| panic!("{e}"));
-    let exporter = stampede_engine::Exporter::new(&prepared.plan, Vec::new());
-    let opts = RunOptions { threads: 1, totals: true, ..RunOptions::default() };
-    let report = stampede_engine::execute(prepared, &opts, &mut |t| exporter.observe(t)).unwrap();
+    let (report, metrics) = run_yaml_exported(&yaml, &target.base_url(), 1);
     let served = stats.requests();
     target.stop();
     println!("{}", stampede_engine::render_table(&report));
-    (report, served, exporter.render())
+    (report, served, metrics)
 }
 
 /// The value of one series (`name` or `name{labels}`) in a Prometheus exposition.
@@ -341,4 +343,6 @@ fn iterations_still_waiting_when_the_group_stops_are_dropped_as_run_ended() {
     // The one cut off in flight is counted apart: every due iteration is in exactly one count.
     assert_eq!(report.run.iterations + s.dropped_iterations + s.interrupted_iterations, 6, "{s:?}");
     assert!(s.interrupted_iterations >= 1, "the second iteration was in flight at the hard stop: {s:?}");
+    let table = stampede_engine::render_table(&report);
+    assert!(table.contains(&format!("interrupted: {} iterations started", s.interrupted_iterations)), "{table}");
 }
