@@ -16,7 +16,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use stampede_api::{Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, REPORT_KEY, RESULT_KEY, RunnerReport, names};
+use stampede_api::{
+    Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, REPORT_KEY, RESULT_KEY, RunnerReport, SCENARIO_KEY, names,
+};
 use stampede_engine::Plan;
 use stampede_model::report::Report;
 
@@ -60,6 +62,11 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Runner image for LoadTests that name none.
     pub runner_image: String,
+    /// The compiled scenario of each run in progress, by [`stampede_api::run_id`]: compiled
+    /// once per run, not on every reconcile.
+    plans: std::sync::Mutex<BTreeMap<String, Arc<Plan>>>,
+    /// Reconciles that failed in a row, by object (`namespace/name`): the back-off's exponent.
+    failures: std::sync::Mutex<BTreeMap<String, u32>>,
 }
 
 impl Context {
@@ -70,9 +77,34 @@ impl Context {
             client,
             metrics,
             runner_image: DEFAULT_IMAGE.to_string(),
+            plans: Default::default(),
+            failures: Default::default(),
         }
     }
+
+    /// Drops the compiled plans of `lt`'s runs (it finished).
+    fn forget_plans(&self, lt: &LoadTest) {
+        let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
+        self.plans.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+    }
+
+    /// The wait before retrying `key` after its reconcile failed: 1 s, doubling with each
+    /// failure in a row, at most [`MAX_BACKOFF`].
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        Duration::from_secs(1u64 << (*n - 1).min(6)).min(MAX_BACKOFF)
+    }
+
+    /// Forgets `key`'s failures: its reconcile succeeded.
+    pub fn succeeded(&self, key: &str) {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+    }
 }
+
+/// The longest wait before a failed reconcile is retried.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Runs the controller until a shutdown signal: over all namespaces when `namespaces` is
 /// empty, else one controller per listed namespace (for namespaced RBAC).
@@ -118,10 +150,24 @@ fn controller_for(client: &Client, namespace: Option<&str>) -> Controller<LoadTe
         .shutdown_on_signal()
 }
 
+/// A failed reconcile is retried with back-off (1 s doubling to a minute): every [`Error`] is
+/// one that may pass; a user's mistake is a condition, decided in [`lifecycle`].
 fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Requeue {
     ctx.metrics.errors.with_label_values(&[error.metric_label()]).inc();
-    tracing::warn!(loadtest = %lt.name_any(), kind = error.metric_label(), "reconcile failed: {error}");
-    Requeue::requeue(Duration::from_secs(5))
+    let wait = ctx.backoff(&object_key(&*lt));
+    tracing::warn!(loadtest = %lt.name_any(), kind = error.metric_label(), ?wait, "reconcile failed: {error}");
+    Requeue::requeue(wait)
+}
+
+/// `Kind/namespace/name` of an object, the key of its back-off.
+pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    let meta = obj.meta();
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
 }
 
 #[tracing::instrument(skip(lt, ctx), fields(loadtest = %lt.name_any()))]
@@ -130,6 +176,9 @@ async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Requeue> {
     ctx.metrics.reconciles.inc();
     let result = reconcile_once(&lt, &ctx).await;
     timer.observe_duration();
+    if result.is_ok() {
+        ctx.succeeded(&object_key(&*lt));
+    }
     result
 }
 
@@ -139,19 +188,19 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
         return Ok(Requeue::await_change());
     }
     let client = &ctx.client;
-    let ns = lt.namespace().ok_or_else(|| Error::Other("a LoadTest is namespaced".into()))?;
+    let ns = lt.namespace().ok_or_else(|| Error::NoNamespace("a LoadTest"))?;
     let name = lt.name_any();
     let phase = lt.status.as_ref().map(|s| s.phase).unwrap_or_default();
     // A finished test needs neither its scenario nor its children: only cleanup and TTL remain.
     let (scenario_yaml, plan) = if phase.is_finished() {
+        ctx.forget_plans(lt);
         (None, Scenario::NotRead)
     } else if phase == stampede_api::Phase::Pending {
-        let (yaml, plan) = resolve_scenario(client, lt, &ns).await;
-        (yaml, plan.into())
+        resolve_scenario(client, lt, &ns).await?
     } else {
         // A run merges what its runners run: the scenario stored (immutable) at its start, not
         // the spec as it may have been edited since.
-        (None, stored_scenario(client, lt, &ns).await.into())
+        (None, stored_scenario(ctx, lt, &ns).await?)
     };
     let ((reports, unreadable), job) = if phase == stampede_api::Phase::Pending || phase.is_finished() {
         ((Vec::new(), Vec::new()), None)
@@ -159,7 +208,7 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
         observe(client, lt, &ns, run_runners(lt)).await?
     };
     let baseline = match &lt.spec.baseline {
-        Some(b) if !phase.is_finished() => Some(read_baseline(client, &ns, b).await),
+        Some(b) if !phase.is_finished() => Some(read_baseline(client, &ns, b).await?),
         _ => None,
     };
     let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline };
@@ -180,12 +229,9 @@ async fn carry_out(
     let (ns, name) = (ns.to_string(), name.to_string());
     // Deletes come after the status is written: a decision taken on a stale copy must not
     // remove the runners' results before the status that holds them is saved (a conflicting
-    // write is decided again, on the newer copy, with the children still there).
-    let (deletes, others): (Vec<&Action>, Vec<&Action>) = decision
-        .actions
-        .iter()
-        .partition(|a| matches!(a, Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest));
-    for action in others {
+    // write is decided again, on the newer copy, with the children still there). Events too:
+    // a decision thrown away for a conflict announces nothing (it would be announced twice).
+    for action in &decision.actions {
         match action {
             Action::ApplyChildren => {
                 let run = decision.status.run.unwrap_or(1);
@@ -207,19 +253,7 @@ async fn carry_out(
                 }
             }
             Action::WriteReport(json) => apply(client, &ns, &desired::report_config_map(lt, json)).await?,
-            Action::Event { warning, reason, note } => {
-                let ev = Event {
-                    type_: if *warning { EventType::Warning } else { EventType::Normal },
-                    reason: reason.clone(),
-                    note: Some(truncate(note, 1000)),
-                    action: "Reconcile".into(),
-                    secondary: None,
-                };
-                if let Err(e) = ctx.recorder.publish(&ev, &lt.object_ref(&())).await {
-                    tracing::warn!("cannot record event {reason}: {e}");
-                }
-            }
-            Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => {}
+            Action::Event { .. } | Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => {}
         }
     }
     if lt.status.as_ref() != Some(&decision.status)
@@ -229,7 +263,12 @@ async fn carry_out(
         // An already announced start instant, say, must not move.
         return Ok(Requeue::requeue(Duration::from_millis(200)));
     }
-    for action in deletes {
+    for action in &decision.actions {
+        if let Action::Event { warning, reason, note } = action {
+            publish(ctx, lt, "Reconcile", *warning, reason, note).await;
+        }
+    }
+    for action in &decision.actions {
         match action {
             Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
             Action::DeleteAll => delete_all(client, &ns, &name, run_runners(lt).max(lt.spec.runners)).await?,
@@ -241,6 +280,23 @@ async fn carry_out(
         Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
         None => Requeue::await_change(),
     })
+}
+
+/// Records an Event on `obj` (a failure to record one is logged: the status says it too).
+pub(crate) async fn publish<K>(ctx: &Context, obj: &K, action: &str, warning: bool, reason: &str, note: &str)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let ev = Event {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.to_string(),
+        note: Some(truncate(note, 1000)),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
+        tracing::warn!("cannot record event {reason}: {e}");
+    }
 }
 
 /// Writes `status` of `obj` on the condition that the object is still the version read
@@ -282,34 +338,36 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-/// The scenario as YAML, and the engine's verdict on it.
-async fn resolve_scenario(client: &Client, lt: &LoadTest, ns: &str) -> (Option<String>, Result<Arc<Plan>, String>) {
+/// A ConfigMap the spec names: `Ok(None)` when it does not exist (the user's to fix); an API
+/// error is [`Error::Unavailable`] (retried with back-off, never taken for the user's mistake).
+async fn config_map(client: &Client, ns: &str, name: &str) -> Result<Option<ConfigMap>> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.map_err(|source| Error::Unavailable { what: format!("ConfigMap {ns}/{name}"), source })
+}
+
+/// The scenario as YAML (when it could be had), and the engine's verdict on it.
+async fn resolve_scenario(client: &Client, lt: &LoadTest, ns: &str) -> Result<(Option<String>, Scenario)> {
     let source = format!("LoadTest {ns}/{}", lt.name_any());
     let yaml = match (&lt.spec.scenario, &lt.spec.scenario_from) {
         (Some(inline), _) => serde_yaml::to_string(inline).map_err(|e| format!("spec.scenario: {e}")),
-        (None, Some(from)) => {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-            match api.get_opt(&from.name).await {
-                Ok(Some(cm)) => cm
-                    .data
-                    .and_then(|d| d.get(&from.key).cloned())
-                    .ok_or_else(|| format!("spec.scenarioFrom: ConfigMap `{}` has no key `{}`", from.name, from.key)),
-                Ok(None) => Err(format!("spec.scenarioFrom: ConfigMap `{}` not found", from.name)),
-                Err(e) => Err(format!("spec.scenarioFrom: cannot read ConfigMap `{}`: {e}", from.name)),
-            }
-        }
+        (None, Some(from)) => match config_map(client, ns, &from.name).await? {
+            Some(cm) => cm
+                .data
+                .and_then(|d| d.get(&from.key).cloned())
+                .ok_or_else(|| format!("spec.scenarioFrom: ConfigMap `{}` has no key `{}`", from.name, from.key)),
+            None => Err(format!("spec.scenarioFrom: ConfigMap `{}` not found", from.name)),
+        },
         (None, None) => Err("set spec.scenario or spec.scenarioFrom".into()),
     };
     let yaml = match yaml {
         Ok(y) => y,
-        Err(e) => return (None, Err(e)),
+        Err(e) => return Ok((None, Scenario::Invalid(e))),
     };
-    let files = match data_files(client, lt, ns).await {
-        Ok(f) => f,
-        Err(e) => return (Some(yaml), Err(e)),
+    let plan = match data_files(client, lt, ns).await? {
+        Ok(files) => validate_with_files(lt, &yaml, &source, Some(files)).into(),
+        Err(e) => Scenario::Invalid(e),
     };
-    let plan = validate_with_files(lt, &yaml, &source, Some(files));
-    (Some(yaml), plan)
+    Ok((Some(yaml), plan))
 }
 
 /// The runner count of the current run: as recorded at its start, or the spec's before it.
@@ -320,73 +378,90 @@ fn run_runners(lt: &LoadTest) -> i32 {
     }
 }
 
-/// A baseline's report, or why there is none, in words for the status.
-pub async fn read_baseline(client: &Client, ns: &str, baseline: &Baseline) -> Result<Report, String> {
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+/// A baseline's report, or why there is none, in words for the status. An API error is
+/// [`Error::Unavailable`]: a relative threshold must not fail on a read that may pass.
+pub async fn read_baseline(
+    client: &Client,
+    ns: &str,
+    baseline: &Baseline,
+) -> Result<std::result::Result<Report, String>> {
     let (cm_name, key) = match (&baseline.load_test, &baseline.config_map) {
         (Some(name), _) => {
             let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), ns);
-            let lt = match loadtests.get_opt(name).await {
-                Ok(Some(lt)) => lt,
-                Ok(None) => return Err("not found".into()),
-                Err(e) => return Err(format!("cannot be read: {e}")),
-            };
+            let found = loadtests
+                .get_opt(name)
+                .await
+                .map_err(|source| Error::Unavailable { what: format!("LoadTest {ns}/{name}"), source })?;
+            let Some(lt) = found else { return Ok(Err("not found".into())) };
             let phase = lt.status.map(|s| s.phase).unwrap_or_default();
             if !phase.is_finished() {
-                return Err(format!("has not finished (phase {phase:?})"));
+                return Ok(Err(format!("has not finished (phase {phase:?})")));
             }
             (names::report_config_map(name), REPORT_KEY.to_string())
         }
         (None, Some(cm)) => (cm.name.clone(), cm.key.clone()),
-        (None, None) => return Err("names neither a LoadTest nor a ConfigMap".into()),
+        (None, None) => return Ok(Err("names neither a LoadTest nor a ConfigMap".into())),
     };
-    let text = match config_maps.get_opt(&cm_name).await {
-        Ok(Some(cm)) => cm
-            .data
-            .and_then(|mut d| d.remove(&key))
-            .ok_or_else(|| format!("ConfigMap `{cm_name}` has no key `{key}`"))?,
-        Ok(None) => return Err(format!("has no report (ConfigMap `{cm_name}` not found)")),
-        Err(e) => return Err(format!("ConfigMap `{cm_name}` cannot be read: {e}")),
+    let Some(cm) = config_map(client, ns, &cm_name).await? else {
+        return Ok(Err(format!("has no report (ConfigMap `{cm_name}` not found)")));
     };
-    serde_json::from_str(&text).map_err(|e| format!("`{cm_name}/{key}` is not a Stampede report: {e}"))
+    let Some(text) = cm.data.and_then(|mut d| d.remove(&key)) else {
+        return Ok(Err(format!("ConfigMap `{cm_name}` has no key `{key}`")));
+    };
+    Ok(serde_json::from_str(&text).map_err(|e| format!("`{cm_name}/{key}` is not a Stampede report: {e}")))
 }
 
 /// The scenario of a run in progress, from the ConfigMap written at its start (what its runners
-/// read); the spec's when that ConfigMap is missing.
-async fn stored_scenario(client: &Client, lt: &LoadTest, ns: &str) -> Result<Arc<Plan>, String> {
+/// read); the spec's when that ConfigMap is missing. Compiled once per run: the stored scenario
+/// is immutable, so later reconciles of the run take the plan from [`Context`].
+async fn stored_scenario(ctx: &Context, lt: &LoadTest, ns: &str) -> Result<Scenario> {
+    let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
+    let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
+    if let Some(plan) = ctx.plans.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(Scenario::Compiled(plan.clone()));
+    }
+    let client = &ctx.client;
     let name = names::scenario_config_map(&lt.name_any());
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let stored = match api.get_opt(&name).await {
-        Ok(cm) => cm.and_then(|cm| cm.data).and_then(|mut d| d.remove(stampede_api::SCENARIO_KEY)),
-        Err(e) => return Err(format!("cannot read the run's scenario ConfigMap `{name}`: {e}")),
+    let stored = config_map(client, ns, &name).await?.and_then(|cm| cm.data).and_then(|mut d| d.remove(SCENARIO_KEY));
+    let scenario = match stored {
+        None => resolve_scenario(client, lt, ns).await?.1,
+        Some(yaml) => match data_files(client, lt, ns).await? {
+            Ok(files) => validate_with_files(lt, &yaml, &format!("ConfigMap {ns}/{name}"), Some(files)).into(),
+            Err(e) => Scenario::Invalid(e),
+        },
     };
-    let Some(yaml) = stored else { return resolve_scenario(client, lt, ns).await.1 };
-    let files = data_files(client, lt, ns).await?;
-    validate_with_files(lt, &yaml, &format!("ConfigMap {ns}/{name}"), Some(files))
+    if let Scenario::Compiled(plan) = &scenario {
+        ctx.plans.lock().unwrap_or_else(|e| e.into_inner()).insert(key, plan.clone());
+    }
+    Ok(scenario)
 }
 
-/// The contents of `spec.data`, by file name, as the runners will see them mounted.
-async fn data_files(client: &Client, lt: &LoadTest, ns: &str) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+/// The contents of `spec.data`, by file name, as the runners will see them mounted; or what the
+/// spec names that is not there.
+async fn data_files(
+    client: &Client,
+    lt: &LoadTest,
+    ns: &str,
+) -> Result<std::result::Result<BTreeMap<String, Vec<u8>>, String>> {
     let mut files = BTreeMap::new();
     for (i, d) in lt.spec.data.iter().enumerate() {
         let (cm, key) = (&d.config_map.name, &d.config_map.key);
         let at = format!("spec.data[{i}] ({})", d.name);
-        let found = match api.get_opt(cm).await {
-            Ok(Some(found)) => found,
-            Ok(None) => return Err(format!("{at}: ConfigMap `{cm}` not found")),
-            Err(e) => return Err(format!("{at}: cannot read ConfigMap `{cm}`: {e}")),
+        let Some(found) = config_map(client, ns, cm).await? else {
+            return Ok(Err(format!("{at}: ConfigMap `{cm}` not found")));
         };
         let bytes = found
             .data
             .as_ref()
             .and_then(|d| d.get(key))
             .map(|t| t.clone().into_bytes())
-            .or_else(|| found.binary_data.as_ref().and_then(|b| b.get(key)).map(|b| b.0.clone()))
-            .ok_or_else(|| format!("{at}: ConfigMap `{cm}` has no key `{key}`"))?;
-        files.insert(d.name.clone(), bytes);
+            .or_else(|| found.binary_data.as_ref().and_then(|b| b.get(key)).map(|b| b.0.clone()));
+        match bytes {
+            Some(bytes) => files.insert(d.name.clone(), bytes),
+            None => return Ok(Err(format!("{at}: ConfigMap `{cm}` has no key `{key}`"))),
+        };
     }
-    Ok(files)
+    Ok(Ok(files))
 }
 
 /// The reports and Job of the current run of `lt`: a result or Job of another run (a deleted
@@ -418,6 +493,7 @@ async fn observe(
             let status = job.status.unwrap_or_default();
             let mut state = JobState {
                 active: status.active.unwrap_or(0),
+                terminating: status.terminating.unwrap_or(0),
                 succeeded: status.succeeded.unwrap_or(0),
                 failed: status.failed.unwrap_or(0),
                 failures: Vec::new(),

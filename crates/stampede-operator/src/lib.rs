@@ -3,6 +3,7 @@
 //! `LoadTest` and what was observed, and whether its scenario is valid ([`validation`]); a
 //! thin shell ([`controller`]) does the I/O.
 
+pub mod conditions;
 pub mod controller;
 pub mod desired;
 pub mod leader;
@@ -13,27 +14,38 @@ pub mod schedule;
 pub mod scheduler;
 pub mod validation;
 
-/// Errors of the operator's shell.
+/// Errors of the operator's shell. Each is retried with back-off by the controller: a user's
+/// mistake is never one of these (it becomes a condition and an Event instead).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A call to the API server failed (a 5xx, a 429, a time-out, a refused permission).
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// A read the decision needs failed: the object may exist, it could not be had now.
+    #[error("cannot read {what}: {source}")]
+    Unavailable {
+        /// What was being read, e.g. `ConfigMap perf/shop-scenario`.
+        what: String,
+        source: kube::Error,
+    },
     #[error("cannot serialize: {0}")]
     Serialize(#[from] serde_json::Error),
-    #[error("{0}")]
-    Other(String),
+    /// An object of a namespaced kind came without a namespace.
+    #[error("{0} has no namespace")]
+    NoNamespace(&'static str),
 }
 
 impl Error {
-    /// A short label for metrics.
     /// Every value [`Error::metric_label`] returns.
-    pub const METRIC_LABELS: [&'static str; 3] = ["kube", "serialize", "other"];
+    pub const METRIC_LABELS: [&'static str; 4] = ["kube", "unavailable", "serialize", "no_namespace"];
 
+    /// A short label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube(_) => "kube",
+            Error::Unavailable { .. } => "unavailable",
             Error::Serialize(_) => "serialize",
-            Error::Other(_) => "other",
+            Error::NoNamespace(_) => "no_namespace",
         }
     }
 }

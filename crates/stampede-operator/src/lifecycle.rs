@@ -16,6 +16,7 @@ use stampede_model::report::Report;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::conditions::Cond;
 use crate::results;
 
 /// How far ahead of "all ready" the common start instant is set.
@@ -94,10 +95,38 @@ pub fn pod_failure(index: &str, terminated: Option<(Option<&str>, i32)>, pod_rea
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobState {
     pub active: i32,
+    /// Pods being deleted that have not ended yet (`status.terminating`): a runner stopped by
+    /// SIGTERM writes its partial results before its pod ends.
+    pub terminating: i32,
     pub succeeded: i32,
     pub failed: i32,
     /// Why runner pods failed, e.g. `runner 2: OOMKilled (exit 137)`.
     pub failures: Vec<String>,
+}
+
+impl JobState {
+    /// No runner pod runs or is stopping any more, and each of `runners` ended: a runner that
+    /// has not written its result by now never will (e.g. OOMKilled).
+    pub fn all_ended(&self, runners: i32) -> bool {
+        self.active == 0 && self.terminating == 0 && self.failed + self.succeeded >= runners
+    }
+}
+
+/// Whether every runner's last word is in: each wrote its final result (done, or failed with
+/// its partial figures), or the Job says every runner pod has ended. A pod that is still
+/// stopping (SIGTERM: it writes its partial results first) is waited for.
+fn settled(runners: i32, finals: usize, job: Option<&JobState>) -> bool {
+    finals >= runners.max(0) as usize || job.is_some_and(|j| j.all_ended(runners))
+}
+
+/// The runners (by index) that have no final result among `reports`, as a status says it:
+/// `runner 1, runner 2`.
+fn without_result(runners: i32, finals: &[&RunnerReport]) -> String {
+    (0..runners.max(1) as u32)
+        .filter(|i| !finals.iter().any(|r| r.index == *i))
+        .map(|i| format!("runner {i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Something the shell must do.
@@ -148,10 +177,10 @@ pub(crate) struct Stamp {
 impl Stamp {
     /// Sets condition `type_` to `ok` with `reason` and `message`, keeping its transition
     /// time when its status does not change.
-    pub(crate) fn set(self, conds: &mut Vec<Condition>, type_: &str, ok: bool, reason: &str, message: &str) {
+    pub(crate) fn set(self, conds: &mut Vec<Condition>, type_: Cond, ok: bool, reason: &str, message: &str) {
         let status = if ok { "True" } else { "False" };
         let now_time = Time(jiff_now(self.now));
-        match conds.iter_mut().find(|c| c.type_ == type_) {
+        match conds.iter_mut().find(|c| c.type_ == type_.as_str()) {
             Some(c) => {
                 if c.status != status {
                     c.last_transition_time = now_time;
@@ -162,7 +191,7 @@ impl Stamp {
                 c.observed_generation = self.generation;
             }
             None => conds.push(Condition {
-                type_: type_.into(),
+                type_: type_.as_str().into(),
                 status: status.into(),
                 reason: reason.into(),
                 message: message.into(),
@@ -178,10 +207,10 @@ fn jiff_now(now: OffsetDateTime) -> k8s_openapi::jiff::Timestamp {
         .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
 }
 
-fn condition_since(conds: &[Condition], type_: &str) -> Option<OffsetDateTime> {
-    conds
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == "True")
+fn condition_since(conds: &[Condition], type_: Cond) -> Option<OffsetDateTime> {
+    type_
+        .find(conds)
+        .filter(|c| c.status == "True")
         .and_then(|c| OffsetDateTime::from_unix_timestamp_nanos(c.last_transition_time.0.as_nanosecond()).ok())
 }
 
@@ -195,24 +224,24 @@ pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
 
 /// Sets `Finished` and `Passed` on a finished status (once: their times are those of the end).
 fn conclude(st: &mut LoadTestStatus, stamp: Stamp) {
-    if !st.phase.is_finished() || st.conditions.iter().any(|c| c.type_ == "Finished" && c.status == "True") {
+    if !st.phase.is_finished() || Cond::Finished.is_true(&st.conditions) {
         return;
     }
     let phase = format!("{:?}", st.phase);
     let message = st.message.clone().unwrap_or_default();
-    stamp.set(&mut st.conditions, "Finished", true, &phase, &message);
+    stamp.set(&mut st.conditions, Cond::Finished, true, &phase, &message);
     let failed_reason =
-        |type_: &str| st.conditions.iter().find(|c| c.type_ == type_ && c.status == "False").map(|c| c.reason.clone());
+        |type_: Cond| type_.find(&st.conditions).filter(|c| c.status == "False").map(|c| c.reason.clone());
     let reason = match st.phase {
         Phase::Succeeded => "Passed".to_string(),
         Phase::Aborted => "Aborted".to_string(),
-        _ => failed_reason("Valid")
-            .or_else(|| failed_reason("Completed"))
-            .or_else(|| failed_reason("ThresholdsPassed"))
+        _ => failed_reason(Cond::Valid)
+            .or_else(|| failed_reason(Cond::Completed))
+            .or_else(|| failed_reason(Cond::ThresholdsPassed))
             .unwrap_or_else(|| "Failed".into()),
     };
     let message = if st.phase == Phase::Succeeded { "every threshold passed".to_string() } else { message };
-    stamp.set(&mut st.conditions, "Passed", st.phase == Phase::Succeeded, &reason, &message);
+    stamp.set(&mut st.conditions, Cond::Passed, st.phase == Phase::Succeeded, &reason, &message);
 }
 
 /// Why a finished LoadTest runs again, if it does: a new value of the annotation
@@ -307,7 +336,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         // Only a finished test is observed without its scenario; wait for the next look.
         Scenario::NotRead => return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) },
         Scenario::Invalid(problems) => {
-            stamp.set(&mut st.conditions, "Valid", false, "InvalidSpec", problems);
+            stamp.set(&mut st.conditions, Cond::Valid, false, "InvalidSpec", problems);
             st.phase = Phase::Failed;
             st.message = Some(format!("invalid scenario: {problems}"));
             st.completion_time = Some(fmt(now));
@@ -320,7 +349,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         && let Some(t) = plan.thresholds.iter().find(|t| t.relative.is_some())
     {
         let problems = format!("threshold `{}` is relative to a baseline: set spec.baseline", t.source);
-        stamp.set(&mut st.conditions, "Valid", false, "InvalidSpec", &problems);
+        stamp.set(&mut st.conditions, Cond::Valid, false, "InvalidSpec", &problems);
         st.phase = Phase::Failed;
         st.message = Some(format!("invalid spec: {problems}"));
         st.completion_time = Some(fmt(now));
@@ -328,11 +357,11 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         return Decision { status: st, actions, requeue: None };
     }
     if let (Some(baseline), Some(found)) = (&lt.spec.baseline, &obs.baseline) {
-        let was_unavailable = st.conditions.iter().any(|c| c.type_ == "BaselineReady" && c.status == "False");
+        let was_unavailable = Cond::BaselineReady.is_false(&st.conditions);
         match found {
             Ok(_) => stamp.set(
                 &mut st.conditions,
-                "BaselineReady",
+                Cond::BaselineReady,
                 true,
                 "Found",
                 &format!("{} has a report", baseline.describe()),
@@ -342,7 +371,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                     "baseline {}: {why}; relative thresholds fail unless it has one when this run ends",
                     baseline.describe()
                 );
-                stamp.set(&mut st.conditions, "BaselineReady", false, "BaselineUnavailable", &message);
+                stamp.set(&mut st.conditions, Cond::BaselineReady, false, "BaselineUnavailable", &message);
                 if !was_unavailable {
                     actions.push(event(true, "BaselineUnavailable", message));
                 }
@@ -371,20 +400,20 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         && generation.is_some_and(|g| g != started_from)
         && !lt.spec.abort
     {
-        let was_said = st.conditions.iter().any(|c| c.type_ == "SpecApplied" && c.status == "False");
+        let was_said = Cond::SpecApplied.is_false(&st.conditions);
         let message = format!(
             "the spec changed (generation {}) during the run of generation {started_from}: this run finishes on \
              the spec it started with ({runners} runner(s), its stored scenario); the change applies to the next run",
             generation.unwrap_or_default()
         );
-        stamp.set(&mut st.conditions, "SpecApplied", false, "SpecChangedDuringRun", &message);
+        stamp.set(&mut st.conditions, Cond::SpecApplied, false, "SpecChangedDuringRun", &message);
         if !was_said {
             actions.push(event(true, "SpecChangedDuringRun", message));
         }
     }
 
     if st.phase == Phase::Pending {
-        stamp.set(&mut st.conditions, "Valid", true, "Valid", "the scenario is valid");
+        stamp.set(&mut st.conditions, Cond::Valid, true, "Valid", "the scenario is valid");
         st.phase = Phase::Initializing;
         st.message = Some(format!("starting {runners} runner(s)"));
         actions.push(Action::ApplyChildren);
@@ -399,8 +428,8 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         reports.iter().copied().filter(|r| r.state == RunnerState::Failed).collect();
     // Final reports with figures: finished runners, and runners that failed or were stopped
     // after measuring something (e.g. SIGTERM: partial results). A test that ends early keeps them.
-    let measured: Vec<&RunnerReport> =
-        done.iter().chain(failed_reports.iter()).copied().filter(|r| r.result.is_some()).collect();
+    let finals: Vec<&RunnerReport> = done.iter().chain(failed_reports.iter()).copied().collect();
+    let measured: Vec<&RunnerReport> = finals.iter().copied().filter(|r| r.result.is_some()).collect();
 
     // The common start instant has passed: the runners are running.
     if let Some(start_at) = st.start_at.as_deref().and_then(parse)
@@ -409,7 +438,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     {
         st.phase = Phase::Running;
         st.start_time = st.start_at.clone();
-        stamp.set(&mut st.conditions, "Started", true, "Started", "runners started together");
+        stamp.set(&mut st.conditions, Cond::Started, true, "Started", "runners started together");
         st.message = Some("running".into());
         actions.push(event(false, "Started", format!("{runners} runner(s) started")));
     }
@@ -417,26 +446,22 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     // Abort.
     if lt.spec.abort {
         let started = st.start_at.is_some();
-        let settled = done.len() + failed_reports.len() + job.failed as usize >= runners as usize;
+        // Each runner counts once: a failed one has a report or a failed pod, or both.
+        let settled = settled(runners, finals.len(), obs.job.as_ref());
         // Runners that never report are not waited for forever.
-        let waited_too_long = condition_since(&st.conditions, "Aborting").is_some_and(|t| now - t > ABORT_GRACE);
+        let waited_too_long = condition_since(&st.conditions, Cond::Aborting).is_some_and(|t| now - t > ABORT_GRACE);
         if !started || settled || waited_too_long {
-            finish(
-                &mut st,
-                &plan,
-                &measured,
-                Phase::Aborted,
-                "Aborted",
-                "aborted by spec.abort".into(),
-                stamp,
-                &ctx,
-                &mut actions,
-            );
+            let mut message = "aborted by spec.abort".to_string();
+            if started && !settled {
+                let missing = without_result(runners, &finals);
+                message.push_str(&format!("; no result from {missing} within {}", stampede_model::Dur(ABORT_GRACE)));
+            }
+            finish(&mut st, &plan, &measured, Phase::Aborted, "Aborted", message, stamp, &ctx, &mut actions);
             actions.push(Action::DeleteRunners);
             actions.push(event(true, "Aborted", "the test was aborted; partial results are in status".into()));
             return Decision { status: st, actions, requeue: None };
         }
-        stamp.set(&mut st.conditions, "Aborting", true, "AbortRequested", "waiting for runners to stop");
+        stamp.set(&mut st.conditions, Cond::Aborting, true, "AbortRequested", "waiting for runners to stop");
         st.message = Some("aborting: waiting for runners to stop".into());
         return Decision { status: st, actions, requeue: Some(Duration::from_secs(1)) };
     }
@@ -454,13 +479,12 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     // report what they measured (the Job controller stops them once the Job failed), so that
     // the status keeps every partial result. Not forever: FAILURE_GRACE at most.
     if job.failed > 0 || !failed_reports.is_empty() {
-        let settled = done.len() + failed_reports.len() >= runners as usize
-            || obs.job.as_ref().is_some_and(|j| j.active == 0 && j.failed + j.succeeded >= runners);
-        let waited_too_long = condition_since(&st.conditions, "Stopping").is_some_and(|t| now - t > FAILURE_GRACE);
+        let settled = settled(runners, finals.len(), obs.job.as_ref());
+        let waited_too_long = condition_since(&st.conditions, Cond::Stopping).is_some_and(|t| now - t > FAILURE_GRACE);
         if !settled && !waited_too_long {
             stamp.set(
                 &mut st.conditions,
-                "Stopping",
+                Cond::Stopping,
                 true,
                 "RunnerFailed",
                 "a runner failed; waiting for the others' partial results",
@@ -475,6 +499,10 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         why.extend(
             failed_reports.iter().map(|r| format!("runner {}: {}", r.index, r.message.clone().unwrap_or_default())),
         );
+        if !settled {
+            let missing = without_result(runners, &finals);
+            why.push(format!("no result from {missing} within {}", stampede_model::Dur(FAILURE_GRACE)));
+        }
         let message =
             format!("runner failed: {}", if why.is_empty() { "a runner pod failed".into() } else { why.join("; ") });
         finish(&mut st, &plan, &measured, Phase::Failed, "RunnerFailed", message.clone(), stamp, &ctx, &mut actions);
@@ -489,12 +517,18 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
             if ready >= runners {
                 let at = now + START_DELAY;
                 st.start_at = Some(fmt_micros(at));
-                stamp.set(&mut st.conditions, "RunnersReady", true, "AllReady", &format!("{runners} runner(s) ready"));
+                stamp.set(
+                    &mut st.conditions,
+                    Cond::RunnersReady,
+                    true,
+                    "AllReady",
+                    &format!("{runners} runner(s) ready"),
+                );
                 st.message = Some(format!("all {runners} runner(s) ready; starting at {}", fmt(at)));
                 actions.push(event(false, "StartScheduled", format!("all runners ready; start at {}", fmt_micros(at))));
                 return Decision { status: st, actions, requeue: Some(START_DELAY) };
             }
-            let since = condition_since(&st.conditions, "Valid").unwrap_or(now);
+            let since = condition_since(&st.conditions, Cond::Valid).unwrap_or(now);
             let limit = duration_spec(lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
             if now - since > limit {
                 let message =
@@ -514,7 +548,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                 actions.push(event(true, "StartTimeout", message));
                 return Decision { status: st, actions, requeue: None };
             }
-            stamp.set(&mut st.conditions, "RunnersReady", false, "Waiting", &format!("{ready} of {runners} ready"));
+            stamp.set(&mut st.conditions, Cond::RunnersReady, false, "Waiting", &format!("{ready} of {runners} ready"));
             Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) }
         }
         Some(start_at) => {
@@ -527,7 +561,28 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
             }
             // A capacity search: the plateaus every runner reported, judged; once its stop rule
             // holds, `done` tells the runners to stop (and stays so).
-            let capacity = results::capacity(&plan, &reports, runners as usize);
+            let capacity = match results::capacity(&plan, &reports, runners as usize) {
+                Ok(capacity) => capacity,
+                // A plateau that cannot be merged cannot be judged: the search fails, saying
+                // why, rather than a verdict over every plateau together.
+                Err(e) => {
+                    let message = format!("cannot merge runner results: capacity search: {e}");
+                    finish(
+                        &mut st,
+                        &plan,
+                        &[],
+                        Phase::Failed,
+                        "ResultsInvalid",
+                        message.clone(),
+                        stamp,
+                        &ctx,
+                        &mut actions,
+                    );
+                    actions.push(event(true, "ResultsInvalid", message));
+                    actions.push(Action::DeleteRunners);
+                    return Decision { status: st, actions, requeue: None };
+                }
+            };
             if let Some((mut found, _)) = capacity.clone() {
                 match st.capacity.as_ref().filter(|c| c.done) {
                     Some(before) => {
@@ -569,12 +624,12 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                         let passed = failed.is_empty();
                         stamp.set(
                             &mut st.conditions,
-                            "ThresholdsPassed",
+                            Cond::ThresholdsPassed,
                             passed,
                             if passed { "Passed" } else { "ThresholdsFailed" },
                             &failed.join(", "),
                         );
-                        stamp.set(&mut st.conditions, "Completed", true, "Completed", "all runners finished");
+                        stamp.set(&mut st.conditions, Cond::Completed, true, "Completed", "all runners finished");
                         // A saturated generator makes the figures suspect; the verdict stands.
                         let saturated: Vec<String> = done
                             .iter()
@@ -582,7 +637,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                             .collect();
                         stamp.set(
                             &mut st.conditions,
-                            "GeneratorSaturated",
+                            Cond::GeneratorSaturated,
                             !saturated.is_empty(),
                             if saturated.is_empty() { "KeptUp" } else { "Saturated" },
                             &saturated.join("; "),
@@ -666,7 +721,7 @@ pub fn rejected(lt: &LoadTest, now: OffsetDateTime, message: &str) -> Decision {
         st.run_generation = lt.metadata.generation;
         st.rerun_token = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION)).cloned();
     }
-    stamp.set(&mut st.conditions, "Valid", false, "Rejected", &message);
+    stamp.set(&mut st.conditions, Cond::Valid, false, "Rejected", &message);
     st.phase = Phase::Failed;
     st.message = Some(message.clone());
     st.completion_time = Some(fmt(now));
@@ -716,7 +771,7 @@ fn finish(
     st.phase = phase;
     st.message = Some(message.clone());
     st.completion_time = Some(fmt(stamp.now));
-    stamp.set(&mut st.conditions, "Completed", false, reason, &message);
+    stamp.set(&mut st.conditions, Cond::Completed, false, reason, &message);
 }
 
 /// The largest report a ConfigMap is given (its limit is 1 MiB with the object's metadata).

@@ -220,23 +220,23 @@ pub fn capacity(
     plan: &Plan,
     reports: &[&RunnerReport],
     runners: usize,
-) -> Option<(stampede_api::CapacityStatus, stampede_model::report::CapacityResult)> {
-    let search = plan.capacity.clone()?;
+) -> Result<Option<(stampede_api::CapacityStatus, stampede_model::report::CapacityResult)>, ShareError> {
+    let Some(search) = plan.capacity.clone() else { return Ok(None) };
     let names = scenario_names(plan);
     let mut state = stampede_engine::SearchState::default();
     let mut results = Vec::new();
     for k in 0u32.. {
-        let shares: Vec<&stampede_api::PlateauShare> =
-            reports.iter().filter_map(|r| r.plateaus.iter().find(|p| p.index == k)).collect();
+        let shares: Vec<(u32, &stampede_api::PlateauShare)> =
+            reports.iter().filter_map(|r| Some((r.index, r.plateaus.iter().find(|p| p.index == k)?))).collect();
         if shares.len() < runners || state.limit.is_some() || state.stopped.is_some() {
             break;
         }
         let mut window = WorkerMetrics::new(plan.step_keys.len(), names.len());
-        for share in &shares {
-            if portable::merge_into(&share.metrics, &plan.step_keys, &names, &mut window).is_err() {
-                return None;
-            }
+        for (runner, share) in &shares {
+            portable::merge_into(&share.metrics, &plan.step_keys, &names, &mut window)
+                .map_err(|source| ShareError { runner: *runner, plateau: k, source })?;
         }
+        let shares: Vec<&stampede_api::PlateauShare> = shares.into_iter().map(|(_, s)| s).collect();
         let rate: f64 = shares.iter().map(|s| s.rate).sum();
         let seconds = shares.iter().map(|s| s.seconds).fold(0.0, f64::max);
         let cpu = shares.iter().find_map(|s| s.cpu_saturated.clone());
@@ -292,5 +292,15 @@ pub fn capacity(
         done_at: None,
         plateaus: rows,
     };
-    Some((status, answer))
+    Ok(Some((status, answer)))
+}
+
+/// A runner's share of a capacity plateau that cannot be merged: the search cannot be judged
+/// (it is never dropped without a word).
+#[derive(Debug, thiserror::Error)]
+#[error("runner {runner}'s share of plateau {plateau} cannot be merged: {source}")]
+pub struct ShareError {
+    pub runner: u32,
+    pub plateau: u32,
+    pub source: PortableError,
 }

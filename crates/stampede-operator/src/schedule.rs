@@ -23,6 +23,7 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use crate::conditions::Cond;
 use crate::lifecycle::Stamp;
 use kube::Resource;
 use stampede_api::{
@@ -255,12 +256,12 @@ pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
     // The schedule.
     let schedule = match CronSchedule::parse(&lts.spec.schedule, lts.spec.time_zone.as_deref()) {
         Ok(s) => {
-            stamp.set(&mut st.conditions, "Valid", true, "Valid", "the schedule and time zone are valid");
+            stamp.set(&mut st.conditions, Cond::Valid, true, "Valid", "the schedule and time zone are valid");
             s
         }
         Err(why) => {
-            let was_said = old.conditions.iter().any(|c| c.type_ == "Valid" && c.status == "False" && c.message == why);
-            stamp.set(&mut st.conditions, "Valid", false, "InvalidSchedule", &why);
+            let was_said = Cond::Valid.find(&old.conditions).is_some_and(|c| c.status == "False" && c.message == why);
+            stamp.set(&mut st.conditions, Cond::Valid, false, "InvalidSchedule", &why);
             if !was_said {
                 events.push(event(true, "InvalidSchedule", why.clone()));
             }

@@ -7,13 +7,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use stampede_api::{LoadTest, LoadTestSchedule, MANAGER, SCHEDULE_LABEL, names};
 use time::OffsetDateTime;
 
-use crate::controller::{Context, write_status};
+use crate::controller::{Context, object_key, publish, write_status};
 use crate::schedule::{self, Observed};
 use crate::{Error, Result};
 
@@ -37,12 +36,17 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
 
 fn error_policy(lts: Arc<LoadTestSchedule>, error: &Error, ctx: Arc<Context>) -> Requeue {
     ctx.metrics.errors.with_label_values(&[error.metric_label()]).inc();
-    tracing::warn!(schedule = %lts.name_any(), kind = error.metric_label(), "schedule reconcile failed: {error}");
-    Requeue::requeue(Duration::from_secs(5))
+    let wait = ctx.backoff(&object_key(&*lts));
+    tracing::warn!(schedule = %lts.name_any(), kind = error.metric_label(), ?wait, "schedule reconcile failed: {error}");
+    Requeue::requeue(wait)
 }
 
 async fn reconcile(lts: Arc<LoadTestSchedule>, ctx: Arc<Context>) -> Result<Requeue> {
-    reconcile_once(&lts, &ctx).await
+    let result = reconcile_once(&lts, &ctx).await;
+    if result.is_ok() {
+        ctx.succeeded(&object_key(&*lts));
+    }
+    result
 }
 
 /// One reconcile of one LoadTestSchedule: observe, decide, act.
@@ -51,7 +55,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
         return Ok(Requeue::await_change());
     }
     let client = &ctx.client;
-    let ns = lts.namespace().ok_or_else(|| Error::Other("a LoadTestSchedule is namespaced".into()))?;
+    let ns = lts.namespace().ok_or_else(|| Error::NoNamespace("a LoadTestSchedule"))?;
     let name = lts.name_any();
     let uid = lts.metadata.uid.clone().unwrap_or_default();
     let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), &ns);
@@ -105,16 +109,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
         }
     }
     for ev in &decision.events {
-        let event = Event {
-            type_: if ev.warning { EventType::Warning } else { EventType::Normal },
-            reason: ev.reason.clone(),
-            note: Some(ev.note.clone()),
-            action: "Schedule".into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &lts.object_ref(&())).await {
-            tracing::warn!("cannot record event {}: {e}", ev.reason);
-        }
+        publish(ctx, lts, "Schedule", ev.warning, &ev.reason, &ev.note).await;
     }
     Ok(match decision.requeue {
         Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),

@@ -293,7 +293,13 @@ fn a_failed_runner_fails_the_test_and_keeps_the_others_results() {
         Some(report(1, RunnerState::Done, 200, 2_000)),
         Some(report(2, RunnerState::Running, 0, 0)),
     ];
-    let job = JobState { active: 0, succeeded: 2, failed: 1, failures: vec!["runner 2: OOMKilled (exit 137)".into()] };
+    let job = JobState {
+        active: 0,
+        terminating: 0,
+        succeeded: 2,
+        failed: 1,
+        failures: vec!["runner 2: OOMKilled (exit 137)".into()],
+    };
     step(&mut lt, &observed(now, reports, Some(job)));
     let st = lt.status.as_ref().unwrap();
     assert_eq!(st.phase, Phase::Failed);
@@ -921,4 +927,144 @@ fn every_end_sets_finished_and_passed_says_the_verdict() {
     assert_eq!(slow.status.as_ref().unwrap().phase, Phase::Failed);
     assert_eq!(cond(&slow, "Finished"), Some(("True".into(), "Failed".into())));
     assert_eq!(cond(&slow, "Passed"), Some(("False".into(), "ThresholdsFailed".into())));
+}
+
+/// A runner's partial results, as it writes them when stopped (SIGTERM) after measuring.
+fn partial(index: u32, requests: u64) -> RunnerReport {
+    RunnerReport {
+        state: RunnerState::Failed,
+        message: Some("terminated (SIGTERM); partial results".into()),
+        ..report(index, RunnerState::Done, requests, 2_000)
+    }
+}
+
+/// #22: an abort with one runner failed (its report and its pod) and one still running waits
+/// for the survivor's partial results. The failed runner used to be counted twice (once for
+/// its report, once for its pod), so the abort ended at once and the survivor's figures were lost.
+#[test]
+fn an_abort_counts_a_failed_runner_once_and_keeps_the_survivors_partial_results() {
+    let mut lt = loadtest(2);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    lt.spec.abort = true;
+    let one_failed = JobState { active: 1, failed: 1, ..JobState::default() };
+    step(
+        &mut lt,
+        &observed(now, vec![Some(report(0, RunnerState::Running, 0, 0)), Some(partial(1, 40))], Some(one_failed)),
+    );
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Running, "waits for runner 0: {:?}", st.message);
+    assert_eq!(st.conditions.iter().find(|c| c.type_ == "Aborting").map(|c| c.status.as_str()), Some("True"));
+
+    let both_stopped = JobState { active: 0, failed: 2, ..JobState::default() };
+    step(&mut lt, &observed(now, vec![Some(partial(0, 60)), Some(partial(1, 40))], Some(both_stopped)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Aborted);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 100, "the survivor's partial results are kept");
+}
+
+/// #22: a runner pod deleted mid-run fails the Job at once, and the Job controller stops the
+/// other runners: their pods are `terminating` while they write their partial results. The
+/// Job's counters already add up (no pod active, every one failed), so the test used to end
+/// with only the first runner's figures (42 requests in the status, 102 at the target). It
+/// waits until no pod is stopping any more, then keeps every runner's results; a runner whose
+/// result never came is named.
+#[test]
+fn runner_pods_still_stopping_are_waited_for_and_a_runner_without_result_is_named() {
+    let mut lt = loadtest(3);
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let running = |i| Some(report(i, RunnerState::Running, 0, 0));
+    let stopping = JobState { active: 0, terminating: 2, failed: 3, ..JobState::default() };
+    step(&mut lt, &observed(now, vec![Some(partial(0, 42)), running(1), running(2)], Some(stopping.clone())));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Running, "runners 1 and 2 are still stopping: {:?}", st.message);
+
+    let later = now + Duration::from_secs(2);
+    let ended = JobState { active: 0, terminating: 0, failed: 3, ..JobState::default() };
+    let all = vec![Some(partial(0, 42)), Some(partial(1, 30)), Some(partial(2, 30))];
+    step(&mut lt, &observed(later, all, Some(ended)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 102, "every runner's partial results");
+
+    // Runner 2 never writes a result: after FAILURE_GRACE the test ends, naming it.
+    let mut lt = loadtest(3);
+    step(&mut lt, &observed(now, vec![], None));
+    started(&mut lt, now);
+    let some = vec![Some(partial(0, 42)), Some(partial(1, 30)), running(2)];
+    step(&mut lt, &observed(now, some.clone(), Some(stopping.clone())));
+    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Running);
+    step(&mut lt, &observed(now + FAILURE_GRACE + Duration::from_secs(1), some, Some(stopping)));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert_eq!(st.summary.as_ref().unwrap().requests, 72);
+    let message = st.message.as_deref().unwrap();
+    assert!(message.contains("no result from runner 2 within 45s"), "{message}");
+}
+
+/// #22: a capacity search whose plateau share cannot be merged fails saying so; it used to be
+/// dropped without a word, and the verdict fell back to thresholds over every plateau together.
+#[test]
+fn a_capacity_plateau_that_cannot_be_merged_fails_the_test_naming_runner_and_plateau() {
+    let yaml = r#"
+name: capacity
+baseUrl: http://my-service.default.svc
+load: {executor: capacity, startRate: 100, step: 100, plateau: 4s, warmup: 1s, maxRate: 1000, stopAfter: 2, preAllocatedVUs: 10, maxVUs: 50}
+scenarios:
+  - name: api
+    steps:
+      - {name: get, request: {url: "{{baseUrl}}/get"}}
+thresholds: ["latency.p99 < 100ms"]
+"#;
+    let scenario: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
+    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({"runners": 2, "scenario": scenario})).unwrap();
+    let mut lt = LoadTest::new("cap", spec);
+    lt.metadata.namespace = Some("perf".into());
+    lt.metadata.generation = Some(1);
+    let plan = validate(&lt, yaml, "test").unwrap();
+    let names = vec!["api".to_string()];
+    let mut m = WorkerMetrics::new(1, 1);
+    for _ in 0..200 {
+        m.steps[0].requests += 1;
+        m.steps[0].record_latency_us(1_000);
+        m.steps[0].record_status(200);
+    }
+    m.iterations[0] = 200;
+    let share = |index: u32, histogram: Option<&str>| {
+        let mut metrics = portable::encode(&plan.step_keys, &m, &names);
+        if let Some(h) = histogram {
+            metrics.steps[0].histogram = h.into();
+        }
+        RunnerReport {
+            plateaus: vec![stampede_api::PlateauShare {
+                index: 0,
+                rate: 50.0,
+                seconds: 4.0,
+                metrics,
+                cpu_saturated: None,
+            }],
+            ..RunnerReport::new(index, RunnerState::Running)
+        }
+    };
+    let obs = |reports| Observed {
+        now: OffsetDateTime::now_utc(),
+        plan: Scenario::Compiled(plan.clone()),
+        reports,
+        unreadable: vec![],
+        job: Some(JobState { active: 2, ..JobState::default() }),
+        baseline: None,
+    };
+    let now = OffsetDateTime::now_utc();
+    step(&mut lt, &obs(vec![]));
+    started(&mut lt, now);
+    let actions = step(&mut lt, &obs(vec![Some(share(0, None)), Some(share(1, Some("not base64!")))]));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    let message = st.message.as_deref().unwrap();
+    assert!(message.contains("runner 1's share of plateau 0 cannot be merged"), "{message}");
+    assert!(actions.contains(&Action::DeleteRunners), "the runners stop: {actions:?}");
+    assert_eq!(st.conditions.iter().find(|c| c.type_ == "Completed").unwrap().reason, "ResultsInvalid");
 }

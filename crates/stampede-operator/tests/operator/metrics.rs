@@ -233,7 +233,7 @@ fn operator_metrics_count_phases_and_keep_finished_summaries() {
     };
     assert_eq!(value("stampede_operator_reconciles_total", &[]), Some(1.0));
     assert_eq!(value("stampede_operator_reconcile_errors_total", &[("kind", "kube")]), Some(1.0));
-    assert_eq!(value("stampede_operator_reconcile_errors_total", &[("kind", "other")]), Some(0.0));
+    assert_eq!(value("stampede_operator_reconcile_errors_total", &[("kind", "unavailable")]), Some(0.0));
     assert_eq!(value("stampede_operator_reconcile_duration_seconds_count", &[]), Some(0.0));
     for (phase, n) in [("Pending", 1.0), ("Running", 1.0), ("Succeeded", 1.0), ("Failed", 1.0), ("Aborted", 0.0)] {
         assert_eq!(value("stampede_operator_loadtests", &[("phase", phase)]), Some(n), "{phase}");

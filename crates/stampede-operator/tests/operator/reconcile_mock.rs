@@ -69,6 +69,8 @@ enum Expect {
     /// A get of the run's scenario ConfigMap (a started run merges what its runners run);
     /// answered with the common scenario.
     GetScenario,
+    /// A GET of this path answered 503 Service Unavailable (an API server under load).
+    Unavailable(String),
 }
 
 /// A request the mock answered.
@@ -182,6 +184,15 @@ impl ApiServerVerifier {
                             json!({"apiVersion": "v1", "kind": "ConfigMap",
                                    "metadata": {"name": format!("{NAME}-scenario"), "namespace": NS},
                                    "data": {"scenario.yaml": crate::common::SCENARIO}}),
+                        )
+                    }
+                    Expect::Unavailable(p) => {
+                        is(Method::GET, p);
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                   "message": "the server is currently unable to handle the request",
+                                   "reason": "ServiceUnavailable", "code": 503}),
                         )
                     }
                     Expect::ListConfigMaps(items) => {
@@ -324,6 +335,26 @@ async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
     }
 }
 
+/// Reconciles each of `lts` in turn with one operator (one [`Context`]) against a mock serving
+/// `script`; returns each reconcile's outcome (an error as text) and what the mock saw.
+async fn reconcile_in_turn(lts: &[LoadTest], script: Vec<Expect>) -> (Vec<Result<(), String>>, Vec<Seen>) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let verifier = ApiServerVerifier { handle, lt: lts[0].clone() }.serve(script);
+    let ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
+    let mut outcomes = Vec::new();
+    for lt in lts {
+        let result = tokio::time::timeout(TIMEOUT, reconcile_once(lt, &ctx)).await.expect("reconcile finished");
+        outcomes.push(result.map(|_| ()).map_err(|e| e.to_string()));
+    }
+    drop(ctx);
+    match tokio::time::timeout(TIMEOUT, verifier).await {
+        Err(_) => panic!("the mock API server did not finish within {TIMEOUT:?}"),
+        Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Ok(Err(e)) => panic!("the mock API server: {e}"),
+        Ok(Ok(seen)) => (outcomes, seen),
+    }
+}
+
 /// The status the operator applied (the last status apply of the script).
 fn applied_status(seen: &[Seen]) -> LoadTestStatus {
     let last =
@@ -418,8 +449,8 @@ async fn a_new_loadtest_gets_its_children_applied_then_an_event_and_initializing
     // Nothing of an earlier run or object to replace first.
     let mut script = vec![Expect::GetJob(None), Expect::ListResults(vec![])];
     script.extend(children.into_iter().map(Expect::Apply));
-    script.push(Expect::Event { reason: "Initializing", warning: false });
     script.push(Expect::ApplyStatus);
+    script.push(Expect::Event { reason: "Initializing", warning: false });
     let seen = reconcile_against(&lt, script).await;
 
     let seen = &seen[2..];
@@ -473,7 +504,7 @@ async fn a_new_loadtest_gets_its_children_applied_then_an_event_and_initializing
         assert_eq!(child.body["metadata"]["labels"]["stampede.dev/run"], "1", "{}", child.path);
     }
 
-    assert_eq!(seen[8].body["note"], "creating 3 runner(s)");
+    assert_eq!(seen[9].body["note"], "creating 3 runner(s)");
 
     let st = applied_status(seen);
     assert_eq!(st.phase, Phase::Initializing);
@@ -495,8 +526,8 @@ async fn all_runners_ready_schedules_a_common_start_three_seconds_ahead() {
             Expect::GetScenario,
             Expect::ListResults(ready()),
             Expect::GetJob(active(2)),
-            Expect::Event { reason: "StartScheduled", warning: false },
             Expect::ApplyStatus,
+            Expect::Event { reason: "StartScheduled", warning: false },
         ],
     )
     .await;
@@ -550,8 +581,8 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
             Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
             Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::Event { reason: "Succeeded", warning: false },
             Expect::ApplyStatus,
+            Expect::Event { reason: "Succeeded", warning: false },
             Expect::Delete(job_path()),
         ],
     )
@@ -584,9 +615,11 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
 
 /// A decision taken on a stale copy of the LoadTest (its status write conflicts) deletes
 /// nothing: the runners' results stay for the next decision, on the newer copy. (Deleting
-/// first left a finished test Running with its results gone.)
+/// first left a finished test Running with its results gone.) Nor does it announce anything:
+/// its Events went out before the write, and again with the decision taken on the newer copy
+/// (#22).
 #[tokio::test]
-async fn a_conflicting_status_write_deletes_no_child() {
+async fn a_conflicting_status_write_deletes_no_child_and_records_no_event() {
     let mut lt = running(2, Duration::from_secs(30));
     lt.spec.cleanup.on_success = stampede_api::CleanupMode::All;
     let seen = reconcile_against(
@@ -596,12 +629,12 @@ async fn a_conflicting_status_write_deletes_no_child() {
             Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
             Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::Event { reason: "Succeeded", warning: false },
             Expect::ApplyStatusConflict,
         ],
     )
     .await;
     assert!(!seen.iter().any(|s| s.method == Method::DELETE), "{seen:?}");
+    assert!(!seen.iter().any(|s| s.path.ends_with("/events")), "{seen:?}");
 }
 
 /// An object the API server refuses as invalid ends the test with a condition and an Event (it
@@ -625,8 +658,8 @@ async fn a_child_the_api_server_refuses_fails_the_test_once_with_a_condition_and
         .map(Expect::Apply),
     );
     script.push(Expect::ApplyRejected(job_path()));
-    script.push(Expect::Event { reason: "Rejected", warning: true });
     script.push(Expect::ApplyStatus);
+    script.push(Expect::Event { reason: "Rejected", warning: true });
     for path in [
         job_path(),
         api_path("configmaps", "shop-scenario"),
@@ -665,8 +698,8 @@ async fn an_unreadable_runner_result_fails_the_test_at_once() {
             ]),
             Expect::GetJob(active(1)),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::Event { reason: "ResultsInvalid", warning: true },
             Expect::ApplyStatus,
+            Expect::Event { reason: "ResultsInvalid", warning: true },
         ],
     )
     .await;
@@ -688,9 +721,9 @@ async fn an_invalid_scenario_fails_with_a_warning_and_creates_no_children() {
     let lt = loadtest(2, &invalid);
     // Nothing but the Event and the status: any apply would be an unexpected request.
     let seen =
-        reconcile_against(&lt, vec![Expect::Event { reason: "InvalidSpec", warning: true }, Expect::ApplyStatus]).await;
+        reconcile_against(&lt, vec![Expect::ApplyStatus, Expect::Event { reason: "InvalidSpec", warning: true }]).await;
 
-    let note = seen[0].body["note"].as_str().unwrap();
+    let note = seen[1].body["note"].as_str().unwrap();
     assert!(note.contains("nope"), "the Event says what is wrong: {note}");
     let st = applied_status(&seen);
     assert_eq!(st.phase, Phase::Failed);
@@ -711,8 +744,8 @@ async fn abort_before_the_start_ends_aborted_and_deletes_the_runners() {
             Expect::GetScenario,
             Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
-            Expect::Event { reason: "Aborted", warning: true },
             Expect::ApplyStatus,
+            Expect::Event { reason: "Aborted", warning: true },
             Expect::Delete(job_path()),
         ],
     )
@@ -783,4 +816,59 @@ async fn a_recreated_loadtest_replaces_the_old_objects_children_before_it_starts
     .await;
     assert!(!seen.iter().any(|s| s.path.ends_with("/status")), "no status before the old children are gone");
     assert!(!seen.iter().any(|s| s.path.ends_with("-report") && s.method == Method::DELETE), "the report stays");
+}
+
+/// #22: a transient API error (503) on the run's scenario read mid-run is retried, never taken
+/// for an invalid scenario: no status is written, the reconcile fails (and is retried with
+/// back-off), and the next one completes the run. It used to fail the test as
+/// `invalid scenario: … 503 …` without merging the runners' results. The scenario is compiled
+/// once per run: the third reconcile of the run reads it no more.
+#[tokio::test]
+async fn a_503_on_the_scenario_read_mid_run_keeps_the_run_running_and_it_completes() {
+    let lt = running(2, Duration::from_secs(30));
+    let (outcomes, seen) = reconcile_in_turn(
+        &[lt.clone(), lt.clone(), lt.clone()],
+        vec![
+            // 1: the read fails: nothing else is asked, nothing written.
+            Expect::Unavailable(api_path("configmaps", &format!("{NAME}-scenario"))),
+            // 2: still running (one runner done).
+            Expect::GetScenario,
+            Expect::ListResults(vec![Some(done(0, 1000)), Some(RunnerReport::new(1, RunnerState::Running))]),
+            Expect::GetJob(active(1)),
+            Expect::ApplyStatus,
+            // 3: both done; the compiled plan is reused (no scenario read).
+            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
+            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
+            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
+            Expect::ApplyStatus,
+            Expect::Event { reason: "Succeeded", warning: false },
+            Expect::Delete(job_path()),
+        ],
+    )
+    .await;
+    let first = outcomes[0].as_ref().expect_err("the unavailable read fails the reconcile");
+    assert!(first.contains("cannot read ConfigMap perf/shop-scenario") && first.contains("503"), "{first}");
+    assert_eq!(&outcomes[1..], &[Ok(()), Ok(())]);
+    let statuses: Vec<LoadTestStatus> = seen
+        .iter()
+        .filter(|s| s.method == Method::PATCH && s.path.ends_with("/status"))
+        .map(|s| serde_json::from_value(s.body["status"].clone()).unwrap())
+        .collect();
+    assert_eq!(statuses.iter().map(|s| s.phase).collect::<Vec<_>>(), [Phase::Running, Phase::Succeeded]);
+    assert!(statuses.iter().all(|s| !s.conditions.iter().any(|c| c.type_ == "Valid" && c.status == "False")));
+    assert_eq!(statuses[1].summary.as_ref().unwrap().requests, 1500);
+}
+
+/// #22: a transient error reading `spec.scenarioFrom` before the start is retried too: the
+/// LoadTest stays Pending instead of failing as invalid.
+#[tokio::test]
+async fn a_503_on_the_scenario_from_read_leaves_the_test_pending() {
+    let mut lt = loadtest(1, SCENARIO);
+    lt.spec.scenario = None;
+    lt.spec.scenario_from =
+        Some(serde_json::from_value(json!({"name": "shop-scenarios", "key": "shop.yaml"})).unwrap());
+    let (outcomes, seen) =
+        reconcile_in_turn(&[lt], vec![Expect::Unavailable(api_path("configmaps", "shop-scenarios"))]).await;
+    assert!(outcomes[0].as_ref().is_err_and(|e| e.contains("503")), "{outcomes:?}");
+    assert_eq!(seen.len(), 1, "no status, no Event");
 }

@@ -1,0 +1,77 @@
+//! The condition types the operator sets on LoadTests and LoadTestSchedules, by name: a typo
+//! is a compile error, not a condition nobody waits for.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+/// A condition type of `.status.conditions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    /// The spec (scenario, schedule) is valid and its objects were accepted.
+    Valid,
+    /// Every runner is ready (`False` while waiting, naming what holds a runner back).
+    RunnersReady,
+    /// The runners started together at the common instant.
+    Started,
+    /// A runner failed; the others' partial results are awaited.
+    Stopping,
+    /// `spec.abort` was set; the runners' partial results are awaited.
+    Aborting,
+    /// Every runner finished (`False`: the run ended another way, with the reason).
+    Completed,
+    /// Every threshold passed.
+    ThresholdsPassed,
+    /// A runner could not keep up (schedule lag or CPU): its figures are suspect.
+    GeneratorSaturated,
+    /// The generator delivered the load the test asked for (open models: iterations not dropped).
+    LoadDelivered,
+    /// `spec.baseline` has a report to compare with.
+    BaselineReady,
+    /// The spec the run uses is the current one (`False`: it changed during the run).
+    SpecApplied,
+    /// The run is over (`kubectl wait --for=condition=Finished`).
+    Finished,
+    /// The run is over and passed: thresholds met and the asked load delivered.
+    Passed,
+}
+
+impl Cond {
+    /// The type as it appears in the status.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Cond::Valid => "Valid",
+            Cond::RunnersReady => "RunnersReady",
+            Cond::Started => "Started",
+            Cond::Stopping => "Stopping",
+            Cond::Aborting => "Aborting",
+            Cond::Completed => "Completed",
+            Cond::ThresholdsPassed => "ThresholdsPassed",
+            Cond::GeneratorSaturated => "GeneratorSaturated",
+            Cond::LoadDelivered => "LoadDelivered",
+            Cond::BaselineReady => "BaselineReady",
+            Cond::SpecApplied => "SpecApplied",
+            Cond::Finished => "Finished",
+            Cond::Passed => "Passed",
+        }
+    }
+
+    /// This condition in `conds`, if set.
+    pub fn find(self, conds: &[Condition]) -> Option<&Condition> {
+        conds.iter().find(|c| c.type_ == self.as_str())
+    }
+
+    /// Whether this condition is set to `True` in `conds`.
+    pub fn is_true(self, conds: &[Condition]) -> bool {
+        self.find(conds).is_some_and(|c| c.status == "True")
+    }
+
+    /// Whether this condition is set to `False` in `conds`.
+    pub fn is_false(self, conds: &[Condition]) -> bool {
+        self.find(conds).is_some_and(|c| c.status == "False")
+    }
+}
+
+impl std::fmt::Display for Cond {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
