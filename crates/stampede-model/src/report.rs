@@ -47,6 +47,11 @@ pub struct Report {
     /// `executor: capacity`: every plateau's figures and the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityResult>,
+    /// What was left out of this report so that it fits where it is kept (a LoadTest's report
+    /// ConfigMap holds at most 900 KiB), e.g. `the timeline`, `runner rows 40-299`. The totals
+    /// and the threshold verdicts are never left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<String>,
 }
 
 /// The answer of a capacity search, and the curve that led to it.

@@ -252,7 +252,17 @@ async fn carry_out(
                     Err(e) => return Err(e),
                 }
             }
-            Action::WriteReport(json) => apply(client, &ns, &desired::report_config_map(lt, json)).await?,
+            Action::WriteReport(json) => match apply(client, &ns, &desired::report_config_map(lt, json)).await {
+                Ok(()) => {}
+                // Refused as it is (too large, say): retrying cannot help, and the status, which
+                // holds the verdict, must not wait for it.
+                Err(Error::Kube(kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {
+                    let note = format!("the report was not saved: {}", e.message);
+                    tracing::warn!("{note}");
+                    publish(ctx, lt, "Reconcile", true, "ReportNotSaved", &note).await;
+                }
+                Err(e) => return Err(e),
+            },
             Action::Event { .. } | Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => {}
         }
     }

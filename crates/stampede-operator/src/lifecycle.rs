@@ -777,23 +777,49 @@ fn finish(
 /// The largest report a ConfigMap is given (its limit is 1 MiB with the object's metadata).
 pub const REPORT_LIMIT_BYTES: usize = 900 * 1024;
 
-/// The report as JSON, within [`REPORT_LIMIT_BYTES`]: when too large (very many steps), the
-/// timeline's per-step points go first, then its points are thinned (every other one kept,
-/// until it fits). The totals, steps and verdicts are always whole.
-fn write_report(report: &Report) -> Action {
-    let mut text = serde_json::to_string(report).unwrap_or_default();
-    if text.len() > REPORT_LIMIT_BYTES {
-        let mut smaller = report.clone();
-        for p in &mut smaller.timeline {
-            p.steps.clear();
-        }
-        text = serde_json::to_string(&smaller).unwrap_or_default();
-        while text.len() > REPORT_LIMIT_BYTES && smaller.timeline.len() > 1 {
-            smaller.timeline = smaller.timeline.iter().skip(1).step_by(2).cloned().collect();
-            text = serde_json::to_string(&smaller).unwrap_or_default();
-        }
+/// The report as JSON, within [`REPORT_LIMIT_BYTES`]. When too large, parts go in this order
+/// until it fits, each named in `omitted`: the timeline's per-step points, then every other
+/// timeline point, then the timeline, the error samples, then halves of the runner rows (the
+/// status keeps every runner's counts), of the capacity curve, of the checks and of the steps.
+/// The totals and the threshold verdicts always stay: a run is never left without its report.
+pub fn write_report(report: &Report) -> Action {
+    let size = |r: &Report| serde_json::to_string(r).map(|t| t.len()).unwrap_or(usize::MAX);
+    if size(report) <= REPORT_LIMIT_BYTES {
+        return Action::WriteReport(serde_json::to_string(report).unwrap_or_default());
     }
-    Action::WriteReport(text)
+    let mut r = report.clone();
+    if r.timeline.iter().any(|p| !p.steps.is_empty()) {
+        r.timeline.iter_mut().for_each(|p| p.steps.clear());
+        r.omitted.push("the timeline's per-step points".into());
+    }
+    let points = r.timeline.len();
+    while size(&r) > REPORT_LIMIT_BYTES && r.timeline.len() > 1 {
+        r.timeline = r.timeline.iter().skip(1).step_by(2).cloned().collect();
+    }
+    if r.timeline.len() < points {
+        r.omitted.push(format!("{} of {points} timeline points", points - r.timeline.len()));
+    }
+    let mut cut = |r: &mut Report, what: &str, len: fn(&Report) -> usize, keep: fn(&mut Report, usize)| {
+        let all = len(r);
+        while size(r) > REPORT_LIMIT_BYTES && len(r) > 0 {
+            keep(r, len(r) / 2);
+        }
+        if len(r) < all {
+            r.omitted.push(format!("{what} {}-{} of {all}", len(r) + 1, all));
+        }
+    };
+    cut(&mut r, "timeline points", |r| r.timeline.len(), |r, n| r.timeline.truncate(n));
+    cut(&mut r, "error samples", |r| r.error_samples.len(), |r, n| r.error_samples.truncate(n));
+    cut(&mut r, "runner rows", |r| r.runners.len(), |r, n| r.runners.truncate(n));
+    cut(
+        &mut r,
+        "capacity plateaus",
+        |r| r.capacity.as_ref().map_or(0, |c| c.plateaus.len()),
+        |r, n| r.capacity.iter_mut().for_each(|c| c.plateaus.truncate(n)),
+    );
+    cut(&mut r, "checks", |r| r.checks.len(), |r, n| r.checks.truncate(n));
+    cut(&mut r, "steps", |r| r.steps.len(), |r, n| r.steps.truncate(n));
+    Action::WriteReport(serde_json::to_string(&r).unwrap_or_default())
 }
 
 fn cleanup(lt: &LoadTest, phase: Phase) -> Vec<Action> {

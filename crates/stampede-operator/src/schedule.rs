@@ -212,9 +212,17 @@ pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
     let mut runs: Vec<&LoadTest> = obs.runs.iter().collect();
     runs.sort_by_key(|lt| std::cmp::Reverse(scheduled_time(lt)));
     let (finished, active): (Vec<&LoadTest>, Vec<&LoadTest>) = runs.iter().partition(|lt| phase(lt).is_finished());
+    // A full history has forgotten runs older than its oldest record: those were announced
+    // when they finished (with history limits adding up to more than the history holds, they
+    // are still there, and would be announced again on every reconcile).
+    let oldest_kept = (st.history.len() >= SCHEDULE_HISTORY_LIMIT)
+        .then(|| st.history.iter().filter_map(|r| r.scheduled_time.as_deref().and_then(parse)).min())
+        .flatten();
     for lt in &finished {
         let name = lt.metadata.name.clone().unwrap_or_default();
-        if st.history.iter().any(|r| r.name.as_deref() == Some(name.as_str())) {
+        if st.history.iter().any(|r| r.name.as_deref() == Some(name.as_str()))
+            || oldest_kept.is_some_and(|oldest| scheduled_time(lt).is_none_or(|t| t < oldest))
+        {
             continue;
         }
         let Some(status) = lt.status.as_ref() else { continue };

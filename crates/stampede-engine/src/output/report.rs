@@ -232,6 +232,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
         runners: Vec::new(),
         trend: Vec::new(),
         capacity: None,
+        omitted: Vec::new(),
     }
 }
 

@@ -111,3 +111,39 @@ fn an_hour_of_ten_steps_on_twenty_runners_fits_its_config_maps() {
         made.as_secs_f64()
     );
 }
+
+/// #22: a report too large for its ConfigMap is thinned until it fits, whatever makes it large:
+/// thinning used to stop at one timeline point and never cut steps or runner rows, so the
+/// write was refused every 5 s and the status never written.
+#[test]
+fn a_report_too_large_for_its_config_map_is_thinned_until_it_fits_keeping_totals_and_verdicts() {
+    let plan = hour_long_plan();
+    let runners: Vec<RunnerReport> = (0..2).map(|i| runner(&plan, i)).collect();
+    let ctx = ReportContext { loadtest: "perf/hour", start_at: Some("2026-12-01T00:00:00Z"), baseline: Err("none") };
+    let mut report = final_summary(&plan, &runners.iter().collect::<Vec<_>>(), &ctx).unwrap().report;
+    // 3,000 runner rows with long messages, and 2,000 steps: far over the limit without any timeline.
+    let row = report.runners[0].clone();
+    report.runners = (0..3_000)
+        .map(|i| stampede_model::report::RunnerRow { index: i, message: Some("x".repeat(300)), ..row.clone() })
+        .collect();
+    let step = report.steps[0].clone();
+    report.steps = (0..2_000)
+        .map(|i| stampede_model::report::StepSummary {
+            step: Some(format!("step-{i:04}-{}", "y".repeat(200))),
+            ..step.clone()
+        })
+        .collect();
+    let stampede_operator::lifecycle::Action::WriteReport(json) = stampede_operator::lifecycle::write_report(&report)
+    else {
+        panic!("a WriteReport action")
+    };
+    assert!(json.len() <= REPORT_LIMIT_BYTES, "{} bytes", json.len());
+    let written: stampede_model::report::Report = serde_json::from_str(&json).unwrap();
+    assert_eq!(written.total, report.total, "the totals stay whole");
+    assert_eq!(written.thresholds, report.thresholds, "the verdicts stay whole");
+    assert!(written.timeline.is_empty());
+    assert!(written.runners.len() < 3_000, "runner rows were cut");
+    let omitted = written.omitted.join("; ");
+    assert!(omitted.contains("runner rows") && omitted.contains("of 3000"), "{omitted}");
+    assert!(omitted.contains("timeline"), "{omitted}");
+}

@@ -205,6 +205,30 @@ fn finished_runs_go_to_history_and_beyond_the_limits_are_deleted() {
     assert!(d.delete.is_empty() && !reasons(&d).contains(&"RunFinished"));
 }
 
+/// #22: history limits that keep more LoadTests than the history holds (20) leave finished runs
+/// older than its oldest record: they were announced once, when they finished, and are not
+/// announced again (they were, with a `RunFinished` Event on every reconcile, forever).
+#[test]
+fn runs_kept_beyond_the_history_are_announced_once() {
+    let mut s = lts("*/10 * * * * *", serde_json::json!({"successfulRunsHistoryLimit": 25}));
+    let mut runs = Vec::new();
+    let mut announced = 0;
+    for i in 1..=23 {
+        let d = step(&mut s, at(10 * i), &runs);
+        announced += reasons(&d).iter().filter(|r| **r == "RunFinished").count();
+        runs.push(run_in(&d, Phase::Succeeded, i as f64));
+    }
+    let d = step(&mut s, at(235), &runs);
+    announced += reasons(&d).iter().filter(|r| **r == "RunFinished").count();
+    assert_eq!(announced, 23, "each run once");
+    assert_eq!(d.status.history.len(), stampede_api::SCHEDULE_HISTORY_LIMIT);
+    assert!(d.delete.is_empty(), "25 may be kept");
+    for later in [236, 237] {
+        let d = step(&mut s, at(later), &runs);
+        assert!(!reasons(&d).contains(&"RunFinished"), "{:?}", reasons(&d));
+    }
+}
+
 #[test]
 fn schedules_follow_cron_syntax_and_the_time_zone() {
     // 03:00 in Berlin is 02:00 UTC in winter.
