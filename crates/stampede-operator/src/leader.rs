@@ -1,125 +1,475 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so that two operator replicas never
-//! reconcile at once. Updates use the Lease's resourceVersion (optimistic concurrency): of
-//! two replicas racing for an expired lease, exactly one write succeeds.
+//! reconcile at once.
+//!
+//! Three rules keep it safe under faults:
+//!
+//! - Writes carry the Lease's resourceVersion (optimistic concurrency): of two replicas racing
+//!   for an expired lease, exactly one write succeeds.
+//! - A candidate judges another holder's lease by its own monotonic clock, never by the
+//!   renewTime the holder wrote (another machine's wall clock): the lease has expired only when
+//!   the candidate has seen the record stay the same for the lease's duration ([`expired`]).
+//! - The leader steps down when it has not renewed within the renew deadline, which is shorter
+//!   than the lease: every renewal attempt runs under that deadline, so a hung request cannot
+//!   keep it leading after another replica may have taken the lease ([`Leadership`]).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::oneshot;
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
 
-/// How long a lease is valid without renewal.
-pub const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// How often the leader renews.
-pub const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// How long leader election waits, and for what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// How long others wait, after they last saw the lease record change, before they take it.
+    pub lease_duration: Duration,
+    /// How long the leader keeps leading without a successful renewal. Shorter than the lease,
+    /// so that it stops before anyone else may start.
+    pub renew_deadline: Duration,
+    /// The pause between attempts to take or renew the lease.
+    pub retry_period: Duration,
+}
 
-/// Whether `holder` may take a lease held by `current` (renewed at `renewed`, valid for `ttl`).
-pub fn can_take(current: Option<&str>, me: &str, renewed: Option<i128>, ttl_secs: i32, now_nanos: i128) -> bool {
-    match current {
+impl Default for Timing {
+    /// Kubernetes' own controllers' durations: a 15 s lease, a 10 s renew deadline, a try every 2 s.
+    fn default() -> Self {
+        Timing {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Timing {
+    /// Checks that 0 < retry period < renew deadline < lease duration, and that the lease
+    /// lasts at least a second (the Lease counts whole seconds).
+    pub fn check(&self) -> Result<(), Error> {
+        let ordered = Duration::ZERO < self.retry_period
+            && self.retry_period < self.renew_deadline
+            && self.renew_deadline < self.lease_duration;
+        if ordered && self.lease_duration >= Duration::from_secs(1) { Ok(()) } else { Err(Error::Timing(*self)) }
+    }
+
+    /// The lease's duration as written in the Lease: whole seconds, rounded up (a longer lease
+    /// only makes others wait longer).
+    fn lease_seconds(&self) -> i32 {
+        let secs = self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
+        i32::try_from(secs).unwrap_or(i32::MAX)
+    }
+}
+
+/// Errors of leader election.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("the API server did not answer within {0:?}")]
+    TimedOut(Duration),
+    #[error(
+        "leader election needs 0 < retry period < renew deadline < lease duration, and a lease of 1 s or more: {0:?}"
+    )]
+    Timing(Timing),
+}
+
+/// Why a leader stopped leading.
+#[derive(Debug, thiserror::Error)]
+pub enum Lost {
+    #[error("{holder} holds the lease now")]
+    Taken { holder: String },
+    #[error("the lease was not renewed within the renew deadline ({0:?})")]
+    Deadline(Duration),
+    #[error("the lease was released")]
+    Released,
+    #[error("the renewal task ended: {0}")]
+    Stopped(#[from] JoinError),
+}
+
+/// The last lease record a replica read, and when (by its own monotonic clock) it last saw the
+/// record change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub record: LeaseSpec,
+    pub changed_at: Instant,
+}
+
+impl Observed {
+    /// What a replica knows after reading `record` at `now`, having known `previous`: the
+    /// record's change time moves only when the record differs from the one seen before.
+    pub fn saw(previous: Option<Observed>, record: LeaseSpec, now: Instant) -> Observed {
+        match previous {
+            Some(previous) if previous.record == record => previous,
+            _ => Observed { record, changed_at: now },
+        }
+    }
+}
+
+/// Whether the observed lease has expired at `now`: its record has not changed for the lease
+/// duration it names (`fallback` when it names none), measured by the observer's clock from
+/// when it saw the record change. The renewTime written in the record is not used: it comes
+/// from the holder's clock, which may be far from ours.
+pub fn expired(observed: &Observed, now: Instant, fallback: Duration) -> bool {
+    let duration = observed
+        .record
+        .lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .filter(|s| *s > 0)
+        .map_or(fallback, Duration::from_secs);
+    now.saturating_duration_since(observed.changed_at) >= duration
+}
+
+/// Whether `me` may write itself into the observed lease at `now`: it is free, already ours,
+/// or [`expired`].
+pub fn may_take(observed: &Observed, me: &str, now: Instant, fallback: Duration) -> bool {
+    match observed.record.holder_identity.as_deref() {
         None | Some("") => true,
-        Some(h) if h == me => true,
-        Some(_) => renewed.is_none_or(|r| now_nanos - r > i128::from(ttl_secs.max(1)) * 1_000_000_000),
+        Some(holder) if holder == me => true,
+        Some(_) => expired(observed, now, fallback),
     }
 }
 
-fn now() -> k8s_openapi::jiff::Timestamp {
-    k8s_openapi::jiff::Timestamp::now()
+/// The outcome of one attempt to take or renew the lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// This replica holds the lease (took or renewed it).
+    Leading,
+    /// Another replica holds a lease that has not expired.
+    HeldBy(String),
+    /// Another write changed the lease between the read and this replica's write.
+    Conflict,
 }
 
-/// Tries once to take or renew the lease; returns whether this replica leads.
-pub async fn try_acquire(api: &Api<Lease>, name: &str, me: &str) -> Result<bool, kube::Error> {
-    let spec = |transitions: i32, acquire: Option<MicroTime>| LeaseSpec {
-        holder_identity: Some(me.to_string()),
-        lease_duration_seconds: Some(LEASE_DURATION.as_secs() as i32),
-        renew_time: Some(MicroTime(now())),
-        acquire_time: acquire,
-        lease_transitions: Some(transitions),
-        ..LeaseSpec::default()
-    };
-    match api.get_opt(name).await? {
-        None => {
+/// One replica's side of the election on one Lease.
+pub struct Elector {
+    api: Api<Lease>,
+    name: String,
+    me: String,
+    timing: Timing,
+    observed: Option<Observed>,
+}
+
+fn wall_now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+impl Elector {
+    /// Elects on the Lease `name` of `api` as `me`.
+    pub fn new(api: Api<Lease>, name: &str, me: &str, timing: Timing) -> Result<Self, Error> {
+        timing.check()?;
+        Ok(Elector { api, name: name.to_string(), me: me.to_string(), timing, observed: None })
+    }
+
+    /// What this replica last saw of the lease.
+    pub fn observed(&self) -> Option<&Observed> {
+        self.observed.as_ref()
+    }
+
+    fn observe(&mut self, record: LeaseSpec, now: Instant) -> &Observed {
+        let seen = Observed::saw(self.observed.take(), record, now);
+        self.observed.insert(seen)
+    }
+
+    /// Tries once to take or renew the lease (a read, then a write if it may take it).
+    pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, Error> {
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(name.to_string()), ..ObjectMeta::default() },
-                spec: Some(spec(0, Some(MicroTime(now())))),
+                metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.me.clone()),
+                    lease_duration_seconds: Some(self.timing.lease_seconds()),
+                    acquire_time: Some(wall_now()),
+                    renew_time: Some(wall_now()),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
             };
-            match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            }
-        }
-        Some(mut lease) => {
-            let current = lease.spec.clone().unwrap_or_default();
-            let holder = current.holder_identity.as_deref();
-            let renewed = current.renew_time.as_ref().map(|t| t.0.as_nanosecond());
-            let ttl = current.lease_duration_seconds.unwrap_or(LEASE_DURATION.as_secs() as i32);
-            if !can_take(holder, me, renewed, ttl, now().as_nanosecond()) {
-                return Ok(false);
-            }
-            let transitions = current.lease_transitions.unwrap_or(0) + i32::from(holder != Some(me));
-            let acquire = if holder == Some(me) { current.acquire_time.clone() } else { Some(MicroTime(now())) };
-            lease.spec = Some(spec(transitions, acquire));
-            match api.replace(name, &PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            }
-        }
-    }
-}
-
-/// Waits until this replica leads, then keeps renewing in the background. The returned
-/// future resolves if leadership is lost (the caller should exit so it restarts clean).
-pub async fn lead(
-    client: Client,
-    namespace: &str,
-    name: &str,
-    me: &str,
-) -> impl std::future::Future<Output = ()> + use<> {
-    let api: Api<Lease> = Api::namespaced(client, namespace);
-    loop {
-        match try_acquire(&api, name, me).await {
-            Ok(true) => break,
-            Ok(false) => tracing::info!("another replica leads; waiting"),
-            Err(e) => tracing::warn!("leader election: {e}"),
-        }
-        tokio::time::sleep(RENEW_EVERY).await;
-    }
-    tracing::info!(identity = me, "leading");
-    let (name, me) = (name.to_string(), me.to_string());
-    async move {
-        let mut failures = 0;
-        loop {
-            tokio::time::sleep(RENEW_EVERY).await;
-            match try_acquire(&api, &name, &me).await {
-                Ok(true) => failures = 0,
-                Ok(false) => {
-                    tracing::error!("lost the lease to another replica");
-                    return;
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.observe(created.spec.unwrap_or_default(), Instant::now());
+                    Ok(Attempt::Leading)
                 }
-                Err(e) => {
-                    failures += 1;
-                    tracing::warn!("cannot renew the lease: {e}");
-                    if failures * RENEW_EVERY.as_secs() >= LEASE_DURATION.as_secs() {
-                        return;
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Conflict),
+                Err(e) => Err(e.into()),
+            };
+        };
+        let current = lease.spec.clone().unwrap_or_default();
+        let now = Instant::now();
+        let fallback = self.timing.lease_duration;
+        let seen = Observed::saw(self.observed.take(), current.clone(), now);
+        if !may_take(self.observed.insert(seen), &self.me, now, fallback) {
+            return Ok(Attempt::HeldBy(current.holder_identity.unwrap_or_default()));
+        }
+        let ours = current.holder_identity.as_deref() == Some(self.me.as_str());
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(self.me.clone()),
+            lease_duration_seconds: Some(self.timing.lease_seconds()),
+            acquire_time: if ours { current.acquire_time.clone() } else { Some(wall_now()) },
+            renew_time: Some(wall_now()),
+            lease_transitions: Some(current.lease_transitions.unwrap_or(0) + i32::from(!ours)),
+            ..current
+        });
+        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+            Ok(replaced) => {
+                self.observe(replaced.spec.unwrap_or_default(), Instant::now());
+                Ok(Attempt::Leading)
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Conflict),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Clears the holder if this replica holds the lease, so that another takes it at once.
+    /// Returns whether it did. Call it only once this replica has stopped acting as leader.
+    pub async fn release(&mut self) -> Result<bool, Error> {
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else { return Ok(false) };
+        let current = lease.spec.clone().unwrap_or_default();
+        if current.holder_identity.as_deref() != Some(self.me.as_str()) {
+            return Ok(false);
+        }
+        lease.spec =
+            Some(LeaseSpec { holder_identity: None, acquire_time: None, renew_time: Some(wall_now()), ..current });
+        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Tries every retry period until this replica holds the lease; returns when the successful
+    /// attempt started (the leader's renew deadline counts from there).
+    async fn acquire(&mut self) -> Instant {
+        let mut waiting_for: Option<String> = None;
+        loop {
+            let started = Instant::now();
+            match tokio::time::timeout(self.timing.renew_deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(Attempt::Leading)) => return started,
+                Ok(Ok(Attempt::HeldBy(holder))) => {
+                    if waiting_for.as_ref() != Some(&holder) {
+                        tracing::info!(%holder, "another replica leads; waiting");
+                        waiting_for = Some(holder);
                     }
                 }
+                Ok(Ok(Attempt::Conflict)) => tracing::debug!("the lease changed while taking it; retrying"),
+                Ok(Err(e)) => tracing::warn!("leader election: {e}"),
+                Err(_) => tracing::warn!("leader election: {}", Error::TimedOut(self.timing.renew_deadline)),
+            }
+            tokio::time::sleep(self.timing.retry_period).await;
+        }
+    }
+
+    /// Renews every retry period while leading; returns why it stopped. Each attempt must
+    /// succeed within the renew deadline of the start of the last successful one (`renewed`).
+    async fn keep_renewing(&mut self, mut renewed: Instant) -> Lost {
+        let Timing { renew_deadline, retry_period, .. } = self.timing;
+        loop {
+            let deadline = renewed + renew_deadline;
+            tokio::time::sleep_until((Instant::now() + retry_period).min(deadline)).await;
+            let started = Instant::now();
+            if started >= deadline {
+                return Lost::Deadline(renew_deadline);
+            }
+            match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(Attempt::Leading)) => renewed = started,
+                Ok(Ok(Attempt::HeldBy(holder))) => return Lost::Taken { holder },
+                Ok(Ok(Attempt::Conflict)) => tracing::debug!("the lease changed while renewing it; retrying"),
+                Ok(Err(e)) => tracing::warn!("cannot renew the lease: {e}"),
+                Err(_) => return Lost::Deadline(renew_deadline),
             }
         }
     }
+
+    /// Waits until this replica leads, then keeps renewing in a task of its own.
+    pub async fn lead(mut self) -> Leadership {
+        let renewed = self.acquire().await;
+        tracing::info!(identity = self.me, "leading");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                lost = self.keep_renewing(renewed) => {
+                    tracing::error!("stopped leading: {lost}");
+                    Ended::Lost(lost)
+                }
+                Ok(()) = stopped => {
+                    let released = match tokio::time::timeout(self.timing.renew_deadline, self.release()).await {
+                        Ok(released) => released,
+                        Err(_) => Err(Error::TimedOut(self.timing.renew_deadline)),
+                    };
+                    Ended::Released(released)
+                }
+            }
+        });
+        Leadership { task: Some(task), stop: Some(stop) }
+    }
+}
+
+/// How the renewal task ended.
+enum Ended {
+    Lost(Lost),
+    Released(Result<bool, Error>),
+}
+
+/// This replica leads while the renewal task runs. As a future, it resolves when leadership
+/// is lost; the caller must stop acting as leader at once (exit, so that it restarts clean).
+/// Dropping it stops renewing.
+pub struct Leadership {
+    task: Option<JoinHandle<Ended>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Leadership {
+    /// Stops renewing and clears the holder, so that another replica takes over at once; call
+    /// it only once this replica has stopped acting as leader. Returns whether it released
+    /// the lease (false when it no longer held it).
+    pub async fn release(&mut self) -> Result<bool, Error> {
+        let Some(task) = self.task.take() else { return Ok(false) };
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match task.await {
+            Ok(Ended::Released(released)) => released,
+            Ok(Ended::Lost(_)) | Err(_) => Ok(false),
+        }
+    }
+}
+
+impl Future for Leadership {
+    type Output = Lost;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Lost> {
+        let Some(task) = self.task.as_mut() else { return Poll::Pending };
+        let lost = match std::task::ready!(Pin::new(task).poll(cx)) {
+            Ok(Ended::Lost(lost)) => lost,
+            Ok(Ended::Released(_)) => Lost::Released,
+            Err(e) => Lost::Stopped(e),
+        };
+        self.task = None;
+        Poll::Ready(lost)
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Waits until this replica (`me`) holds the Lease `name` in `namespace`, then keeps renewing
+/// it; the returned [`Leadership`] resolves if leadership is lost.
+pub async fn lead(client: Client, namespace: &str, name: &str, me: &str, timing: Timing) -> Result<Leadership, Error> {
+    let elector = Elector::new(Api::namespaced(client, namespace), name, me, timing)?;
+    Ok(elector.lead().await)
 }
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::jiff::Timestamp;
+
     use super::*;
 
+    const LEASE: Duration = Duration::from_secs(15);
+
+    fn record(holder: Option<&str>, renewed: &str) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(renewed.parse::<Timestamp>().unwrap())),
+            ..LeaseSpec::default()
+        }
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
     #[test]
-    fn a_lease_is_taken_when_free_expired_or_already_ours() {
-        let s = 1_000_000_000i128;
-        assert!(can_take(None, "a", None, 15, 100 * s));
-        assert!(can_take(Some("a"), "a", Some(99 * s), 15, 100 * s));
-        assert!(!can_take(Some("b"), "a", Some(90 * s), 15, 100 * s), "b renewed 10 s ago");
-        assert!(can_take(Some("b"), "a", Some(80 * s), 15, 100 * s), "b's lease expired");
+    fn a_lease_is_taken_when_free_or_already_ours_whenever_it_changed() {
+        let t0 = Instant::now();
+        let just_now = |r| Observed { record: r, changed_at: t0 };
+        assert!(may_take(&just_now(LeaseSpec::default()), "a", t0, LEASE), "no holder");
+        assert!(may_take(&just_now(record(Some(""), "2025-01-01T00:00:00Z")), "a", t0, LEASE), "released");
+        assert!(may_take(&just_now(record(Some("a"), "2025-01-01T00:00:00Z")), "a", t0, LEASE), "ours");
+        assert!(!may_take(&just_now(record(Some("b"), "2025-01-01T00:00:00Z")), "a", t0, LEASE), "b's, just changed");
+    }
+
+    #[test]
+    fn an_unchanged_lease_expires_after_its_duration_of_local_time() {
+        let t0 = Instant::now();
+        let mut seen = Observed::saw(None, record(Some("b"), "2025-01-01T00:00:00Z"), t0);
+        // Read again and again, unchanged: it stays the record seen changing at t0.
+        for s in 1..15 {
+            seen = Observed::saw(Some(seen), record(Some("b"), "2025-01-01T00:00:00Z"), t0 + secs(s));
+            assert_eq!(seen.changed_at, t0);
+            assert!(!may_take(&seen, "a", t0 + secs(s), LEASE), "{s} s after the change");
+        }
+        assert!(!may_take(&seen, "a", t0 + secs(15) - Duration::from_millis(1), LEASE));
+        assert!(may_take(&seen, "a", t0 + secs(15), LEASE), "unchanged for the lease's 15 s");
+        // The record's own duration counts, and ours when it names none.
+        let short = Observed { record: LeaseSpec { lease_duration_seconds: Some(3), ..seen.record.clone() }, ..seen };
+        assert!(!expired(&short, t0 + secs(2), LEASE) && expired(&short, t0 + secs(3), LEASE));
+        let unnamed = Observed { record: LeaseSpec { lease_duration_seconds: None, ..seen.record.clone() }, ..seen };
+        assert!(!expired(&unnamed, t0 + secs(4), secs(5)) && expired(&unnamed, t0 + secs(5), secs(5)));
+    }
+
+    #[test]
+    fn a_lease_that_keeps_changing_never_expires() {
+        let t0 = Instant::now();
+        let mut seen: Option<Observed> = None;
+        // b renews every 2 s for ten minutes; its clock writes times in 1970.
+        for n in 0..300u64 {
+            let now = t0 + secs(2 * n);
+            let renewed = Timestamp::from_second(i64::try_from(n).unwrap()).unwrap();
+            let record =
+                LeaseSpec { renew_time: Some(MicroTime(renewed)), ..record(Some("b"), "1970-01-01T00:00:00Z") };
+            let observed = Observed::saw(seen.take(), record, now);
+            assert_eq!(observed.changed_at, now, "a changed record is seen changing");
+            assert!(!may_take(&observed, "a", now + secs(14), LEASE), "renewal #{n}");
+            seen = Some(observed);
+        }
+    }
+
+    #[test]
+    fn the_holders_clock_does_not_decide_expiry() {
+        let t0 = Instant::now();
+        // Skewed far into the past: the written renewTime is decades old, but the record was
+        // just seen changing, so the lease is live.
+        let behind = Observed::saw(None, record(Some("b"), "1999-01-01T00:00:00Z"), t0);
+        assert!(!may_take(&behind, "a", t0 + secs(1), LEASE));
+        assert!(!may_take(&behind, "a", t0 + secs(14), LEASE));
+        assert!(may_take(&behind, "a", t0 + secs(15), LEASE), "unchanged for 15 s of our time");
+        // Skewed far into the future: the renewTime is decades ahead, yet a record that stops
+        // changing expires after the lease's duration all the same.
+        let ahead = Observed::saw(None, record(Some("b"), "2099-01-01T00:00:00Z"), t0);
+        assert!(!may_take(&ahead, "a", t0 + secs(14), LEASE));
+        assert!(may_take(&ahead, "a", t0 + secs(15), LEASE), "unchanged for 15 s of our time");
+    }
+
+    #[test]
+    fn the_renew_deadline_is_shorter_than_the_lease() {
+        let default = Timing::default();
+        assert!(default.check().is_ok());
+        assert_eq!(default.lease_seconds(), 15);
+        assert_eq!(Timing { lease_duration: Duration::from_millis(1500), ..default }.lease_seconds(), 2);
+        let bad = [
+            Timing { renew_deadline: secs(15), ..default },
+            Timing { retry_period: secs(10), ..default },
+            Timing { retry_period: Duration::ZERO, ..default },
+            Timing {
+                lease_duration: Duration::from_millis(900),
+                renew_deadline: Duration::from_millis(500),
+                retry_period: Duration::from_millis(100),
+            },
+        ];
+        for timing in bad {
+            assert!(matches!(timing.check(), Err(Error::Timing(t)) if t == timing), "{timing:?}");
+        }
     }
 }

@@ -9,6 +9,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use stampede_api::{LoadTest, LoadTestSchedule};
 use stampede_operator::controller::{self, Metrics};
+use stampede_operator::leader;
 
 #[derive(Parser)]
 #[command(name = "stampede-operator", version, about = "Runs LoadTests on Kubernetes")]
@@ -90,12 +91,20 @@ async fn main() -> anyhow::Result<()> {
         let me = args.identity.clone().unwrap_or_else(|| {
             std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "stampede-operator".into()).trim().to_string()
         });
-        let lost = stampede_operator::leader::lead(client.clone(), lease_ns, "stampede-operator", &me).await;
+        let timing = leader::Timing::default();
+        let mut leadership = leader::lead(client.clone(), lease_ns, "stampede-operator", &me, timing).await?;
         metrics.leader.set(1);
         tracing::info!("leading; watching LoadTests in {scope}");
         tokio::select! {
             () = controller::run(client, metrics, options) => {}
-            () = lost => anyhow::bail!("lost leadership; exiting so that a new leader takes over"),
+            lost = &mut leadership => anyhow::bail!("{lost}; exiting so that a new leader takes over"),
+        }
+        // The controllers have stopped (a shutdown signal): the next replica need not wait for
+        // the lease to expire.
+        match leadership.release().await {
+            Ok(true) => tracing::info!("released the lease"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("cannot release the lease: {e}"),
         }
     } else {
         metrics.leader.set(1);

@@ -376,15 +376,24 @@ async fn client_from(path: &std::path::Path) -> Client {
 #[ignore = "needs the local control plane: make e2e"]
 async fn e2e_only_one_replica_leads_until_its_lease_expires() {
     use k8s_openapi::api::coordination::v1::Lease;
-    use stampede_operator::leader::try_acquire;
+    use stampede_operator::leader::{Attempt, Elector, Timing};
     let cluster = TestCluster::shared();
     let client = cluster.client().await.unwrap();
     let ns = cluster.namespace(&client, "lease").await.unwrap();
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    assert!(try_acquire(&leases, "stampede-operator", "replica-a").await.unwrap());
-    assert!(!try_acquire(&leases, "stampede-operator", "replica-b").await.unwrap(), "a leads");
-    assert!(try_acquire(&leases, "stampede-operator", "replica-a").await.unwrap(), "a renews");
-    // a stops renewing: once the lease is older than its duration, b takes over.
+    let timing = Timing {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_secs(1),
+        retry_period: Duration::from_millis(500),
+    };
+    let mut a = Elector::new(leases.clone(), "stampede-operator", "replica-a", timing).unwrap();
+    let mut b = Elector::new(leases.clone(), "stampede-operator", "replica-b", timing).unwrap();
+    let held_by_a = Attempt::HeldBy("replica-a".to_string());
+    assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    assert_eq!(b.try_acquire_or_renew().await.unwrap(), held_by_a, "a leads");
+    // a renews with its clock a minute behind: b judges the lease by its own clock (the record
+    // just changed), not by the renewTime a wrote.
+    assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::Leading, "a renews");
     // MicroTime: exactly six fractional digits.
     let old = (OffsetDateTime::now_utc() - Duration::from_secs(60))
         .format(&time::macros::format_description!(
@@ -399,8 +408,11 @@ async fn e2e_only_one_replica_leads_until_its_lease_expires() {
         )
         .await
         .unwrap();
-    assert!(try_acquire(&leases, "stampede-operator", "replica-b").await.unwrap());
-    assert!(!try_acquire(&leases, "stampede-operator", "replica-a").await.unwrap(), "b leads now");
+    assert_eq!(b.try_acquire_or_renew().await.unwrap(), held_by_a, "a's lease is live");
+    // a stops renewing: once b has seen the record unchanged for the lease's duration, b takes over.
+    tokio::time::sleep(timing.lease_duration).await;
+    assert_eq!(b.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::HeldBy("replica-b".to_string()), "b leads now");
     let lease = leases.get("stampede-operator").await.unwrap().spec.unwrap();
     assert_eq!((lease.holder_identity.as_deref(), lease.lease_transitions), (Some("replica-b"), Some(1)));
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);

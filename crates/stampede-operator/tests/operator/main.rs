@@ -7,6 +7,7 @@ mod chart_files;
 mod common;
 mod decisions;
 mod gitops_examples;
+mod leader_mock;
 mod metrics;
 mod reconcile_mock;
 mod report_size;
