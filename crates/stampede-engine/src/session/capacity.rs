@@ -139,9 +139,12 @@ pub fn judge(
     // short, so iterations dropped with the CPU idle were a stall of the machine, not the pool.
     let in_flight = total.requests as f64 / seconds * latency_ms.mean / 1000.0;
     let pool_sufficed = in_flight <= f64::from(plan.max_vus()) / 2.0;
-    // Too few iterations started with every threshold met: the VU pool or the CPU was short,
-    // not the service. (When a threshold failed, an exhausted pool is the service's slowness.)
-    let generator_limited = saturated.is_some() || (slo_met && !rate_met);
+    // The thresholds are judged first. The generator is to blame only when the SLO held and
+    // the rate still could not be driven (too few iterations started, or they started late),
+    // or when its own CPU was saturated (its figures are suspect then). When a threshold failed,
+    // VUs exhausted and iterations started late are the service's slowness: its latency grew
+    // past the SLO and held the VUs.
+    let generator_limited = cpu || (slo_met && (saturated.is_some() || !rate_met));
     let passed = slo_met && rate_met && !generator_limited;
     let result = PlateauResult {
         rate: round3(rate),
@@ -391,7 +394,7 @@ pub fn answer(search: &CapacitySearch, state: &SearchState, plateaus: &[PlateauR
         state.limit.unwrap_or(if state.stopped.as_deref() == Some("interrupted") { "interrupted" } else { "service" });
     let limited_by = match (limit, first_fail) {
         ("generator", Some(p)) => format!(
-            "the generator, not the service: at {:.1}/s it started {:.1}/s{}{}; the capacity is at least {} — add runners or raise maxVUs",
+            "the generator, not the service: at {:.1}/s it started {:.1}/s{}{}; {} — add runners or raise maxVUs",
             p.rate,
             p.achieved_rate,
             if p.dropped_iterations > 0 {
@@ -400,7 +403,11 @@ pub fn answer(search: &CapacitySearch, state: &SearchState, plateaus: &[PlateauR
                 String::new()
             },
             p.saturated.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(),
-            capacity.map(|c| format!("{c:.1}/s")).unwrap_or_else(|| "unknown".into()),
+            match capacity {
+                Some(c) => format!("the capacity is at least {c:.1}/s"),
+                None => "no rate was measured with the generator keeping up, so nothing is known of the capacity"
+                    .to_string(),
+            },
         ),
         ("maxRate", _) => format!(
             "maxRate ({:.1}/s) was reached with every threshold met: the capacity is at least that — raise maxRate",
@@ -461,6 +468,38 @@ mod tests {
             assert!(rates.len() < 100, "the search must end");
         }
         (rates, state)
+    }
+
+    /// A plateau at 900/s of 4 s measured: 3,000 iterations started (600 dropped: every VU
+    /// busy), each started up to 50 ms late, each answered in `latency_us`.
+    fn judged_at_900(latency_us: u64) -> (PlateauResult, Judged) {
+        let yaml = "name: c\nbaseUrl: http://127.0.0.1:9\nload: {executor: capacity, startRate: 100, step: 100, \
+                    plateau: 4s, maxRate: 1000, preAllocatedVUs: 10, maxVUs: 10}\nscenarios:\n  - name: s\n    \
+                    steps:\n      - {name: get, request: {url: \"{{baseUrl}}/\"}}\nthresholds: [\"latency.p99 < 100ms\"]\n";
+        let file = crate::parse_str(yaml, std::path::Path::new("c.yaml")).unwrap();
+        let plan = crate::compile(&file, &crate::CompileOptions::default()).unwrap();
+        let mut window = WorkerMetrics::new(1, 1);
+        for _ in 0..3_000 {
+            window.steps[0].requests += 1;
+            window.steps[0].record_latency_us(latency_us);
+            window.steps[0].record_status(200);
+            window.schedule_lag.record(50_000).unwrap();
+        }
+        window.dropped = vec![600];
+        judge(&plan, 900.0, 4.0, &window, None, false)
+    }
+
+    /// #22: thresholds are judged first. VUs exhausted and iterations late *because the
+    /// service's latency grew past a failed SLO* is the service's limit; it used to be blamed on
+    /// the generator ("at least 800/s — add runners"), and `make test` failed on it.
+    #[test]
+    fn a_failed_slo_is_the_services_limit_even_with_the_vus_exhausted_and_iterations_late() {
+        let (result, judged) = judged_at_900(499_000);
+        assert!(!judged.passed && !judged.generator_limited && !judged.stall, "{judged:?}");
+        assert!(result.saturated.is_some(), "the lag is still reported: {result:?}");
+        // The same plateau with the SLO met: the generator could not drive the rate.
+        let (_, judged) = judged_at_900(1_000);
+        assert!(!judged.passed && judged.generator_limited, "{judged:?}");
     }
 
     #[test]

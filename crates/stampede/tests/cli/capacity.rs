@@ -73,7 +73,15 @@ fn the_example_finds_the_targets_known_capacity_and_names_the_limit() {
     for p in plateaus {
         let verdicts = p["thresholds"].as_array().unwrap();
         assert_eq!(verdicts.len(), 2, "each plateau is judged by the SLO");
-        assert_eq!(p["passed"], verdicts.iter().all(|v| v["passed"] == true), "{p}");
+        // A plateau passes only if every threshold passed; one that failed with every
+        // threshold met was the generator's (it says why: lag, CPU, or the rate not started).
+        let slo_met = verdicts.iter().all(|v| v["passed"] == true);
+        if p["passed"] == true {
+            assert!(slo_met, "{p}");
+        } else if slo_met {
+            let short = p["achievedRate"].as_f64().unwrap() < p["rate"].as_f64().unwrap() * 0.99;
+            assert!(short || p["saturated"].is_string(), "a failed plateau with the SLO met names the generator: {p}");
+        }
     }
     // The report's requests are every plateau's, warm-ups included; each plateau's only its own.
     let measured: u64 = plateaus.iter().map(|p| p["requests"].as_u64().unwrap()).sum();
