@@ -490,7 +490,7 @@ async fn observe(
     let list = cms.list(&ListParams::default().labels(&selector)).await?;
     let by_name: BTreeMap<String, ConfigMap> = list.items.into_iter().map(|cm| (cm.name_any(), cm)).collect();
     let mut unreadable = Vec::new();
-    let reports = (0..runners.max(1) as u32)
+    let reports: Vec<Option<RunnerReport>> = (0..runners.max(1) as u32)
         .map(|i| {
             let text = by_name.get(&names::result_config_map(&name, i))?.data.as_ref()?.get(RESULT_KEY)?;
             lifecycle::read_report(i, text, &run_id).map_err(|e| unreadable.push(e)).ok().flatten()
@@ -507,14 +507,49 @@ async fn observe(
                 succeeded: status.succeeded.unwrap_or(0),
                 failed: status.failed.unwrap_or(0),
                 failures: Vec::new(),
+                not_starting: Vec::new(),
             };
             if state.failed > 0 {
                 state.failures = pod_failures(client, ns, &selector).await?;
+            }
+            // Before the start, while some runner is not ready: why its pod is not starting.
+            let ready = reports.iter().flatten().filter(|r| r.state != stampede_api::RunnerState::Failed).count();
+            let waiting = lt.status.as_ref().is_some_and(|s| s.start_at.is_none());
+            if waiting && state.failed == 0 && ready < runners.max(1) as usize {
+                state.not_starting = pods_not_starting(client, ns, &selector).await?;
             }
             Some(state)
         }
     };
     Ok(((reports, unreadable), job))
+}
+
+/// Runner pods that cannot start, with the kubelet's or the scheduler's reason.
+async fn pods_not_starting(client: &Client, ns: &str, selector: &str) -> Result<Vec<lifecycle::PodProblem>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let list = pods.list(&ListParams::default().labels(selector)).await?;
+    let mut out: Vec<lifecycle::PodProblem> = list
+        .items
+        .iter()
+        .filter_map(|pod| {
+            let status = pod.status.as_ref()?;
+            let index = pod.annotations().get("batch.kubernetes.io/job-completion-index").map_or("?", String::as_str);
+            let waiting = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .chain(status.init_container_statuses.iter().flatten())
+                .find_map(|c| c.state.as_ref()?.waiting.as_ref())
+                .map(|w| (w.reason.as_deref().unwrap_or_default(), w.message.as_deref().unwrap_or_default()));
+            let unscheduled =
+                status.conditions.iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "False").map(
+                    |c| (c.reason.as_deref().unwrap_or("Unschedulable"), c.message.as_deref().unwrap_or_default()),
+                );
+            lifecycle::PodProblem::of(index, waiting, unscheduled)
+        })
+        .collect();
+    out.sort_by(|a, b| a.runner.cmp(&b.runner));
+    Ok(out)
 }
 
 /// Why runner pods failed: `runner 2: OOMKilled (exit 137)`.

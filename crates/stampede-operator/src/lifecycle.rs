@@ -102,6 +102,66 @@ pub struct JobState {
     pub failed: i32,
     /// Why runner pods failed, e.g. `runner 2: OOMKilled (exit 137)`.
     pub failures: Vec<String>,
+    /// Runner pods that cannot start (looked at while runners are not all ready).
+    pub not_starting: Vec<PodProblem>,
+}
+
+/// Why a runner pod is not starting, as the kubelet or the scheduler says it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodProblem {
+    /// The runner's index (the pod's completion index).
+    pub runner: String,
+    /// The kubelet's or scheduler's reason: `ErrImagePull`, `ImagePullBackOff`,
+    /// `InvalidImageName`, `CreateContainerConfigError`, `CrashLoopBackOff`, `Unschedulable`…
+    pub reason: String,
+    pub message: String,
+}
+
+/// How long runner images may fail to pull before the test fails (rather than at its start
+/// timeout): the kubelet retries with back-off, and a registry that refuses or does not know
+/// the image rarely changes its mind.
+pub const IMAGE_PULL_GRACE: Duration = Duration::from_secs(30);
+
+impl PodProblem {
+    /// From a pod's container waiting state (`reason`, `message`) and its `PodScheduled`
+    /// condition when False (`reason`, `message`); `None` when neither says anything is wrong
+    /// (`ContainerCreating` and `PodInitializing` are progress, not problems).
+    pub fn of(runner: &str, waiting: Option<(&str, &str)>, unscheduled: Option<(&str, &str)>) -> Option<PodProblem> {
+        let (reason, message) = match (waiting, unscheduled) {
+            (Some((reason, message)), _) if !matches!(reason, "ContainerCreating" | "PodInitializing") => {
+                (reason, message)
+            }
+            (_, Some((reason, message))) => (reason, message),
+            _ => return None,
+        };
+        Some(PodProblem { runner: runner.into(), reason: reason.into(), message: message.into() })
+    }
+
+    /// The image cannot be pulled (yet).
+    pub fn is_image_pull(&self) -> bool {
+        matches!(self.reason.as_str(), "ErrImagePull" | "ImagePullBackOff")
+    }
+
+    /// It cannot heal by itself: an invalid image name, an image that must not be pulled, or a
+    /// registry that says the image does not exist or may not be pulled.
+    pub fn is_permanent(&self) -> bool {
+        let m = self.message.to_ascii_lowercase();
+        matches!(self.reason.as_str(), "InvalidImageName" | "ErrImageNeverPull")
+            || (self.is_image_pull()
+                && ["not found", "manifest unknown", "repository does not exist", "pull access denied"]
+                    .iter()
+                    .any(|w| m.contains(w)))
+    }
+}
+
+impl std::fmt::Display for PodProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "runner {}: {}", self.runner, self.reason)?;
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        Ok(())
+    }
 }
 
 impl JobState {
@@ -529,6 +589,33 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                 return Decision { status: st, actions, requeue: Some(START_DELAY) };
             }
             let since = condition_since(&st.conditions, Cond::Valid).unwrap_or(now);
+            // Runner pods that cannot start are named at once; those that cannot heal (or an
+            // image that has not pulled for IMAGE_PULL_GRACE) fail the test without waiting
+            // for its start timeout.
+            let problems = &job.not_starting;
+            if !problems.is_empty() {
+                let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                let text = text.join("; ");
+                let hopeless = problems
+                    .iter()
+                    .find(|p| p.is_permanent())
+                    .or_else(|| problems.iter().find(|p| p.is_image_pull() && now - since > IMAGE_PULL_GRACE));
+                if let Some(p) = hopeless {
+                    let message = format!("runner pods cannot start: {text}");
+                    stamp.set(&mut st.conditions, Cond::RunnersReady, false, &p.reason, &text);
+                    finish(&mut st, &plan, &done, Phase::Failed, &p.reason, message.clone(), stamp, &ctx, &mut actions);
+                    actions.push(Action::DeleteRunners);
+                    actions.push(event(true, "RunnersNotStarting", message));
+                    return Decision { status: st, actions, requeue: None };
+                }
+                let said = Cond::RunnersReady.find(&st.conditions).is_some_and(|c| c.message == text);
+                stamp.set(&mut st.conditions, Cond::RunnersReady, false, &problems[0].reason, &text);
+                st.message = Some(format!("waiting for runner pods that cannot start yet: {text}"));
+                if !said {
+                    actions.push(event(true, "RunnersNotStarting", text));
+                }
+                return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) };
+            }
             let limit = duration_spec(lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
             if now - since > limit {
                 let message =
@@ -799,7 +886,7 @@ pub fn write_report(report: &Report) -> Action {
     if r.timeline.len() < points {
         r.omitted.push(format!("{} of {points} timeline points", points - r.timeline.len()));
     }
-    let mut cut = |r: &mut Report, what: &str, len: fn(&Report) -> usize, keep: fn(&mut Report, usize)| {
+    let cut = |r: &mut Report, what: &str, len: fn(&Report) -> usize, keep: fn(&mut Report, usize)| {
         let all = len(r);
         while size(r) > REPORT_LIMIT_BYTES && len(r) > 0 {
             keep(r, len(r) / 2);

@@ -294,11 +294,10 @@ fn a_failed_runner_fails_the_test_and_keeps_the_others_results() {
         Some(report(2, RunnerState::Running, 0, 0)),
     ];
     let job = JobState {
-        active: 0,
-        terminating: 0,
         succeeded: 2,
         failed: 1,
         failures: vec!["runner 2: OOMKilled (exit 137)".into()],
+        ..JobState::default()
     };
     step(&mut lt, &observed(now, reports, Some(job)));
     let st = lt.status.as_ref().unwrap();
@@ -1067,4 +1066,61 @@ thresholds: ["latency.p99 < 100ms"]
     assert!(message.contains("runner 1's share of plateau 0 cannot be merged"), "{message}");
     assert!(actions.contains(&Action::DeleteRunners), "the runners stop: {actions:?}");
     assert_eq!(st.conditions.iter().find(|c| c.type_ == "Completed").unwrap().reason, "ResultsInvalid");
+}
+
+/// #22: a runner pod that cannot start is named at once (status and one Event, with the
+/// kubelet's reason); an image that keeps failing to pull fails the test after
+/// IMAGE_PULL_GRACE, not at its start timeout; a missing Secret (may be created) only waits.
+#[test]
+fn runner_pods_that_cannot_start_are_named_and_an_image_that_never_pulls_fails_the_test() {
+    use stampede_operator::lifecycle::{IMAGE_PULL_GRACE, PodProblem};
+    let backoff =
+        PodProblem::of("0", Some(("ImagePullBackOff", "Back-off pulling image \"stampede:nope\"")), None).unwrap();
+    let secret =
+        PodProblem::of("1", Some(("CreateContainerConfigError", "secret \"tokens\" not found")), None).unwrap();
+    assert!(PodProblem::of("0", Some(("ContainerCreating", "")), None).is_none(), "progress is no problem");
+    assert!(!backoff.is_permanent() && !secret.is_permanent() && !secret.is_image_pull());
+    let job = |problems: Vec<PodProblem>| JobState { active: 2, not_starting: problems, ..JobState::default() };
+
+    let mut lt = loadtest(2);
+    let t0 = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(t0, vec![], None));
+    let actions = step(
+        &mut lt,
+        &observed(t0 + Duration::from_secs(3), vec![None, None], Some(job(vec![backoff.clone(), secret.clone()]))),
+    );
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Initializing);
+    let ready = st.conditions.iter().find(|c| c.type_ == "RunnersReady").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "ImagePullBackOff"));
+    assert!(
+        ready.message.contains("runner 1: CreateContainerConfigError: secret \"tokens\" not found"),
+        "{}",
+        ready.message
+    );
+    let events: Vec<&Action> = actions.iter().filter(|a| matches!(a, Action::Event { .. })).collect();
+    assert_eq!(events.len(), 1, "{actions:?}");
+    // Said once: the same problems again are no new Event.
+    let actions = step(
+        &mut lt,
+        &observed(t0 + Duration::from_secs(8), vec![None, None], Some(job(vec![backoff.clone(), secret.clone()]))),
+    );
+    assert!(!actions.iter().any(|a| matches!(a, Action::Event { .. })), "{actions:?}");
+
+    // The Secret alone waits (for its start timeout); the image failing past the grace fails.
+    let later = t0 + IMAGE_PULL_GRACE + Duration::from_secs(5);
+    let mut only_secret = lt.clone();
+    step(&mut only_secret, &observed(later, vec![None, None], Some(job(vec![secret.clone()]))));
+    assert_eq!(only_secret.status.as_ref().unwrap().phase, Phase::Initializing);
+    let actions = step(&mut lt, &observed(later, vec![None, None], Some(job(vec![backoff, secret]))));
+    let st = lt.status.as_ref().unwrap();
+    assert_eq!(st.phase, Phase::Failed);
+    assert!(
+        st.message.as_deref().unwrap().starts_with("runner pods cannot start: runner 0: ImagePullBackOff"),
+        "{:?}",
+        st.message
+    );
+    assert!(actions.contains(&Action::DeleteRunners));
+    let passed = st.conditions.iter().find(|c| c.type_ == "Passed").unwrap();
+    assert_eq!((passed.status.as_str(), passed.reason.as_str()), ("False", "ImagePullBackOff"));
 }

@@ -71,6 +71,8 @@ enum Expect {
     GetScenario,
     /// A GET of this path answered 503 Service Unavailable (an API server under load).
     Unavailable(String),
+    /// The list of this LoadTest's pods by label; answered with these pods.
+    ListPods(Vec<Value>),
 }
 
 /// A request the mock answered.
@@ -194,6 +196,12 @@ impl ApiServerVerifier {
                                    "message": "the server is currently unable to handle the request",
                                    "reason": "ServiceUnavailable", "code": 503}),
                         )
+                    }
+                    Expect::ListPods(items) => {
+                        is(Method::GET, &format!("/api/v1/namespaces/{NS}/pods"));
+                        let selector = query.get("labelSelector").map(String::as_str);
+                        assert_eq!(selector, Some("stampede.dev/loadtest=shop"), "{got}");
+                        (StatusCode::OK, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
                     }
                     Expect::ListConfigMaps(items) => {
                         is(Method::GET, &api_path("configmaps", ""));
@@ -558,6 +566,7 @@ async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
             Expect::GetScenario,
             Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
+            Expect::ListPods(vec![]),
             Expect::ApplyStatus,
         ],
     )
@@ -744,6 +753,7 @@ async fn abort_before_the_start_ends_aborted_and_deletes_the_runners() {
             Expect::GetScenario,
             Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
             Expect::GetJob(active(2)),
+            Expect::ListPods(vec![]),
             Expect::ApplyStatus,
             Expect::Event { reason: "Aborted", warning: true },
             Expect::Delete(job_path()),
@@ -871,4 +881,38 @@ async fn a_503_on_the_scenario_from_read_leaves_the_test_pending() {
         reconcile_in_turn(&[lt], vec![Expect::Unavailable(api_path("configmaps", "shop-scenarios"))]).await;
     assert!(outcomes[0].as_ref().is_err_and(|e| e.contains("503")), "{outcomes:?}");
     assert_eq!(seen.len(), 1, "no status, no Event");
+}
+
+/// #22: a runner pod whose image does not exist is named in the status and an Event within one
+/// reconcile, with the kubelet's reason, and the test fails at once instead of waiting for its
+/// start timeout in `Initializing` ("starting 1 runner(s)", `0 of 1 ready`).
+#[tokio::test]
+async fn a_runner_image_that_does_not_exist_fails_the_test_at_once_naming_the_kubelets_reason() {
+    let lt = initializing(1, Duration::from_secs(2));
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "shop-runners-0-x", "namespace": NS,
+                     "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
+        "status": {"phase": "Pending", "containerStatuses": [{"name": "runner", "image": "example.invalid/nope:1",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull",
+                "message": "failed to pull and unpack image \"example.invalid/nope:1\": not found"}}}]}});
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::GetScenario,
+            Expect::ListResults(vec![None]),
+            Expect::GetJob(active(1)),
+            Expect::ListPods(vec![pod]),
+            Expect::ApplyStatus,
+            Expect::Event { reason: "RunnersNotStarting", warning: true },
+            Expect::Delete(job_path()),
+        ],
+    )
+    .await;
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Failed);
+    let message = st.message.as_deref().unwrap();
+    assert!(message.contains("runner 0: ErrImagePull: failed to pull") && message.contains("not found"), "{message}");
+    assert_eq!(condition(&st, "RunnersReady").1, "ErrImagePull");
+    assert_eq!(condition(&st, "Passed").1, "ErrImagePull");
 }
