@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub enum Cond {
     /// The spec (scenario, schedule) is valid and its objects were accepted.
     Valid,
-    /// Every runner is ready (`False` while waiting, naming what holds a runner back).
+    /// Every runner is ready (`False` while waiting; its reason and message name a runner pod
+    /// that cannot start, e.g. `ImagePullBackOff`).
     RunnersReady,
     /// The runners started together at the common instant.
     Started,
@@ -22,15 +23,13 @@ pub enum Cond {
     ThresholdsPassed,
     /// A runner could not keep up (schedule lag or CPU): its figures are suspect.
     GeneratorSaturated,
-    /// The generator delivered the load the test asked for (open models: iterations not dropped).
-    LoadDelivered,
     /// `spec.baseline` has a report to compare with.
     BaselineReady,
     /// The spec the run uses is the current one (`False`: it changed during the run).
     SpecApplied,
     /// The run is over (`kubectl wait --for=condition=Finished`).
     Finished,
-    /// The run is over and passed: thresholds met and the asked load delivered.
+    /// The run is over and passed: every threshold met.
     Passed,
 }
 
@@ -46,7 +45,6 @@ impl Cond {
             Cond::Completed => "Completed",
             Cond::ThresholdsPassed => "ThresholdsPassed",
             Cond::GeneratorSaturated => "GeneratorSaturated",
-            Cond::LoadDelivered => "LoadDelivered",
             Cond::BaselineReady => "BaselineReady",
             Cond::SpecApplied => "SpecApplied",
             Cond::Finished => "Finished",
