@@ -112,9 +112,13 @@ pub(crate) async fn exchange(
     exchange_http1(vc, plan, target, bytes, head, body, headers, connect_timeout).await
 }
 
-/// One request and its answer on the VU's HTTP/1.1 connection (opening one when needed). A
-/// request that fails on a reused connection before any byte of answer came back is retried
-/// once on a new connection: the server had closed the idle connection.
+/// One request and its answer on the VU's HTTP/1.1 connection (opening one when needed).
+///
+/// A request written whole is never sent again: it may have reached the server, which may
+/// have acted on it (a POST), so a connection that then closes without an answer is an error
+/// of its kind (`reset` for a close), counted like any other. Only a request whose write
+/// fails on a reused connection (the server had closed the idle connection) is written once
+/// more on a new connection.
 #[expect(clippy::too_many_arguments, reason = "the parts of one exchange, borrowed from the VU")]
 async fn exchange_http1(
     vc: &mut VuConn,
@@ -152,7 +156,9 @@ async fn exchange_http1(
             }
             Err(mut e) => {
                 vc.h1 = None;
-                if reused && !e.answered && !retried {
+                // The write failed: the server closed the idle connection just before it (bytes
+                // left over from the last answer, also unsent, are the server's error).
+                if reused && !e.sent && !e.answered && !retried {
                     retried = true;
                     continue;
                 }
