@@ -118,16 +118,19 @@ pub(crate) async fn open(
                     .map_err(|_| ExchangeError {
                     kind: ErrorKind::Timeout,
                     message: "DNS lookup timed out".into(),
+                    sent: false,
                     answered: false,
                 })?;
             let mut addrs = lookup.map_err(|e| ExchangeError {
                 kind: ErrorKind::Dns,
                 message: format!("cannot resolve `{}`: {e}", target.host),
+                sent: false,
                 answered: false,
             })?;
             let addr = addrs.next().ok_or_else(|| ExchangeError {
                 kind: ErrorKind::Dns,
                 message: format!("`{}` resolved to no address", target.host),
+                sent: false,
                 answered: false,
             })?;
             times.dns_us = Some(micros_since(started));
@@ -140,6 +143,7 @@ pub(crate) async fn open(
         .map_err(|_| ExchangeError {
             kind: ErrorKind::Timeout,
             message: format!("connect to {addr} timed out"),
+            sent: false,
             answered: false,
         })?
         .map_err(|e| {
@@ -147,7 +151,7 @@ pub(crate) async fn open(
                 ErrorKind::Reset | ErrorKind::Io => ErrorKind::Connect,
                 k => k,
             };
-            ExchangeError { kind, message: format!("connect to {addr}: {e}"), answered: false }
+            ExchangeError { kind, message: format!("connect to {addr}: {e}"), sent: false, answered: false }
         })?;
     times.connect_us = micros_since(started);
     let _ = stream.set_nodelay(true);
@@ -158,6 +162,7 @@ pub(crate) async fn open(
             ExchangeError {
                 kind: ErrorKind::Timeout,
                 message: format!("TLS handshake with {addr} timed out"),
+                sent: false,
                 answered: false,
             }
         })??;

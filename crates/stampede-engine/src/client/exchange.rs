@@ -6,24 +6,38 @@ use std::time::Instant;
 
 use stampede_model::ErrorKind;
 
-/// Why an exchange failed, and whether the server had started to answer.
+/// Why an exchange failed, whether the request may have reached the server, and whether the
+/// server had started to answer.
 #[derive(Debug)]
 pub struct ExchangeError {
     pub kind: ErrorKind,
     pub message: String,
+    /// The request may have reached the server: it had been written whole (HTTP/1.1), handed
+    /// to the HTTP/2 connection, or the exchange ran out of time. The HTTP/1.1 client never
+    /// sends such a request again, since the server may have acted on it. False when the
+    /// failure came before the request was written (name lookup, connect, TLS handshake, a
+    /// request that could not be made) or while it was written.
+    pub sent: bool,
     /// Some response bytes arrived before the failure.
     pub answered: bool,
 }
 
 impl ExchangeError {
+    /// An I/O error after the request was written whole: while reading the answer.
     pub(crate) fn io(e: io::Error, answered: bool) -> Self {
         let kind = classify_io(&e);
         let message = if kind == ErrorKind::Tls { format!("TLS: {e}") } else { e.to_string() };
-        ExchangeError { kind, message, answered }
+        ExchangeError { kind, message, sent: true, answered }
     }
 
+    /// An I/O error while writing the request: not all of it went out.
+    pub(crate) fn unsent(e: io::Error) -> Self {
+        ExchangeError { sent: false, ..ExchangeError::io(e, false) }
+    }
+
+    /// An answer that breaks the protocol, after the request was written whole.
     pub(crate) fn protocol(message: impl Into<String>) -> Self {
-        ExchangeError { kind: ErrorKind::Protocol, message: message.into(), answered: true }
+        ExchangeError { kind: ErrorKind::Protocol, message: message.into(), sent: true, answered: true }
     }
 }
 

@@ -288,6 +288,7 @@ impl Pool {
                         "the server chose `{}` in the TLS handshake; `http.version: 2` needs h2",
                         String::from_utf8_lossy(other)
                     ),
+                    sent: false,
                     answered: false,
                 });
             }
@@ -298,9 +299,10 @@ impl Pool {
             .map_err(|_| ExchangeError {
                 kind: ErrorKind::Timeout,
                 message: format!("HTTP/2 handshake with {}:{} timed out", target.host, target.port),
+                sent: false,
                 answered: false,
             })?
-            .map_err(|e| hyper_error(&e, false))?;
+            .map_err(|e| ExchangeError { sent: false, ..hyper_error(&e, false) })?;
         let closed = Rc::new(Cell::new(false));
         let watch = (closed.clone(), Rc::downgrade(origin));
         tokio::task::spawn_local(async move {
@@ -350,6 +352,7 @@ impl Pool {
             let req = self.request(request, target).map_err(|message| ExchangeError {
                 kind: ErrorKind::Protocol,
                 message,
+                sent: false,
                 answered: false,
             })?;
             if let Some(b) = body.as_deref_mut() {
@@ -468,7 +471,8 @@ fn body_bytes(body: Full<Bytes>) -> Bytes {
     }
 }
 
-/// Maps a hyper error to an error kind, with its causes in the message.
+/// Maps a hyper error to an error kind, with its causes in the message. The request counts as
+/// sent: hyper does not say whether it went out before the failure.
 fn hyper_error(e: &hyper::Error, answered: bool) -> ExchangeError {
     let mut message = format!("HTTP/2: {e}");
     let mut kind = None;
@@ -490,7 +494,7 @@ fn hyper_error(e: &hyper::Error, answered: bool) -> ExchangeError {
     } else {
         ErrorKind::Protocol
     });
-    ExchangeError { kind, message, answered }
+    ExchangeError { kind, message, sent: true, answered }
 }
 
 #[cfg(test)]

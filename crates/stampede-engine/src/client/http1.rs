@@ -8,9 +8,11 @@
 //! response head in place and skips or keeps the body, with no allocation per request.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Waker};
 use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest, ReadBuf};
 
 use stampede_model::ErrorKind;
 
@@ -84,6 +86,48 @@ impl Connection {
         self.port == target.port && self.tls == target.tls && self.host == target.host
     }
 
+    /// Whether the server closed this idle connection since its last answer (or broke it, or
+    /// sent bytes nobody asked for), so that the next request should go on a new one rather
+    /// than be written into a connection that is gone.
+    ///
+    /// It looks at what tokio's reactor last heard of the socket, its cached read readiness
+    /// (`try_io` with an operation that does nothing: an atomic load, no system call, no lock,
+    /// no waker stored). Only a socket reported readable is read, once, without waiting; a
+    /// quiet keep-alive connection is not, so the common case costs no system call. The
+    /// answer is as fresh as the reactor's last look at the socket: a close it has not seen
+    /// yet shows as a failed write (the request then goes on a new connection) or, once the
+    /// request is written, as an error.
+    pub(crate) fn closed_while_idle(&mut self) -> bool {
+        // TLS reads through its TCP socket, whose readiness says whether records came in.
+        let tcp = match &self.stream {
+            Io::Tcp(s) => s,
+            Io::Tls(s) => s.get_ref().0,
+        };
+        if tcp.try_io(Interest::READABLE, || Ok(())).is_err() {
+            return false; // not readable (nor closed) as far as the reactor knows
+        }
+        // Readable: an end of stream, an error, or bytes before any request. Over TLS the
+        // records may also be ones rustls takes in itself (a session ticket, a key update):
+        // then the read finds no data (pending) and the connection is still good. Any answer,
+        // no byte (the end), a byte or an error, means it is not. The no-op waker stored by a
+        // pending read is replaced by the task's own at the next read.
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut byte = [0u8; 1];
+        let mut read = ReadBuf::new(&mut byte);
+        Pin::new(&mut self.stream).poll_read(&mut cx, &mut read).is_ready()
+    }
+
+    /// Waits until tokio's reactor reports the socket readable (tests: a close or a reset has
+    /// been seen).
+    #[cfg(test)]
+    pub(crate) async fn readable(&self) {
+        let tcp = match &self.stream {
+            Io::Tcp(s) => s,
+            Io::Tls(s) => s.get_ref().0,
+        };
+        tcp.readable().await.unwrap();
+    }
+
     /// Sends one request and reads its whole response. The body is appended to `body`
     /// when given, and skipped otherwise.
     pub(crate) async fn exchange(
@@ -94,16 +138,22 @@ impl Connection {
         mut headers: Option<&mut Headers>,
     ) -> Result<ResponseInfo, ExchangeError> {
         self.uses += 1;
-        // Bytes left over from an earlier response mean the stream is out of step.
+        // Bytes left over from an earlier response mean the stream is out of step: the server's
+        // error, reported (the request is not written).
         if self.start != self.end {
-            return Err(ExchangeError::protocol("unexpected bytes before the response"));
+            return Err(ExchangeError {
+                sent: false,
+                ..ExchangeError::protocol("unexpected bytes before the response")
+            });
         }
         self.start = 0;
         self.end = 0;
-        self.stream.write_all(request).await.map_err(|e| ExchangeError::io(e, false))?;
+        // A write that fails did not put the whole request on the wire: the server cannot have
+        // taken it for a request, and it may be sent again. Once written, it never is.
+        self.stream.write_all(request).await.map_err(ExchangeError::unsent)?;
         if self.tls {
             // TLS may hold written bytes back until flushed.
-            self.stream.flush().await.map_err(|e| ExchangeError::io(e, false))?;
+            self.stream.flush().await.map_err(ExchangeError::unsent)?;
         }
         let mut received: u64 = 0;
         self.first_byte = FirstByte::Waiting;
@@ -233,6 +283,7 @@ impl Connection {
                     return Err(ExchangeError {
                         kind: ErrorKind::Reset,
                         message: "connection closed before the response was complete".into(),
+                        sent: true,
                         answered,
                     });
                 }
@@ -269,6 +320,7 @@ impl Connection {
                     return Err(ExchangeError {
                         kind: ErrorKind::Reset,
                         message: "connection closed in the middle of the body".into(),
+                        sent: true,
                         answered: true,
                     });
                 }
@@ -346,6 +398,7 @@ impl Connection {
             Ok(0) => Err(ExchangeError {
                 kind: ErrorKind::Reset,
                 message: "connection closed in the middle of a chunked body".into(),
+                sent: true,
                 answered: true,
             }),
             Ok(_) => Ok(()),
@@ -457,6 +510,72 @@ mod tests {
         body.clear();
         let r = c.exchange(GET, false, Some(&mut body), None).await.unwrap();
         assert_eq!((r.status, body.as_slice()), (200, &b"ok"[..]));
+    }
+
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+    #[tokio::test]
+    async fn an_idle_connection_is_seen_closed_once_the_server_closed_it() {
+        // Two answers, then the server closes the connection.
+        let target = canned(vec![OK, OK]).await;
+        let mut c = connect(&target, Duration::from_secs(1)).await.unwrap();
+        c.exchange(GET, false, None, None).await.unwrap();
+        assert!(!c.closed_while_idle(), "the server waits for the next request");
+        c.exchange(GET, false, None, None).await.unwrap();
+        c.readable().await;
+        assert!(c.closed_while_idle());
+    }
+
+    #[tokio::test]
+    async fn bytes_on_an_idle_connection_make_it_unusable() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (answered, answered_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            s.write_all(OK).await.unwrap();
+            let _ = answered_rx.await;
+            s.write_all(b"HTTP/1.1 408 Request Timeout\r\n\r\n").await.unwrap();
+            let _ = s.read(&mut buf).await; // until the client goes
+        });
+        let target = HttpUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+        let mut c = connect(&target, Duration::from_secs(1)).await.unwrap();
+        c.exchange(GET, false, None, None).await.unwrap();
+        answered.send(()).unwrap();
+        c.readable().await;
+        assert!(c.closed_while_idle());
+    }
+
+    #[tokio::test]
+    async fn a_request_that_cannot_be_written_is_not_sent_and_one_unanswered_is() {
+        // The server answers once, then resets the connection (SO_LINGER 0) when told.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (answered, answered_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            s.write_all(OK).await.unwrap();
+            let _ = answered_rx.await;
+            s.set_zero_linger().unwrap();
+        });
+        let target = HttpUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+        let mut c = connect(&target, Duration::from_secs(1)).await.unwrap();
+        c.exchange(GET, false, None, None).await.unwrap();
+        answered.send(()).unwrap();
+        c.readable().await;
+        let e = c.exchange(GET, false, None, None).await.unwrap_err();
+        assert_eq!((e.kind, e.sent, e.answered), (ErrorKind::Reset, false, false), "{e:?}");
+
+        // Read whole, then closed without an answer: sent.
+        let target = canned(vec![OK]).await;
+        let mut c = connect(&target, Duration::from_secs(1)).await.unwrap();
+        c.exchange(GET, false, None, None).await.unwrap();
+        let e = c.exchange(GET, false, None, None).await.unwrap_err();
+        assert_eq!((e.kind, e.sent, e.answered), (ErrorKind::Reset, true, false), "{e:?}");
     }
 
     #[tokio::test]

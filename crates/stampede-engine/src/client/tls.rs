@@ -161,6 +161,7 @@ impl TlsPlan {
         let connector = self.connector(alpn).map_err(|message| ExchangeError {
             kind: ErrorKind::Tls,
             message: format!("TLS setup: {message}"),
+            sent: false,
             answered: false,
         })?;
         let name = match &self.server_name {
@@ -168,6 +169,7 @@ impl TlsPlan {
             None => ServerName::try_from(host.to_string()).map_err(|_| ExchangeError {
                 kind: ErrorKind::Tls,
                 message: format!("TLS: `{host}` is not a valid server name"),
+                sent: false,
                 answered: false,
             })?,
         };
@@ -198,7 +200,7 @@ pub(crate) fn classify(e: &io::Error, name: &str) -> ExchangeError {
         Some(other) => format!("TLS handshake with `{name}` failed: {other}"),
         None => format!("TLS handshake with `{name}` failed: {e}"),
     };
-    ExchangeError { kind: ErrorKind::Tls, message, answered: false }
+    ExchangeError { kind: ErrorKind::Tls, message, sent: false, answered: false }
 }
 
 /// `insecure: true`: any certificate is accepted; handshake signatures are still checked.

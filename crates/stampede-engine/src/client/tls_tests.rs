@@ -6,6 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
@@ -128,6 +129,53 @@ fn https_over_http1_works_with_the_ca_file_and_keeps_the_connection() {
     let stats = server.stats();
     assert_eq!((stats.requests(), stats.http2_requests(), stats.connections(), stats.tls_sessions()), (5, 0, 1, 1));
     server.stop();
+}
+
+/// An HTTPS server that answers one request on each connection and then closes it, as a
+/// server closing idle keep-alive connections does: with a TLS close_notify when `notify`, or
+/// by dropping the TCP connection. Counts the requests it read.
+async fn https_one_answer_per_connection(pki: &Pki, notify: bool) -> (String, Arc<AtomicU32>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = stampede_target::server_config(&pki.cert_pem, &pki.key_pem, false).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicU32::new(0));
+    let count = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let Ok(mut s) = acceptor.accept(tcp).await else { continue };
+            let mut buf = [0u8; 4096];
+            if s.read(&mut buf).await.unwrap_or(0) > 0 {
+                count.fetch_add(1, Ordering::Relaxed);
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+                s.flush().await.unwrap();
+                if notify {
+                    let _ = s.shutdown().await;
+                }
+            }
+        }
+    });
+    (format!("https://127.0.0.1:{port}/"), seen)
+}
+
+#[test]
+fn an_https_connection_the_server_closed_while_idle_is_replaced_before_the_next_request() {
+    let pki = pki();
+    let plan = transport_plan(&format!("tls: {{caFile: {}}}", pki.ca_file.display()), pki.dir.path());
+    for notify in [true, false] {
+        on_worker(async {
+            let (url, seen) = https_one_answer_per_connection(&pki, notify).await;
+            let mut c = Client::new(plan.clone());
+            assert_eq!(c.get(&url).await, Ok(200));
+            // The server closed the connection after its answer; the reactor has seen it.
+            c.vu.readable().await;
+            assert_eq!(c.get(&url).await, Ok(200), "close_notify: {notify}");
+            assert_eq!(seen.load(Ordering::Relaxed), 2, "each request reached the server once");
+            assert_eq!(c.vu.take_opened().count(), 2, "the second request went on a new connection");
+        });
+    }
 }
 
 #[test]

@@ -66,6 +66,13 @@ impl VuConn {
     pub(crate) fn opened_any(&self) -> bool {
         !self.opened.is_empty()
     }
+
+    /// Waits until tokio's reactor reports the HTTP/1.1 connection's socket readable (tests:
+    /// the server's close has been seen).
+    #[cfg(test)]
+    pub(crate) async fn readable(&self) {
+        self.h1.as_ref().expect("an HTTP/1.1 connection").readable().await;
+    }
 }
 
 /// Sends one request (`bytes`, HTTP/1.1 as written by the plan) to `target` and reads the
@@ -112,9 +119,16 @@ pub(crate) async fn exchange(
     exchange_http1(vc, plan, target, bytes, head, body, headers, connect_timeout).await
 }
 
-/// One request and its answer on the VU's HTTP/1.1 connection (opening one when needed). A
-/// request that fails on a reused connection before any byte of answer came back is retried
-/// once on a new connection: the server had closed the idle connection.
+/// One request and its answer on the VU's HTTP/1.1 connection (opening one when needed).
+///
+/// A request written whole is never sent again: it may have reached the server, which may
+/// have acted on it (a POST), so a connection that then closes without an answer is an error
+/// of its kind (`reset` for a close), counted like any other. Only a request that did not go
+/// out whole goes on a new connection: the server had closed the idle keep-alive connection.
+/// Either tokio's reactor already saw that close (or unasked bytes) before the request, and
+/// the connection is replaced before writing (see [`Connection::closed_while_idle`]), or the
+/// write itself fails on the reused connection, and the request is written once more on a
+/// new one.
 #[expect(clippy::too_many_arguments, reason = "the parts of one exchange, borrowed from the VU")]
 async fn exchange_http1(
     vc: &mut VuConn,
@@ -128,7 +142,8 @@ async fn exchange_http1(
 ) -> Result<ResponseInfo, ExchangeError> {
     let mut retried = false;
     loop {
-        let have = vc.h1.as_ref().is_some_and(|c| c.serves(target));
+        // A reused connection is checked for a close while it was idle; a new one is not.
+        let have = vc.h1.as_mut().is_some_and(|c| c.serves(target) && (c.uses == 0 || !c.closed_while_idle()));
         if !have {
             vc.h1 = None;
             let tls = target.tls.then_some((&plan.tls, Alpn::Http11));
@@ -152,7 +167,9 @@ async fn exchange_http1(
             }
             Err(mut e) => {
                 vc.h1 = None;
-                if reused && !e.answered && !retried {
+                // The write failed: the server closed the idle connection just before it (bytes
+                // left over from the last answer, also unsent, are the server's error).
+                if reused && !e.sent && !e.answered && !retried {
                     retried = true;
                     continue;
                 }
@@ -169,5 +186,55 @@ async fn exchange_http1(
                 return Err(e);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+
+    /// A server that answers one request on each connection and then closes it, as a server
+    /// closing idle keep-alive connections does (without `connection: close` first). Counts
+    /// the requests it read.
+    async fn one_answer_per_connection() -> (HttpUrl, Arc<AtomicU32>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(AtomicU32::new(0));
+        let count = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).await.unwrap_or(0) > 0 {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+                }
+            }
+        });
+        (HttpUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap(), seen)
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_while_idle_is_replaced_before_the_next_request() {
+        let (target, seen) = one_answer_per_connection().await;
+        let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+        let mut vc = VuConn::default();
+        let mut headers = Headers::default();
+        let limit = Duration::from_secs(5);
+        let first = exchange(&mut vc, &wt, &target, GET, false, None, &mut headers, limit).await.unwrap();
+        assert_eq!((first.status, first.keep_alive), (200, true));
+        // The server closed the connection after its answer; the reactor has seen it.
+        vc.readable().await;
+        let second = exchange(&mut vc, &wt, &target, GET, false, None, &mut headers, limit).await;
+        assert_eq!(second.map(|i| i.status).map_err(|e| e.message), Ok(200));
+        assert_eq!(seen.load(Ordering::Relaxed), 2, "each request reached the server once");
+        assert_eq!(vc.take_opened().count(), 2, "the second request went on a new connection");
     }
 }

@@ -1147,7 +1147,10 @@ async fn send(
                 Err(e) => {
                     sent_head.clear();
                     let message = e.to_string();
-                    return Err((ExchangeError { kind: ErrorKind::Protocol, message, answered: false }, 0));
+                    return Err((
+                        ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false },
+                        0,
+                    ));
                 }
             }
         }
@@ -1211,6 +1214,7 @@ async fn send(
             let hop = redirect(info.status, location, &target, &method).map_err(|message| ExchangeError {
                 kind: ErrorKind::Protocol,
                 message,
+                sent: true,
                 answered: true,
             })?;
             let body_bytes = hop.keep_body.then(|| {
@@ -1249,7 +1253,7 @@ async fn send(
         None => {
             conn.close();
             let message = format!("no complete answer within {:?}", req.timeout);
-            Err((ExchangeError { kind: ErrorKind::Timeout, message, answered: false }, sent))
+            Err((ExchangeError { kind: ErrorKind::Timeout, message, sent: true, answered: false }, sent))
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use stampede_engine::{CompileOptions, Plan, compile};
@@ -200,39 +201,91 @@ scenarios:
     assert_eq!(outcome.metrics.iterations[0], 0, "cut-off iterations do not count as completed");
 }
 
-/// A raw HTTP server that closes every connection after `per_conn` answers, without
-/// saying so (no `connection: close`), like a server whose keep-alive limit is reached.
-fn closing_server(per_conn: usize) -> (u16, Arc<std::sync::atomic::AtomicU64>) {
-    use std::io::{Read, Write};
+/// A raw HTTP/1.1 server that, on every connection, answers `per_conn` requests, then reads
+/// one more request whole and closes the connection without answering it, as a server that
+/// drops keep-alive connections under overload does (and without `connection: close`
+/// before). It records every request's line (`POST /b`) as it reads it, and counts the
+/// requests it answered.
+fn dropping_server(per_conn: usize) -> (u16, Arc<std::sync::Mutex<Vec<String>>>, Arc<AtomicU64>) {
+    use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counter = served.clone();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let answered = Arc::new(AtomicU64::new(0));
+    let (log, counter) = (seen.clone(), answered.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut s) = stream else { return };
-            let counter = counter.clone();
+            let Ok(stream) = stream else { return };
+            let (log, counter) = (log.clone(), counter.clone());
             std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                for _ in 0..per_conn {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {}
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                for n in 0..=per_conn {
+                    // The request line, the headers (for content-length) and the body.
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
                     }
-                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                    let mut length = 0;
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = h.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    log.lock().unwrap().push(line.split_whitespace().take(2).collect::<Vec<_>>().join(" "));
+                    if n == per_conn {
+                        return; // closes the connection, the request read and unanswered
+                    }
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    if writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_err() {
+                        return;
+                    }
                 }
-                // Give the client time to send its next request on this connection.
-                std::thread::sleep(Duration::from_millis(20));
             });
         }
     });
-    (port, served)
+    (port, seen, answered)
 }
 
 #[test]
-fn a_vu_reconnects_when_the_server_closes_its_connection() {
-    let (port, served) = closing_server(3);
+fn a_post_the_server_drops_unanswered_reaches_it_once_and_is_an_error() {
+    // The GET is answered; the POST, on the same (reused) connection, is read whole and the
+    // connection closed: it may have been acted on, so it must not be sent again.
+    let (port, seen, answered) = dropping_server(1);
+    let plan = plan(
+        r#"
+name: dropped-post
+load: {executor: constant-vus, vus: 1, iterations: 1}
+scenarios:
+  - name: s
+    steps:
+      - {name: first, request: {url: "{{baseUrl}}/a"}}
+      - {name: post, request: {method: POST, url: "{{baseUrl}}/b", json: {a: 1}}}
+"#,
+        &format!("http://127.0.0.1:{port}"),
+    );
+    let outcome = stampede_engine::run(plan, &opts(1), &mut |_| {}).unwrap();
+    assert_eq!(*seen.lock().unwrap(), ["GET /a", "POST /b"], "the POST reached the server once");
+    assert_eq!(answered.load(Ordering::Relaxed), 1);
+    let (first, post) = (&outcome.metrics.steps[0], &outcome.metrics.steps[1]);
+    assert_eq!((first.requests, first.error_total()), (1, 0));
+    assert_eq!((post.requests, post.error_total()), (1, 1), "errors: {:?}", outcome.error_samples);
+    assert_eq!(post.errors[ErrorKind::Reset.index()], 1);
+}
+
+#[test]
+fn a_vu_reconnects_after_the_server_drops_its_connection_and_counts_the_lost_request() {
+    let (port, seen, answered) = dropping_server(3);
     let plan = plan(
         r#"
 name: reconnect
@@ -246,9 +299,14 @@ scenarios:
     );
     let outcome = stampede_engine::run(plan, &opts(1), &mut |_| {}).unwrap();
     let s = &outcome.metrics.steps[0];
+    let answered = answered.load(Ordering::Relaxed);
     assert_eq!(s.requests, 40);
-    assert_eq!(s.error_total(), 0, "errors: {:?} {:?}", s.errors, outcome.error_samples);
-    assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 40);
+    // Every request reached the server once: answered, or read and dropped, which is an error.
+    assert_eq!(seen.lock().unwrap().len(), 40, "no request was sent twice");
+    assert_eq!(s.error_total(), 40 - answered, "errors: {:?} {:?}", s.errors, outcome.error_samples);
+    assert_eq!(s.errors[ErrorKind::Reset.index()], 40 - answered);
+    // Each connection carries 3 answers and a dropped request, and the VUs reconnect after it.
+    assert!(answered >= 30, "answered {answered}");
 }
 
 #[test]
