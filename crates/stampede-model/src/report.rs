@@ -459,10 +459,36 @@ pub struct Verdict {
     pub message: Option<String>,
 }
 
+/// The share of an open model's scheduled iterations that may be dropped with the load still
+/// counted as delivered.
+pub const UNDELIVERED_TOLERANCE: f64 = 0.01;
+
 impl Report {
     /// Whether every threshold passed (true when there are none).
     pub fn thresholds_passed(&self) -> bool {
         self.thresholds.iter().all(|v| v.passed)
+    }
+
+    /// Why the generator did not deliver the load the test asked for, if it did not: an open
+    /// model that dropped more than [`UNDELIVERED_TOLERANCE`] of its scheduled iterations
+    /// (every VU busy, or the generator too slow to hand them out). Its thresholds judged a
+    /// lighter load than the test meant.
+    pub fn undelivered(&self) -> Option<String> {
+        let s = self.run.schedule.as_ref()?;
+        if s.scheduled_iterations == 0
+            || (s.dropped_iterations as f64) <= UNDELIVERED_TOLERANCE * s.scheduled_iterations as f64
+        {
+            return None;
+        }
+        Some(format!(
+            "{} of {} scheduled iterations were dropped ({:.1}%): {:.1}/s achieved of {:.1}/s asked{}",
+            s.dropped_iterations,
+            s.scheduled_iterations,
+            s.dropped_iterations as f64 * 100.0 / s.scheduled_iterations as f64,
+            s.achieved_rate,
+            s.target_rate,
+            s.hint.as_ref().map(|h| format!("; {h}")).unwrap_or_default(),
+        ))
     }
 }
 

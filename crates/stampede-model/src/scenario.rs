@@ -45,6 +45,29 @@ pub struct ScenarioFile {
     /// `stampede run` exit with code 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<ThresholdSpec>,
+    /// An open model whose generator did not deliver the load it asked for (more than 1 % of
+    /// the scheduled iterations dropped): `fail` (the default) makes the verdict not a pass,
+    /// whatever the thresholds say, since they judged a lighter load than the test meant; `warn`
+    /// only reports it.
+    #[serde(default, skip_serializing_if = "UndeliveredLoad::is_default")]
+    pub undelivered_load: UndeliveredLoad,
+}
+
+/// What an undelivered load does to the verdict (`undeliveredLoad`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum UndeliveredLoad {
+    /// The run does not pass (exit code 1; a LoadTest's `Passed=False`, reason `GeneratorLimited`).
+    #[default]
+    Fail,
+    /// Reported (table, report, a `LoadDelivered=False` condition) without changing the verdict.
+    Warn,
+}
+
+impl UndeliveredLoad {
+    fn is_default(&self) -> bool {
+        *self == UndeliveredLoad::Fail
+    }
 }
 
 /// How the built-in target serves (`baseUrl: builtin` only).

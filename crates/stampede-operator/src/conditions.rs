@@ -23,13 +23,16 @@ pub enum Cond {
     ThresholdsPassed,
     /// A runner could not keep up (schedule lag or CPU): its figures are suspect.
     GeneratorSaturated,
+    /// An open model's generator delivered the load the test asked for (`False`, reason
+    /// `GeneratorLimited`: more than 1 % of the scheduled iterations were dropped).
+    LoadDelivered,
     /// `spec.baseline` has a report to compare with.
     BaselineReady,
     /// The spec the run uses is the current one (`False`: it changed during the run).
     SpecApplied,
     /// The run is over (`kubectl wait --for=condition=Finished`).
     Finished,
-    /// The run is over and passed: every threshold met.
+    /// The run is over and passed: every threshold met, and the asked load delivered.
     Passed,
 }
 
@@ -45,6 +48,7 @@ impl Cond {
             Cond::Completed => "Completed",
             Cond::ThresholdsPassed => "ThresholdsPassed",
             Cond::GeneratorSaturated => "GeneratorSaturated",
+            Cond::LoadDelivered => "LoadDelivered",
             Cond::BaselineReady => "BaselineReady",
             Cond::SpecApplied => "SpecApplied",
             Cond::Finished => "Finished",

@@ -298,6 +298,7 @@ fn conclude(st: &mut LoadTestStatus, stamp: Stamp) {
         _ => failed_reason(Cond::Valid)
             .or_else(|| failed_reason(Cond::Completed))
             .or_else(|| failed_reason(Cond::ThresholdsPassed))
+            .or_else(|| failed_reason(Cond::LoadDelivered))
             .unwrap_or_else(|| "Failed".into()),
     };
     let message = if st.phase == Phase::Succeeded { "every threshold passed".to_string() } else { message };
@@ -708,14 +709,32 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                             verdicts.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
                         st.summary = Some(summary);
                         st.thresholds = verdicts.clone();
-                        let passed = failed.is_empty();
+                        let thresholds_passed = failed.is_empty();
                         stamp.set(
                             &mut st.conditions,
                             Cond::ThresholdsPassed,
-                            passed,
-                            if passed { "Passed" } else { "ThresholdsFailed" },
+                            thresholds_passed,
+                            if thresholds_passed { "Passed" } else { "ThresholdsFailed" },
                             &failed.join(", "),
                         );
+                        // An open model that did not deliver the asked load does not pass: its
+                        // thresholds judged a lighter load (unless `undeliveredLoad: warn`).
+                        let undelivered = report.undelivered();
+                        if report.run.schedule.is_some() {
+                            stamp.set(
+                                &mut st.conditions,
+                                Cond::LoadDelivered,
+                                undelivered.is_none(),
+                                if undelivered.is_none() { "Delivered" } else { "GeneratorLimited" },
+                                undelivered.as_deref().unwrap_or_default(),
+                            );
+                        }
+                        let limited = undelivered
+                            .filter(|_| plan.undelivered_load == stampede_model::scenario::UndeliveredLoad::Fail);
+                        if let Some(why) = &undelivered_note(&report, &limited) {
+                            actions.push(event(true, "GeneratorLimited", why.clone()));
+                        }
+                        let passed = thresholds_passed && limited.is_none();
                         stamp.set(&mut st.conditions, Cond::Completed, true, "Completed", "all runners finished");
                         // A saturated generator makes the figures suspect; the verdict stands.
                         let saturated: Vec<String> = done
@@ -734,16 +753,26 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
                         }
                         st.phase = if passed { Phase::Succeeded } else { Phase::Failed };
                         st.completion_time = Some(fmt(now));
-                        st.message = Some(if passed {
-                            "all thresholds passed".into()
-                        } else {
-                            format!("thresholds failed: {}", failed.join(", "))
+                        st.message = Some(match (&limited, thresholds_passed) {
+                            (_, false) => format!("thresholds failed: {}", failed.join(", ")),
+                            (Some(why), true) => format!(
+                                "every threshold passed, but the load asked for was not delivered ({why}): not a pass"
+                            ),
+                            (None, true) => "all thresholds passed".into(),
                         });
-                        actions.push(if passed {
-                            event(false, "Succeeded", "the test finished and every threshold passed".into())
-                        } else {
-                            event(true, "ThresholdsFailed", format!("thresholds failed: {}", failed.join(", ")))
-                        });
+                        if passed {
+                            actions.push(event(
+                                false,
+                                "Succeeded",
+                                "the test finished and every threshold passed".into(),
+                            ));
+                        } else if !thresholds_passed {
+                            actions.push(event(
+                                true,
+                                "ThresholdsFailed",
+                                format!("thresholds failed: {}", failed.join(", ")),
+                            ));
+                        }
                         actions.extend(cleanup(lt, st.phase));
                     }
                     Err(e) => {
@@ -792,6 +821,13 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
             Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) }
         }
     }
+}
+
+/// The Warning Event's note for a load that was not delivered, when it changes the verdict.
+fn undelivered_note(report: &Report, limited: &Option<String>) -> Option<String> {
+    let why = limited.as_ref()?;
+    let saturated = report.run.saturated.as_ref().map(|s| format!("; {s}")).unwrap_or_default();
+    Some(format!("the load asked for was not delivered: {why}{saturated}"))
 }
 
 /// The API server refused one of the LoadTest's children as invalid (`message` says which and

@@ -537,6 +537,16 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         eprintln!("stampede: thresholds failed");
         return Ok(ExitCode::from(1));
     }
+    if let Some(why) = report.undelivered() {
+        if plan.undelivered_load == stampede_model::scenario::UndeliveredLoad::Fail {
+            eprintln!(
+                "stampede: the load asked for was not delivered ({why}): the thresholds judged a lighter load, so \
+                 the run does not pass (`undeliveredLoad: warn` judges by the thresholds alone)"
+            );
+            return Ok(ExitCode::from(1));
+        }
+        eprintln!("stampede: warning: the load asked for was not delivered ({why})");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -55,6 +55,8 @@ pub struct Plan {
     pub transport: Arc<crate::client::settings::TransportPlan>,
     /// `executor: capacity`: the search; the one group's load is its first plateau.
     pub capacity: Option<CapacitySearch>,
+    /// What an open model's undelivered load does to the verdict.
+    pub undelivered_load: stampede_model::scenario::UndeliveredLoad,
 }
 
 /// A capacity search (`executor: capacity`): plateaus of a constant arrival rate, each higher
@@ -460,6 +462,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         cookies: file.http.cookies,
         transport: Arc::new(transport),
         capacity,
+        undelivered_load: file.undelivered_load,
     })
 }
 

@@ -1124,3 +1124,84 @@ fn runner_pods_that_cannot_start_are_named_and_an_image_that_never_pulls_fails_t
     let passed = st.conditions.iter().find(|c| c.type_ == "Passed").unwrap();
     assert_eq!((passed.status.as_str(), passed.reason.as_str()), ("False", "ImagePullBackOff"));
 }
+
+/// #22: an open model whose runners dropped more than 1 % of the scheduled iterations (a
+/// runner throttled below its rate) is not a pass: `Passed=False` (reason `GeneratorLimited`),
+/// `LoadDelivered=False`, phase Failed, though every threshold passed. It used to end
+/// `Succeeded` with `Passed=True` beside a `GeneratorSaturated` condition. With
+/// `undeliveredLoad: warn` the thresholds alone decide.
+#[test]
+fn an_open_model_that_did_not_deliver_its_load_is_not_passed() {
+    let open = |extra: &str| {
+        format!(
+            "name: open\nbaseUrl: http://my-service.default.svc\n{extra}load: {{executor: constant-arrival-rate, \
+             rate: 20, duration: 10s, preAllocatedVUs: 2, maxVUs: 4}}\nscenarios:\n  - name: buy\n    steps:\n      \
+             - {{name: home, request: {{url: \"{{{{baseUrl}}}}/\"}}}}\nthresholds: [\"errors.rate < 1%\"]\n"
+        )
+    };
+    let run = |yaml: String| {
+        let scenario: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+        let spec: LoadTestSpec =
+            serde_json::from_value(serde_json::json!({"runners": 2, "scenario": scenario})).unwrap();
+        let mut lt = LoadTest::new("open", spec);
+        lt.metadata.namespace = Some("perf".into());
+        lt.metadata.generation = Some(1);
+        let plan = validate(&lt, &yaml, "test").unwrap();
+        // 200 scheduled over the two runners (10/s each for 10 s): runner 1 ran 60 and dropped 40.
+        let share = |index: u32, ran: u64, dropped: u64| {
+            let mut m = WorkerMetrics::new(1, 1);
+            for _ in 0..ran {
+                m.steps[0].requests += 1;
+                m.steps[0].record_latency_us(1_000);
+                m.steps[0].record_status(200);
+            }
+            m.iterations[0] = ran;
+            for _ in 0..dropped {
+                m.record_dropped(0, stampede_engine::DropReason::QueueFull);
+            }
+            RunnerReport {
+                duration_seconds: 10.0,
+                result: Some(portable::encode(&plan.step_keys, &m, &["buy".to_string()])),
+                ..RunnerReport::new(index, RunnerState::Done)
+            }
+        };
+        let obs = |reports| Observed {
+            now: OffsetDateTime::now_utc(),
+            plan: Scenario::Compiled(plan.clone()),
+            reports,
+            unreadable: vec![],
+            job: Some(JobState { succeeded: 2, ..JobState::default() }),
+            baseline: None,
+        };
+        step(&mut lt, &obs(vec![]));
+        started(&mut lt, OffsetDateTime::now_utc());
+        let actions = step(&mut lt, &obs(vec![Some(share(0, 100, 0)), Some(share(1, 60, 40))]));
+        (lt.status.unwrap(), actions)
+    };
+    let cond = |st: &stampede_api::LoadTestStatus, t: &str| {
+        let c = st.conditions.iter().find(|c| c.type_ == t).unwrap_or_else(|| panic!("no {t}"));
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    };
+
+    let (st, actions) = run(open(""));
+    assert_eq!(st.phase, Phase::Failed, "{:?}", st.message);
+    assert_eq!(cond(&st, "ThresholdsPassed").0, "True");
+    let (status, reason, message) = cond(&st, "LoadDelivered");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "GeneratorLimited"));
+    assert!(
+        message.starts_with("40 of 200 scheduled iterations were dropped (20.0%): 16.0/s achieved of 20.0/s"),
+        "{message}"
+    );
+    let (status, reason, _) = cond(&st, "Passed");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "GeneratorLimited"));
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Event { warning: true, reason, .. } if reason == "GeneratorLimited"))
+    );
+
+    let (st, _) = run(open("undeliveredLoad: warn\n"));
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    assert_eq!(cond(&st, "LoadDelivered").0, "False");
+    assert_eq!(cond(&st, "Passed").0, "True");
+}

@@ -515,8 +515,8 @@ fn an_open_models_html_report_charts_due_started_dropped_and_lag() {
     // One VU at most, 100 ms per iteration, 50 due per second: most are dropped.
     let scenario = write_scenario(
         dir.path(),
-        "name: open\nbaseUrl: builtin\nload: {executor: constant-arrival-rate, rate: 50, duration: 2s, \
-         preAllocatedVUs: 1, maxVUs: 1}\nscenarios:\n  - name: s\n    steps:\n      \
+        "name: open\nbaseUrl: builtin\nundeliveredLoad: warn\nload: {executor: constant-arrival-rate, rate: 50, \
+         duration: 2s, preAllocatedVUs: 1, maxVUs: 1}\nscenarios:\n  - name: s\n    steps:\n      \
          - {name: slow, request: {url: \"{{baseUrl}}/delay/100\"}}\n",
     );
     let (json, html) = run_with_reports(&scenario);
@@ -767,4 +767,37 @@ fn a_reports_capacity_search_is_answered_and_charted_in_the_html_report() {
     assert_eq!(cap.matches("FAIL: latency.p99 &lt; 50ms").count(), 2, "{cap}");
     assert_eq!(cap.matches("<td class=\"passed\">pass</td>").count(), 3, "{cap}");
     assert!(page.find("<h2>Capacity</h2>").unwrap() < page.find("<h2>Over time</h2>").unwrap());
+}
+
+/// #22: an open model whose generator did not deliver the asked load is not a pass, whatever
+/// its thresholds say (they judged a lighter load): exit code 1, saying why. It used to exit 0.
+/// `undeliveredLoad: warn` judges by the thresholds alone and only warns.
+#[test]
+fn an_open_model_that_did_not_deliver_its_load_does_not_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    // One VU, 100 ms per iteration, 50 due per second: at most 10/s can start.
+    let yaml = |extra: &str| {
+        format!(
+            "name: undelivered\nbaseUrl: builtin\n{extra}load: {{executor: constant-arrival-rate, rate: 50, \
+             duration: 1s, preAllocatedVUs: 1, maxVUs: 1, maxWaiting: 0}}\nscenarios:\n  - name: s\n    steps:\n      \
+             - {{name: slow, request: {{url: \"{{{{baseUrl}}}}/delay/100\"}}}}\nthresholds: [\"errors.rate < 1%\"]\n"
+        )
+    };
+    let out = dir.path().join("r.json");
+    let scenario = write_scenario(dir.path(), &yaml(""));
+    let run = stampede(&["run", scenario.to_str().unwrap(), "-q", "--out", out.to_str().unwrap()]);
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(report["thresholds"].as_array().unwrap().iter().all(|v| v["passed"] == true), "the thresholds passed");
+    let dropped = report["run"]["schedule"]["droppedIterations"].as_u64().unwrap();
+    assert!(dropped >= 40, "one VU starts at most ~10 of the 50: {dropped} dropped");
+    let line = format!("the load asked for was not delivered ({dropped} of 50 scheduled iterations were dropped");
+    assert!(stderr.contains(&line), "{stderr}");
+
+    let scenario = write_scenario(dir.path(), &yaml("undeliveredLoad: warn\n"));
+    let run = stampede(&["run", scenario.to_str().unwrap(), "-q"]);
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("warning: the load asked for was not delivered"), "{stderr}");
 }
