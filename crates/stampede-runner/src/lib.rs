@@ -12,8 +12,8 @@
 //! 5. reports `Done` with its per-step counters and histograms.
 //!
 //! A runner whose report already says `Done` (its pod restarted after the final report) exits 0
-//! at once. SIGTERM stops the wait or the run; the runner reports `Failed` ("terminated"),
-//! keeping partial results, and exits 143.
+//! at once. SIGTERM, from the runner's first moment on, stops the start-up, the wait or the
+//! run; the runner reports `Failed` ("terminated"), keeping partial results, and exits 143.
 //!
 //! Exit codes: 0 done (whatever the requests or thresholds did: the operator judges the merged
 //! result), 2 invalid input (environment, scenario), 3 could not run (API errors, the target
@@ -85,13 +85,17 @@ pub enum RunnerError {
     /// The run itself failed: exit 3.
     #[error("the run failed: {0}")]
     Run(#[source] RunError),
+    /// SIGTERM came before the runner was ready: exit 143.
+    #[error("terminated (SIGTERM) while {0}, before the start")]
+    Terminated(&'static str),
 }
 
 impl RunnerError {
-    /// 2 for invalid input, 3 when the runner could not run.
+    /// 2 for invalid input, 3 when the runner could not run, 143 after SIGTERM.
     pub fn exit_code(&self) -> u8 {
         match self {
             RunnerError::NoScenario { .. } | RunnerError::Scenario(_) => 2,
+            RunnerError::Terminated(_) => 143,
             _ => 3,
         }
     }
@@ -127,6 +131,10 @@ pub fn main() -> ExitCode {
 
 async fn run(env: RunnerEnv) -> ExitCode {
     info!(loadtest = %env.loadtest, namespace = %env.namespace, index = env.index, runners = env.runners, "runner starting");
+    // First of all: a SIGTERM at any time from here on is a Failed report and exit 143, never
+    // the default action (killed without a word).
+    let terminated = Arc::new(AtomicBool::new(false));
+    spawn_sigterm_watch(terminated.clone());
     let client = match kube::Config::infer().await.map_err(kube::Error::InferConfig).and_then(|config| {
         // Which API server and credentials: in a pod, the `kubernetes` Service's address and
         // the ServiceAccount token the kubelet mounted.
@@ -150,7 +158,6 @@ async fn run(env: RunnerEnv) -> ExitCode {
         index: env.index,
         run: env.run.clone(),
     };
-    let terminated = Arc::new(AtomicBool::new(false));
     match runner(&env, &client, &reporter, terminated.clone()).await {
         Ok(()) if terminated.load(Ordering::Relaxed) => ExitCode::from(143),
         Ok(()) => ExitCode::SUCCESS,
@@ -214,11 +221,11 @@ async fn runner(
         info!("this runner already reported Done; not running again");
         return Ok(());
     }
-    let share = load_share(env, client).await?;
+    let share = until_terminated(&terminated, "loading its share", load_share(env, client)).await?;
     let exporter = share.prepared.as_ref().map(|p| Arc::new(exporter(env, &p.plan)));
     let metrics_server = serve_metrics(exporter.as_ref(), env.metrics_addr);
-    let (view_rx, _watcher) = follow_loadtest(env, client).await?;
-    spawn_sigterm_watch(terminated.clone());
+    let (view_rx, _watcher) =
+        until_terminated(&terminated, "following its LoadTest", follow_loadtest(env, client)).await?;
     reporter
         .send(&RunnerReport::new(env.index, RunnerState::Ready), API_ATTEMPTS)
         .await
@@ -678,18 +685,37 @@ async fn monitor(mut rx: watch::Receiver<View>, interrupt: Arc<AtomicBool>, term
     }
 }
 
+/// Runs `phase` of the start-up unless SIGTERM comes first (its API calls retry for a while).
+async fn until_terminated<T>(
+    terminated: &AtomicBool,
+    what: &'static str,
+    phase: impl std::future::Future<Output = Result<T, RunnerError>>,
+) -> Result<T, RunnerError> {
+    let signalled = async {
+        while !terminated.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        result = phase => result,
+        () = signalled => Err(RunnerError::Terminated(what)),
+    }
+}
+
+/// Sets `terminated` on SIGTERM. The handler is installed before this returns (a signal that
+/// comes before the watching task first runs is still seen).
 fn spawn_sigterm_watch(terminated: Arc<AtomicBool>) {
-    tokio::spawn(async move {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            tokio::spawn(async move {
                 if s.recv().await.is_some() {
                     warn!("SIGTERM: stopping");
                     terminated.store(true, Ordering::Relaxed);
                 }
-            }
-            Err(e) => warn!("cannot watch SIGTERM: {e}"),
+            });
         }
-    });
+        Err(e) => warn!("cannot watch SIGTERM: {e}"),
+    }
 }
 
 /// Aborts a task when dropped.

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -800,4 +801,150 @@ fn an_open_model_that_did_not_deliver_its_load_does_not_pass() {
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("warning: the load asked for was not delivered"), "{stderr}");
+}
+
+/// A stand-in for the API server, for `stampede runner` alone: its result ConfigMap does not
+/// exist yet (404), the scenario read never answers (an API server that hangs), and patches of
+/// its result are kept. Serves each connection on a thread of its own.
+struct HangingApi {
+    port: u16,
+    patches: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    scenario_asked: std::sync::mpsc::Receiver<()>,
+}
+
+fn hanging_api() -> HangingApi {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let patches = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (asked_tx, scenario_asked) = std::sync::mpsc::channel();
+    let kept = patches.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let (kept, asked_tx) = (kept.clone(), asked_tx.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut out = stream;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut length = 0usize;
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        if header.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((k, v)) = header.split_once(':')
+                            && k.eq_ignore_ascii_case("content-length")
+                        {
+                            length = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let (method, path) = {
+                        let mut parts = line.split_whitespace();
+                        (parts.next().unwrap_or_default().to_string(), parts.next().unwrap_or_default().to_string())
+                    };
+                    let path = path.split('?').next().unwrap_or_default();
+                    let (status, answer) = match (method.as_str(), path) {
+                        ("GET", "/api/v1/namespaces/ns/configmaps/lt-scenario") => {
+                            let _ = asked_tx.send(());
+                            // Never answered: the runner is stuck in its start-up.
+                            std::thread::sleep(Duration::from_secs(120));
+                            return;
+                        }
+                        ("PATCH", "/api/v1/namespaces/ns/configmaps/lt-result-0") => {
+                            kept.lock().unwrap().push(serde_json::from_slice(&body).unwrap());
+                            (
+                                "200 OK",
+                                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": "lt-result-0", "namespace": "ns"}}),
+                            )
+                        }
+                        _ => (
+                            "404 Not Found",
+                            serde_json::json!({"apiVersion": "v1", "kind": "Status",
+                            "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+                        ),
+                    };
+                    let text = answer.to_string();
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        text.len()
+                    );
+                    if out.write_all(head.as_bytes()).and_then(|()| out.write_all(text.as_bytes())).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    HangingApi { port, patches, scenario_asked }
+}
+
+/// #22: SIGTERM during the runner's start-up (here its scenario read hangs) is a Failed report
+/// saying so and exit 143. The handler used to be installed only after the start-up, so the
+/// signal's default action killed the runner without a report.
+#[test]
+fn a_sigterm_during_the_runners_start_up_is_a_failed_report_and_exit_143() {
+    let api = hanging_api();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"http://127.0.0.1:{}\"}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u, namespace: ns}}}}]\n\
+             current-context: x\n",
+            api.port
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .arg("runner")
+        .env_clear()
+        .envs([
+            ("STAMPEDE_LOADTEST", "lt"),
+            ("STAMPEDE_NAMESPACE", "ns"),
+            ("STAMPEDE_RUNNERS", "1"),
+            ("JOB_COMPLETION_INDEX", "0"),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let asked = api.scenario_asked.recv_timeout(Duration::from_secs(60));
+    if asked.is_err() {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!("the runner never read its scenario:\n{}", text(&out.stderr));
+    }
+    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the runner did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = {
+        let mut s = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut s).unwrap();
+        s
+    };
+    assert_eq!(status.code(), Some(143), "{status:?}\n{stderr}");
+    let patches = api.patches.lock().unwrap();
+    let last = patches.last().unwrap_or_else(|| panic!("no report was written:\n{stderr}"));
+    let report: Value = serde_json::from_str(last["data"]["result.json"].as_str().unwrap()).unwrap();
+    assert_eq!(report["state"], "failed", "{report}");
+    let message = report["message"].as_str().unwrap();
+    assert!(message.contains("SIGTERM") && message.contains("loading its share"), "{message}");
 }
