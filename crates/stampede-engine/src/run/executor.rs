@@ -328,16 +328,13 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
     });
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();
-    let mut handles = Vec::with_capacity(threads);
-    for id in 0..threads {
-        let shared = shared.clone();
-        let tx = tx.clone();
-        let handle = std::thread::Builder::new()
+    let handles = start_all(threads, &shared.interrupt, |id| {
+        let (shared, tx) = (shared.clone(), tx.clone());
+        std::thread::Builder::new()
             .name(format!("stampede-worker-{id}"))
             .spawn(move || worker_main(id, threads, shared, tx))
-            .map_err(RunError::Threads)?;
-        handles.push(handle);
-    }
+    })
+    .map_err(RunError::Threads)?;
     drop(tx);
 
     let mut reporter = Reporter::new(&shared, threads, on_tick);
@@ -1258,9 +1255,62 @@ async fn send(
     }
 }
 
+/// Starts `n` threads with `start`. When one cannot start, the run cannot happen as planned:
+/// those already started are told to stop (`interrupt`) and joined before the error returns,
+/// so that no worker goes on sending load for a run that failed.
+fn start_all<T>(
+    n: usize,
+    interrupt: &AtomicBool,
+    mut start: impl FnMut(usize) -> std::io::Result<std::thread::JoinHandle<T>>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<T>>> {
+    let mut handles = Vec::with_capacity(n);
+    for id in 0..n {
+        match start(id) {
+            Ok(handle) => handles.push(handle),
+            Err(e) => {
+                interrupt.store(true, Ordering::Relaxed);
+                for handle in handles {
+                    let _ = handle.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(handles)
+}
+
 /// Summarizes one merged interval.
 fn timeline_point(t: &Tick, keys: &[stampede_model::StepKey]) -> TimelinePoint {
     crate::stats::timeline::interval_point(t.elapsed, t.length, t.active_vus, &t.stats, keys)
+}
+
+#[cfg(test)]
+mod starting {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// #22: a worker thread that cannot start stops the ones already started (they used to
+    /// go on sending load for a run that had failed) before the error returns.
+    #[test]
+    fn a_thread_that_cannot_start_stops_and_joins_those_started() {
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(AtomicUsize::new(0));
+        let result = super::start_all(4, &interrupt, |id| {
+            if id == 2 {
+                return Err(std::io::Error::other("no more threads"));
+            }
+            let (interrupt, ended) = (interrupt.clone(), ended.clone());
+            Ok(std::thread::spawn(move || {
+                while !interrupt.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                ended.fetch_add(1, Ordering::Relaxed);
+            }))
+        });
+        assert_eq!(result.err().map(|e| e.to_string()), Some("no more threads".to_string()));
+        assert!(interrupt.load(Ordering::Relaxed), "the run is interrupted");
+        assert_eq!(ended.load(Ordering::Relaxed), 2, "both started workers stopped and were joined");
+    }
 }
 
 #[cfg(test)]
