@@ -350,8 +350,7 @@ fn rerun(lt: &LoadTest, why: String) -> Decision {
 fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     let mut st = lt.status.clone().unwrap_or_default();
     let generation = lt.metadata.generation;
-    let now = obs.now;
-    let stamp = Stamp { now, generation };
+    let stamp = Stamp { now: obs.now, generation };
     if let Some(why) = rerun_reason(lt) {
         return rerun(lt, why);
     }
@@ -362,7 +361,6 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         st.run_generation = generation;
         st.rerun_token = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION)).cloned();
     }
-    let mut actions = Vec::new();
     // A run keeps the runner count it started with (recorded in the status at the start): the
     // API server accepts a change of spec.runners during a run, but no runner is added or
     // removed, and waiting for the new count would hang the test until its run timeout.
@@ -370,74 +368,24 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         Some(s) if s.phase != Phase::Pending && s.runners.desired > 0 => s.runners.desired,
         _ => lt.spec.runners.max(1),
     };
-    let event = |warning: bool, reason: &str, note: String| Action::Event { warning, reason: reason.into(), note };
     st.observed_generation = generation;
-
     // Finished: only cleanup and TTL remain. The runner counts stay as they were when the
     // test ended: cleanup deletes the Job and may delete the reports they were counted from.
     if st.phase.is_finished() {
-        let mut requeue = None;
-        if let (Some(ttl), Some(done)) =
-            (lt.spec.ttl_seconds_after_finished, st.completion_time.as_deref().and_then(parse))
-        {
-            let expires = done + Duration::from_secs(ttl.max(0) as u64);
-            if now >= expires {
-                actions.push(Action::DeleteLoadTest);
-            } else {
-                requeue = Some((expires - now).try_into().unwrap_or(Duration::from_secs(1)));
-            }
-        }
-        return Decision { status: st, actions, requeue };
+        return decide_finished(lt, st, obs.now);
     }
     st.runners = counts(runners, &obs.reports, obs.job.as_ref());
-
-    // Validation.
     let plan = match &obs.plan {
         Scenario::Compiled(plan) => plan.clone(),
         // Only a finished test is observed without its scenario; wait for the next look.
-        Scenario::NotRead => return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) },
-        Scenario::Invalid(problems) => {
-            stamp.set(&mut st.conditions, Cond::Valid, false, "InvalidSpec", problems);
-            st.phase = Phase::Failed;
-            st.message = Some(format!("invalid scenario: {problems}"));
-            st.completion_time = Some(fmt(now));
-            actions.push(event(true, "InvalidSpec", format!("invalid scenario: {problems}")));
-            return Decision { status: st, actions, requeue: None };
-        }
+        Scenario::NotRead => return Decision { status: st, actions: vec![], requeue: Some(Duration::from_secs(5)) },
+        Scenario::Invalid(problems) => return invalid(st, stamp, format!("invalid scenario: {problems}"), problems),
     };
-
     if lt.spec.baseline.is_none()
         && let Some(t) = plan.thresholds.iter().find(|t| t.relative.is_some())
     {
         let problems = format!("threshold `{}` is relative to a baseline: set spec.baseline", t.source);
-        stamp.set(&mut st.conditions, Cond::Valid, false, "InvalidSpec", &problems);
-        st.phase = Phase::Failed;
-        st.message = Some(format!("invalid spec: {problems}"));
-        st.completion_time = Some(fmt(now));
-        actions.push(event(true, "InvalidSpec", format!("invalid spec: {problems}")));
-        return Decision { status: st, actions, requeue: None };
-    }
-    if let (Some(baseline), Some(found)) = (&lt.spec.baseline, &obs.baseline) {
-        let was_unavailable = Cond::BaselineReady.is_false(&st.conditions);
-        match found {
-            Ok(_) => stamp.set(
-                &mut st.conditions,
-                Cond::BaselineReady,
-                true,
-                "Found",
-                &format!("{} has a report", baseline.describe()),
-            ),
-            Err(why) => {
-                let message = format!(
-                    "baseline {}: {why}; relative thresholds fail unless it has one when this run ends",
-                    baseline.describe()
-                );
-                stamp.set(&mut st.conditions, Cond::BaselineReady, false, "BaselineUnavailable", &message);
-                if !was_unavailable {
-                    actions.push(event(true, "BaselineUnavailable", message));
-                }
-            }
-        }
+        return invalid(st, stamp, format!("invalid spec: {problems}"), &problems);
     }
     let loadtest = format!(
         "{}/{}",
@@ -445,380 +393,486 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         lt.metadata.name.as_deref().unwrap_or_default()
     );
     // The start instant as it is now; a start announced later in this decision is no result's.
-    let start_at_text = st.start_at.clone();
+    let start_at = st.start_at.clone();
     let ctx = results::ReportContext {
         loadtest: &loadtest,
-        start_at: start_at_text.as_deref(),
+        start_at: start_at.as_deref(),
         baseline: match &obs.baseline {
             Some(Ok(r)) => Ok(r),
             Some(Err(why)) => Err(why.as_str()),
             None => Err("spec.baseline is not set"),
         },
     };
+    Run::new(lt, obs, plan, ctx, st, stamp, runners).decide()
+}
 
-    // A spec change during a run (other than `abort`, which acts at once) waits for the next run.
-    if let Some(started_from) = st.run_generation
-        && generation.is_some_and(|g| g != started_from)
-        && !lt.spec.abort
+/// A finished test: deleted once its `ttlSecondsAfterFinished` has passed.
+fn decide_finished(lt: &LoadTest, st: LoadTestStatus, now: OffsetDateTime) -> Decision {
+    let mut actions = Vec::new();
+    let mut requeue = None;
+    if let (Some(ttl), Some(done)) = (lt.spec.ttl_seconds_after_finished, st.completion_time.as_deref().and_then(parse))
     {
-        let was_said = Cond::SpecApplied.is_false(&st.conditions);
-        let message = format!(
-            "the spec changed (generation {}) during the run of generation {started_from}: this run finishes on \
-             the spec it started with ({runners} runner(s), its stored scenario); the change applies to the next run",
-            generation.unwrap_or_default()
-        );
-        stamp.set(&mut st.conditions, Cond::SpecApplied, false, "SpecChangedDuringRun", &message);
-        if !was_said {
-            actions.push(event(true, "SpecChangedDuringRun", message));
+        let expires = done + Duration::from_secs(ttl.max(0) as u64);
+        if now >= expires {
+            actions.push(Action::DeleteLoadTest);
+        } else {
+            requeue = Some((expires - now).try_into().unwrap_or(Duration::from_secs(1)));
+        }
+    }
+    Decision { status: st, actions, requeue }
+}
+
+/// The spec is invalid (`problems`): the test fails at once with `Valid=False` and an Event.
+fn invalid(mut st: LoadTestStatus, stamp: Stamp, message: String, problems: &str) -> Decision {
+    stamp.set(&mut st.conditions, Cond::Valid, false, "InvalidSpec", problems);
+    st.phase = Phase::Failed;
+    st.message = Some(message.clone());
+    st.completion_time = Some(fmt(stamp.now));
+    let event = Action::Event { warning: true, reason: "InvalidSpec".into(), note: message };
+    Decision { status: st, actions: vec![event], requeue: None }
+}
+
+/// One decision about a valid run in progress: what it was given, and the status and actions
+/// it builds. Each phase of the lifecycle is a method, ending the decision or passing it on.
+struct Run<'a> {
+    lt: &'a LoadTest,
+    obs: &'a Observed,
+    plan: Arc<Plan>,
+    ctx: results::ReportContext<'a>,
+    st: LoadTestStatus,
+    actions: Vec<Action>,
+    stamp: Stamp,
+    runners: i32,
+    /// Runners that finished.
+    done: Vec<&'a RunnerReport>,
+    /// Runners that failed (or were stopped), with their partial results when they had some.
+    failed: Vec<&'a RunnerReport>,
+    /// Every final report, done or failed.
+    finals: Vec<&'a RunnerReport>,
+    /// Final reports with figures: what a test that ends early keeps.
+    measured: Vec<&'a RunnerReport>,
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        lt: &'a LoadTest,
+        obs: &'a Observed,
+        plan: Arc<Plan>,
+        ctx: results::ReportContext<'a>,
+        st: LoadTestStatus,
+        stamp: Stamp,
+        runners: i32,
+    ) -> Run<'a> {
+        let reports = || obs.reports.iter().flatten();
+        let done: Vec<&RunnerReport> = reports().filter(|r| r.state == RunnerState::Done).collect();
+        let failed: Vec<&RunnerReport> = reports().filter(|r| r.state == RunnerState::Failed).collect();
+        let finals: Vec<&RunnerReport> = done.iter().chain(failed.iter()).copied().collect();
+        let measured = finals.iter().copied().filter(|r| r.result.is_some()).collect();
+        Run { lt, obs, plan, ctx, st, actions: Vec::new(), stamp, runners, done, failed, finals, measured }
+    }
+
+    fn event(&mut self, warning: bool, reason: &str, note: String) {
+        self.actions.push(Action::Event { warning, reason: reason.into(), note });
+    }
+
+    /// The decision as it stands, looked at again after `requeue`.
+    fn end(self, requeue: Option<Duration>) -> Decision {
+        Decision { status: self.st, actions: self.actions, requeue }
+    }
+
+    /// Ends the run with `phase`, keeping the partial results of `reports` (see [`finish`]).
+    fn finished(mut self, reports: &[&RunnerReport], phase: Phase, reason: &str, message: &str) -> Self {
+        let (plan, stamp) = (self.plan.clone(), self.stamp);
+        finish(&mut self.st, &plan, reports, phase, reason, message.to_string(), stamp, &self.ctx, &mut self.actions);
+        self
+    }
+
+    /// Adds a Warning Event.
+    fn warning(mut self, reason: &str, note: String) -> Self {
+        self.event(true, reason, note);
+        self
+    }
+
+    /// Adds `actions`.
+    fn then(mut self, actions: Vec<Action>) -> Self {
+        self.actions.extend(actions);
+        self
+    }
+
+    fn decide(mut self) -> Decision {
+        self.baseline_condition();
+        self.spec_change_condition();
+        if self.st.phase == Phase::Pending {
+            return self.initialize();
+        }
+        let now = self.stamp.now;
+        // The common start instant has passed: the runners are running.
+        if let Some(start_at) = self.st.start_at.as_deref().and_then(parse)
+            && now >= start_at
+            && self.st.phase != Phase::Running
+        {
+            self.st.phase = Phase::Running;
+            self.st.start_time = self.st.start_at.clone();
+            self.stamp.set(&mut self.st.conditions, Cond::Started, true, "Started", "runners started together");
+            self.st.message = Some("running".into());
+            self.event(false, "Started", format!("{} runner(s) started", self.runners));
+        }
+        if self.lt.spec.abort {
+            return self.abort();
+        }
+        // A runner's result cannot be read: it never will be, so the test fails now.
+        if !self.obs.unreadable.is_empty() {
+            let message = format!("cannot read runner results: {}", self.obs.unreadable.join("; "));
+            let (measured, cleanup) = (self.measured.clone(), cleanup(self.lt, Phase::Failed));
+            return self
+                .finished(&measured, Phase::Failed, "ResultsInvalid", &message)
+                .warning("ResultsInvalid", message)
+                .then(cleanup)
+                .end(None);
+        }
+        let job_failed = self.obs.job.as_ref().is_some_and(|j| j.failed > 0);
+        if job_failed || !self.failed.is_empty() {
+            return self.runner_failed();
+        }
+        match self.st.start_at.as_deref().and_then(parse) {
+            None => self.wait_for_runners(),
+            Some(start_at) if now < start_at => self.end(Some((start_at - now).try_into().unwrap_or(Duration::ZERO))),
+            Some(start_at) => self.running(start_at),
         }
     }
 
-    if st.phase == Phase::Pending {
-        stamp.set(&mut st.conditions, Cond::Valid, true, "Valid", "the scenario is valid");
-        st.phase = Phase::Initializing;
-        st.message = Some(format!("starting {runners} runner(s)"));
-        actions.push(Action::ApplyChildren);
-        actions.push(event(false, "Initializing", format!("creating {runners} runner(s)")));
-        return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) };
+    /// `BaselineReady` from what the shell found of `spec.baseline`.
+    fn baseline_condition(&mut self) {
+        let (Some(baseline), Some(found)) = (&self.lt.spec.baseline, &self.obs.baseline) else { return };
+        let was_unavailable = Cond::BaselineReady.is_false(&self.st.conditions);
+        match found {
+            Ok(_) => {
+                let message = format!("{} has a report", baseline.describe());
+                self.stamp.set(&mut self.st.conditions, Cond::BaselineReady, true, "Found", &message);
+            }
+            Err(why) => {
+                let message = format!(
+                    "baseline {}: {why}; relative thresholds fail unless it has one when this run ends",
+                    baseline.describe()
+                );
+                self.stamp.set(&mut self.st.conditions, Cond::BaselineReady, false, "BaselineUnavailable", &message);
+                if !was_unavailable {
+                    self.event(true, "BaselineUnavailable", message);
+                }
+            }
+        }
     }
 
-    let reports: Vec<&RunnerReport> = obs.reports.iter().flatten().collect();
-    let done: Vec<&RunnerReport> = reports.iter().copied().filter(|r| r.state == RunnerState::Done).collect();
-    let job = obs.job.clone().unwrap_or_default();
-    let failed_reports: Vec<&RunnerReport> =
-        reports.iter().copied().filter(|r| r.state == RunnerState::Failed).collect();
-    // Final reports with figures: finished runners, and runners that failed or were stopped
-    // after measuring something (e.g. SIGTERM: partial results). A test that ends early keeps them.
-    let finals: Vec<&RunnerReport> = done.iter().chain(failed_reports.iter()).copied().collect();
-    let measured: Vec<&RunnerReport> = finals.iter().copied().filter(|r| r.result.is_some()).collect();
-
-    // The common start instant has passed: the runners are running.
-    if let Some(start_at) = st.start_at.as_deref().and_then(parse)
-        && now >= start_at
-        && st.phase != Phase::Running
-    {
-        st.phase = Phase::Running;
-        st.start_time = st.start_at.clone();
-        stamp.set(&mut st.conditions, Cond::Started, true, "Started", "runners started together");
-        st.message = Some("running".into());
-        actions.push(event(false, "Started", format!("{runners} runner(s) started")));
+    /// A spec change during a run (other than `abort`, which acts at once) waits for the next
+    /// run: `SpecApplied=False`, said once.
+    fn spec_change_condition(&mut self) {
+        let generation = self.lt.metadata.generation;
+        let Some(started_from) = self.st.run_generation else { return };
+        if generation.is_none_or(|g| g == started_from) || self.lt.spec.abort {
+            return;
+        }
+        let was_said = Cond::SpecApplied.is_false(&self.st.conditions);
+        let message = format!(
+            "the spec changed (generation {}) during the run of generation {started_from}: this run finishes on \
+             the spec it started with ({} runner(s), its stored scenario); the change applies to the next run",
+            generation.unwrap_or_default(),
+            self.runners
+        );
+        self.stamp.set(&mut self.st.conditions, Cond::SpecApplied, false, "SpecChangedDuringRun", &message);
+        if !was_said {
+            self.event(true, "SpecChangedDuringRun", message);
+        }
     }
 
-    // Abort.
-    if lt.spec.abort {
-        let started = st.start_at.is_some();
-        // Each runner counts once: a failed one has a report or a failed pod, or both.
-        let settled = settled(runners, finals.len(), obs.job.as_ref());
-        // Runners that never report are not waited for forever.
-        let waited_too_long = condition_since(&st.conditions, Cond::Aborting).is_some_and(|t| now - t > ABORT_GRACE);
+    /// Pending and valid: create the runners.
+    fn initialize(mut self) -> Decision {
+        self.stamp.set(&mut self.st.conditions, Cond::Valid, true, "Valid", "the scenario is valid");
+        self.st.phase = Phase::Initializing;
+        self.st.message = Some(format!("starting {} runner(s)", self.runners));
+        self.actions.push(Action::ApplyChildren);
+        self.event(false, "Initializing", format!("creating {} runner(s)", self.runners));
+        self.end(Some(Duration::from_secs(5)))
+    }
+
+    /// `spec.abort`: ends at once before the start; after it, once every runner's partial
+    /// results are in (each runner counted once), or after ABORT_GRACE, naming those missing.
+    fn abort(mut self) -> Decision {
+        let now = self.stamp.now;
+        let started = self.st.start_at.is_some();
+        let settled = settled(self.runners, self.finals.len(), self.obs.job.as_ref());
+        let waited_too_long =
+            condition_since(&self.st.conditions, Cond::Aborting).is_some_and(|t| now - t > ABORT_GRACE);
         if !started || settled || waited_too_long {
             let mut message = "aborted by spec.abort".to_string();
             if started && !settled {
-                let missing = without_result(runners, &finals);
+                let missing = without_result(self.runners, &self.finals);
                 message.push_str(&format!("; no result from {missing} within {}", stampede_model::Dur(ABORT_GRACE)));
             }
-            finish(&mut st, &plan, &measured, Phase::Aborted, "Aborted", message, stamp, &ctx, &mut actions);
-            actions.push(Action::DeleteRunners);
-            actions.push(event(true, "Aborted", "the test was aborted; partial results are in status".into()));
-            return Decision { status: st, actions, requeue: None };
+            let measured = self.measured.clone();
+            return self
+                .finished(&measured, Phase::Aborted, "Aborted", &message)
+                .then(vec![Action::DeleteRunners])
+                .warning("Aborted", "the test was aborted; partial results are in status".into())
+                .end(None);
         }
-        stamp.set(&mut st.conditions, Cond::Aborting, true, "AbortRequested", "waiting for runners to stop");
-        st.message = Some("aborting: waiting for runners to stop".into());
-        return Decision { status: st, actions, requeue: Some(Duration::from_secs(1)) };
+        self.stamp.set(&mut self.st.conditions, Cond::Aborting, true, "AbortRequested", "waiting for runners to stop");
+        self.st.message = Some("aborting: waiting for runners to stop".into());
+        self.end(Some(Duration::from_secs(1)))
     }
 
-    // A runner's result cannot be read: it never will be, so the test fails now.
-    if !obs.unreadable.is_empty() {
-        let message = format!("cannot read runner results: {}", obs.unreadable.join("; "));
-        finish(&mut st, &plan, &measured, Phase::Failed, "ResultsInvalid", message.clone(), stamp, &ctx, &mut actions);
-        actions.push(event(true, "ResultsInvalid", message));
-        actions.extend(cleanup(lt, Phase::Failed));
-        return Decision { status: st, actions, requeue: None };
-    }
-
-    // A runner failed. The test fails; first the other runners are given time to stop and
-    // report what they measured (the Job controller stops them once the Job failed), so that
-    // the status keeps every partial result. Not forever: FAILURE_GRACE at most.
-    if job.failed > 0 || !failed_reports.is_empty() {
-        let settled = settled(runners, finals.len(), obs.job.as_ref());
-        let waited_too_long = condition_since(&st.conditions, Cond::Stopping).is_some_and(|t| now - t > FAILURE_GRACE);
+    /// A runner failed. The test fails; first the other runners are given time to stop and
+    /// report what they measured (the Job controller stops them once the Job failed), so that
+    /// the status keeps every partial result. Not forever: FAILURE_GRACE at most.
+    fn runner_failed(mut self) -> Decision {
+        let now = self.stamp.now;
+        let settled = settled(self.runners, self.finals.len(), self.obs.job.as_ref());
+        let waited_too_long =
+            condition_since(&self.st.conditions, Cond::Stopping).is_some_and(|t| now - t > FAILURE_GRACE);
         if !settled && !waited_too_long {
-            stamp.set(
-                &mut st.conditions,
-                Cond::Stopping,
-                true,
-                "RunnerFailed",
-                "a runner failed; waiting for the others' partial results",
-            );
-            st.message = Some("a runner failed; waiting for the other runners to report".into());
-            return Decision { status: st, actions, requeue: Some(Duration::from_secs(1)) };
+            let why = "a runner failed; waiting for the others' partial results";
+            self.stamp.set(&mut self.st.conditions, Cond::Stopping, true, "RunnerFailed", why);
+            self.st.message = Some("a runner failed; waiting for the other runners to report".into());
+            return self.end(Some(Duration::from_secs(1)));
         }
         // Pod failures first (OOMKilled, exit codes); a runner's own words when it said more.
-        let reported: Vec<String> = failed_reports.iter().map(|r| format!("runner {}:", r.index)).collect();
+        let reported: Vec<String> = self.failed.iter().map(|r| format!("runner {}:", r.index)).collect();
+        let pods = self.obs.job.as_ref().map(|j| j.failures.as_slice()).unwrap_or_default();
         let mut why: Vec<String> =
-            job.failures.iter().filter(|f| !reported.iter().any(|p| f.starts_with(p.as_str()))).cloned().collect();
+            pods.iter().filter(|f| !reported.iter().any(|p| f.starts_with(p.as_str()))).cloned().collect();
         why.extend(
-            failed_reports.iter().map(|r| format!("runner {}: {}", r.index, r.message.clone().unwrap_or_default())),
+            self.failed.iter().map(|r| format!("runner {}: {}", r.index, r.message.clone().unwrap_or_default())),
         );
         if !settled {
-            let missing = without_result(runners, &finals);
+            let missing = without_result(self.runners, &self.finals);
             why.push(format!("no result from {missing} within {}", stampede_model::Dur(FAILURE_GRACE)));
         }
         let message =
             format!("runner failed: {}", if why.is_empty() { "a runner pod failed".into() } else { why.join("; ") });
-        finish(&mut st, &plan, &measured, Phase::Failed, "RunnerFailed", message.clone(), stamp, &ctx, &mut actions);
-        actions.push(event(true, "RunnerFailed", message));
-        actions.extend(cleanup(lt, Phase::Failed));
-        return Decision { status: st, actions, requeue: None };
+        let (measured, cleanup) = (self.measured.clone(), cleanup(self.lt, Phase::Failed));
+        self.finished(&measured, Phase::Failed, "RunnerFailed", &message)
+            .warning("RunnerFailed", message)
+            .then(cleanup)
+            .end(None)
     }
 
-    match st.start_at.as_deref().and_then(parse) {
-        None => {
-            let ready = st.runners.ready;
-            if ready >= runners {
-                let at = now + START_DELAY;
-                st.start_at = Some(fmt_micros(at));
-                stamp.set(
-                    &mut st.conditions,
-                    Cond::RunnersReady,
-                    true,
-                    "AllReady",
-                    &format!("{runners} runner(s) ready"),
-                );
-                st.message = Some(format!("all {runners} runner(s) ready; starting at {}", fmt(at)));
-                actions.push(event(false, "StartScheduled", format!("all runners ready; start at {}", fmt_micros(at))));
-                return Decision { status: st, actions, requeue: Some(START_DELAY) };
-            }
-            let since = condition_since(&st.conditions, Cond::Valid).unwrap_or(now);
-            // Runner pods that cannot start are named at once; those that cannot heal (or an
-            // image that has not pulled for IMAGE_PULL_GRACE) fail the test without waiting
-            // for its start timeout.
-            let problems = &job.not_starting;
-            if !problems.is_empty() {
-                let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                let text = text.join("; ");
-                let hopeless = problems
-                    .iter()
-                    .find(|p| p.is_permanent())
-                    .or_else(|| problems.iter().find(|p| p.is_image_pull() && now - since > IMAGE_PULL_GRACE));
-                if let Some(p) = hopeless {
-                    let message = format!("runner pods cannot start: {text}");
-                    stamp.set(&mut st.conditions, Cond::RunnersReady, false, &p.reason, &text);
-                    finish(&mut st, &plan, &done, Phase::Failed, &p.reason, message.clone(), stamp, &ctx, &mut actions);
-                    actions.push(Action::DeleteRunners);
-                    actions.push(event(true, "RunnersNotStarting", message));
-                    return Decision { status: st, actions, requeue: None };
-                }
-                let said = Cond::RunnersReady.find(&st.conditions).is_some_and(|c| c.message == text);
-                stamp.set(&mut st.conditions, Cond::RunnersReady, false, &problems[0].reason, &text);
-                st.message = Some(format!("waiting for runner pods that cannot start yet: {text}"));
-                if !said {
-                    actions.push(event(true, "RunnersNotStarting", text));
-                }
-                return Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) };
-            }
-            let limit = duration_spec(lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
-            if now - since > limit {
-                let message =
-                    format!("only {ready} of {runners} runner(s) were ready after {}", stampede_model::Dur(limit));
-                finish(
-                    &mut st,
-                    &plan,
-                    &done,
-                    Phase::Failed,
-                    "StartTimeout",
-                    message.clone(),
-                    stamp,
-                    &ctx,
-                    &mut actions,
-                );
-                actions.push(Action::DeleteRunners);
-                actions.push(event(true, "StartTimeout", message));
-                return Decision { status: st, actions, requeue: None };
-            }
-            stamp.set(&mut st.conditions, Cond::RunnersReady, false, "Waiting", &format!("{ready} of {runners} ready"));
-            Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) }
+    /// Before the start: once every runner is ready, the common start instant; meanwhile,
+    /// runner pods that cannot start are named, and those that never will (or the start
+    /// timeout) fail the test.
+    fn wait_for_runners(mut self) -> Decision {
+        let (now, runners, ready) = (self.stamp.now, self.runners, self.st.runners.ready);
+        if ready >= runners {
+            let at = now + START_DELAY;
+            self.st.start_at = Some(fmt_micros(at));
+            let message = format!("{runners} runner(s) ready");
+            self.stamp.set(&mut self.st.conditions, Cond::RunnersReady, true, "AllReady", &message);
+            self.st.message = Some(format!("all {runners} runner(s) ready; starting at {}", fmt(at)));
+            self.event(false, "StartScheduled", format!("all runners ready; start at {}", fmt_micros(at)));
+            return self.end(Some(START_DELAY));
         }
-        Some(start_at) => {
-            if now < start_at {
-                return Decision {
-                    status: st,
-                    actions,
-                    requeue: Some((start_at - now).try_into().unwrap_or(Duration::ZERO)),
-                };
+        let since = condition_since(&self.st.conditions, Cond::Valid).unwrap_or(now);
+        let problems = self.obs.job.as_ref().map(|j| j.not_starting.as_slice()).unwrap_or_default();
+        if !problems.is_empty() {
+            return self.not_starting(problems, since);
+        }
+        let limit = duration_spec(self.lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
+        if now - since > limit {
+            let message =
+                format!("only {ready} of {runners} runner(s) were ready after {}", stampede_model::Dur(limit));
+            let done = self.done.clone();
+            return self
+                .finished(&done, Phase::Failed, "StartTimeout", &message)
+                .then(vec![Action::DeleteRunners])
+                .warning("StartTimeout", message)
+                .end(None);
+        }
+        let message = format!("{ready} of {runners} ready");
+        self.stamp.set(&mut self.st.conditions, Cond::RunnersReady, false, "Waiting", &message);
+        self.end(Some(Duration::from_secs(5)))
+    }
+
+    /// Runner pods that cannot start are named at once; those that cannot heal (or an image
+    /// that has not pulled for IMAGE_PULL_GRACE since the runners were created) fail the test
+    /// without waiting for its start timeout.
+    fn not_starting(mut self, problems: &[PodProblem], since: OffsetDateTime) -> Decision {
+        let now = self.stamp.now;
+        let text = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        let hopeless = problems
+            .iter()
+            .find(|p| p.is_permanent())
+            .or_else(|| problems.iter().find(|p| p.is_image_pull() && now - since > IMAGE_PULL_GRACE));
+        if let Some(p) = hopeless {
+            self.stamp.set(&mut self.st.conditions, Cond::RunnersReady, false, &p.reason, &text);
+            let done = self.done.clone();
+            let message = format!("runner pods cannot start: {text}");
+            return self
+                .finished(&done, Phase::Failed, &p.reason, &message)
+                .then(vec![Action::DeleteRunners])
+                .warning("RunnersNotStarting", message)
+                .end(None);
+        }
+        let said = Cond::RunnersReady.find(&self.st.conditions).is_some_and(|c| c.message == text);
+        self.stamp.set(&mut self.st.conditions, Cond::RunnersReady, false, &problems[0].reason, &text);
+        self.st.message = Some(format!("waiting for runner pods that cannot start yet: {text}"));
+        if !said {
+            self.event(true, "RunnersNotStarting", text);
+        }
+        self.end(Some(Duration::from_secs(5)))
+    }
+
+    /// After the start: a capacity search's answer so far; every runner done: the verdict; the
+    /// run timeout; else the live summary.
+    fn running(mut self, start_at: OffsetDateTime) -> Decision {
+        let now = self.stamp.now;
+        let reports: Vec<&RunnerReport> = self.obs.reports.iter().flatten().collect();
+        // A capacity search: the plateaus every runner reported, judged; once its stop rule
+        // holds, `done` tells the runners to stop (and stays so). A plateau that cannot be
+        // merged cannot be judged: the search fails, saying why, rather than a verdict over
+        // every plateau together.
+        let capacity = match results::capacity(&self.plan, &reports, self.runners as usize) {
+            Ok(capacity) => capacity,
+            Err(e) => {
+                let message = format!("cannot merge runner results: capacity search: {e}");
+                return self
+                    .finished(&[], Phase::Failed, "ResultsInvalid", &message)
+                    .warning("ResultsInvalid", message)
+                    .then(vec![Action::DeleteRunners])
+                    .end(None);
             }
-            // A capacity search: the plateaus every runner reported, judged; once its stop rule
-            // holds, `done` tells the runners to stop (and stays so).
-            let capacity = match results::capacity(&plan, &reports, runners as usize) {
-                Ok(capacity) => capacity,
-                // A plateau that cannot be merged cannot be judged: the search fails, saying
-                // why, rather than a verdict over every plateau together.
+        };
+        if let Some((found, _)) = &capacity {
+            self.capacity_status(found.clone());
+        }
+        if self.done.len() >= self.runners as usize {
+            return self.complete(capacity.map(|(_, answer)| answer));
+        }
+        let plan = &self.plan;
+        let limit = duration_spec(self.lt.spec.run_timeout.as_deref()).unwrap_or_else(|| {
+            plan.planned_duration().unwrap_or(Duration::ZERO) + plan.graceful_stop() + RUN_TIMEOUT_MARGIN
+        });
+        if now - start_at > limit {
+            let message = format!("the run passed its timeout of {}", stampede_model::Dur(limit));
+            let measured = self.measured.clone();
+            return self
+                .finished(&measured, Phase::Failed, "RunTimeout", &message)
+                .then(vec![Action::DeleteRunners])
+                .warning("RunTimeout", message)
+                .end(None);
+        }
+        if let Ok(live) = results::live_summary(&reports)
+            && live.requests > 0
+        {
+            self.st.summary = Some(live);
+        }
+        self.end(Some(Duration::from_secs(5)))
+    }
+
+    /// `.status.capacity` from the search so far; `done` once its stop rule holds (said once,
+    /// with a CapacityFound Event, and kept).
+    fn capacity_status(&mut self, mut found: stampede_api::CapacityStatus) {
+        match self.st.capacity.as_ref().filter(|c| c.done) {
+            Some(before) => {
+                found.done = true;
+                found.done_at = before.done_at.clone();
+                found.limited_by = found.limited_by.or_else(|| before.limited_by.clone());
+            }
+            None if found.done => {
+                found.done_at = Some(fmt_micros(self.stamp.now));
+                let note = format!(
+                    "capacity {}: {}",
+                    found.text.clone().unwrap_or_else(|| "none found".into()),
+                    found.limited_by.clone().unwrap_or_default()
+                );
+                self.event(false, "CapacityFound", note);
+            }
+            None => {}
+        }
+        self.st.capacity = Some(found);
+    }
+
+    /// Every runner finished: the merged results, the verdicts and the phase.
+    fn complete(mut self, capacity: Option<stampede_model::report::CapacityResult>) -> Decision {
+        let results::Merged { summary, mut verdicts, mut report } =
+            match results::final_summary(&self.plan, &self.done, &self.ctx) {
+                Ok(merged) => merged,
                 Err(e) => {
-                    let message = format!("cannot merge runner results: capacity search: {e}");
-                    finish(
-                        &mut st,
-                        &plan,
-                        &[],
-                        Phase::Failed,
-                        "ResultsInvalid",
-                        message.clone(),
-                        stamp,
-                        &ctx,
-                        &mut actions,
-                    );
-                    actions.push(event(true, "ResultsInvalid", message));
-                    actions.push(Action::DeleteRunners);
-                    return Decision { status: st, actions, requeue: None };
+                    let message = format!("cannot merge runner results: {e}");
+                    return self
+                        .finished(&[], Phase::Failed, "ResultsInvalid", &message)
+                        .warning("ResultsInvalid", message)
+                        .end(None);
                 }
             };
-            if let Some((mut found, _)) = capacity.clone() {
-                match st.capacity.as_ref().filter(|c| c.done) {
-                    Some(before) => {
-                        found.done = true;
-                        found.done_at = before.done_at.clone();
-                        found.limited_by = found.limited_by.or_else(|| before.limited_by.clone());
-                    }
-                    None if found.done => {
-                        found.done_at = Some(fmt_micros(now));
-                        let note = format!(
-                            "capacity {}: {}",
-                            found.text.clone().unwrap_or_else(|| "none found".into()),
-                            found.limited_by.clone().unwrap_or_default()
-                        );
-                        actions.push(event(false, "CapacityFound", note));
-                    }
-                    None => {}
-                }
-                st.capacity = Some(found);
+        if let Some(answer) = capacity {
+            // Judged at the capacity (or, without one, at the first plateau), not over every
+            // plateau's rates together.
+            if let Some(p) = answer.verdict_plateau() {
+                verdicts = p.thresholds.clone();
             }
-            if done.len() >= runners as usize {
-                match results::final_summary(&plan, &done, &ctx) {
-                    Ok(results::Merged { summary, mut verdicts, mut report }) => {
-                        if let Some((_, answer)) = capacity {
-                            // Judged at the capacity (or, without one, at the first plateau),
-                            // not over every plateau's rates together.
-                            if let Some(p) = answer.verdict_plateau() {
-                                verdicts = p.thresholds.clone();
-                            }
-                            report.thresholds = verdicts.clone();
-                            report.run.schedule = None;
-                            report.capacity = Some(answer);
-                        }
-                        actions.push(write_report(&report));
-                        let failed: Vec<&str> =
-                            verdicts.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
-                        st.summary = Some(summary);
-                        st.thresholds = verdicts.clone();
-                        let thresholds_passed = failed.is_empty();
-                        stamp.set(
-                            &mut st.conditions,
-                            Cond::ThresholdsPassed,
-                            thresholds_passed,
-                            if thresholds_passed { "Passed" } else { "ThresholdsFailed" },
-                            &failed.join(", "),
-                        );
-                        // An open model that did not deliver the asked load does not pass: its
-                        // thresholds judged a lighter load (unless `undeliveredLoad: warn`).
-                        let undelivered = report.undelivered();
-                        if report.run.schedule.is_some() {
-                            stamp.set(
-                                &mut st.conditions,
-                                Cond::LoadDelivered,
-                                undelivered.is_none(),
-                                if undelivered.is_none() { "Delivered" } else { "GeneratorLimited" },
-                                undelivered.as_deref().unwrap_or_default(),
-                            );
-                        }
-                        let limited = undelivered
-                            .filter(|_| plan.undelivered_load == stampede_model::scenario::UndeliveredLoad::Fail);
-                        if let Some(why) = &undelivered_note(&report, &limited) {
-                            actions.push(event(true, "GeneratorLimited", why.clone()));
-                        }
-                        let passed = thresholds_passed && limited.is_none();
-                        stamp.set(&mut st.conditions, Cond::Completed, true, "Completed", "all runners finished");
-                        // A saturated generator makes the figures suspect; the verdict stands.
-                        let saturated: Vec<String> = done
-                            .iter()
-                            .filter_map(|r| r.saturated.as_ref().map(|why| format!("runner {}: {why}", r.index)))
-                            .collect();
-                        stamp.set(
-                            &mut st.conditions,
-                            Cond::GeneratorSaturated,
-                            !saturated.is_empty(),
-                            if saturated.is_empty() { "KeptUp" } else { "Saturated" },
-                            &saturated.join("; "),
-                        );
-                        if !saturated.is_empty() {
-                            actions.push(event(true, "GeneratorSaturated", saturated.join("; ")));
-                        }
-                        st.phase = if passed { Phase::Succeeded } else { Phase::Failed };
-                        st.completion_time = Some(fmt(now));
-                        st.message = Some(match (&limited, thresholds_passed) {
-                            (_, false) => format!("thresholds failed: {}", failed.join(", ")),
-                            (Some(why), true) => format!(
-                                "every threshold passed, but the load asked for was not delivered ({why}): not a pass"
-                            ),
-                            (None, true) => "all thresholds passed".into(),
-                        });
-                        if passed {
-                            actions.push(event(
-                                false,
-                                "Succeeded",
-                                "the test finished and every threshold passed".into(),
-                            ));
-                        } else if !thresholds_passed {
-                            actions.push(event(
-                                true,
-                                "ThresholdsFailed",
-                                format!("thresholds failed: {}", failed.join(", ")),
-                            ));
-                        }
-                        actions.extend(cleanup(lt, st.phase));
-                    }
-                    Err(e) => {
-                        let message = format!("cannot merge runner results: {e}");
-                        finish(
-                            &mut st,
-                            &plan,
-                            &[],
-                            Phase::Failed,
-                            "ResultsInvalid",
-                            message.clone(),
-                            stamp,
-                            &ctx,
-                            &mut actions,
-                        );
-                        actions.push(event(true, "ResultsInvalid", message));
-                    }
-                }
-                return Decision { status: st, actions, requeue: None };
+            report.thresholds = verdicts.clone();
+            report.run.schedule = None;
+            report.capacity = Some(answer);
+        }
+        self.actions.push(write_report(&report));
+        let failed: Vec<&str> = verdicts.iter().filter(|v| !v.passed).map(|v| v.threshold.as_str()).collect();
+        let failed = failed.join(", ");
+        self.st.summary = Some(summary);
+        self.st.thresholds = verdicts.clone();
+        let thresholds_passed = failed.is_empty();
+        let reason = if thresholds_passed { "Passed" } else { "ThresholdsFailed" };
+        self.stamp.set(&mut self.st.conditions, Cond::ThresholdsPassed, thresholds_passed, reason, &failed);
+        let limited = self.load_delivered(&report);
+        let passed = thresholds_passed && limited.is_none();
+        self.stamp.set(&mut self.st.conditions, Cond::Completed, true, "Completed", "all runners finished");
+        self.saturation_condition();
+        self.st.phase = if passed { Phase::Succeeded } else { Phase::Failed };
+        self.st.completion_time = Some(fmt(self.stamp.now));
+        self.st.message = Some(match (&limited, thresholds_passed) {
+            (_, false) => format!("thresholds failed: {failed}"),
+            (Some(why), true) => {
+                format!("every threshold passed, but the load asked for was not delivered ({why}): not a pass")
             }
-            let limit = duration_spec(lt.spec.run_timeout.as_deref()).unwrap_or_else(|| {
-                plan.planned_duration().unwrap_or(Duration::ZERO) + plan.graceful_stop() + RUN_TIMEOUT_MARGIN
-            });
-            if now - start_at > limit {
-                let message = format!("the run passed its timeout of {}", stampede_model::Dur(limit));
-                finish(
-                    &mut st,
-                    &plan,
-                    &measured,
-                    Phase::Failed,
-                    "RunTimeout",
-                    message.clone(),
-                    stamp,
-                    &ctx,
-                    &mut actions,
-                );
-                actions.push(Action::DeleteRunners);
-                actions.push(event(true, "RunTimeout", message));
-                return Decision { status: st, actions, requeue: None };
-            }
-            if let Ok(live) = results::live_summary(&reports)
-                && live.requests > 0
-            {
-                st.summary = Some(live);
-            }
-            Decision { status: st, actions, requeue: Some(Duration::from_secs(5)) }
+            (None, true) => "all thresholds passed".into(),
+        });
+        if passed {
+            self.event(false, "Succeeded", "the test finished and every threshold passed".into());
+        } else if !thresholds_passed {
+            self.event(true, "ThresholdsFailed", format!("thresholds failed: {failed}"));
+        }
+        let then = cleanup(self.lt, self.st.phase);
+        self.actions.extend(then);
+        self.end(None)
+    }
+
+    /// `LoadDelivered` for an open model. An undelivered load does not pass: its thresholds
+    /// judged a lighter load (unless `undeliveredLoad: warn`); returns why, when it counts.
+    fn load_delivered(&mut self, report: &Report) -> Option<String> {
+        let undelivered = report.undelivered();
+        if report.run.schedule.is_some() {
+            let (ok, reason) = if undelivered.is_none() { (true, "Delivered") } else { (false, "GeneratorLimited") };
+            let message = undelivered.as_deref().unwrap_or_default();
+            self.stamp.set(&mut self.st.conditions, Cond::LoadDelivered, ok, reason, message);
+        }
+        let limited =
+            undelivered.filter(|_| self.plan.undelivered_load == stampede_model::scenario::UndeliveredLoad::Fail);
+        if let Some(note) = undelivered_note(report, &limited) {
+            self.event(true, "GeneratorLimited", note);
+        }
+        limited
+    }
+
+    /// `GeneratorSaturated`: a runner that could not keep up makes the figures suspect; the
+    /// verdict stands.
+    fn saturation_condition(&mut self) {
+        let saturated: Vec<String> = self
+            .done
+            .iter()
+            .filter_map(|r| r.saturated.as_ref().map(|why| format!("runner {}: {why}", r.index)))
+            .collect();
+        let reason = if saturated.is_empty() { "KeptUp" } else { "Saturated" };
+        let text = saturated.join("; ");
+        self.stamp.set(&mut self.st.conditions, Cond::GeneratorSaturated, !saturated.is_empty(), reason, &text);
+        if !saturated.is_empty() {
+            self.event(true, "GeneratorSaturated", text);
         }
     }
 }

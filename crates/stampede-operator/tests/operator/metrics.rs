@@ -178,9 +178,12 @@ fn promql_over_three_runners_buckets_agrees_with_the_merged_summary() {
     println!("p99: merged summary {merged_p99:.4} s, PromQL {promql_p99:.4} s, bucket {bucket:?}");
     assert_eq!(bucket_of(promql_p99, &bounds), bucket, "PromQL {promql_p99} vs merged {merged_p99}");
     assert!(merged_p99 >= 0.060, "the slow runner's tail decides the p99: {merged_p99}");
-    // Averaging per-runner p99s (what a wrong dashboard would do) lands in another bucket.
+    // Averaging per-runner p99s (what a wrong dashboard would do) gives another figure; which
+    // bucket it lands in depends on how fast this machine answered the fast runners (on a busy
+    // one their p99 reached 50 ms), so it is printed, not asserted (#22: no test may depend on
+    // the machine's speed).
     let averaged = runner_p99s.iter().sum::<f64>() / runner_p99s.len() as f64;
-    assert_ne!(bucket_of(averaged, &bounds), bucket, "averaged p99s {averaged} vs merged {merged_p99}");
+    println!("averaged per-runner p99s: {averaged:.4} s (bucket {:?})", bucket_of(averaged, &bounds));
 }
 
 fn le(s: &str) -> f64 {
