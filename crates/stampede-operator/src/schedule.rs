@@ -203,22 +203,52 @@ pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
     let generation = lts.metadata.generation;
     let stamp = Stamp { now, generation };
     st.observed_generation = generation;
-    let mut events = Vec::new();
-    let mut delete = Vec::new();
-    let mut abort = Vec::new();
-    let mut create = None;
+    let mut d = Decision { status: st, create: None, abort: vec![], delete: vec![], events: vec![], requeue: None };
 
     // Runs: finished ones into the history (newest first, bounded), then the limits.
     let mut runs: Vec<&LoadTest> = obs.runs.iter().collect();
     runs.sort_by_key(|lt| std::cmp::Reverse(scheduled_time(lt)));
     let (finished, active): (Vec<&LoadTest>, Vec<&LoadTest>) = runs.iter().partition(|lt| phase(lt).is_finished());
+    record_finished(&mut d, &old, &finished);
+    d.delete = beyond_limits(lts, &finished);
+    d.status.active = active.iter().rev().map(|lt| lt.metadata.name.clone().unwrap_or_default()).collect();
+
+    // The schedule.
+    match CronSchedule::parse(&lts.spec.schedule, lts.spec.time_zone.as_deref()) {
+        Ok(schedule) => {
+            stamp.set(&mut d.status.conditions, Cond::Valid, true, "Valid", "the schedule and time zone are valid");
+            if lts.spec.suspend {
+                d.status.next_schedule_time = None;
+                d.status.message = Some("suspended: no new runs".into());
+            } else {
+                run_when_due(&mut d, lts, &old, &schedule, &active, now);
+            }
+        }
+        Err(why) => {
+            let was_said = Cond::Valid.find(&old.conditions).is_some_and(|c| c.status == "False" && c.message == why);
+            stamp.set(&mut d.status.conditions, Cond::Valid, false, "InvalidSchedule", &why);
+            if !was_said {
+                d.events.push(event(true, "InvalidSchedule", why.clone()));
+            }
+            d.status.message = Some(why);
+            d.status.next_schedule_time = None;
+        }
+    }
+    d.status.active_count = d.status.active.len() as i32;
+    d
+}
+
+/// Finished runs not yet in the history go there (newest first, at most
+/// [`SCHEDULE_HISTORY_LIMIT`]), each announced once with a `RunFinished` Event.
+fn record_finished(d: &mut Decision, old: &LoadTestScheduleStatus, finished: &[&LoadTest]) {
+    let st = &mut d.status;
     // A full history has forgotten runs older than its oldest record: those were announced
     // when they finished (with history limits adding up to more than the history holds, they
     // are still there, and would be announced again on every reconcile).
     let oldest_kept = (st.history.len() >= SCHEDULE_HISTORY_LIMIT)
         .then(|| st.history.iter().filter_map(|r| r.scheduled_time.as_deref().and_then(parse)).min())
         .flatten();
-    for lt in &finished {
+    for lt in finished {
         let name = lt.metadata.name.clone().unwrap_or_default();
         if st.history.iter().any(|r| r.name.as_deref() == Some(name.as_str()))
             || oldest_kept.is_some_and(|oldest| scheduled_time(lt).is_none_or(|t| t < oldest))
@@ -231,7 +261,7 @@ pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
             scheduled_time: scheduled_time(lt).map(fmt),
             ..RunRecord::of(status)
         };
-        events.push(event(
+        d.events.push(event(
             record.phase != Phase::Succeeded,
             "RunFinished",
             format!(
@@ -251,129 +281,113 @@ pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
         .find(|r| r.phase == Phase::Succeeded)
         .and_then(|r| r.completion_time.clone())
         .or(old.last_successful_time.clone());
+}
+
+/// Finished runs beyond the history limits (newest kept), to delete.
+fn beyond_limits(lts: &LoadTestSchedule, finished: &[&LoadTest]) -> Vec<String> {
     let limit = |l: Option<i32>, default: i32| l.unwrap_or(default).max(0) as usize;
     let successful = limit(lts.spec.successful_runs_history_limit, DEFAULT_SUCCESSFUL_LIMIT);
     let failed = limit(lts.spec.failed_runs_history_limit, DEFAULT_FAILED_LIMIT);
-    let passed: Vec<&&LoadTest> = finished.iter().filter(|lt| phase(lt) == Phase::Succeeded).collect();
-    let not_passed: Vec<&&LoadTest> = finished.iter().filter(|lt| phase(lt) != Phase::Succeeded).collect();
-    for lt in passed.iter().skip(successful).chain(not_passed.iter().skip(failed)) {
-        delete.push(lt.metadata.name.clone().unwrap_or_default());
-    }
-    st.active = active.iter().rev().map(|lt| lt.metadata.name.clone().unwrap_or_default()).collect();
+    let passed = finished.iter().filter(|lt| phase(lt) == Phase::Succeeded);
+    let not_passed = finished.iter().filter(|lt| phase(lt) != Phase::Succeeded);
+    passed
+        .skip(successful)
+        .chain(not_passed.skip(failed))
+        .map(|lt| lt.metadata.name.clone().unwrap_or_default())
+        .collect()
+}
 
-    // The schedule.
-    let schedule = match CronSchedule::parse(&lts.spec.schedule, lts.spec.time_zone.as_deref()) {
-        Ok(s) => {
-            stamp.set(&mut st.conditions, Cond::Valid, true, "Valid", "the schedule and time zone are valid");
-            s
-        }
-        Err(why) => {
-            let was_said = Cond::Valid.find(&old.conditions).is_some_and(|c| c.status == "False" && c.message == why);
-            stamp.set(&mut st.conditions, Cond::Valid, false, "InvalidSchedule", &why);
-            if !was_said {
-                events.push(event(true, "InvalidSchedule", why.clone()));
-            }
-            st.message = Some(why);
-            st.next_schedule_time = None;
-            st.active_count = st.active.len() as i32;
-            return Decision { status: st, create, abort, delete, events, requeue: None };
-        }
-    };
-    let mut requeue = None;
-    if lts.spec.suspend {
-        st.next_schedule_time = None;
-        st.message = Some("suspended: no new runs".into());
-    } else {
-        let created = lts
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .and_then(|t| OffsetDateTime::from_unix_timestamp_nanos(t.0.as_nanosecond()).ok())
-            .unwrap_or(now);
-        // Times up to the last run created, or the last one missed, are done with.
-        let since = [old.last_schedule_time.as_deref(), old.last_missed_time.as_deref()]
-            .into_iter()
-            .flatten()
-            .filter_map(parse)
-            .max()
-            .unwrap_or(created);
-        let (count, latest) = schedule.due(since, now, TOO_MANY_MISSED);
-        st.message = None;
-        if let Some(at) = latest {
-            let late = now - at;
-            let deadline = lts.spec.starting_deadline_seconds.map(|s| time::Duration::seconds(s.max(0)));
-            if count > TOO_MANY_MISSED {
-                let note = format!(
-                    "more than {TOO_MANY_MISSED} schedule times passed since {}; only the latest ({}) may run",
-                    fmt(since),
-                    fmt(at)
-                );
-                if old.message.as_deref() != Some(note.as_str()) {
-                    events.push(event(true, "TooManyMissedTimes", note));
-                }
-            }
-            if deadline.is_some_and(|d| late > d) {
-                st.missed_runs += count as u64;
-                st.last_missed_time = Some(fmt(at));
-                {
-                    events.push(event(
-                        true,
-                        "MissedSchedule",
-                        format!(
-                            "missed the run at {}: {} s late, past startingDeadlineSeconds ({})",
-                            fmt(at),
-                            late.whole_seconds(),
-                            lts.spec.starting_deadline_seconds.unwrap_or_default()
-                        ),
-                    ));
-                }
-            } else if !active.is_empty() && lts.spec.concurrency_policy == ConcurrencyPolicy::Forbid {
-                let note = format!(
-                    "the run at {} waits: {} is still running (concurrencyPolicy Forbid)",
-                    fmt(at),
-                    st.active.join(", ")
-                );
-                if old.message.as_deref() != Some(note.as_str()) {
-                    events.push(event(false, "RunHeldBack", note.clone()));
-                }
-                st.message = Some(note);
-                requeue = Some(FORBID_RECHECK);
-            } else {
-                if lts.spec.concurrency_policy == ConcurrencyPolicy::Replace {
-                    for lt in &active {
-                        let name = lt.metadata.name.clone().unwrap_or_default();
-                        if !lt.spec.abort {
-                            events.push(event(
-                                false,
-                                "Replaced",
-                                format!(
-                                    "aborting LoadTest {name} for the run at {} (concurrencyPolicy Replace)",
-                                    fmt(at)
-                                ),
-                            ));
-                            abort.push(name);
-                        }
-                    }
-                }
-                let lt = run_loadtest(lts, at);
-                let name = lt.metadata.name.clone().unwrap_or_default();
-                if count > 1 {
-                    st.missed_runs += (count - 1) as u64;
-                }
-                events.push(event(false, "Created", format!("created LoadTest {name} for the run at {}", fmt(at))));
-                st.last_schedule_time = Some(fmt(at));
-                if !st.active.contains(&name) {
-                    st.active.push(name);
-                }
-                create = Some(lt);
+/// Not suspended: the most recent schedule time due since the last one run or missed is run,
+/// missed (past `startingDeadlineSeconds`) or held back (`Forbid`), as a CronJob's; then the
+/// wake-up at the next schedule time.
+fn run_when_due(
+    d: &mut Decision,
+    lts: &LoadTestSchedule,
+    old: &LoadTestScheduleStatus,
+    schedule: &CronSchedule,
+    active: &[&LoadTest],
+    now: OffsetDateTime,
+) {
+    let created = lts
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| OffsetDateTime::from_unix_timestamp_nanos(t.0.as_nanosecond()).ok())
+        .unwrap_or(now);
+    // Times up to the last run created, or the last one missed, are done with.
+    let since = [old.last_schedule_time.as_deref(), old.last_missed_time.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter_map(parse)
+        .max()
+        .unwrap_or(created);
+    let (count, latest) = schedule.due(since, now, TOO_MANY_MISSED);
+    d.status.message = None;
+    if let Some(at) = latest {
+        let late = now - at;
+        let deadline = lts.spec.starting_deadline_seconds.map(|s| time::Duration::seconds(s.max(0)));
+        if count > TOO_MANY_MISSED {
+            let note = format!(
+                "more than {TOO_MANY_MISSED} schedule times passed since {}; only the latest ({}) may run",
+                fmt(since),
+                fmt(at)
+            );
+            if old.message.as_deref() != Some(note.as_str()) {
+                d.events.push(event(true, "TooManyMissedTimes", note));
             }
         }
-        st.next_schedule_time = schedule.next_after(now).map(fmt);
-        if let Some(next) = st.next_schedule_time.as_deref().and_then(parse) {
-            let until: Duration = (next - now).try_into().unwrap_or(Duration::ZERO);
-            requeue = Some(requeue.map_or(until, |r: Duration| r.min(until)));
+        if deadline.is_some_and(|limit| late > limit) {
+            d.status.missed_runs += count as u64;
+            d.status.last_missed_time = Some(fmt(at));
+            let note = format!(
+                "missed the run at {}: {} s late, past startingDeadlineSeconds ({})",
+                fmt(at),
+                late.whole_seconds(),
+                lts.spec.starting_deadline_seconds.unwrap_or_default()
+            );
+            d.events.push(event(true, "MissedSchedule", note));
+        } else if !active.is_empty() && lts.spec.concurrency_policy == ConcurrencyPolicy::Forbid {
+            let note = format!(
+                "the run at {} waits: {} is still running (concurrencyPolicy Forbid)",
+                fmt(at),
+                d.status.active.join(", ")
+            );
+            if old.message.as_deref() != Some(note.as_str()) {
+                d.events.push(event(false, "RunHeldBack", note.clone()));
+            }
+            d.status.message = Some(note);
+            d.requeue = Some(FORBID_RECHECK);
+        } else {
+            start_run(d, lts, active, at, count);
         }
     }
-    st.active_count = st.active.len() as i32;
-    Decision { status: st, create, abort, delete, events, requeue }
+    d.status.next_schedule_time = schedule.next_after(now).map(fmt);
+    if let Some(next) = d.status.next_schedule_time.as_deref().and_then(parse) {
+        let until: Duration = (next - now).try_into().unwrap_or(Duration::ZERO);
+        d.requeue = Some(d.requeue.map_or(until, |r: Duration| r.min(until)));
+    }
+}
+
+/// The run at `at` starts (the latest of `count` due times; the others are missed); with
+/// `Replace`, the runs in progress are aborted.
+fn start_run(d: &mut Decision, lts: &LoadTestSchedule, active: &[&LoadTest], at: OffsetDateTime, count: usize) {
+    if lts.spec.concurrency_policy == ConcurrencyPolicy::Replace {
+        for lt in active.iter().filter(|lt| !lt.spec.abort) {
+            let name = lt.metadata.name.clone().unwrap_or_default();
+            let note = format!("aborting LoadTest {name} for the run at {} (concurrencyPolicy Replace)", fmt(at));
+            d.events.push(event(false, "Replaced", note));
+            d.abort.push(name);
+        }
+    }
+    let lt = run_loadtest(lts, at);
+    let name = lt.metadata.name.clone().unwrap_or_default();
+    if count > 1 {
+        d.status.missed_runs += (count - 1) as u64;
+    }
+    d.events.push(event(false, "Created", format!("created LoadTest {name} for the run at {}", fmt(at))));
+    d.status.last_schedule_time = Some(fmt(at));
+    if !d.status.active.contains(&name) {
+        d.status.active.push(name);
+    }
+    d.create = Some(lt);
 }
