@@ -9,17 +9,13 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Client, Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use kube::{Client, ResourceExt};
 use stampede_api::{
     Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, REPORT_KEY, RESULT_KEY, RunnerReport, SCENARIO_KEY, names,
 };
-use stampede_engine::Plan;
 use stampede_model::report::Report;
 
 use crate::validation::validate_with_files;
@@ -30,6 +26,8 @@ use crate::lifecycle::{self, Action, JobState, Observed, Scenario};
 use crate::{Error, Result};
 
 pub use crate::metrics::Metrics;
+pub use crate::shell::{Context, MAX_BACKOFF};
+use crate::shell::{apply, delete, object_key, publish, write_status};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -54,57 +52,6 @@ impl Options {
         Options { namespaces: vec![namespace.to_string()], ..Options::default() }
     }
 }
-
-/// What every reconcile shares.
-pub struct Context {
-    pub client: Client,
-    pub recorder: Recorder,
-    pub metrics: Arc<Metrics>,
-    /// Runner image for LoadTests that name none.
-    pub runner_image: String,
-    /// The compiled scenario of each run in progress, by [`stampede_api::run_id`]: compiled
-    /// once per run, not on every reconcile.
-    plans: std::sync::Mutex<BTreeMap<String, Arc<Plan>>>,
-    /// Reconciles that failed in a row, by object (`namespace/name`): the back-off's exponent.
-    failures: std::sync::Mutex<BTreeMap<String, u32>>,
-}
-
-impl Context {
-    pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
-        let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
-        Context {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            metrics,
-            runner_image: DEFAULT_IMAGE.to_string(),
-            plans: Default::default(),
-            failures: Default::default(),
-        }
-    }
-
-    /// Drops the compiled plans of `lt`'s runs (it finished).
-    fn forget_plans(&self, lt: &LoadTest) {
-        let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
-        self.plans.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
-    }
-
-    /// The wait before retrying `key` after its reconcile failed: 1 s, doubling with each
-    /// failure in a row, at most [`MAX_BACKOFF`].
-    pub fn backoff(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(key.to_string()).or_insert(0);
-        *n = n.saturating_add(1);
-        Duration::from_secs(1u64 << (*n - 1).min(6)).min(MAX_BACKOFF)
-    }
-
-    /// Forgets `key`'s failures: its reconcile succeeded.
-    pub fn succeeded(&self, key: &str) {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
-    }
-}
-
-/// The longest wait before a failed reconcile is retried.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Runs the controller until a shutdown signal: over all namespaces when `namespaces` is
 /// empty, else one controller per listed namespace (for namespaced RBAC).
@@ -157,17 +104,6 @@ fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Requeue 
     let wait = ctx.backoff(&object_key(&*lt));
     tracing::warn!(loadtest = %lt.name_any(), kind = error.metric_label(), ?wait, "reconcile failed: {error}");
     Requeue::requeue(wait)
-}
-
-/// `Kind/namespace/name` of an object, the key of its back-off.
-pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
-    let meta = obj.meta();
-    format!(
-        "{}/{}/{}",
-        K::kind(&()),
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
 }
 
 #[tracing::instrument(skip(lt, ctx), fields(loadtest = %lt.name_any()))]
@@ -290,62 +226,6 @@ async fn carry_out(
         Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
         None => Requeue::await_change(),
     })
-}
-
-/// Records an Event on `obj` (a failure to record one is logged: the status says it too).
-pub(crate) async fn publish<K>(ctx: &Context, obj: &K, action: &str, warning: bool, reason: &str, note: &str)
-where
-    K: Resource<DynamicType = ()>,
-{
-    let ev = Event {
-        type_: if warning { EventType::Warning } else { EventType::Normal },
-        reason: reason.to_string(),
-        note: Some(truncate(note, 1000)),
-        action: action.into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
-        tracing::warn!("cannot record event {reason}: {e}");
-    }
-}
-
-/// Writes `status` of `obj` on the condition that the object is still the version read
-/// (server-side apply with its resourceVersion): a decision taken on a stale copy (the watch
-/// cache can lag behind our own last write) must not overwrite a newer status. `false` when the
-/// status changed meanwhile: decide again on the newer copy.
-pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: &impl Serialize) -> Result<bool>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + DeserializeOwned,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
-    let patch = serde_json::json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "metadata": {"resourceVersion": obj.resource_version()},
-        "status": status,
-    });
-    match api.patch_status(&obj.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            tracing::debug!(kind = %K::kind(&()), "status changed meanwhile; deciding again on the newer copy");
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 /// A ConfigMap the spec names: `Ok(None)` when it does not exist (the user's to fix); an API
@@ -573,20 +453,6 @@ async fn pod_failures(client: &Client, ns: &str, selector: &str) -> Result<Vec<S
     Ok(out)
 }
 
-async fn apply<K>(client: &Client, ns: &str, obj: &K) -> Result<()>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Serialize
-        + DeserializeOwned
-        + Clone
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let name = obj.meta().name.clone().unwrap_or_default();
-    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
-    Ok(())
-}
-
 /// Deletes the children of `lt` that belong to no run or another run than `run` (by owner UID
 /// and [`stampede_api::RUN_LABEL`]): the runner Job (in the foreground, so that its pods are
 /// gone before new ones start) and the scenario and result ConfigMaps. True when none is left.
@@ -642,21 +508,6 @@ async fn apply_children(
         apply(client, ns, cm).await?;
     }
     apply(client, ns, &d.job).await
-}
-
-async fn delete<K>(client: &Client, ns: &str, name: &str) -> Result<()>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + DeserializeOwned
-        + Clone
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 async fn delete_all(client: &Client, ns: &str, name: &str, runners: i32) -> Result<()> {

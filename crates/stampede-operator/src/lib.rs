@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod results;
 pub mod schedule;
 pub mod scheduler;
+pub mod shell;
 pub mod validation;
 
 /// Errors of the operator's shell. Each is retried with back-off by the controller: a user's

@@ -12,8 +12,8 @@ use kube::{Client, ResourceExt};
 use stampede_api::{LoadTest, LoadTestSchedule, MANAGER, SCHEDULE_LABEL, names};
 use time::OffsetDateTime;
 
-use crate::controller::{Context, object_key, publish, write_status};
 use crate::schedule::{self, Observed};
+use crate::shell::{Context, object_key, publish, write_status};
 use crate::{Error, Result};
 
 /// Runs the schedule controller over `namespace` (all when `None`) until a shutdown signal.

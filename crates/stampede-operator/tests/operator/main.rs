@@ -2,6 +2,7 @@
 //! a mock API server, Prometheus merging, the chart's committed files, the Argo CD health
 //! checks and the GitOps gate examples.
 
+mod architecture;
 mod argocd_health;
 mod chart_files;
 mod common;

@@ -1,0 +1,166 @@
+//! The operator's shell: what every controller (LoadTests, LoadTestSchedules) shares to talk to
+//! the API server — the [`Context`] of a reconcile, the back-off of failed ones, Events, the
+//! conditional status write, server-side apply and deletes. The controllers decide (pure); this
+//! and their own `observe` and `act` do the I/O.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER};
+use stampede_engine::Plan;
+
+use crate::Result;
+use crate::metrics::Metrics;
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    /// Runner image for LoadTests that name none.
+    pub runner_image: String,
+    /// The compiled scenario of each run in progress, by [`stampede_api::run_id`]: compiled
+    /// once per run, not on every reconcile.
+    pub(crate) plans: std::sync::Mutex<BTreeMap<String, Arc<Plan>>>,
+    /// Reconciles that failed in a row, by object (`namespace/name`): the back-off's exponent.
+    failures: std::sync::Mutex<BTreeMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
+        let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            runner_image: DEFAULT_IMAGE.to_string(),
+            plans: Default::default(),
+            failures: Default::default(),
+        }
+    }
+
+    /// Drops the compiled plans of `lt`'s runs (it finished).
+    pub(crate) fn forget_plans(&self, lt: &LoadTest) {
+        let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
+        self.plans.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+    }
+
+    /// The wait before retrying `key` after its reconcile failed: 1 s, doubling with each
+    /// failure in a row, at most [`MAX_BACKOFF`].
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        Duration::from_secs(1u64 << (*n - 1).min(6)).min(MAX_BACKOFF)
+    }
+
+    /// Forgets `key`'s failures: its reconcile succeeded.
+    pub fn succeeded(&self, key: &str) {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+    }
+}
+
+/// The longest wait before a failed reconcile is retried.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// `Kind/namespace/name` of an object, the key of its back-off.
+pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    let meta = obj.meta();
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Records an Event on `obj` (a failure to record one is logged: the status says it too).
+pub(crate) async fn publish<K>(ctx: &Context, obj: &K, action: &str, warning: bool, reason: &str, note: &str)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let ev = Event {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.to_string(),
+        note: Some(truncate(note, 1000)),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
+        tracing::warn!("cannot record event {reason}: {e}");
+    }
+}
+
+/// Writes `status` of `obj` on the condition that the object is still the version read
+/// (server-side apply with its resourceVersion): a decision taken on a stale copy (the watch
+/// cache can lag behind our own last write) must not overwrite a newer status. `false` when the
+/// status changed meanwhile: decide again on the newer copy.
+pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: &impl Serialize) -> Result<bool>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"resourceVersion": obj.resource_version()},
+        "status": status,
+    });
+    match api.patch_status(&obj.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(patch)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            tracing::debug!(kind = %K::kind(&()), "status changed meanwhile; deciding again on the newer copy");
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+pub(crate) async fn apply<K>(client: &Client, ns: &str, obj: &K) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let name = obj.meta().name.clone().unwrap_or_default();
+    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
+    Ok(())
+}
+
+pub(crate) async fn delete<K>(client: &Client, ns: &str, name: &str) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

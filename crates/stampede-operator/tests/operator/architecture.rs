@@ -1,0 +1,53 @@
+//! #22: the operator's shape, checked on its sources: its modules import each other without a
+//! circle (the controller and the schedule controller used to import each other).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Each module of `src/` (a file, or a folder's `mod.rs`) and the modules of the crate it names.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph = BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
+        if path.extension().is_none_or(|e| e != "rs") || name == "lib" || name == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let named: BTreeSet<String> = text
+            .match_indices("crate::")
+            .filter_map(|(i, _)| {
+                let rest = &text[i + "crate::".len()..];
+                let module: String = rest.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+                (!module.is_empty() && module != name).then_some(module)
+            })
+            .collect();
+        graph.insert(name, named);
+    }
+    graph
+}
+
+#[test]
+fn the_operators_modules_import_each_other_without_a_circle() {
+    let graph = imports();
+    assert!(graph.contains_key("controller") && graph.contains_key("shell"), "{graph:?}");
+    // Depth-first, with the path so far: a module met again on it closes a circle.
+    fn visit(m: &str, graph: &BTreeMap<String, BTreeSet<String>>, path: &mut Vec<String>, done: &mut BTreeSet<String>) {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            panic!("import circle: {} -> {m}", path[i..].join(" -> "));
+        }
+        if !done.insert(m.to_string()) {
+            return;
+        }
+        path.push(m.to_string());
+        for next in graph.get(m).into_iter().flatten().filter(|n| graph.contains_key(*n)) {
+            visit(next, graph, path, done);
+        }
+        path.pop();
+    }
+    let mut done = BTreeSet::new();
+    for m in graph.keys() {
+        visit(m, &graph, &mut Vec::new(), &mut done);
+    }
+}
