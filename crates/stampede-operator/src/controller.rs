@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 
 use crate::desired::{self, LOADTEST_LABEL};
 use crate::lifecycle::{self, Action, JobState, Observed, Scenario};
-use crate::{Error, Result};
+use crate::{Error, Invalid, Result};
 
 pub use crate::metrics::Metrics;
 pub use crate::shell::{Context, MAX_BACKOFF};
@@ -255,7 +255,7 @@ async fn resolve_scenario(client: &Client, lt: &LoadTest, ns: &str) -> Result<(O
     };
     let plan = match data_files(client, lt, ns).await? {
         Ok(files) => validate_with_files(lt, &yaml, &source, Some(files)).into(),
-        Err(e) => Scenario::Invalid(e),
+        Err(Invalid(e)) => Scenario::Invalid(e),
     };
     Ok((Some(yaml), plan))
 }
@@ -274,7 +274,7 @@ pub async fn read_baseline(
     client: &Client,
     ns: &str,
     baseline: &Baseline,
-) -> Result<std::result::Result<Report, String>> {
+) -> Result<std::result::Result<Report, Invalid>> {
     let (cm_name, key) = match (&baseline.load_test, &baseline.config_map) {
         (Some(name), _) => {
             let loadtests: Api<LoadTest> = Api::namespaced(client.clone(), ns);
@@ -282,23 +282,23 @@ pub async fn read_baseline(
                 .get_opt(name)
                 .await
                 .map_err(|source| Error::Unavailable { what: format!("LoadTest {ns}/{name}"), source })?;
-            let Some(lt) = found else { return Ok(Err("not found".into())) };
+            let Some(lt) = found else { return Ok(Err(Invalid("not found".into()))) };
             let phase = lt.status.map(|s| s.phase).unwrap_or_default();
             if !phase.is_finished() {
-                return Ok(Err(format!("has not finished (phase {phase:?})")));
+                return Ok(Err(Invalid(format!("has not finished (phase {phase:?})"))));
             }
             (names::report_config_map(name), REPORT_KEY.to_string())
         }
         (None, Some(cm)) => (cm.name.clone(), cm.key.clone()),
-        (None, None) => return Ok(Err("names neither a LoadTest nor a ConfigMap".into())),
+        (None, None) => return Ok(Err(Invalid("names neither a LoadTest nor a ConfigMap".into()))),
     };
     let Some(cm) = config_map(client, ns, &cm_name).await? else {
-        return Ok(Err(format!("has no report (ConfigMap `{cm_name}` not found)")));
+        return Ok(Err(Invalid(format!("has no report (ConfigMap `{cm_name}` not found)"))));
     };
     let Some(text) = cm.data.and_then(|mut d| d.remove(&key)) else {
-        return Ok(Err(format!("ConfigMap `{cm_name}` has no key `{key}`")));
+        return Ok(Err(Invalid(format!("ConfigMap `{cm_name}` has no key `{key}`"))));
     };
-    Ok(serde_json::from_str(&text).map_err(|e| format!("`{cm_name}/{key}` is not a Stampede report: {e}")))
+    Ok(serde_json::from_str(&text).map_err(|e| Invalid(format!("`{cm_name}/{key}` is not a Stampede report: {e}"))))
 }
 
 /// The scenario of a run in progress, from the ConfigMap written at its start (what its runners
@@ -317,7 +317,7 @@ async fn stored_scenario(ctx: &Context, lt: &LoadTest, ns: &str) -> Result<Scena
         None => resolve_scenario(client, lt, ns).await?.1,
         Some(yaml) => match data_files(client, lt, ns).await? {
             Ok(files) => validate_with_files(lt, &yaml, &format!("ConfigMap {ns}/{name}"), Some(files)).into(),
-            Err(e) => Scenario::Invalid(e),
+            Err(Invalid(e)) => Scenario::Invalid(e),
         },
     };
     if let Scenario::Compiled(plan) = &scenario {
@@ -332,13 +332,13 @@ async fn data_files(
     client: &Client,
     lt: &LoadTest,
     ns: &str,
-) -> Result<std::result::Result<BTreeMap<String, Vec<u8>>, String>> {
+) -> Result<std::result::Result<BTreeMap<String, Vec<u8>>, Invalid>> {
     let mut files = BTreeMap::new();
     for (i, d) in lt.spec.data.iter().enumerate() {
         let (cm, key) = (&d.config_map.name, &d.config_map.key);
         let at = format!("spec.data[{i}] ({})", d.name);
         let Some(found) = config_map(client, ns, cm).await? else {
-            return Ok(Err(format!("{at}: ConfigMap `{cm}` not found")));
+            return Ok(Err(Invalid(format!("{at}: ConfigMap `{cm}` not found"))));
         };
         let bytes = found
             .data
@@ -348,7 +348,7 @@ async fn data_files(
             .or_else(|| found.binary_data.as_ref().and_then(|b| b.get(key)).map(|b| b.0.clone()));
         match bytes {
             Some(bytes) => files.insert(d.name.clone(), bytes),
-            None => return Ok(Err(format!("{at}: ConfigMap `{cm}` has no key `{key}`"))),
+            None => return Ok(Err(Invalid(format!("{at}: ConfigMap `{cm}` has no key `{key}`")))),
         };
     }
     Ok(Ok(files))
@@ -373,7 +373,7 @@ async fn observe(
     let reports: Vec<Option<RunnerReport>> = (0..runners.max(1) as u32)
         .map(|i| {
             let text = by_name.get(&names::result_config_map(&name, i))?.data.as_ref()?.get(RESULT_KEY)?;
-            lifecycle::read_report(i, text, &run_id).map_err(|e| unreadable.push(e)).ok().flatten()
+            lifecycle::read_report(i, text, &run_id).map_err(|Invalid(e)| unreadable.push(e)).ok().flatten()
         })
         .collect();
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);

@@ -52,3 +52,9 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the user must fix (a spec, or what it names), in words for a status condition and an
+/// Event. Never retried, unlike an [`Error`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);

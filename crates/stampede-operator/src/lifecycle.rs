@@ -16,6 +16,7 @@ use stampede_model::report::Report;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::Invalid;
 use crate::conditions::Cond;
 use crate::results;
 
@@ -45,7 +46,7 @@ pub struct Observed {
     pub job: Option<JobState>,
     /// With `spec.baseline`: its report, or why it cannot be had (not found, not finished, no
     /// report, not a report). `None`: not looked at.
-    pub baseline: Option<Result<Report, String>>,
+    pub baseline: Option<Result<Report, Invalid>>,
 }
 
 /// The LoadTest's scenario, as far as the shell read it.
@@ -58,11 +59,11 @@ pub enum Scenario {
     NotRead,
 }
 
-impl From<Result<Arc<Plan>, String>> for Scenario {
-    fn from(r: Result<Arc<Plan>, String>) -> Self {
+impl From<Result<Arc<Plan>, Invalid>> for Scenario {
+    fn from(r: Result<Arc<Plan>, Invalid>) -> Self {
         match r {
             Ok(plan) => Scenario::Compiled(plan),
-            Err(problems) => Scenario::Invalid(problems),
+            Err(Invalid(problems)) => Scenario::Invalid(problems),
         }
     }
 }
@@ -74,9 +75,9 @@ impl From<Result<Arc<Plan>, String>> for Scenario {
 /// A report stamped with another run (`run`: [`stampede_api::run_id`]) is none of this run's:
 /// `Ok(None)`, as if nothing were reported yet. It is left by a LoadTest of the same name that
 /// was deleted, or by an earlier run of this one, and is never merged.
-pub fn read_report(index: u32, text: &str, run: &str) -> Result<Option<RunnerReport>, String> {
-    let report: RunnerReport =
-        serde_json::from_str(text).map_err(|e| format!("runner {index}: its result is not a runner report ({e})"))?;
+pub fn read_report(index: u32, text: &str, run: &str) -> Result<Option<RunnerReport>, Invalid> {
+    let report: RunnerReport = serde_json::from_str(text)
+        .map_err(|e| Invalid(format!("runner {index}: its result is not a runner report ({e})")))?;
     Ok((report.run.as_deref() == Some(run)).then_some(report))
 }
 
@@ -399,7 +400,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
         start_at: start_at.as_deref(),
         baseline: match &obs.baseline {
             Some(Ok(r)) => Ok(r),
-            Some(Err(why)) => Err(why.as_str()),
+            Some(Err(Invalid(why))) => Err(why.as_str()),
             None => Err("spec.baseline is not set"),
         },
     };

@@ -23,6 +23,7 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use crate::Invalid;
 use crate::conditions::Cond;
 use crate::lifecycle::Stamp;
 use kube::Resource;
@@ -86,18 +87,21 @@ pub struct CronSchedule {
 impl CronSchedule {
     /// Parses `schedule` (5 fields as a CronJob, a macro such as `@daily`, or 6 fields with
     /// seconds first) in `time_zone` (IANA; default UTC). The error says what is wrong.
-    pub fn parse(schedule: &str, time_zone: Option<&str>) -> Result<CronSchedule, String> {
+    pub fn parse(schedule: &str, time_zone: Option<&str>) -> Result<CronSchedule, Invalid> {
         let trimmed = schedule.trim();
         if trimmed.starts_with("TZ=") || trimmed.starts_with("CRON_TZ=") {
-            return Err(format!("spec.schedule `{schedule}`: set the time zone in spec.timeZone, not in the schedule"));
+            return Err(Invalid(format!(
+                "spec.schedule `{schedule}`: set the time zone in spec.timeZone, not in the schedule"
+            )));
         }
         let parser = CronParser::builder().seconds(Seconds::Optional).year(Year::Disallowed).build();
-        let cron =
-            parser.parse(trimmed).map_err(|e| format!("spec.schedule `{schedule}` is not a cron schedule: {e}"))?;
+        let cron = parser
+            .parse(trimmed)
+            .map_err(|e| Invalid(format!("spec.schedule `{schedule}` is not a cron schedule: {e}")))?;
         let tz = match time_zone {
             None | Some("") => jiff::tz::TimeZone::UTC,
             Some(name) => jiff::tz::TimeZone::get(name)
-                .map_err(|e| format!("spec.timeZone `{name}` is not a known time zone: {e}"))?,
+                .map_err(|e| Invalid(format!("spec.timeZone `{name}` is not a known time zone: {e}")))?,
         };
         Ok(CronSchedule { cron, tz })
     }
@@ -224,7 +228,7 @@ pub fn decide(lts: &LoadTestSchedule, obs: &Observed) -> Decision {
                 run_when_due(&mut d, lts, &old, &schedule, &active, now);
             }
         }
-        Err(why) => {
+        Err(Invalid(why)) => {
             let was_said = Cond::Valid.find(&old.conditions).is_some_and(|c| c.status == "False" && c.message == why);
             stamp.set(&mut d.status.conditions, Cond::Valid, false, "InvalidSchedule", &why);
             if !was_said {

@@ -11,11 +11,13 @@ use kube::ResourceExt;
 use stampede_api::{DATA_MOUNT, LoadTest, env as runner_env};
 use stampede_engine::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
 
+use crate::Invalid;
+
 /// What an environment value that comes from a Secret or a ConfigMap is validated with.
 pub const ENV_PLACEHOLDER: &str = "x";
 
 /// Validates the scenario as a runner would, with the environment the runners get.
-pub fn validate(lt: &LoadTest, yaml: &str, source: &str) -> Result<Arc<Plan>, String> {
+pub fn validate(lt: &LoadTest, yaml: &str, source: &str) -> Result<Arc<Plan>, Invalid> {
     validate_with_files(lt, yaml, source, None)
 }
 
@@ -25,8 +27,8 @@ pub fn validate_with_files(
     yaml: &str,
     source: &str,
     files: Option<BTreeMap<String, Vec<u8>>>,
-) -> Result<Arc<Plan>, String> {
-    let file = stampede_engine::parse_str(yaml, Path::new(source)).map_err(|e| e.to_string())?;
+) -> Result<Arc<Plan>, Invalid> {
+    let file = stampede_engine::parse_str(yaml, Path::new(source)).map_err(|e| Invalid(e.to_string()))?;
     let mut env = runner_environment(lt);
     // `spec.envFrom` (whole ConfigMaps or Secrets) may set any name; which ones is not known
     // here (the operator reads no Secret), so every `{{env.NAME}}` of the scenario is taken to be
@@ -59,8 +61,8 @@ pub fn validate_with_files(
         &CompileOptions { base_url, env: Some(env), files: files.map(Arc::new), ..CompileOptions::default() },
     )
     .map(Arc::new)
-    .map_err(|e| e.problems().join("; "))?;
-    if split.is_empty() { Ok(plan) } else { Err(split.join("; ")) }
+    .map_err(|e| Invalid(e.problems().join("; ")))?;
+    if split.is_empty() { Ok(plan) } else { Err(Invalid(split.join("; "))) }
 }
 
 /// The names of the environment variables a scenario's templates use (`{{env.NAME}}`).

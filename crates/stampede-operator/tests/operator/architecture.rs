@@ -51,3 +51,47 @@ fn the_operators_modules_import_each_other_without_a_circle() {
         visit(m, &graph, &mut Vec::new(), &mut done);
     }
 }
+
+/// The error type of each `Result<T, E>` written in `text` (its second argument at the top level).
+fn result_errors(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("Result<") {
+        let mut depth = 0;
+        let mut args = vec![String::new()];
+        for c in text[i + "Result<".len()..].chars() {
+            match c {
+                '<' | '(' => depth += 1,
+                ')' => depth -= 1,
+                '>' if depth == 0 => break,
+                '>' => depth -= 1,
+                ',' if depth == 0 => {
+                    args.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            if let Some(last) = args.last_mut() {
+                last.push(c);
+            }
+        }
+        if args.len() == 2 {
+            out.push(args[1].trim().to_string());
+        }
+    }
+    out
+}
+
+/// #22: the operator's errors are typed: what may pass is an `Error` (retried), what the user
+/// must fix an `Invalid` (a condition); no `Result<_, String>` blurs the two.
+#[test]
+fn no_result_of_the_operator_has_a_string_for_its_error() {
+    assert_eq!(result_errors("fn f() -> Result<Vec<(u8, String)>, String> {}"), ["String"]);
+    assert!(result_errors("fn f() -> Result<(Option<String>, Scenario)> {}").is_empty());
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let strings: Vec<String> = result_errors(&text).into_iter().filter(|e| e == "String").collect();
+        assert!(strings.is_empty(), "{}: a Result with a String error", path.display());
+    }
+}

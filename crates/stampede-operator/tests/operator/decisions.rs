@@ -423,7 +423,7 @@ scenarios:
     let files = std::collections::BTreeMap::from([("users.csv".to_string(), b"email\na@x.io\nb@x.io\n".to_vec())]);
     let plan = validate_with_files(&lt, scenario, "test", Some(files)).unwrap();
     assert_eq!(plan.data[0].rows.len(), 2);
-    let err = validate_with_files(&lt, scenario, "test", Some(Default::default())).unwrap_err();
+    let err = validate_with_files(&lt, scenario, "test", Some(Default::default())).unwrap_err().0;
     assert!(err.contains("no data file `users.csv` in spec.data (it has: none)"), "{err}");
 }
 
@@ -453,7 +453,7 @@ scenarios:
 
     let mut without_ca = files;
     without_ca.remove("ca.pem");
-    let err = validate_with_files(&lt, scenario, "test", Some(without_ca)).unwrap_err();
+    let err = validate_with_files(&lt, scenario, "test", Some(without_ca)).unwrap_err().0;
     assert_eq!(err, "http.tls.caFile: no data file `ca.pem` in spec.data (it has: client.key, client.pem)");
 }
 
@@ -466,7 +466,7 @@ fn an_unreadable_runner_result_fails_the_test_at_once_naming_the_runner() {
     let now = OffsetDateTime::now_utc();
     step(&mut lt, &observed(now, vec![], None));
     started(&mut lt, now);
-    let broken = read_report(1, r#"{"index": 1, "state": "done", "result": {"steps": "oops"}}"#, RUN).unwrap_err();
+    let broken = read_report(1, r#"{"index": 1, "state": "done", "result": {"steps": "oops"}}"#, RUN).unwrap_err().0;
     assert!(broken.starts_with("runner 1: its result is not a runner report ("), "{broken}");
     let obs = Observed {
         unreadable: vec![broken.clone()],
@@ -526,7 +526,7 @@ scenarios:
     validate(&lt, scenario, "test").expect("the runner's own environment is known");
     // A name no runner gets is still refused, by name.
     let unknown = scenario.replace("env.TEAM", "env.NOT_SET_ANYWHERE");
-    let err = validate(&lt, &unknown, "test").unwrap_err();
+    let err = validate(&lt, &unknown, "test").unwrap_err().0;
     assert!(err.contains("NOT_SET_ANYWHERE") && err.contains("not set"), "{err}");
     // With `envFrom` (a Secret the operator does not read) any name may be set by it: the
     // scenario is valid, and a runner without it would fail at its start, naming it.
@@ -674,7 +674,7 @@ fn run_against(lt: &mut LoadTest, base: Result<stampede_model::report::Report, S
         reports,
         unreadable: vec![],
         job: None,
-        baseline: Some(base.clone()),
+        baseline: Some(base.clone().map_err(stampede_operator::Invalid)),
     };
     let mut actions = step(lt, &obs(vec![]));
     started(lt, now);
@@ -750,7 +750,7 @@ scenarios: [{name: s, steps: [{name: a, request: {url: "{{baseUrl}}/"}}]}]
     lt.spec.scenario = Some(serde_yaml::from_str(scenario).unwrap());
     validate(&lt, scenario, "test").expect("2 VUs over 2 runners: one each");
     lt.spec.runners = 3;
-    let err = validate(&lt, scenario, "test").unwrap_err();
+    let err = validate(&lt, scenario, "test").unwrap_err().0;
     assert!(err.starts_with("load.maxVUs: 2 VU(s) cannot be split over 3 runners: runner 2"), "{err}");
     assert!(err.contains("at least 3"), "{err}");
     // A scenario's own load is named by its index.
@@ -759,7 +759,7 @@ scenarios: [{name: s, steps: [{name: a, request: {url: "{{baseUrl}}/"}}]}]
         "scenarios: [{name: s, load: {executor: constant-arrival-rate, rate: 10, duration: 5s, maxVUs: 1},",
     );
     let own = own.lines().filter(|l| !l.starts_with("other:")).collect::<Vec<_>>().join("\n");
-    let err = validate(&lt, &own, "test").unwrap_err();
+    let err = validate(&lt, &own, "test").unwrap_err().0;
     assert!(err.starts_with("scenarios[0].load.maxVUs: 1 VU(s) cannot be split over 3 runners: runner 1"), "{err}");
 }
 

@@ -391,7 +391,7 @@ fn loadtest(runners: i32, scenario: &str) -> LoadTest {
 /// A LoadTest whose children were created `ago`: the status the operator wrote then.
 fn initializing(runners: i32, ago: Duration) -> LoadTest {
     let mut lt = loadtest(runners, SCENARIO);
-    let plan = validate(&lt, SCENARIO, "test").map_err(|e| e.to_string());
+    let plan = validate(&lt, SCENARIO, "test");
     let obs = Observed {
         now: OffsetDateTime::now_utc() - ago,
         plan: plan.into(),
@@ -775,7 +775,7 @@ async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
     // Succeeded with `cleanup.onSuccess: all`: the Job and the result ConfigMaps are gone.
     let mut lt = running(2, Duration::from_secs(30));
     lt.spec.cleanup.on_success = stampede_api::CleanupMode::All;
-    let plan = validate(&lt, SCENARIO, "test").map_err(|e| e.to_string());
+    let plan = validate(&lt, SCENARIO, "test");
     let job = lifecycle::JobState { succeeded: 2, ..lifecycle::JobState::default() };
     let obs = Observed {
         now: OffsetDateTime::now_utc(),

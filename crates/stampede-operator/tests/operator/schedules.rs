@@ -246,7 +246,7 @@ fn schedules_follow_cron_syntax_and_the_time_zone() {
         ("0 3 * * *", Some("Mars/Olympus"), "spec.timeZone `Mars/Olympus` is not a known time zone"),
     ] {
         let err = CronSchedule::parse(schedule, zone).unwrap_err();
-        assert!(err.contains(says), "{err}");
+        assert!(err.0.contains(says), "{err}");
         let mut s = lts(schedule, serde_json::json!({"timeZone": zone}));
         let d = step(&mut s, at(60), &[]);
         assert!(d.create.is_none());
