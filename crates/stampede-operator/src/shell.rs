@@ -28,7 +28,7 @@ pub struct Context {
     /// The compiled scenario of each run in progress, by [`stampede_api::run_id`]: compiled
     /// once per run, not on every reconcile.
     pub(crate) plans: std::sync::Mutex<BTreeMap<String, Arc<Plan>>>,
-    /// Reconciles that failed in a row, by object (`namespace/name`): the back-off's exponent.
+    /// Reconciles that failed in a row, by object ([`object_key`]): the back-off's exponent.
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
 }
 
@@ -57,7 +57,7 @@ impl Context {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let n = failures.entry(key.to_string()).or_insert(0);
         *n = n.saturating_add(1);
-        Duration::from_secs(1u64 << (*n - 1).min(6)).min(MAX_BACKOFF)
+        backoff_after(*n)
     }
 
     /// Forgets `key`'s failures: its reconcile succeeded.
@@ -68,6 +68,12 @@ impl Context {
 
 /// The longest wait before a failed reconcile is retried.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// The wait after `failures` failed reconciles in a row (at least 1): 1 s, 2 s, 4 s… at most
+/// [`MAX_BACKOFF`].
+fn backoff_after(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(MAX_BACKOFF)
+}
 
 /// `Kind/namespace/name` of an object, the key of its back-off.
 pub(crate) fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
@@ -162,5 +168,17 @@ where
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_reconciles_back_off_doubling_to_a_minute() {
+        let waits: Vec<u64> = (1..=9).map(|n| backoff_after(n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(backoff_after(u32::MAX), MAX_BACKOFF);
     }
 }
