@@ -1048,13 +1048,10 @@ thresholds: ["latency.p99 < 100ms"]
             ..RunnerReport::new(index, RunnerState::Running)
         }
     };
+    let job = JobState { active: 2, ..JobState::default() };
     let obs = |reports| Observed {
-        now: OffsetDateTime::now_utc(),
         plan: Scenario::Compiled(plan.clone()),
-        reports,
-        unreadable: vec![],
-        job: Some(JobState { active: 2, ..JobState::default() }),
-        baseline: None,
+        ..observed(OffsetDateTime::now_utc(), reports, Some(job.clone()))
     };
     let now = OffsetDateTime::now_utc();
     step(&mut lt, &obs(vec![]));
@@ -1165,13 +1162,10 @@ fn an_open_model_that_did_not_deliver_its_load_is_not_passed() {
                 ..RunnerReport::new(index, RunnerState::Done)
             }
         };
+        let job = JobState { succeeded: 2, ..JobState::default() };
         let obs = |reports| Observed {
-            now: OffsetDateTime::now_utc(),
             plan: Scenario::Compiled(plan.clone()),
-            reports,
-            unreadable: vec![],
-            job: Some(JobState { succeeded: 2, ..JobState::default() }),
-            baseline: None,
+            ..observed(OffsetDateTime::now_utc(), reports, Some(job.clone()))
         };
         step(&mut lt, &obs(vec![]));
         started(&mut lt, OffsetDateTime::now_utc());
