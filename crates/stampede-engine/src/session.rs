@@ -135,6 +135,7 @@ pub fn execute_full(
         cpu_seconds: round3(cpu.as_secs_f64()),
         cpu_micros_per_request: 0.0,
         peak_rss_bytes: after.max_rss_bytes,
+        peak_vus: outcome.max_active_vus,
     };
     let report = report::build_report(&prepared.plan, &outcome, builtin, generator);
     Ok((report, outcome))

@@ -263,6 +263,10 @@ pub struct GeneratorFacts {
     pub cpu_micros_per_request: f64,
     /// Peak resident memory of the process, bytes.
     pub peak_rss_bytes: u64,
+    /// Most virtual users running at once: each worker thread's peak, added up (for a cluster
+    /// run, each runner's, added up: the same figure one machine would give).
+    #[serde(default)]
+    pub peak_vus: u32,
 }
 
 /// Latency statistics in milliseconds (µs precision).

@@ -113,9 +113,11 @@ fn merged_report(
         cpu_seconds: round3(generators.iter().map(|g| g.cpu_seconds).sum()),
         cpu_micros_per_request: 0.0,
         peak_rss_bytes: generators.iter().map(|g| g.peak_rss_bytes).max().unwrap_or(0),
+        // As on one machine, where each worker thread's peak is added up.
+        peak_vus: generators.iter().map(|g| g.peak_vus).sum(),
     };
     let outcome = RunOutcome {
-        max_active_vus: timeline.iter().map(|p| p.active_vus).max().unwrap_or(0),
+        max_active_vus: generator.peak_vus,
         metrics,
         started_at,
         duration,

@@ -82,7 +82,13 @@ fn facts(h: &mut String, r: &Report) {
     let mut rows: Vec<(&str, String)> = vec![
         ("Started", r.started_at.clone()),
         ("Duration", format!("{:.1} s", run.duration_seconds)),
-        ("Load model", format!("{}, up to {} VUs, {} threads", run.executor, run.vus_max, run.threads)),
+        (
+            "Load model",
+            format!(
+                "{}, up to {} VUs ({} at the peak), {} threads",
+                run.executor, run.vus_max, run.generator.peak_vus, run.threads
+            ),
+        ),
         ("Target", run.base_url.clone().unwrap_or_else(|| "the URLs in the file".into())),
         (
             "Requests",

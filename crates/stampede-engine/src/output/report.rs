@@ -268,8 +268,9 @@ pub fn render_table(report: &Report) -> String {
     let _ = writeln!(out, "\n{} · {}{}", report.name, r.executor, if r.interrupted { " · INTERRUPTED" } else { "" });
     let _ = writeln!(
         out,
-        "duration {:.2}s · VUs {} · threads {} · iterations {} · generator CPU {:.1}% ({:.2} µs/req) · peak RSS {}",
+        "duration {:.2}s · VUs {} (of {}) · threads {} · iterations {} · generator CPU {:.1}% ({:.2} µs/req) · peak RSS {}",
         r.duration_seconds,
+        r.generator.peak_vus,
         r.vus_max,
         r.threads,
         r.iterations,

@@ -367,6 +367,7 @@ pub(crate) fn whole_report(
         cpu_seconds: round3(cpu.as_secs_f64()),
         cpu_micros_per_request: 0.0,
         peak_rss_bytes: sysstat::process().max_rss_bytes,
+        peak_vus: outcome.max_active_vus,
     };
     let mut report = report::build_report(plan, &outcome, builtin, generator);
     let answer = answer(search, state, &results);

@@ -625,10 +625,18 @@ fn a_finished_test_writes_its_merged_report_with_the_timeline_and_a_row_per_runn
     let now = OffsetDateTime::now_utc();
     step(&mut lt, &observed(now, vec![], None));
     started(&mut lt, now);
-    let done = vec![Some(report_with_timeline(0, 1000, 10)), Some(report_with_timeline(1, 500, 10))];
+    // Each runner's own peak of VUs (between ticks: the timeline holds 5 at each tick's end).
+    let mut done = vec![Some(report_with_timeline(0, 1000, 10)), Some(report_with_timeline(1, 500, 10))];
+    for (r, peak) in done.iter_mut().zip([6, 7]) {
+        r.as_mut().unwrap().generator =
+            Some(stampede_model::report::GeneratorFacts { peak_vus: peak, ..Default::default() });
+    }
     let actions = step(&mut lt, &observed(now, done, Some(JobState { succeeded: 2, ..JobState::default() })));
     assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Succeeded);
     let report = written_report(&actions);
+    // #22: the peak is added up over runners as it is over one machine's worker threads (it
+    // was the timeline's maximum here, the sum of worker peaks in the CLI).
+    assert_eq!(report.run.generator.peak_vus, 6 + 7);
     assert_eq!(report.run.loadtest.as_deref(), Some("perf/shop"));
     assert_eq!(report.total.requests, 1500);
     assert_eq!(report.timeline.len(), 10);

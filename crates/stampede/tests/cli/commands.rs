@@ -63,7 +63,9 @@ fn quickstart_runs_clean_and_its_json_matches_the_table() {
     }
     // The run facts above the table.
     let run_facts = &report["run"];
-    assert!(stdout.contains(&format!("VUs {}", run_facts["vusMax"])));
+    // A constant-VUs run has every VU running at once: the peak is the whole pool.
+    assert_eq!(run_facts["generator"]["peakVus"], run_facts["vusMax"]);
+    assert!(stdout.contains(&format!("VUs {} (of {})", run_facts["generator"]["peakVus"], run_facts["vusMax"])));
     assert!(stdout.contains(&format!("threads {}", run_facts["threads"])));
     assert!(run_facts["generator"]["cpuPercent"].as_f64().unwrap() > 0.0);
     assert!(run_facts["generator"]["peakRssBytes"].as_u64().unwrap() > 1_000_000);
