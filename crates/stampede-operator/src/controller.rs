@@ -25,9 +25,10 @@ use crate::desired::{self, LOADTEST_LABEL};
 use crate::lifecycle::{self, Action, JobState, Observed, Scenario};
 use crate::{Error, Invalid, Result};
 
+use crate::leader::Fence;
 pub use crate::metrics::Metrics;
 pub use crate::shell::{Context, MAX_BACKOFF};
-use crate::shell::{apply, delete, object_key, publish, write_status};
+use crate::shell::{apply, delete, delete_with, object_key, publish, write_status};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -38,11 +39,19 @@ pub struct Options {
     pub runner_image: String,
     /// Also reconcile LoadTestSchedules (off when their CRD is not installed).
     pub schedules: bool,
+    /// Whether this replica leads, checked before every write ([`Fence::always`] without
+    /// leader election).
+    pub fence: Fence,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { namespaces: Vec::new(), runner_image: DEFAULT_IMAGE.to_string(), schedules: true }
+        Options {
+            namespaces: Vec::new(),
+            runner_image: DEFAULT_IMAGE.to_string(),
+            schedules: true,
+            fence: Fence::always(),
+        }
     }
 }
 
@@ -58,6 +67,7 @@ impl Options {
 pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
     let mut ctx = Context::new(client.clone(), metrics.clone());
     ctx.runner_image = options.runner_image;
+    ctx.fence = options.fence;
     let ctx = Arc::new(ctx);
     let scopes: Vec<Option<String>> =
         if options.namespaces.is_empty() { vec![None] } else { options.namespaces.into_iter().map(Some).collect() };
@@ -161,7 +171,6 @@ async fn carry_out(
     scenario_yaml: Option<&str>,
     decision: lifecycle::Decision,
 ) -> Result<Requeue> {
-    let client = &ctx.client;
     let (ns, name) = (ns.to_string(), name.to_string());
     // Deletes come after the status is written: a decision taken on a stale copy must not
     // remove the runners' results before the status that holds them is saved (a conflicting
@@ -173,12 +182,12 @@ async fn carry_out(
                 let run = decision.status.run.unwrap_or(1);
                 // What a deleted LoadTest of this name or an earlier run left goes first; the
                 // run starts once it is gone (the status stays Pending until then).
-                if !replace_previous_run(client, lt, &ns, run).await? {
+                if !replace_previous_run(ctx, lt, &ns, run).await? {
                     tracing::info!(run, "waiting for the objects of an earlier run to be deleted");
                     return Ok(Requeue::requeue(Duration::from_secs(1)));
                 }
                 let yaml = scenario_yaml.unwrap_or_default();
-                match apply_children(client, lt, run, &ns, yaml, &ctx.runner_image).await {
+                match apply_children(ctx, lt, run, &ns, yaml).await {
                     Ok(()) => {}
                     // Invalid objects stay invalid: say so once, in the status and an Event.
                     Err(Error::Kube(kube::Error::Api(e))) if e.code == 400 || e.code == 422 => {
@@ -188,7 +197,7 @@ async fn carry_out(
                     Err(e) => return Err(e),
                 }
             }
-            Action::WriteReport(json) => match apply(client, &ns, &desired::report_config_map(lt, json)).await {
+            Action::WriteReport(json) => match apply(ctx, &ns, &desired::report_config_map(lt, json)).await {
                 Ok(()) => {}
                 // Refused as it is (too large, say): retrying cannot help, and the status, which
                 // holds the verdict, must not wait for it.
@@ -204,7 +213,7 @@ async fn carry_out(
     }
     if lt.status.as_ref() != Some(&decision.status)
         && !decision.actions.contains(&Action::DeleteLoadTest)
-        && !write_status(client, lt, &decision.status).await?
+        && !write_status(ctx, lt, &decision.status).await?
     {
         // An already announced start instant, say, must not move.
         return Ok(Requeue::requeue(Duration::from_millis(200)));
@@ -216,9 +225,9 @@ async fn carry_out(
     }
     for action in &decision.actions {
         match action {
-            Action::DeleteRunners => delete::<Job>(client, &ns, &names::job(&name)).await?,
-            Action::DeleteAll => delete_all(client, &ns, &name, run_runners(lt).max(lt.spec.runners)).await?,
-            Action::DeleteLoadTest => delete::<LoadTest>(client, &ns, &name).await?,
+            Action::DeleteRunners => delete::<Job>(ctx, &ns, &names::job(&name)).await?,
+            Action::DeleteAll => delete_all(ctx, &ns, &name, run_runners(lt).max(lt.spec.runners)).await?,
+            Action::DeleteLoadTest => delete::<LoadTest>(ctx, &ns, &name).await?,
             _ => {}
         }
     }
@@ -226,6 +235,11 @@ async fn carry_out(
         Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
         None => Requeue::await_change(),
     })
+}
+
+/// Makes a failed read [`Error::Unavailable`]: retried with back-off, never the user's mistake.
+fn unavailable(what: impl FnOnce() -> String) -> impl FnOnce(kube::Error) -> Error {
+    move |source| Error::Unavailable { what: what(), source }
 }
 
 /// A ConfigMap the spec names: `Ok(None)` when it does not exist (the user's to fix); an API
@@ -367,7 +381,10 @@ async fn observe(
     let run_id = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));
-    let list = cms.list(&ListParams::default().labels(&selector)).await?;
+    let list = cms
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(unavailable(|| format!("the result ConfigMaps of {ns}/{name}")))?;
     let by_name: BTreeMap<String, ConfigMap> = list.items.into_iter().map(|cm| (cm.name_any(), cm)).collect();
     let mut unreadable = Vec::new();
     let reports: Vec<Option<RunnerReport>> = (0..runners.max(1) as u32)
@@ -377,7 +394,9 @@ async fn observe(
         })
         .collect();
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let job = match jobs.get_opt(&names::job(&name)).await?.filter(|j| desired::is_of_run(&j.metadata, lt, run)) {
+    let job =
+        jobs.get_opt(&names::job(&name)).await.map_err(unavailable(|| format!("Job {ns}/{}", names::job(&name))))?;
+    let job = match job.filter(|j| desired::is_of_run(&j.metadata, lt, run)) {
         None => None,
         Some(job) => {
             let status = job.status.unwrap_or_default();
@@ -407,7 +426,10 @@ async fn observe(
 /// Runner pods that cannot start, with the kubelet's or the scheduler's reason.
 async fn pods_not_starting(client: &Client, ns: &str, selector: &str) -> Result<Vec<lifecycle::PodProblem>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let list = pods.list(&ListParams::default().labels(selector)).await?;
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(unavailable(|| format!("the runner Pods in {ns}")))?;
     let mut out: Vec<lifecycle::PodProblem> = list
         .items
         .iter()
@@ -435,7 +457,10 @@ async fn pods_not_starting(client: &Client, ns: &str, selector: &str) -> Result<
 /// Why runner pods failed: `runner 2: OOMKilled (exit 137)`.
 async fn pod_failures(client: &Client, ns: &str, selector: &str) -> Result<Vec<String>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let list = pods.list(&ListParams::default().labels(selector)).await?;
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(unavailable(|| format!("the runner Pods in {ns}")))?;
     let mut out = Vec::new();
     for pod in list.items {
         let status = pod.status.clone().unwrap_or_default();
@@ -456,7 +481,8 @@ async fn pod_failures(client: &Client, ns: &str, selector: &str) -> Result<Vec<S
 /// Deletes the children of `lt` that belong to no run or another run than `run` (by owner UID
 /// and [`stampede_api::RUN_LABEL`]): the runner Job (in the foreground, so that its pods are
 /// gone before new ones start) and the scenario and result ConfigMaps. True when none is left.
-async fn replace_previous_run(client: &Client, lt: &LoadTest, ns: &str, run: u32) -> Result<bool> {
+async fn replace_previous_run(ctx: &Context, lt: &LoadTest, ns: &str, run: u32) -> Result<bool> {
+    let client = &ctx.client;
     let name = lt.name_any();
     let mut clear = true;
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -466,11 +492,7 @@ async fn replace_previous_run(client: &Client, lt: &LoadTest, ns: &str, run: u32
         clear = false;
         if job.metadata.deletion_timestamp.is_none() {
             tracing::info!(job = %job.name_any(), "deleting the runner Job of an earlier run");
-            match jobs.delete(&job.name_any(), &DeleteParams::foreground()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+            delete_with::<Job>(ctx, ns, &job.name_any(), &DeleteParams::foreground()).await?;
         }
     }
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
@@ -486,37 +508,30 @@ async fn replace_previous_run(client: &Client, lt: &LoadTest, ns: &str, run: u32
             continue;
         }
         tracing::info!(configmap = %cm_name, "deleting a ConfigMap of an earlier run");
-        delete::<ConfigMap>(client, ns, &cm_name).await?;
+        delete::<ConfigMap>(ctx, ns, &cm_name).await?;
     }
     Ok(clear)
 }
 
-async fn apply_children(
-    client: &Client,
-    lt: &LoadTest,
-    run: u32,
-    ns: &str,
-    scenario_yaml: &str,
-    image: &str,
-) -> Result<()> {
-    let d = desired::desired(lt, run, scenario_yaml, image);
-    apply(client, ns, &d.account).await?;
-    apply(client, ns, &d.role).await?;
-    apply(client, ns, &d.binding).await?;
-    apply(client, ns, &d.scenario).await?;
+async fn apply_children(ctx: &Context, lt: &LoadTest, run: u32, ns: &str, scenario_yaml: &str) -> Result<()> {
+    let d = desired::desired(lt, run, scenario_yaml, &ctx.runner_image);
+    apply(ctx, ns, &d.account).await?;
+    apply(ctx, ns, &d.role).await?;
+    apply(ctx, ns, &d.binding).await?;
+    apply(ctx, ns, &d.scenario).await?;
     for cm in &d.results {
-        apply(client, ns, cm).await?;
+        apply(ctx, ns, cm).await?;
     }
-    apply(client, ns, &d.job).await
+    apply(ctx, ns, &d.job).await
 }
 
-async fn delete_all(client: &Client, ns: &str, name: &str, runners: i32) -> Result<()> {
-    delete::<Job>(client, ns, &names::job(name)).await?;
-    delete::<ConfigMap>(client, ns, &names::scenario_config_map(name)).await?;
+async fn delete_all(ctx: &Context, ns: &str, name: &str, runners: i32) -> Result<()> {
+    delete::<Job>(ctx, ns, &names::job(name)).await?;
+    delete::<ConfigMap>(ctx, ns, &names::scenario_config_map(name)).await?;
     for i in 0..runners.max(1) as u32 {
-        delete::<ConfigMap>(client, ns, &names::result_config_map(name, i)).await?;
+        delete::<ConfigMap>(ctx, ns, &names::result_config_map(name, i)).await?;
     }
-    delete::<RoleBinding>(client, ns, &names::runner_account(name)).await?;
-    delete::<Role>(client, ns, &names::runner_account(name)).await?;
-    delete::<ServiceAccount>(client, ns, &names::runner_account(name)).await
+    delete::<RoleBinding>(ctx, ns, &names::runner_account(name)).await?;
+    delete::<Role>(ctx, ns, &names::runner_account(name)).await?;
+    delete::<ServiceAccount>(ctx, ns, &names::runner_account(name)).await
 }

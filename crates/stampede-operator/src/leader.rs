@@ -14,6 +14,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -63,6 +64,46 @@ impl Timing {
     fn lease_seconds(&self) -> i32 {
         let secs = self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
         i32::try_from(secs).unwrap_or(i32::MAX)
+    }
+}
+
+/// Whether this replica may act as leader now: until the renew deadline after the start of its
+/// last successful renewal (locally observed time), and never after leadership ended. The shell
+/// checks it before every write, so that a replica that was frozen (a stopped process, a stalled
+/// connection) writes nothing when it wakes, before its renewal task has even run: another may
+/// lead by then. [`Fence::always`] when there is no election (a single replica).
+#[derive(Clone, Debug, Default)]
+pub struct Fence(Option<Arc<Mutex<Instant>>>);
+
+impl Fence {
+    /// A fence that always holds: no leader election.
+    pub fn always() -> Self {
+        Fence(None)
+    }
+
+    /// A fence that holds until `deadline`.
+    pub fn until(deadline: Instant) -> Self {
+        Fence(Some(Arc::new(Mutex::new(deadline))))
+    }
+
+    /// Moves the deadline (after a renewal), or to now (leadership ended).
+    fn set(&self, deadline: Instant) {
+        if let Some(d) = &self.0 {
+            *d.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+        }
+    }
+
+    /// Whether this replica may write now.
+    pub fn holds(&self) -> bool {
+        self.holds_at(Instant::now())
+    }
+
+    /// Whether this replica may write at `now`.
+    pub fn holds_at(&self, now: Instant) -> bool {
+        match &self.0 {
+            None => true,
+            Some(d) => now < *d.lock().unwrap_or_else(|e| e.into_inner()),
+        }
     }
 }
 
@@ -266,7 +307,7 @@ impl Elector {
 
     /// Renews every retry period while leading; returns why it stopped. Each attempt must
     /// succeed within the renew deadline of the start of the last successful one (`renewed`).
-    async fn keep_renewing(&mut self, mut renewed: Instant) -> Lost {
+    async fn keep_renewing(&mut self, mut renewed: Instant, fence: &Fence) -> Lost {
         let Timing { renew_deadline, retry_period, .. } = self.timing;
         loop {
             let deadline = renewed + renew_deadline;
@@ -276,7 +317,10 @@ impl Elector {
                 return Lost::Deadline(renew_deadline);
             }
             match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
-                Ok(Ok(Attempt::Leading)) => renewed = started,
+                Ok(Ok(Attempt::Leading)) => {
+                    renewed = started;
+                    fence.set(started + renew_deadline);
+                }
                 Ok(Ok(Attempt::HeldBy(holder))) => return Lost::Taken { holder },
                 Ok(Ok(Attempt::Conflict)) => tracing::debug!("the lease changed while renewing it; retrying"),
                 Ok(Err(e)) => tracing::warn!("cannot renew the lease: {e}"),
@@ -290,13 +334,17 @@ impl Elector {
         let renewed = self.acquire().await;
         tracing::info!(identity = self.me, "leading");
         let (stop, stopped) = oneshot::channel::<()>();
+        let fence = Fence::until(renewed + self.timing.renew_deadline);
+        let renewing = fence.clone();
         let task = tokio::spawn(async move {
             tokio::select! {
-                lost = self.keep_renewing(renewed) => {
+                lost = self.keep_renewing(renewed, &renewing) => {
+                    renewing.set(Instant::now());
                     tracing::error!("stopped leading: {lost}");
                     Ended::Lost(lost)
                 }
                 Ok(()) = stopped => {
+                    renewing.set(Instant::now());
                     let released = match tokio::time::timeout(self.timing.renew_deadline, self.release()).await {
                         Ok(released) => released,
                         Err(_) => Err(Error::TimedOut(self.timing.renew_deadline)),
@@ -305,7 +353,7 @@ impl Elector {
                 }
             }
         });
-        Leadership { task: Some(task), stop: Some(stop) }
+        Leadership { task: Some(task), stop: Some(stop), fence }
     }
 }
 
@@ -321,9 +369,15 @@ enum Ended {
 pub struct Leadership {
     task: Option<JoinHandle<Ended>>,
     stop: Option<oneshot::Sender<()>>,
+    fence: Fence,
 }
 
 impl Leadership {
+    /// What the shell checks before every write: whether this replica still leads now.
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
     /// Stops renewing and clears the holder, so that another replica takes over at once; call
     /// it only once this replica has stopped acting as leader. Returns whether it released
     /// the lease (false when it no longer held it).
@@ -356,6 +410,7 @@ impl Future for Leadership {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
+        self.fence.set(Instant::now());
         if let Some(task) = &self.task {
             task.abort();
         }
@@ -471,5 +526,20 @@ mod tests {
         for timing in bad {
             assert!(matches!(timing.check(), Err(Error::Timing(t)) if t == timing), "{timing:?}");
         }
+    }
+
+    #[test]
+    fn the_fence_holds_until_its_deadline_and_always_without_an_election() {
+        let t0 = Instant::now();
+        let fence = Fence::until(t0 + secs(10));
+        assert!(fence.holds_at(t0) && fence.holds_at(t0 + secs(9)));
+        assert!(!fence.holds_at(t0 + secs(10)) && !fence.holds_at(t0 + secs(600)));
+        // A renewal moves it; an ended leadership closes it at once.
+        let renewing = fence.clone();
+        renewing.set(t0 + secs(20));
+        assert!(fence.holds_at(t0 + secs(15)));
+        renewing.set(t0);
+        assert!(!fence.holds_at(t0));
+        assert!(Fence::always().holds_at(t0 + secs(1_000_000)));
     }
 }

@@ -34,11 +34,14 @@ pub enum Error {
     /// An object of a namespaced kind came without a namespace.
     #[error("{0} has no namespace")]
     NoNamespace(&'static str),
+    /// This replica no longer leads (or cannot tell that it still does): it writes nothing.
+    #[error("not leading: another replica may act now")]
+    NotLeading,
 }
 
 impl Error {
     /// Every value [`Error::metric_label`] returns.
-    pub const METRIC_LABELS: [&'static str; 4] = ["kube", "unavailable", "serialize", "no_namespace"];
+    pub const METRIC_LABELS: [&'static str; 5] = ["kube", "unavailable", "serialize", "no_namespace", "not_leading"];
 
     /// A short label for metrics.
     pub fn metric_label(&self) -> &'static str {
@@ -47,6 +50,7 @@ impl Error {
             Error::Unavailable { .. } => "unavailable",
             Error::Serialize(_) => "serialize",
             Error::NoNamespace(_) => "no_namespace",
+            Error::NotLeading => "not_leading",
         }
     }
 }

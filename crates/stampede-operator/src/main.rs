@@ -86,18 +86,23 @@ async fn main() -> anyhow::Result<()> {
         std::future::pending(),
     ));
     let scope = if namespaces.is_empty() { "all namespaces".to_string() } else { namespaces.join(", ") };
-    let options = controller::Options { namespaces, runner_image: args.runner_image.clone(), schedules };
+    let mut options =
+        controller::Options { namespaces, runner_image: args.runner_image.clone(), schedules, ..Default::default() };
     if let Some(lease_ns) = &args.leader_election_namespace {
         let me = args.identity.clone().unwrap_or_else(|| {
             std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "stampede-operator".into()).trim().to_string()
         });
         let timing = leader::Timing::default();
         let mut leadership = leader::lead(client.clone(), lease_ns, "stampede-operator", &me, timing).await?;
+        // Every write checks that this replica still leads, so that one frozen past its renew
+        // deadline writes nothing when it wakes, before the renewal task notices.
+        options.fence = leadership.fence();
         metrics.leader.set(1);
         tracing::info!("leading; watching LoadTests in {scope}");
         tokio::select! {
-            () = controller::run(client, metrics, options) => {}
+            biased;
             lost = &mut leadership => anyhow::bail!("{lost}; exiting so that a new leader takes over"),
+            () = controller::run(client, metrics, options) => {}
         }
         // The controllers have stopped (a shutdown signal): the next replica need not wait for
         // the lease to expire.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -13,7 +13,7 @@ use stampede_api::{LoadTest, LoadTestSchedule, MANAGER, SCHEDULE_LABEL, names};
 use time::OffsetDateTime;
 
 use crate::schedule::{self, Observed};
-use crate::shell::{Context, object_key, publish, write_status};
+use crate::shell::{Context, delete, object_key, publish, write_status};
 use crate::{Error, Result};
 
 /// Runs the schedule controller over `namespace` (all when `None`) until a shutdown signal.
@@ -71,6 +71,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
 
     if let Some(lt) = &decision.create {
         let run = lt.name_any();
+        ctx.leading()?;
         match loadtests.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, lt).await {
             Ok(_) => tracing::info!(schedule = %name, loadtest = %run, "created a scheduled run"),
             // Created before (e.g. by this operator before a restart): that run, not a second one.
@@ -91,6 +92,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
     }
     for run in &decision.abort {
         let patch = serde_json::json!({"spec": {"abort": true}});
+        ctx.leading()?;
         match loadtests.patch(run, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
@@ -98,15 +100,12 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
         }
     }
     // Conditional, as for LoadTests: a stale copy must not move lastScheduleTime back.
-    if lts.status.as_ref() != Some(&decision.status) && !write_status(client, lts, &decision.status).await? {
+    if lts.status.as_ref() != Some(&decision.status) && !write_status(ctx, lts, &decision.status).await? {
         return Ok(Requeue::requeue(Duration::from_millis(200)));
     }
     for run in &decision.delete {
-        match loadtests.delete(run, &DeleteParams::background()).await {
-            Ok(_) => tracing::info!(schedule = %name, loadtest = %run, "deleted a run beyond the history limits"),
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        delete::<LoadTest>(ctx, &ns, run).await?;
+        tracing::info!(schedule = %name, loadtest = %run, "deleted a run beyond the history limits");
     }
     for ev in &decision.events {
         publish(ctx, lts, "Schedule", ev.warning, &ev.reason, &ev.note).await;

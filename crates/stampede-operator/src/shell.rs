@@ -15,8 +15,9 @@ use serde::de::DeserializeOwned;
 use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER};
 use stampede_engine::Plan;
 
-use crate::Result;
+use crate::leader::Fence;
 use crate::metrics::Metrics;
+use crate::{Error, Result};
 
 /// What every reconcile shares.
 pub struct Context {
@@ -30,6 +31,8 @@ pub struct Context {
     pub(crate) plans: std::sync::Mutex<BTreeMap<String, Arc<Plan>>>,
     /// Reconciles that failed in a row, by object ([`object_key`]): the back-off's exponent.
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
+    /// Whether this replica still leads: checked before every write.
+    pub fence: Fence,
 }
 
 impl Context {
@@ -42,7 +45,13 @@ impl Context {
             runner_image: DEFAULT_IMAGE.to_string(),
             plans: Default::default(),
             failures: Default::default(),
+            fence: Fence::always(),
         }
+    }
+
+    /// `Ok` while this replica leads (always without leader election); every write asks first.
+    pub(crate) fn leading(&self) -> Result<()> {
+        if self.fence.holds() { Ok(()) } else { Err(Error::NotLeading) }
     }
 
     /// Drops the compiled plans of `lt`'s runs (it finished).
@@ -91,6 +100,10 @@ pub(crate) async fn publish<K>(ctx: &Context, obj: &K, action: &str, warning: bo
 where
     K: Resource<DynamicType = ()>,
 {
+    if ctx.leading().is_err() {
+        tracing::debug!("not leading: event {reason} not recorded");
+        return;
+    }
     let ev = Event {
         type_: if warning { EventType::Warning } else { EventType::Normal },
         reason: reason.to_string(),
@@ -107,14 +120,15 @@ where
 /// (server-side apply with its resourceVersion): a decision taken on a stale copy (the watch
 /// cache can lag behind our own last write) must not overwrite a newer status. `false` when the
 /// status changed meanwhile: decide again on the newer copy.
-pub(crate) async fn write_status<K>(client: &Client, obj: &K, status: &impl Serialize) -> Result<bool>
+pub(crate) async fn write_status<K>(ctx: &Context, obj: &K, status: &impl Serialize) -> Result<bool>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + std::fmt::Debug
         + DeserializeOwned,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
+    ctx.leading()?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let patch = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
@@ -142,7 +156,8 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-pub(crate) async fn apply<K>(client: &Client, ns: &str, obj: &K) -> Result<()>
+/// Server-side applies `obj` in `ns` (as [`MANAGER`], forcing its fields).
+pub(crate) async fn apply<K>(ctx: &Context, ns: &str, obj: &K) -> Result<()>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Serialize
@@ -150,21 +165,35 @@ where
         + Clone
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    ctx.leading()?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
     let name = obj.meta().name.clone().unwrap_or_default();
     api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
     Ok(())
 }
 
-pub(crate) async fn delete<K>(client: &Client, ns: &str, name: &str) -> Result<()>
+/// Deletes `name` in `ns` in the background; one already gone is no error.
+pub(crate) async fn delete<K>(ctx: &Context, ns: &str, name: &str) -> Result<()>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + DeserializeOwned
         + Clone
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    match api.delete(name, &DeleteParams::background()).await {
+    delete_with::<K>(ctx, ns, name, &DeleteParams::background()).await
+}
+
+/// Deletes `name` in `ns` with `params`; one already gone is no error.
+pub(crate) async fn delete_with<K>(ctx: &Context, ns: &str, name: &str, params: &DeleteParams) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    ctx.leading()?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    match api.delete(name, params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),

@@ -19,6 +19,7 @@ use stampede_api::{
 use stampede_engine::WorkerMetrics;
 use stampede_engine::portable;
 use stampede_operator::controller::{Context, Metrics, reconcile_once};
+use stampede_operator::leader::Fence;
 use stampede_operator::lifecycle::{self, Observed, START_DELAY};
 use stampede_operator::validation::validate;
 use time::OffsetDateTime;
@@ -346,9 +347,15 @@ async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
 /// Reconciles each of `lts` in turn with one operator (one [`Context`]) against a mock serving
 /// `script`; returns each reconcile's outcome (an error as text) and what the mock saw.
 async fn reconcile_in_turn(lts: &[LoadTest], script: Vec<Expect>) -> (Vec<Result<(), String>>, Vec<Seen>) {
+    reconcile_fenced(lts, script, Fence::always()).await
+}
+
+/// [`reconcile_in_turn`] by a replica whose leadership is `fence`.
+async fn reconcile_fenced(lts: &[LoadTest], script: Vec<Expect>, fence: Fence) -> (Vec<Result<(), String>>, Vec<Seen>) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let verifier = ApiServerVerifier { handle, lt: lts[0].clone() }.serve(script);
-    let ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
+    let mut ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
+    ctx.fence = fence;
     let mut outcomes = Vec::new();
     for lt in lts {
         let result = tokio::time::timeout(TIMEOUT, reconcile_once(lt, &ctx)).await.expect("reconcile finished");
@@ -915,4 +922,36 @@ async fn a_runner_image_that_does_not_exist_fails_the_test_at_once_naming_the_ku
     assert!(message.contains("runner 0: ErrImagePull: failed to pull") && message.contains("not found"), "{message}");
     assert_eq!(condition(&st, "RunnersReady").1, "ErrImagePull");
     assert_eq!(condition(&st, "Passed").1, "ErrImagePull");
+}
+
+/// #22: a replica that no longer leads (its renew deadline passed: it was frozen, or its
+/// connection stalled) still reads, but writes nothing — no child, no status, no Event — even
+/// before its renewal task has noticed: another replica may lead by now. The same reconcile
+/// by a leading replica writes the merged status and deletes the Job.
+#[tokio::test]
+async fn a_replica_past_its_renew_deadline_reads_but_writes_nothing() {
+    let lt = running(2, Duration::from_secs(30));
+    let reads = || {
+        vec![
+            Expect::GetScenario,
+            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
+            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
+        ]
+    };
+    let lapsed = Fence::until(tokio::time::Instant::now());
+    let (outcomes, seen) = reconcile_fenced(std::slice::from_ref(&lt), reads(), lapsed).await;
+    assert_eq!(outcomes, [Err("not leading: another replica may act now".to_string())]);
+    assert!(seen.iter().all(|s| s.method == Method::GET), "{seen:?}");
+
+    let leading = Fence::until(tokio::time::Instant::now() + Duration::from_secs(10));
+    let mut script = reads();
+    script.extend([
+        Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
+        Expect::ApplyStatus,
+        Expect::Event { reason: "Succeeded", warning: false },
+        Expect::Delete(job_path()),
+    ]);
+    let (outcomes, seen) = reconcile_fenced(std::slice::from_ref(&lt), script, leading).await;
+    assert_eq!(outcomes, [Ok(())]);
+    assert_eq!(applied_status(&seen).phase, Phase::Succeeded);
 }
