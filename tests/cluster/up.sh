@@ -233,6 +233,18 @@ done
 
 extra_api_flags=()
 (( real == 0 )) || mapfile -t extra_api_flags < <(node_apiserver_flags)
+# An audit of writes by service accounts (operators and runners run as such): who wrote what,
+# when. The leader-election test reads it to show that two operator replicas never both write.
+cat >"$state/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+POLICY
 start_apiserver() {
   start kube-apiserver "$bin/kube-apiserver" "${extra_api_flags[@]}" \
     --etcd-servers="http://127.0.0.1:$etcd_port" \
@@ -243,7 +255,9 @@ start_apiserver() {
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
     --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
-    --endpoint-reconciler-type=none --profiling=false --v=1
+    --endpoint-reconciler-type=none --profiling=false --v=1 \
+    --audit-policy-file="$state/audit-policy.yaml" --audit-log-path="$state/logs/audit.jsonl" \
+    --audit-log-format=json --audit-log-maxsize=100 --audit-log-maxbackup=1
 }
 for attempt in 1 2 3; do
   start_apiserver

@@ -44,9 +44,14 @@ fn repo() -> PathBuf {
 
 /// `helm template stampede charts/stampede -n <ns> <args>`.
 fn render(namespace: &str, args: &[&str]) -> String {
+    render_release(RELEASE, namespace, args)
+}
+
+/// `helm template <release> charts/stampede -n <ns> <args>`.
+pub(crate) fn render_release(release: &str, namespace: &str, args: &[&str]) -> String {
     let chart = repo().join("charts/stampede");
     let out = Command::new(stampede_testcluster::helm())
-        .args(["template", RELEASE, &chart.to_string_lossy(), "--namespace", namespace])
+        .args(["template", release, &chart.to_string_lossy(), "--namespace", namespace])
         .args(args)
         .output()
         .unwrap();
@@ -54,7 +59,7 @@ fn render(namespace: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn objects(yaml: &str) -> Vec<serde_json::Value> {
+pub(crate) fn objects(yaml: &str) -> Vec<serde_json::Value> {
     use serde::Deserialize;
     serde_yaml::Deserializer::from_str(yaml)
         .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())

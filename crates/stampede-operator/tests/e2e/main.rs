@@ -5,6 +5,7 @@
 
 mod capacity;
 mod chart;
+mod faults;
 mod gitops;
 mod operator;
 mod reports;
