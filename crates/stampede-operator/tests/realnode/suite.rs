@@ -311,3 +311,79 @@ async fn realnode_traffic_from_the_pod_bridge_is_not_forwarded_anywhere_else() {
     }
     assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv4/conf/stampede0/route_localnet").unwrap().trim(), "1");
 }
+
+/// The condition `type_` of a LoadTest's status: (status, reason, message).
+fn condition(st: &stampede_api::LoadTestStatus, type_: &str) -> Option<(String, String, String)> {
+    st.conditions.iter().find(|c| c.type_ == type_).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// #22: a runner image that cannot be pulled (its registry, on a closed port of 127.0.0.1,
+/// refuses the kubelet) fails the LoadTest naming the kubelet's reason, with an Event, long
+/// before its 10-minute `startTimeout`. It used to stay `Initializing` ("starting 1 runner(s)")
+/// until then, with nothing saying why.
+#[tokio::test]
+#[ignore = "needs the real node: make e2e-node"]
+async fn realnode_a_runner_image_that_cannot_be_pulled_fails_the_test_naming_the_kubelets_reason() {
+    let client = client().await;
+    ensure_operator(&client).await;
+    let ns = test_namespace(&client, "rn-pull").await;
+    // A registry address where nothing listens.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let t0 = std::time::Instant::now();
+    apply_loadtest(
+        &ns,
+        &format!(
+            "apiVersion: stampede.dev/v1alpha1\nkind: LoadTest\nmetadata: {{name: pull}}\nspec:\n  runners: 1\n  \
+             image: 127.0.0.1:{port}/stampede/missing:v0\n  startTimeout: 10m\n  scenario:\n    name: pull\n    \
+             baseUrl: http://my-service.default.svc\n    load: {{executor: constant-vus, vus: 1, iterations: 1}}\n    \
+             scenarios:\n      - name: s\n        steps:\n          - {{name: get, request: {{url: \"{{{{baseUrl}}}}/\"}}}}\n"
+        ),
+    );
+    // Bounded far below the start timeout: an answer after it would be the old behaviour.
+    let lt = wait_finished(&client, &ns, "pull", Duration::from_secs(300)).await;
+    let took = t0.elapsed();
+    let st = lt.status.unwrap();
+    assert_eq!(st.phase, Phase::Failed, "{:?}", st.message);
+    let message = st.message.clone().unwrap_or_default();
+    assert!(message.contains("ErrImagePull") || message.contains("ImagePullBackOff"), "message: {message}");
+    assert!(!message.contains("startTimeout") && !message.contains("did not start"), "message: {message}");
+    let (status, reason, _) = condition(&st, "RunnersReady").expect("a RunnersReady condition");
+    assert_eq!(status, "False");
+    assert!(reason.contains("ImagePull"), "RunnersReady reason {reason}");
+    let events = kubectl(&["-n", &ns, "get", "events", "-o", "jsonpath={range .items[*]}{.reason} {end}"], None);
+    assert!(text(&events).contains("RunnersNotStarting"), "events: {}", text(&events));
+    eprintln!("Failed {took:?} after the apply: {message}");
+    delete_namespace(&client, &ns).await;
+}
+
+/// #22: a runner throttled to 20m of CPU cannot send the 2,000 iterations/s asked of it: the
+/// LoadTest is not `Passed` (reason `GeneratorLimited`), even with no threshold failing. It
+/// used to end `Succeeded` with `Passed=True`.
+#[tokio::test]
+#[ignore = "needs the real node: make e2e-node"]
+async fn realnode_a_runner_throttled_below_its_asked_rate_is_not_passed() {
+    let client = client().await;
+    ensure_operator(&client).await;
+    let ns = test_namespace(&client, "rn-cpu").await;
+    deploy_target(&client, &ns).await;
+    apply_target_loadtest(
+        &ns,
+        "throttled",
+        1,
+        "resources: {limits: {cpu: 20m}}",
+        "{executor: constant-arrival-rate, rate: 2000, timeUnit: 1s, duration: 10s, preAllocatedVUs: 20, maxVUs: 50}",
+        r#"{name: get, request: {url: "{{baseUrl}}/get"}}"#,
+        r#"["errors.rate < 100%"]"#,
+    );
+    let lt = wait_finished(&client, &ns, "throttled", Duration::from_secs(300)).await;
+    let st = lt.status.unwrap();
+    let (passed, reason, message) = condition(&st, "Passed").expect("a Passed condition");
+    assert_ne!(passed, "True", "{reason}: {message}");
+    assert_eq!(reason, "GeneratorLimited", "{message}");
+    assert!(st.thresholds.iter().all(|v| v.passed), "the thresholds themselves passed: {:?}", st.thresholds);
+    let (delivered, _, why) = condition(&st, "LoadDelivered").expect("a LoadDelivered condition");
+    assert_eq!(delivered, "False", "{why}");
+    assert_ne!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    eprintln!("not passed: {why}");
+    delete_namespace(&client, &ns).await;
+}
