@@ -95,3 +95,50 @@ fn no_result_of_the_operator_has_a_string_for_its_error() {
         assert!(strings.is_empty(), "{}: a Result with a String error", path.display());
     }
 }
+
+/// Each function of `text` outside its tests: (name, lines from `fn` to its closing brace).
+/// A function is a line `<indent>[pub[(…)] ][const ][async ]fn name` whose body ends at the
+/// first line that is `<indent>}` (rustfmt's layout).
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines.iter().position(|l| l.trim() == "#[cfg(test)]").unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        let mut rest = line.trim_start();
+        for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async "] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(signature) = rest.strip_prefix("fn ") else { continue };
+        let name: String = signature.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let close = format!("{}}}", " ".repeat(indent));
+        // A declaration without a body (a trait's) ends with `;` before any `{`.
+        let body = lines[i..end].iter().position(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';'));
+        if body.is_some_and(|b| lines[i + b].trim_end().ends_with(';')) {
+            continue;
+        }
+        if line.trim_end().ends_with('}') {
+            out.push((name, 1));
+        } else if let Some(len) = lines[i..end].iter().position(|l| *l == close) {
+            out.push((name, len + 1));
+        }
+    }
+    out
+}
+
+/// #22: no function of the shell or of a decision is over 80 lines (`decide_run` was 394).
+#[test]
+fn no_function_of_the_shell_or_the_decisions_is_over_80_lines() {
+    let sample = "fn short() {\n    a();\n}\n\npub(crate) async fn long() -> u8 {\n    1\n    + 2\n}\n#[cfg(test)]\nfn t() {\n}\n";
+    assert_eq!(function_lengths(sample), [("short".to_string(), 3), ("long".to_string(), 4)]);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut seen = 0;
+    for file in ["shell.rs", "controller.rs", "scheduler.rs", "lifecycle.rs", "schedule.rs", "leader.rs"] {
+        let text = std::fs::read_to_string(src.join(file)).unwrap();
+        let lengths = function_lengths(&text);
+        seen += lengths.len();
+        let long: Vec<&(String, usize)> = lengths.iter().filter(|(_, n)| *n > 80).collect();
+        assert!(long.is_empty(), "{file}: functions over 80 lines: {long:?}");
+    }
+    assert!(seen > 50, "only {seen} functions found: the scan is broken");
+}
