@@ -1,1 +1,10 @@
+//! Running a plan: [`executor`] starts the worker threads and returns the outcome.
+
+mod closed;
 pub(crate) mod executor;
+mod open;
+mod outcome;
+mod reporter;
+mod send;
+mod vu;
+mod worker;

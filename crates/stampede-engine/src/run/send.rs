@@ -1,0 +1,195 @@
+//! Sending one request: the exchange over the VU's connection, with redirects followed as
+//! browsers do.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use crate::client::exchange::{ExchangeError, ResponseInfo};
+use crate::client::transport::{self, WorkerTransport};
+use crate::client::url::HttpUrl;
+use crate::compile::request::RequestPlan;
+use stampede_model::ErrorKind;
+
+use super::outcome::SAMPLE_BYTES;
+use super::vu::{Vu, WithDeadline};
+
+pub(super) const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
+
+/// The request a redirect asks for.
+#[derive(Debug, PartialEq)]
+pub(super) struct Hop {
+    pub(super) url: HttpUrl,
+    /// The method becomes GET.
+    pub(super) to_get: bool,
+    /// The body goes again (307, 308, and 301/302 after anything but a POST).
+    pub(super) keep_body: bool,
+    /// Same scheme, host and port: credentials and cookies set by hand may go along.
+    pub(super) same_origin: bool,
+}
+
+/// Where answer `status` with header `location` leads from `from`, requested with `method`:
+/// 303, and 301/302 after a POST, continue with GET and no body, as browsers do.
+pub(super) fn redirect(status: u16, location: &str, from: &HttpUrl, method: &str) -> Result<Hop, String> {
+    let scheme = if from.tls { "https" } else { "http" };
+    let base = format!("{scheme}://{}{}", from.authority, from.path_and_query);
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot follow the redirect to `{location}`: {e}");
+    let joined = url::Url::parse(&base).and_then(|b| b.join(location)).map_err(|e| cannot(&e))?;
+    let url = HttpUrl::parse(joined.as_str()).map_err(|e| cannot(&e))?;
+    let keep_body = matches!(status, 307 | 308) || (status != 303 && method != "POST");
+    let same_origin = url.host == from.host && url.port == from.port && url.tls == from.tls;
+    Ok(Hop { url, to_get: !keep_body && method != "HEAD", keep_body, same_origin })
+}
+
+/// Sends one request on the VU's connection and reads the answer, following redirects;
+/// returns the final answer with the bytes sent and received over the whole chain. Cookies
+/// from the VU's jar go with each request, and cookies set by each answer go into it.
+pub(super) async fn send(
+    vu: &mut Vu,
+    req: &RequestPlan,
+    keep_body: bool,
+    wt: &WorkerTransport,
+    started: Instant,
+) -> Result<(ResponseInfo, u64, u64), (ExchangeError, u64)> {
+    let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, timer, .. } = vu;
+    let (first_target, first): (Cow<'_, HttpUrl>, &[u8]) = match &req.fixed {
+        Some(fixed) => (Cow::Borrowed(&fixed.target), &fixed.bytes),
+        None => {
+            request_buf.clear();
+            match req.render(slots, request_buf) {
+                Ok(t) => (Cow::Owned(t), request_buf.as_slice()),
+                Err(e) => {
+                    sent_head.clear();
+                    let message = e.to_string();
+                    return Err((
+                        ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false },
+                        0,
+                    ));
+                }
+            }
+        }
+    };
+    let user_cookie = req.headers.iter().any(|(n, _)| n == "cookie");
+    let mut sent = 0u64;
+    let mut received = 0u64;
+    let mut first_byte = None;
+    let chain = async {
+        let mut target = first_target;
+        let mut method: Cow<'_, str> = Cow::Borrowed(&req.method);
+        let mut hops_left = req.redirects;
+        let mut redirected = false;
+        loop {
+            // The bytes of this hop: the request itself, or with the jar's cookies spliced in.
+            let cookie =
+                jar.as_ref().filter(|_| !user_cookie).and_then(|j| j.header_for(&target.host, &target.path_and_query));
+            let bytes: &[u8] = match (&cookie, redirected) {
+                (Some(c), false) => {
+                    // Into the VU's spare buffer: no allocation per request once it has grown.
+                    crate::client::cookies::splice_header(first, c, extra_buf);
+                    extra_buf.as_slice()
+                }
+                (Some(c), true) => {
+                    let plain = std::mem::take(extra_buf);
+                    crate::client::cookies::splice_header(&plain, c, extra_buf);
+                    extra_buf.as_slice()
+                }
+                (None, false) => first,
+                (None, true) => extra_buf.as_slice(),
+            };
+            if !redirected {
+                sent_head.clear();
+                sent_head.extend_from_slice(&bytes[..bytes.len().min(SAMPLE_BYTES + 1)]);
+            }
+            sent += bytes.len() as u64;
+            let head = method == "HEAD";
+            let info = transport::exchange(
+                conn,
+                wt,
+                &target,
+                bytes,
+                head,
+                keep_body.then_some(&mut *body),
+                &mut *headers,
+                req.connect_timeout,
+            )
+            .await?;
+            received += info.bytes_received;
+            // Time to first byte counts to the first answer of a redirect chain.
+            first_byte = first_byte.or(info.first_byte);
+            if let Some(j) = jar.as_mut() {
+                for (_, v) in headers.list.iter().filter(|(n, _)| n == "set-cookie") {
+                    j.store(&target.host, &target.path_and_query, v);
+                }
+            }
+            let location = headers.get("location").filter(|_| REDIRECTS.contains(&info.status) && hops_left > 0);
+            let Some(location) = location else { return Ok(ResponseInfo { first_byte, ..info }) };
+            // An answer that came in one read had its first byte about now.
+            first_byte = first_byte.or_else(|| Some(Instant::now()));
+            let hop = redirect(info.status, location, &target, &method).map_err(|message| ExchangeError {
+                kind: ErrorKind::Protocol,
+                message,
+                sent: true,
+                answered: true,
+            })?;
+            let body_bytes = hop.keep_body.then(|| {
+                let mut b = Vec::new();
+                if let Some(bp) = &req.body {
+                    bp.render_into(slots, &mut b);
+                }
+                b
+            });
+            if hop.to_get {
+                method = Cow::Borrowed("GET");
+            }
+            extra_buf.clear();
+            let resent = body_bytes.as_deref().filter(|b| !b.is_empty());
+            req.render_redirect(&method, &hop.url, hop.same_origin, slots, resent, extra_buf);
+            target = Cow::Owned(hop.url);
+            hops_left -= 1;
+            redirected = true;
+            body.clear();
+        }
+    };
+    let deadline = tokio::time::Instant::from_std(started + req.timeout);
+    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+    // The timer may stay set for an earlier deadline (it fires early, and is set again, see
+    // `WithDeadline`), but never for a later one, nor spent.
+    if timer.is_elapsed() || timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    let outcome = {
+        let chain = std::pin::pin!(chain);
+        WithDeadline { inner: chain, timer: timer.as_mut(), deadline }.await
+    };
+    match outcome {
+        Some(Ok(info)) => Ok((info, sent, received)),
+        Some(Err(e)) => Err((e, sent)),
+        None => {
+            conn.close();
+            let message = format!("no complete answer within {:?}", req.timeout);
+            Err((ExchangeError { kind: ErrorKind::Timeout, message, sent: true, answered: false }, sent))
+        }
+    }
+}
+
+#[cfg(test)]
+mod redirects {
+    use super::*;
+
+    #[test]
+    fn a_redirect_keeps_or_drops_the_method_and_body_as_browsers_do() {
+        let from = HttpUrl::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        let hop = redirect(302, "c", &from, "GET").unwrap();
+        assert_eq!(hop.url.path_and_query, "/a/c");
+        assert!(!hop.to_get && hop.keep_body && hop.same_origin);
+        let hop = redirect(303, "/d", &from, "POST").unwrap();
+        assert!(hop.to_get && !hop.keep_body);
+        let hop = redirect(302, "/d", &from, "POST").unwrap();
+        assert!(hop.to_get && !hop.keep_body, "302 after a POST continues with GET");
+        let hop = redirect(307, "https://127.0.0.1:8443/e", &from, "PURGE").unwrap();
+        assert!(!hop.to_get && hop.keep_body && !hop.same_origin);
+        let hop = redirect(303, "/f", &from, "HEAD").unwrap();
+        assert!(!hop.to_get, "HEAD stays HEAD");
+        let err = redirect(301, "ftp://x/", &from, "GET").unwrap_err();
+        assert!(err.starts_with("cannot follow the redirect to `ftp://x/`"), "{err}");
+    }
+}

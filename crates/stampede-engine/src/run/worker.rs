@@ -1,0 +1,233 @@
+//! One worker thread: its single-threaded runtime, the VUs it hosts (closed or open model),
+//! its per-interval snapshots to the reporter, and its share of the run's metrics.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::client::transport::WorkerTransport;
+use crate::stats::metrics::{IntervalStats, WorkerMetrics};
+use crate::stats::sysstat;
+
+use super::closed::vu_task;
+use super::executor::{CONTROL_TICK, Shared, WorkerMsg, WorkerResult};
+use super::open::open_scheduler;
+use super::outcome::{ErrorSample, Totals};
+
+/// First failures kept per worker, with their messages, for the report.
+pub(super) const ERROR_SAMPLES_PER_WORKER: usize = 5;
+
+/// What one worker's tasks share (single thread: `Rc`/`Cell`/`RefCell`).
+pub(super) struct WorkerLocal {
+    pub(super) metrics: RefCell<WorkerMetrics>,
+    pub(super) active: Cell<u32>,
+    pub(super) max_active: Cell<u32>,
+    pub(super) error_samples: RefCell<Vec<ErrorSample>>,
+    /// The worker's HTTP/2 connections, shared by its VUs.
+    pub(super) transport: WorkerTransport,
+    /// The interval the ticker sends next: what is recorded now belongs to it.
+    pub(super) next_tick: Cell<u64>,
+}
+
+/// Counts a VU as active for as long as it lives, even when it is aborted.
+pub(super) struct ActiveGuard(pub(super) Rc<WorkerLocal>);
+
+impl ActiveGuard {
+    pub(super) fn new(local: Rc<WorkerLocal>) -> Self {
+        let n = local.active.get() + 1;
+        local.active.set(n);
+        local.max_active.set(local.max_active.get().max(n));
+        ActiveGuard(local)
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.active.set(self.0.active.get().saturating_sub(1));
+    }
+}
+
+pub(super) fn worker_main(
+    id: usize,
+    threads: usize,
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<WorkerMsg>,
+) -> Result<WorkerResult, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot build a runtime: {e}"))?;
+    let plan = &shared.plan;
+    let local = Rc::new(WorkerLocal {
+        metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
+        active: Cell::new(0),
+        max_active: Cell::new(0),
+        next_tick: Cell::new(1),
+        error_samples: RefCell::new(Vec::new()),
+        transport: WorkerTransport::new(plan.transport.clone(), id, threads),
+    });
+    let set = tokio::task::LocalSet::new();
+    set.block_on(&rt, worker_loop(id, threads, shared.clone(), local.clone(), tx));
+    drop(set);
+    let metrics = local.metrics.replace(WorkerMetrics::new(0, 0));
+    let error_samples = local.error_samples.take();
+    Ok(WorkerResult { metrics, cpu: sysstat::this_thread().cpu(), max_active: local.max_active.get(), error_samples })
+}
+
+pub(super) struct RunningVu {
+    pub(super) retire: Rc<Cell<bool>>,
+    pub(super) retiring_since: Option<Instant>,
+    pub(super) abort: AbortHandle,
+}
+
+pub(super) async fn worker_loop(
+    id: usize,
+    threads: usize,
+    shared: Arc<Shared>,
+    local: Rc<WorkerLocal>,
+    tx: mpsc::Sender<WorkerMsg>,
+) {
+    let total_vus = shared.plan.max_vus();
+    let owned: Vec<(u32, usize, u32)> = (0..total_vus)
+        .filter(|i| *i as usize % threads == id)
+        .map(|vu| {
+            let (g, local_vu) = shared.group_of(vu);
+            (vu, g, local_vu)
+        })
+        .filter(|(_, g, _)| !shared.plan.groups[*g].load.is_open())
+        .collect();
+    let ticker = tokio::task::spawn_local(ticker(id, shared.clone(), local.clone(), tx.clone()));
+    // Open-model groups: this worker runs its share of each schedule.
+    let mut open: JoinSet<()> = JoinSet::new();
+    for (g, group) in shared.plan.groups.iter().enumerate() {
+        let workers = threads.min(group.load.max_vus().max(1) as usize);
+        if group.load.is_open() && id < workers {
+            open.spawn_local(open_scheduler(g, id, workers, shared.clone(), local.clone()));
+        }
+    }
+    let mut set: JoinSet<()> = JoinSet::new();
+    // The running VU task of each `owned` entry, by position: the scan below touches every
+    // entry on each control tick, so it must be cheap at 15,000 VUs. Completions find their
+    // entry by task id.
+    let mut slots: Vec<Option<RunningVu>> = owned.iter().map(|_| None).collect();
+    let mut slot_of: HashMap<tokio::task::Id, usize> = HashMap::new();
+    loop {
+        let now = Instant::now();
+        if shared.halted() {
+            set.abort_all();
+            open.abort_all();
+            while set.join_next().await.is_some() {}
+            while open.join_next().await.is_some() {}
+            break;
+        }
+        let elapsed = now - shared.start;
+        let targets: Vec<u32> = shared.plan.groups.iter().map(|g| g.load.target_vus_at(elapsed)).collect();
+        let mut all_stopping = true;
+        for (i, (slot, &(vu, g, local_vu))) in slots.iter_mut().zip(&owned).enumerate() {
+            let group = &shared.groups[g];
+            let hard_stopped = group.hard_stop.is_some_and(|h| now >= h);
+            if let Some(r) = slot.as_ref()
+                && (hard_stopped || r.retiring_since.is_some_and(|t| now - t >= group.ramp_down_grace))
+            {
+                r.abort.abort();
+            }
+            if hard_stopped || shared.stopping(g, now) {
+                continue;
+            }
+            all_stopping = false;
+            let target = targets[g];
+            match slot {
+                None if local_vu < target => {
+                    let retire = Rc::new(Cell::new(false));
+                    let abort = set.spawn_local(vu_task(vu, g, shared.clone(), local.clone(), retire.clone()));
+                    slot_of.insert(abort.id(), i);
+                    *slot = Some(RunningVu { retire, retiring_since: None, abort });
+                }
+                Some(r) if local_vu >= target && r.retiring_since.is_none() => {
+                    r.retire.set(true);
+                    r.retiring_since = Some(now);
+                }
+                Some(r) if local_vu < target && r.retiring_since.is_some() => {
+                    // Wanted again before it left: keep it.
+                    r.retire.set(false);
+                    r.retiring_since = None;
+                }
+                _ => {}
+            }
+        }
+        if all_stopping && set.is_empty() && open.is_empty() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(CONTROL_TICK) => {}
+            Some(_) = open.join_next(), if !open.is_empty() => {}
+            Some(res) = set.join_next_with_id(), if !set.is_empty() => {
+                // Take every VU task that has ended by now, not one per scan: at the end of
+                // a run thousands end at once.
+                let mut ended = Some(res);
+                while let Some(res) = ended {
+                    let id = match res {
+                        Ok((id, ())) => id,
+                        Err(e) => e.id(),
+                    };
+                    if let Some(i) = slot_of.remove(&id) {
+                        slots[i] = None;
+                    }
+                    ended = set.try_join_next_with_id();
+                }
+            }
+        }
+    }
+    ticker.abort();
+    // What is left belongs to the interval the ticker has not sent yet, even when the run ended
+    // after that interval's end but before the ticker ran (a busy thread): numbering it by the
+    // time now would move a whole interval's counts into the next one.
+    let index = local.next_tick.get();
+    let (stats, totals) = take_interval(&shared, &local);
+    let _ = tx.send(WorkerMsg::Done { worker: id, index, stats, totals });
+}
+
+/// Evaluates the `abortOnFail` thresholds on the totals so far; the first failure aborts
+/// the run.
+pub(super) fn abort_on_failed_thresholds(shared: &Shared, totals: &Totals, elapsed: Duration) {
+    let plan = &shared.plan;
+    for t in plan.thresholds.iter().filter(|t| t.abort_on_fail && elapsed >= t.delay_abort_eval) {
+        if let Some(v) = t.evaluate_live(&plan.step_keys, &totals.steps, elapsed.as_secs_f64())
+            && !v.passed
+        {
+            let _ = shared.aborted.set(format!(
+                "threshold `{}` failed after {:.1}s (actual {}) and has `abortOnFail`",
+                t.source,
+                elapsed.as_secs_f64(),
+                v.actual_text
+            ));
+            return;
+        }
+    }
+}
+
+/// The interval just ended (reset for the next) and, when asked for, a copy of the totals.
+pub(super) fn take_interval(shared: &Shared, local: &WorkerLocal) -> (IntervalStats, Option<Box<Totals>>) {
+    let mut metrics = local.metrics.borrow_mut();
+    let stats = std::mem::take(&mut metrics.interval);
+    (stats, shared.totals.then(|| Box::new(Totals::of(&metrics))))
+}
+
+pub(super) async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, tx: mpsc::Sender<WorkerMsg>) {
+    let start = tokio::time::Instant::from_std(shared.start);
+    let mut index: u64 = 1;
+    loop {
+        tokio::time::sleep_until(start + shared.tick * index as u32).await;
+        let (stats, totals) = take_interval(&shared, &local);
+        if tx.send(WorkerMsg::Tick { worker: id, index, active: local.active.get(), stats, totals }).is_err() {
+            return;
+        }
+        index += 1;
+        local.next_tick.set(index);
+    }
+}
