@@ -51,6 +51,11 @@ pub struct ScenarioFile {
     /// only reports it.
     #[serde(default, skip_serializing_if = "UndeliveredLoad::is_default")]
     pub undelivered_load: UndeliveredLoad,
+    /// The seed of generated values (`uuid()`, `randomInt(…)`, `randomItem(…)`…): a run with
+    /// the same seed makes the same choices (each VU and runner its own). Default: a new seed
+    /// for each run. `stampede run --seed` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// What an undelivered load does to the verdict (`undeliveredLoad`).

@@ -319,7 +319,7 @@ fn data_dir() -> Option<PathBuf> {
 /// Compile options of a runner; `unique` data rows are partitioned by runner (`partition`:
 /// index, count), so no row is used by two runners.
 fn compile_options(partition: Option<(u32, u32)>) -> CompileOptions {
-    CompileOptions { data_partition: partition, base_dir: data_dir(), ..CompileOptions::default() }
+    CompileOptions { data_partition: partition, runner: partition, base_dir: data_dir(), ..CompileOptions::default() }
 }
 
 /// Compiles this runner's share, starting a built-in target when the scenario asks for one.

@@ -146,6 +146,10 @@ struct RunArgs {
     /// Replace the file's baseUrl.
     #[arg(long)]
     base_url: Option<String>,
+    /// Seed of generated values (`uuid()`, `randomInt(…)`…), replacing the file's `seed`: the
+    /// same seed, the same choices.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Serve Prometheus metrics at http://ADDR/metrics while the run lasts (e.g. 127.0.0.1:9464;
     /// port 0 picks one and prints it).
     #[arg(long, value_name = "ADDR")]
@@ -426,7 +430,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     let html_file = create(&args.html)?;
     // Read before the run: a baseline that cannot be read must not cost a whole run.
     let baseline = args.baseline.as_deref().map(|b| read_report(b, None)).transpose()?;
-    let opts = CompileOptions { base_url: args.base_url.clone(), ..CompileOptions::default() };
+    let opts = CompileOptions { base_url: args.base_url.clone(), seed: args.seed, ..CompileOptions::default() };
     let prepared = stampede_engine::prepare(&scenario, &args.file, opts).map_err(|e| match e {
         stampede_engine::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
         stampede_engine::PrepareError::Run(e) => Failure::CouldNotRun(e.into()),

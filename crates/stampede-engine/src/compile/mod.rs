@@ -1,5 +1,6 @@
 pub(crate) mod check;
 pub(crate) mod data;
+pub(crate) mod expr;
 pub(crate) mod extract;
 pub(crate) mod files;
 pub(crate) mod http;

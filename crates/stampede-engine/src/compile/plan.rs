@@ -57,6 +57,10 @@ pub struct Plan {
     pub capacity: Option<CapacitySearch>,
     /// What an open model's undelivered load does to the verdict.
     pub undelivered_load: stampede_model::scenario::UndeliveredLoad,
+    /// The seed of the VUs' generators (`uuid()`, `randomInt`…): the same seed, the same choices.
+    pub seed: u64,
+    /// This runner's index and the number of runners (0 of 1 on one machine).
+    pub runner: (u32, u32),
 }
 
 /// A capacity search (`executor: capacity`): plateaus of a constant arrival rate, each higher
@@ -399,6 +403,10 @@ pub struct CompileOptions {
     /// File contents by the path the scenario names (data files, multipart uploads), used
     /// instead of reading the disk: the operator validates with the files of `spec.data`.
     pub files: Option<Arc<std::collections::BTreeMap<String, Vec<u8>>>>,
+    /// The seed of generated values; default: a random one (each run differs).
+    pub seed: Option<u64>,
+    /// This runner's index and the number of runners, for `runner.index` and `uniqueId()`.
+    pub runner: Option<(u32, u32)>,
 }
 
 /// Placeholder base URL used to validate a `builtin` scenario without starting a server.
@@ -463,6 +471,8 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         transport: Arc::new(transport),
         capacity,
         undelivered_load: file.undelivered_load,
+        seed: opts.seed.or(file.seed).unwrap_or_else(|| fastrand::u64(..)),
+        runner: opts.runner.unwrap_or((0, 1)),
     })
 }
 

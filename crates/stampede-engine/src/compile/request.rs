@@ -8,7 +8,7 @@ use stampede_model::scenario::{PartSpec, RequestSpec, ScenarioFile};
 use crate::client::request::{Head, write_request};
 use crate::client::url::{HttpUrl, UrlError};
 use crate::compile::files::Files;
-use crate::compile::template::{Escape, Scope, Template};
+use crate::compile::template::{Escape, Scope, Template, take_render_error};
 use crate::error::{Problems, Under};
 
 /// Body of a request.
@@ -114,6 +114,16 @@ fn quote_param(s: &str) -> String {
     s.replace('"', "%22").replace('\r', "%0D").replace('\n', "%0A")
 }
 
+/// Why a request could not be built for a VU.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// An expression failed (a wrong type, an empty range…).
+    #[error("expression {0}")]
+    Expression(String),
+}
+
 /// A compiled request.
 #[derive(Debug)]
 pub struct RequestPlan {
@@ -140,16 +150,22 @@ pub struct FixedRequest {
 
 impl RequestPlan {
     /// Serializes the request for one VU into `out`, returning where it goes.
-    pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<HttpUrl, UrlError> {
+    pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<HttpUrl, RenderError> {
         let mut url = self.url.render(slots);
         append_query(&mut url, &self.query, slots);
-        let target = HttpUrl::parse(&url)?;
         let mut body = Vec::new();
         if let Some(b) = &self.body {
             b.render_into(slots, &mut body);
         }
         let sends_body = self.body.is_some() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
+        if let Some(message) = take_render_error() {
+            return Err(RenderError::Expression(message));
+        }
+        let target = HttpUrl::parse(&url)?;
         self.write(&self.method, &target, slots, sends_body.then_some(body.as_slice()), |_| true, out);
+        if let Some(message) = take_render_error() {
+            return Err(RenderError::Expression(message));
+        }
         Ok(target)
     }
 
@@ -308,9 +324,9 @@ impl RequestCompiler<'_> {
             });
         }
         if let Some(json) = &req.json {
-            let text = serde_json::to_string(json).unwrap_or_default();
+            let body = Template::json(json, self.scope).map_err(|e| self.problems.add("request.json", e)).ok();
             return Some(BodyPlan {
-                kind: BodyKind::Text(self.text("request.json", &text, Escape::JsonString)),
+                kind: BodyKind::Text(body.unwrap_or_else(|| Template::literal(""))),
                 content_type: Some("application/json".into()),
             });
         }

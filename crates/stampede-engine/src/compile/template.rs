@@ -1,10 +1,15 @@
-//! `{{name}}` templates, compiled once.
+//! `{{name}}` and `{{ expression }}` templates, compiled once.
 //!
 //! Constants (`vars`, `baseUrl`, `{{env.NAME}}`) are folded in at compile time, so a
 //! template made only of constants renders to a fixed string with no work per request.
-//! Per-VU values (extracted from responses) become numbered slots.
+//! Per-VU values (extracted from responses) become numbered slots. A hole that is not a plain
+//! name is an expression ([`crate::compile::expr`]): evaluated at each use, unless it reads
+//! only constants, when it is folded too.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+
+use crate::compile::expr::{self, Expr, Names};
 
 /// How substituted values are escaped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,12 +51,46 @@ pub enum TemplateError {
     Unclosed,
     #[error("empty `{{{{}}}}` in template")]
     EmptyName,
+    /// An expression that does not compile: the hole as written, where in the template it
+    /// went wrong (a character column, from 1), and why.
+    #[error("in `{{{{{hole}}}}}` at column {column}: {message}")]
+    Expression { hole: String, column: usize, message: String },
+    /// Another tool's syntax, which would be sent as it is.
+    #[error("`${{{0}}}` is not a Stampede template: write `{{{{{0}}}}}`")]
+    ForeignSyntax(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Part {
     Lit(String),
     Slot(usize),
+    /// Evaluated at each use, written as text.
+    Expr(Box<Expr>),
+    /// Evaluated at each use, written as JSON (a typed value in a JSON body).
+    Json(Box<Expr>),
+}
+
+thread_local! {
+    /// The first expression that failed while rendering on this thread, since it was taken.
+    static RENDER_ERROR: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Takes the first error of an expression rendered since the last call (rendering writes
+/// nothing for an expression that fails, and goes on): the caller fails the request with it.
+pub(crate) fn take_render_error() -> Option<String> {
+    RENDER_ERROR.with(|e| e.borrow_mut().take())
+}
+
+fn render_failed(message: String) {
+    RENDER_ERROR.with(|e| {
+        e.borrow_mut().get_or_insert(message);
+    });
+}
+
+/// Whether `hole` is a plain name (`token`, `env.HOME`, `user.name`), not an expression.
+fn is_plain_name(hole: &str) -> bool {
+    hole.starts_with(|c: char| c.is_alphabetic() || c == '_')
+        && hole.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// A compiled template.
@@ -64,14 +103,19 @@ pub struct Template {
 impl Template {
     /// Compiles `src`, resolving every name against `scope`.
     pub fn compile(src: &str, scope: &Scope, escape: Escape) -> Result<Template, TemplateError> {
-        let mut parts: Vec<Part> = Vec::new();
+        let mut t = Template { parts: Vec::new(), escape };
         let mut lit = String::new();
         let mut rest = src;
+        if let Some(at) = src.find("${") {
+            let name: String = src[at + 2..].chars().take_while(|c| *c != '}').collect();
+            return Err(TemplateError::ForeignSyntax(name.trim().to_string()));
+        }
         while let Some(open) = rest.find("{{") {
             lit.push_str(&rest[..open]);
             let after = &rest[open + 2..];
             let close = after.find("}}").ok_or(TemplateError::Unclosed)?;
-            let name = after[..close].trim();
+            let raw = &after[..close];
+            let name = raw.trim();
             if name.is_empty() {
                 return Err(TemplateError::EmptyName);
             }
@@ -81,20 +125,106 @@ impl Template {
             } else if let Some(value) = scope.consts.get(name) {
                 push_escaped(&mut lit, value, escape);
             } else if let Some(&slot) = scope.slots.get(name) {
-                if !lit.is_empty() {
-                    parts.push(Part::Lit(std::mem::take(&mut lit)));
-                }
-                parts.push(Part::Slot(slot));
+                t.push(Part::Slot(slot), &mut lit);
             } else {
-                return Err(TemplateError::UnknownVariable(name.to_string()));
+                // Where the hole's text starts in `src`, for the error's column.
+                let start = src.len() - rest.len() + open + 2 + (raw.len() - raw.trim_start().len());
+                let expr = compile_expr(name, scope, &src[..start])?;
+                if expr.is_const() {
+                    let mut value = String::new();
+                    expr.render_into(&[], &mut value).map_err(|message| TemplateError::Expression {
+                        hole: name.to_string(),
+                        column: src[..start].chars().count() + 1,
+                        message,
+                    })?;
+                    push_escaped(&mut lit, &value, escape);
+                } else {
+                    t.push(Part::Expr(Box::new(expr)), &mut lit);
+                }
             }
             rest = &after[close + 2..];
         }
         lit.push_str(rest);
-        if !lit.is_empty() || parts.is_empty() {
-            parts.push(Part::Lit(lit));
+        if !lit.is_empty() || t.parts.is_empty() {
+            t.parts.push(Part::Lit(lit));
         }
-        Ok(Template { parts, escape })
+        Ok(t)
+    }
+
+    /// Compiles a JSON body: its strings as templates (escaped for JSON), and a string that is
+    /// one expression alone (`"{{ randomInt(1, 3) }}"`) as that expression's typed value — a
+    /// number, a boolean, a list or an object, not a string.
+    pub fn json(value: &serde_json::Value, scope: &Scope) -> Result<Template, TemplateError> {
+        let mut t = Template { parts: Vec::new(), escape: Escape::JsonString };
+        let mut lit = String::new();
+        t.json_value(value, scope, &mut lit)?;
+        if !lit.is_empty() || t.parts.is_empty() {
+            t.parts.push(Part::Lit(lit));
+        }
+        Ok(t)
+    }
+
+    fn json_value(&mut self, value: &serde_json::Value, scope: &Scope, lit: &mut String) -> Result<(), TemplateError> {
+        use serde_json::Value as J;
+        match value {
+            J::String(s) => {
+                let hole = s.strip_prefix("{{").and_then(|r| r.strip_suffix("}}")).map(str::trim);
+                match hole.filter(|h| !h.contains("{{") && !h.contains("}}") && !is_plain_name(h)) {
+                    Some(h) => {
+                        let expr = compile_expr(h, scope, &s[..s.find(h).unwrap_or(0)])?;
+                        self.push(Part::Json(Box::new(expr)), lit);
+                    }
+                    None => {
+                        lit.push('"');
+                        self.append(Template::compile(s, scope, Escape::JsonString)?, lit);
+                        lit.push('"');
+                    }
+                }
+            }
+            J::Array(items) => {
+                lit.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        lit.push(',');
+                    }
+                    self.json_value(item, scope, lit)?;
+                }
+                lit.push(']');
+            }
+            J::Object(fields) => {
+                lit.push('{');
+                for (i, (key, item)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        lit.push(',');
+                    }
+                    lit.push('"');
+                    self.append(Template::compile(key, scope, Escape::JsonString)?, lit);
+                    lit.push_str("\":");
+                    self.json_value(item, scope, lit)?;
+                }
+                lit.push('}');
+            }
+            other => lit.push_str(&other.to_string()),
+        }
+        Ok(())
+    }
+
+    /// Appends `part`, after the literal text gathered so far.
+    fn push(&mut self, part: Part, lit: &mut String) {
+        if !lit.is_empty() {
+            self.parts.push(Part::Lit(std::mem::take(lit)));
+        }
+        self.parts.push(part);
+    }
+
+    /// Appends `other`'s parts (its literal text joins `lit`).
+    fn append(&mut self, other: Template, lit: &mut String) {
+        for part in other.parts {
+            match part {
+                Part::Lit(s) => lit.push_str(&s),
+                p => self.push(p, lit),
+            }
+        }
     }
 
     /// A template that is a fixed string.
@@ -117,15 +247,30 @@ impl Template {
                 Part::Lit(s) => out.extend_from_slice(s.as_bytes()),
                 Part::Slot(i) => {
                     let value = slots.get(*i).map(String::as_str).unwrap_or("");
-                    match self.escape {
-                        Escape::None => out.extend_from_slice(value.as_bytes()),
-                        Escape::JsonString => {
-                            let mut s = String::new();
-                            push_escaped(&mut s, value, Escape::JsonString);
-                            out.extend_from_slice(s.as_bytes());
-                        }
+                    self.write_value(value, out);
+                }
+                Part::Expr(e) => {
+                    let mut value = String::new();
+                    match e.render_into(slots, &mut value) {
+                        Ok(()) => self.write_value(&value, out),
+                        Err(message) => render_failed(message),
                     }
                 }
+                Part::Json(e) => match e.eval(slots) {
+                    Ok(value) => out.extend_from_slice(expr::to_json(&value).to_string().as_bytes()),
+                    Err(message) => render_failed(message),
+                },
+            }
+        }
+    }
+
+    fn write_value(&self, value: &str, out: &mut Vec<u8>) {
+        match self.escape {
+            Escape::None => out.extend_from_slice(value.as_bytes()),
+            Escape::JsonString => {
+                let mut s = String::new();
+                push_escaped(&mut s, value, Escape::JsonString);
+                out.extend_from_slice(s.as_bytes());
             }
         }
     }
@@ -136,6 +281,24 @@ impl Template {
         self.render_into(slots, &mut out);
         String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
+}
+
+/// Compiles the expression `hole`, which starts after `before` in its template.
+fn compile_expr(hole: &str, scope: &Scope, before: &str) -> Result<Expr, TemplateError> {
+    let names = Names { consts: &scope.consts, slots: &scope.slots };
+    Expr::compile(hole, &names).map_err(|e| {
+        // A plain name that is not known keeps the plain message (`vu.…`, `runner.…` say
+        // which fields there are).
+        let root = hole.split('.').next().unwrap_or_default();
+        if is_plain_name(hole) && !matches!(root, "vu" | "runner") {
+            return TemplateError::UnknownVariable(hole.to_string());
+        }
+        TemplateError::Expression {
+            hole: hole.to_string(),
+            column: before.chars().count() + hole[..e.offset.min(hole.len())].chars().count() + 1,
+            message: e.message,
+        }
+    })
 }
 
 fn push_escaped(out: &mut String, value: &str, escape: Escape) {
@@ -194,5 +357,69 @@ mod tests {
         );
         assert_eq!(Template::compile("a {{b", &s, Escape::None), Err(TemplateError::Unclosed));
         assert_eq!(Template::compile("{{ }}", &s, Escape::None), Err(TemplateError::EmptyName));
+    }
+
+    fn render_with(t: &Template, slots: &[String], g: &mut crate::compile::expr::Gen) -> String {
+        g.lend(|| t.render(slots))
+    }
+
+    #[test]
+    fn expression_holes_render_fresh_values_and_constant_ones_are_folded() {
+        let s = scope();
+        let t = Template::compile("/orders/{{ uuid() }}?n={{randomInt(1, 3)}}&t={{ 'x-' + token }}", &s, Escape::None)
+            .unwrap();
+        assert_eq!(t.as_const(), None);
+        let mut g = crate::compile::expr::Gen::new(7, 1, 0, 1);
+        let slots = ["abc".to_string()];
+        let (a, b) = (render_with(&t, &slots, &mut g), render_with(&t, &slots, &mut g));
+        assert_ne!(a, b, "a fresh uuid at each use");
+        assert!(a.starts_with("/orders/") && a.ends_with("&t=x-abc"), "{a}");
+        assert_eq!(take_render_error(), None);
+        // Only constants: folded at compile time, like a plain name.
+        let t = Template::compile("{{ baseUrl + '/x' }}/{{ sha256('a').size() }}", &s, Escape::None).unwrap();
+        assert_eq!(t.as_const(), Some("http://127.0.0.1:8080/x/64"));
+    }
+
+    #[test]
+    fn a_json_value_that_is_one_expression_keeps_its_type() {
+        let s = scope();
+        let body: serde_json::Value = serde_json::json!({
+            "qty": "{{ randomInt(2, 2) }}", "ok": "{{ 1 < 2 }}", "tags": "{{ ['a', token] }}",
+            "id": "{{token}}", "note": "n={{ 1 + 1 }}", "quote": "{{quote}}", "n": 5, "nested": [{"v": "{{ 0.5 }}"}]
+        });
+        let t = Template::json(&body, &s).unwrap();
+        let mut g = crate::compile::expr::Gen::default();
+        let out: serde_json::Value = serde_json::from_str(&render_with(&t, &["x\"y".to_string()], &mut g)).unwrap();
+        assert_eq!(out["qty"], 2, "a number, not \"2\"");
+        assert_eq!(out["ok"], true);
+        assert_eq!(out["tags"], serde_json::json!(["a", "x\"y"]));
+        assert_eq!(out["id"], "x\"y", "a plain name stays a string");
+        assert_eq!(out["note"], "n=2");
+        assert_eq!(out["quote"], "say \"hi\"");
+        assert_eq!(out["n"], 5);
+        assert_eq!(out["nested"][0]["v"], 0.5);
+    }
+
+    #[test]
+    fn a_failing_expression_renders_nothing_and_leaves_its_error_for_the_request() {
+        let s = scope();
+        let t = Template::compile("n={{ randomInt(5, 1) }}", &s, Escape::None).unwrap();
+        assert_eq!(render_with(&t, &[], &mut crate::compile::expr::Gen::default()), "n=");
+        let e = take_render_error().expect("the error is kept");
+        assert!(e.contains("randomInt") && e.contains("5..1"), "{e}");
+        assert_eq!(take_render_error(), None, "taken once");
+    }
+
+    #[test]
+    fn a_bad_expression_or_another_tools_syntax_is_refused_at_compile_time() {
+        let s = scope();
+        let e = Template::compile("Bearer {{ tokn }}", &s, Escape::None).unwrap_err();
+        assert_eq!(e, TemplateError::UnknownVariable("tokn".into()));
+        let e = Template::compile("id={{ uuid(1) }}", &s, Escape::None).unwrap_err().to_string();
+        assert_eq!(e, "in `{{uuid(1)}}` at column 7: `uuid` takes 0 argument(s), not 1");
+        let e = Template::compile("{{ vu.id + 'x' + nosuch }}", &s, Escape::None).unwrap_err().to_string();
+        assert!(e.starts_with("in `{{vu.id + 'x' + nosuch}}` at column 18: unknown variable `nosuch`"), "{e}");
+        let e = Template::compile("Bearer ${token}", &s, Escape::None).unwrap_err().to_string();
+        assert_eq!(e, "`${token}` is not a Stampede template: write `{{token}}`");
     }
 }

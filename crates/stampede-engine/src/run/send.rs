@@ -8,6 +8,7 @@ use crate::client::exchange::{ExchangeError, ResponseInfo};
 use crate::client::transport::{self, WorkerTransport};
 use crate::client::url::HttpUrl;
 use crate::compile::request::RequestPlan;
+use crate::compile::template::take_render_error;
 use stampede_model::ErrorKind;
 
 use super::outcome::SAMPLE_BYTES;
@@ -50,12 +51,12 @@ pub(super) async fn send(
     wt: &WorkerTransport,
     started: Instant,
 ) -> Result<(ResponseInfo, u64, u64), (ExchangeError, u64)> {
-    let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, timer, .. } = vu;
+    let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, timer, generator, .. } = vu;
     let (first_target, first): (Cow<'_, HttpUrl>, &[u8]) = match &req.fixed {
         Some(fixed) => (Cow::Borrowed(&fixed.target), &fixed.bytes),
         None => {
             request_buf.clear();
-            match req.render(slots, request_buf) {
+            match generator.lend(|| req.render(slots, request_buf)) {
                 Ok(t) => (Cow::Owned(t), request_buf.as_slice()),
                 Err(e) => {
                     sent_head.clear();
@@ -133,7 +134,7 @@ pub(super) async fn send(
             let body_bytes = hop.keep_body.then(|| {
                 let mut b = Vec::new();
                 if let Some(bp) = &req.body {
-                    bp.render_into(slots, &mut b);
+                    generator.lend(|| bp.render_into(slots, &mut b));
                 }
                 b
             });
@@ -142,7 +143,11 @@ pub(super) async fn send(
             }
             extra_buf.clear();
             let resent = body_bytes.as_deref().filter(|b| !b.is_empty());
-            req.render_redirect(&method, &hop.url, hop.same_origin, slots, resent, extra_buf);
+            generator.lend(|| req.render_redirect(&method, &hop.url, hop.same_origin, slots, resent, extra_buf));
+            if let Some(message) = take_render_error() {
+                let message = format!("expression {message}");
+                return Err(ExchangeError { kind: ErrorKind::Protocol, message, sent: true, answered: true });
+            }
             target = Cow::Owned(hop.url);
             hops_left -= 1;
             redirected = true;

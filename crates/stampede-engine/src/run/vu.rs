@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::client::exchange::Headers;
 use crate::client::transport::VuConn;
+use crate::compile::expr::Gen;
 use crate::compile::extract::ResponseView;
 use crate::compile::plan::StepPlan;
 use stampede_model::ErrorKind;
@@ -24,6 +25,8 @@ pub(super) struct Vu {
     pub(super) conn: VuConn,
     pub(super) slots: Vec<String>,
     pub(super) rng: fastrand::Rng,
+    /// Its generated values' source (`uuid()`, `vu.iteration`…), lent while its templates render.
+    pub(super) generator: Gen,
     pub(super) request_buf: Vec<u8>,
     /// The request with the jar's cookies spliced in, or a redirect's request.
     pub(super) extra_buf: Vec<u8>,
@@ -47,6 +50,7 @@ impl Vu {
             conn: VuConn::default(),
             slots: vec![String::new(); shared.plan.slot_count],
             rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            generator: Gen::new(shared.plan.seed, index + 1, shared.plan.runner.0, shared.plan.runner.1),
             request_buf: Vec::new(),
             extra_buf: Vec::new(),
             body: Vec::new(),
@@ -106,6 +110,7 @@ pub(super) async fn run_iteration(
         }
     }
     vu.conn.end_iteration(&shared.plan.transport);
+    vu.generator.iteration += 1;
     let mut m = local.metrics.borrow_mut();
     m.iterations[sc] += 1;
     m.interval.iterations += 1;
@@ -154,7 +159,13 @@ pub(super) async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Inst
             let mut json = None;
             let mut failed_check = None;
             for (i, check) in step.checks.iter().enumerate() {
-                let outcome = check.evaluate(&resp, &vu.slots, &mut json);
+                let outcome = vu.generator.lend(|| {
+                    let outcome = check.evaluate(&resp, &vu.slots, &mut json);
+                    match crate::compile::template::take_render_error() {
+                        Some(message) => Err(format!("expression {message}")),
+                        None => outcome,
+                    }
+                });
                 s.record_check(i, outcome.is_ok());
                 if let (Err(why), None) = (outcome, &failed_check) {
                     failed_check = Some(format!("check `{}` failed: {why}", check.name));

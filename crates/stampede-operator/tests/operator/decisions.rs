@@ -537,6 +537,16 @@ scenarios:
         stampede_operator::validation::env_names(&from_secret),
         ["JOB_COMPLETION_INDEX", "STAMPEDE_RUNNERS", "STAMPEDE_LOADTEST", "API_TOKEN"]
     );
+    // #23: expressions are checked as on the command line; a bad one is the user's to fix,
+    // named by step, field and column.
+    let generated = scenario.replace("{{env.TEAM}}", "{{ uuid() }}-{{ runner.index }}");
+    validate(&lt, &generated, "test").expect("generated values and runner variables");
+    let typo = scenario.replace("{{env.TEAM}}", "{{ uuidd() }}");
+    let err = validate(&lt, &typo, "test").unwrap_err().0;
+    assert!(
+        err.contains("request.url: in `{{uuidd()}}` at column") && err.contains("unknown function `uuidd`"),
+        "{err}"
+    );
 }
 
 /// Found on the real node: a runner pod deleted mid-run reported its partial results on
