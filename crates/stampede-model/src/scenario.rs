@@ -35,9 +35,11 @@ pub struct ScenarioFile {
     /// (`{{users.email}}` for column `email` of data source `users`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub data: BTreeMap<String, DataSpec>,
-    /// Constant variables for templates: `{{name}}`. Values may use `{{env.NAME}}`.
+    /// Variables for templates: `{{name}}`. A value may use `{{env.NAME}}` and expressions;
+    /// one with a generated value (`{{ uuid() }}`) gives a fresh one at each use, unless it
+    /// says how long to keep one: `{value: "{{ uuid() }}", scope: iteration}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub vars: BTreeMap<String, String>,
+    pub vars: BTreeMap<String, VarSpec>,
     /// The user flows. Each iteration of a virtual user picks one by weight.
     pub scenarios: Vec<Scenario>,
     /// Pass/fail criteria checked at the end of the run, e.g. `latency{step:login}.p99 < 250ms`,
@@ -56,6 +58,59 @@ pub struct ScenarioFile {
     /// for each run. `stampede run --seed` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+}
+
+/// A variable of `vars`: a value, or a value with the scope it is kept for.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum VarSpec {
+    /// A template: constant, or fresh at each use when it holds a generated value.
+    Value(String),
+    Scoped {
+        value: String,
+        /// How long one value is kept.
+        #[serde(default)]
+        scope: VarScope,
+    },
+}
+
+impl VarSpec {
+    /// The template.
+    pub fn value(&self) -> &str {
+        match self {
+            VarSpec::Value(v) | VarSpec::Scoped { value: v, .. } => v,
+        }
+    }
+
+    /// How long one value is kept.
+    pub fn scope(&self) -> VarScope {
+        match self {
+            VarSpec::Value(_) => VarScope::Use,
+            VarSpec::Scoped { scope, .. } => *scope,
+        }
+    }
+}
+
+impl From<&str> for VarSpec {
+    fn from(value: &str) -> Self {
+        VarSpec::Value(value.to_string())
+    }
+}
+
+/// How long a variable's value is kept (`vars.NAME.scope`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum VarScope {
+    /// Computed again at each use.
+    #[default]
+    Use,
+    /// One value per iteration of a VU (an order id sent in two steps).
+    Iteration,
+    /// One value per VU, kept for its life.
+    Vu,
+    /// One value for the whole run, the same for every VU (every runner of a LoadTest too when
+    /// the scenario sets `seed`).
+    Test,
 }
 
 /// What an undelivered load does to the verdict (`undeliveredLoad`).

@@ -22,6 +22,8 @@ use cel::extractors::Arguments;
 use cel::objects::{Key, Map};
 use cel::{Context, ExecutionError, Program, Value};
 
+use crate::compile::template::Template;
+
 /// The functions an expression may call besides CEL's own: name, the numbers of arguments it
 /// takes, and what it gives. The reference of the scenario format lists them from here.
 pub(crate) const FUNCTIONS: [(&str, &[usize], &str); 13] = [
@@ -81,6 +83,8 @@ pub(crate) struct ExprError {
 pub(crate) struct Names<'a> {
     pub(crate) consts: &'a HashMap<String, String>,
     pub(crate) slots: &'a HashMap<String, usize>,
+    /// Variables used in place (`vars` with a generated value and no scope).
+    pub(crate) macros: &'a HashMap<String, Template>,
 }
 
 /// A name an expression reads, resolved when it compiled.
@@ -92,6 +96,8 @@ enum Root {
     Slot(String, usize),
     /// A data source's row: its columns (`users.email`) and their slots.
     Row(String, Vec<(String, usize)>),
+    /// A variable used in place: its template, rendered at each use.
+    Macro(String, Box<Template>),
 }
 
 /// A compiled expression.
@@ -151,6 +157,8 @@ impl Expr {
                         Root::Const(name.clone(), Value::from(value.as_str()))
                     } else if let Some(&slot) = names.slots.get(&name) {
                         Root::Slot(name.clone(), slot)
+                    } else if let Some(t) = names.macros.get(&name) {
+                        Root::Macro(name.clone(), Box::new(t.clone()))
                     } else if let Some(columns) = row_columns(names.slots, &name) {
                         Root::Row(name.clone(), columns)
                     } else {
@@ -187,6 +195,7 @@ impl Expr {
                         let value = slots.get(*slot).map_or("", String::as_str);
                         ctx.add_variable_from_value(name.as_str(), value)
                     }
+                    Root::Macro(name, t) => ctx.add_variable_from_value(name.as_str(), t.render(slots)),
                     Root::Row(name, columns) => {
                         let row: HashMap<Key, Value> = columns
                             .iter()
@@ -685,7 +694,7 @@ mod tests {
             ("users.email".to_string(), 2),
             ("users.name".to_string(), 3),
         ]);
-        Expr::compile(src, &Names { consts: &consts, slots: &slots })
+        Expr::compile(src, &Names { consts: &consts, slots: &slots, macros: &HashMap::new() })
     }
 
     fn eval(src: &str, g: &mut Gen) -> String {

@@ -16,7 +16,7 @@ use crate::compile::threshold::{self, Threshold};
 use crate::error::{Problem, Problems};
 use stampede_model::Dur;
 pub(crate) use stampede_model::StepKey;
-use stampede_model::scenario::{DataMode, OnError, OnExhausted};
+use stampede_model::scenario::{DataMode, OnError, OnExhausted, VarScope};
 use stampede_model::scenario::{
     Executor, LoadSpec, ScenarioFile, StatusItem, StatusSpec, Step as StepSpec, Think, ThresholdSpec,
 };
@@ -61,6 +61,17 @@ pub struct Plan {
     pub seed: u64,
     /// This runner's index and the number of runners (0 of 1 on one machine).
     pub runner: (u32, u32),
+    /// `vars` kept per iteration or per VU, each in its slot.
+    pub vars: Vec<ScopedVar>,
+}
+
+/// A variable kept for an iteration or a VU's life (`vars.NAME.scope`).
+#[derive(Clone, Debug)]
+pub struct ScopedVar {
+    pub slot: usize,
+    pub template: Template,
+    /// [`VarScope::Iteration`] or [`VarScope::Vu`].
+    pub per: VarScope,
 }
 
 /// A capacity search (`executor: capacity`): plateaus of a constant arrival rate, each higher
@@ -415,6 +426,7 @@ pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
 /// Validates and compiles a scenario file, collecting every problem found.
 pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
     let base_dir = opts.base_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
+    let seed = opts.seed.or(file.seed).unwrap_or_else(|| fastrand::u64(..));
     let mut c = Compiler {
         file,
         files: Files::new(&base_dir, opts.files.as_deref()),
@@ -423,6 +435,8 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         data: Vec::new(),
         step_keys: Vec::new(),
         slot_count: 0,
+        seed,
+        vars: Vec::new(),
     };
     let shared_load = c.shared_load();
     let base_url = c.base_url_and_vars(opts.base_url.as_deref());
@@ -471,8 +485,9 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         transport: Arc::new(transport),
         capacity,
         undelivered_load: file.undelivered_load,
-        seed: opts.seed.or(file.seed).unwrap_or_else(|| fastrand::u64(..)),
+        seed,
         runner: opts.runner.unwrap_or((0, 1)),
+        vars: c.vars,
     })
 }
 
@@ -506,6 +521,9 @@ struct Compiler<'a> {
     step_keys: Vec<StepKey>,
     /// VU value slots handed out so far: data columns first, then extracted values.
     slot_count: usize,
+    /// The generators' seed (`test`-scoped variables are computed with it, now).
+    seed: u64,
+    vars: Vec<ScopedVar>,
 }
 
 impl Compiler<'_> {
@@ -560,14 +578,43 @@ impl Compiler<'_> {
                 self.problems.add(format!("vars.{name}"), "this name is reserved");
                 continue;
             }
-            match Template::compile(value, &self.scope, Escape::None) {
-                Ok(t) => {
-                    self.scope.consts.insert(name.clone(), t.as_const().unwrap_or_default().to_string());
-                }
+            match Template::compile(value.value(), &self.scope, Escape::None) {
+                Ok(t) => self.add_var(name, t, value.scope()),
                 Err(e) => self.problems.add(format!("vars.{name}"), e),
             }
         }
         base_url
+    }
+
+    /// Adds variable `name`: a constant when its template is one, else by its scope — a
+    /// template used in place (each use fresh), a slot filled per iteration or per VU, or a
+    /// value computed now for the whole test.
+    fn add_var(&mut self, name: &str, t: Template, per: VarScope) {
+        if let Some(value) = t.as_const() {
+            self.scope.consts.insert(name.to_string(), value.to_string());
+            return;
+        }
+        match per {
+            VarScope::Use => {
+                self.scope.macros.insert(name.to_string(), t);
+            }
+            VarScope::Iteration | VarScope::Vu => {
+                self.scope.slots.insert(name.to_string(), self.slot_count);
+                self.vars.push(ScopedVar { slot: self.slot_count, template: t, per });
+                self.slot_count += 1;
+            }
+            VarScope::Test => {
+                // The same on every runner that shares the seed: VU 0 of runner 0 draws it.
+                let mut generator = crate::compile::expr::Gen::new(self.seed, 0, 0, 1);
+                let value = generator.lend(|| t.render(&[]));
+                match crate::compile::template::take_render_error() {
+                    Some(e) => self.problems.add(format!("vars.{name}"), format!("expression {e}")),
+                    None => {
+                        self.scope.consts.insert(name.to_string(), value);
+                    }
+                }
+            }
+        }
     }
 
     /// The data files, loaded now; each column gets a VU value slot.

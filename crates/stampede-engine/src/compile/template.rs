@@ -29,6 +29,9 @@ pub struct Scope {
     pub slots: HashMap<String, usize>,
     /// Environment lookups (`{{env.NAME}}`); `None` reads the process environment.
     pub env: Option<HashMap<String, String>>,
+    /// Variables whose template is used in place, fresh at each use (`vars` with a generated
+    /// value and no scope).
+    pub macros: HashMap<String, Template>,
 }
 
 impl Scope {
@@ -126,6 +129,13 @@ impl Template {
                 push_escaped(&mut lit, value, escape);
             } else if let Some(&slot) = scope.slots.get(name) {
                 t.push(Part::Slot(slot), &mut lit);
+            } else if let Some(m) = scope.macros.get(name) {
+                for part in &m.parts {
+                    match part {
+                        Part::Lit(s) => push_escaped(&mut lit, s, escape),
+                        p => t.push(p.clone(), &mut lit),
+                    }
+                }
             } else {
                 // Where the hole's text starts in `src`, for the error's column.
                 let start = src.len() - rest.len() + open + 2 + (raw.len() - raw.trim_start().len());
@@ -285,7 +295,7 @@ impl Template {
 
 /// Compiles the expression `hole`, which starts after `before` in its template.
 fn compile_expr(hole: &str, scope: &Scope, before: &str) -> Result<Expr, TemplateError> {
-    let names = Names { consts: &scope.consts, slots: &scope.slots };
+    let names = Names { consts: &scope.consts, slots: &scope.slots, macros: &scope.macros };
     Expr::compile(hole, &names).map_err(|e| {
         // A plain name that is not known keeps the plain message (`vu.…`, `runner.…` say
         // which fields there are).

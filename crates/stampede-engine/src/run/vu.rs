@@ -10,9 +10,10 @@ use crate::client::exchange::Headers;
 use crate::client::transport::VuConn;
 use crate::compile::expr::Gen;
 use crate::compile::extract::ResponseView;
-use crate::compile::plan::StepPlan;
+use crate::compile::plan::{Plan, StepPlan};
 use stampede_model::ErrorKind;
 use stampede_model::scenario::OnError;
+use stampede_model::scenario::VarScope;
 
 use super::executor::Shared;
 use super::outcome::{ErrorSample, SAMPLE_BYTES};
@@ -46,7 +47,7 @@ pub(super) struct Vu {
 
 impl Vu {
     pub(super) fn new(index: u32, shared: &Shared) -> Vu {
-        Vu {
+        let mut vu = Vu {
             conn: VuConn::default(),
             slots: vec![String::new(); shared.plan.slot_count],
             rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
@@ -59,6 +60,25 @@ impl Vu {
             sent_head: Vec::new(),
             timer: None,
             ended: None,
+        };
+        vu.renew_vars(&shared.plan, VarScope::Vu);
+        vu
+    }
+
+    /// Computes the variables kept `per` VU or iteration into their slots, in their order
+    /// (one may use another defined before it).
+    pub(super) fn renew_vars(&mut self, plan: &Plan, per: VarScope) {
+        let Vu { generator, slots, .. } = self;
+        generator.lend(|| {
+            for var in plan.vars.iter().filter(|v| v.per == per) {
+                let value = var.template.render(slots);
+                slots[var.slot] = value;
+            }
+        });
+        // A failed expression leaves its variable empty (it is logged; the expression itself
+        // was checked when the scenario compiled).
+        if let Some(e) = crate::compile::template::take_render_error() {
+            tracing::debug!("a variable's expression failed: {e}");
         }
     }
 }
@@ -85,6 +105,7 @@ pub(super) async fn run_iteration(
         shared.data_exhausted.store(true, Ordering::Relaxed);
         return false;
     }
+    vu.renew_vars(&shared.plan, VarScope::Iteration);
     // Each iteration is a new visit: a fresh cookie jar.
     vu.jar = shared.plan.cookies.then(crate::client::cookies::Jar::default);
     let sc = shared.plan.groups[group].pick(&mut vu.rng);

@@ -496,3 +496,61 @@ fn a_fixed_seed_repeats_the_generated_values_and_another_changes_them() {
         assert!(line.contains(&format!("&u=0-1-{}&it=0 ", i + 1)), "{line}");
     }
 }
+
+/// #23: a variable's scope decides how long one value is kept: a fresh one at each use, one
+/// per iteration (sent in two steps), one per VU, one for the whole test. Seen in what each
+/// VU's connection sent.
+#[test]
+fn variables_keep_one_value_per_use_iteration_vu_or_test() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let (proxy, recorded) = recording_proxy(target.addr());
+    let report = run_yaml(
+        r#"
+name: scoped
+load: {executor: constant-vus, vus: 2, iterations: 6}
+vars:
+  fresh: "{{ uuid() }}"
+  order: {value: "o-{{ uuid() }}", scope: iteration}
+  mine: {value: "{{ randomString(16) }}", scope: vu}
+  run: {value: "{{ uuid() }}", scope: test}
+scenarios:
+  - name: s
+    steps:
+      - name: a
+        request: {url: "{{baseUrl}}/get?fresh={{fresh}}&again={{fresh}}&order={{order}}&mine={{mine}}&run={{run}}"}
+      - name: b
+        request: {url: "{{baseUrl}}/get?order={{ order }}&mine={{ mine }}"}
+"#,
+        &format!("http://{proxy}"),
+    );
+    target.stop();
+    assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
+    let query = |target: &str| -> BTreeMap<String, String> {
+        form_urlencoded::parse(target.split_once('?').unwrap().1.as_bytes()).into_owned().collect()
+    };
+    let mut fresh = std::collections::BTreeSet::new();
+    let (mut orders, mut mine, mut runs) =
+        (Vec::new(), std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    let mut seen = 0;
+    for conn in recorded.lock().unwrap().iter() {
+        let sent = requests(&conn.lock().unwrap());
+        let vu_values: std::collections::BTreeSet<String> =
+            sent.iter().map(|r| query(&r.target)["mine"].clone()).collect();
+        assert_eq!(vu_values.len(), 1, "one value per VU (connection): {vu_values:?}");
+        mine.extend(vu_values);
+        for pair in sent.chunks(2) {
+            let (a, b) = (query(&pair[0].target), query(&pair[1].target));
+            assert_ne!(a["fresh"], a["again"], "fresh at each use");
+            assert!(fresh.insert(a["fresh"].clone()) && fresh.insert(a["again"].clone()));
+            assert_eq!(a["order"], b["order"], "one value per iteration, in both steps");
+            orders.push(a["order"].clone());
+            runs.insert(a["run"].clone());
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 6, "six iterations");
+    let distinct: std::collections::BTreeSet<&String> = orders.iter().collect();
+    assert_eq!(distinct.len(), 6, "each iteration its own: {orders:?}");
+    assert_eq!(mine.len(), 2, "each VU its own");
+    assert_eq!(runs.len(), 1, "one for the test: {runs:?}");
+}
