@@ -547,6 +547,11 @@ pub struct ExtractSpec {
     /// A cookie the response sets (`Set-Cookie`), by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cookie: Option<String>,
+    /// `true`: keep every match as a list — every match of `regex`, or every value a `json`
+    /// path with `*` reaches (`$.products[*].id`) — for `randomItem(…)`, `size(…)`, indexing;
+    /// none is an empty list, not a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<bool>,
 }
 
 /// An HTTP request. Every string may use `{{name}}` templates.

@@ -149,6 +149,10 @@ pub(crate) fn compile(
     for (path, e) in &spec.json {
         let field = format!("check.json.{path}");
         let segments = match parse_json_path(path) {
+            Ok(s) if s.contains(&Segment::All) => {
+                problems.add(&field, "`*` reaches several values: a check reads one (an extractor keeps them all)");
+                continue;
+            }
             Ok(s) => s,
             Err(msg) => {
                 problems.add(&field, format!("invalid JSON path: {msg}"));

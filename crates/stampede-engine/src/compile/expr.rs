@@ -85,6 +85,8 @@ pub(crate) struct Names<'a> {
     pub(crate) slots: &'a HashMap<String, usize>,
     /// Variables used in place (`vars` with a generated value and no scope).
     pub(crate) macros: &'a HashMap<String, Template>,
+    /// Slots whose values are JSON, read typed.
+    pub(crate) json_slots: &'a std::collections::HashSet<usize>,
 }
 
 /// A name an expression reads, resolved when it compiled.
@@ -94,6 +96,8 @@ enum Root {
     Runner,
     Const(String, Value),
     Slot(String, usize),
+    /// A slot holding JSON: read as the value it spells (a string when it spells none).
+    JsonSlot(String, usize),
     /// A data source's row: its columns (`users.email`) and their slots.
     Row(String, Vec<(String, usize)>),
     /// A variable used in place: its template, rendered at each use.
@@ -156,7 +160,11 @@ impl Expr {
                     if let Some(value) = names.consts.get(&name) {
                         Root::Const(name.clone(), Value::from(value.as_str()))
                     } else if let Some(&slot) = names.slots.get(&name) {
-                        Root::Slot(name.clone(), slot)
+                        if names.json_slots.contains(&slot) {
+                            Root::JsonSlot(name.clone(), slot)
+                        } else {
+                            Root::Slot(name.clone(), slot)
+                        }
                     } else if let Some(t) = names.macros.get(&name) {
                         Root::Macro(name.clone(), Box::new(t.clone()))
                     } else if let Some(columns) = row_columns(names.slots, &name) {
@@ -193,6 +201,14 @@ impl Expr {
                     Root::Const(name, value) => ctx.add_variable_from_value(name.as_str(), value.clone()),
                     Root::Slot(name, slot) => {
                         let value = slots.get(*slot).map_or("", String::as_str);
+                        ctx.add_variable_from_value(name.as_str(), value)
+                    }
+                    Root::JsonSlot(name, slot) => {
+                        let text = slots.get(*slot).map_or("", String::as_str);
+                        let value = match serde_json::from_str::<serde_json::Value>(text) {
+                            Ok(json) => from_json(&json),
+                            Err(_) => Value::from(text),
+                        };
                         ctx.add_variable_from_value(name.as_str(), value)
                     }
                     Root::Macro(name, t) => ctx.add_variable_from_value(name.as_str(), t.render(slots)),
@@ -464,6 +480,27 @@ pub(crate) fn write_text(value: &Value, out: &mut String) {
     }
 }
 
+/// A JSON value as an expression's value.
+fn from_json(json: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match json {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(u)) => Value::UInt(u),
+            _ => Value::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        J::String(s) => Value::from(s.as_str()),
+        J::Array(items) => Value::List(Arc::new(items.iter().map(from_json).collect())),
+        J::Object(fields) => {
+            let map: HashMap<Key, Value> =
+                fields.iter().map(|(k, v)| (Key::String(Arc::new(k.clone())), from_json(v))).collect();
+            Value::Map(Map { map: Arc::new(map) })
+        }
+    }
+}
+
 /// A value as JSON (what `jsonEncode` writes, and what a typed JSON body holds).
 pub(crate) fn to_json(value: &Value) -> serde_json::Value {
     use serde_json::Value as J;
@@ -694,7 +731,8 @@ mod tests {
             ("users.email".to_string(), 2),
             ("users.name".to_string(), 3),
         ]);
-        Expr::compile(src, &Names { consts: &consts, slots: &slots, macros: &HashMap::new() })
+        let json_slots = std::collections::HashSet::from([1]);
+        Expr::compile(src, &Names { consts: &consts, slots: &slots, macros: &HashMap::new(), json_slots: &json_slots })
     }
 
     fn eval(src: &str, g: &mut Gen) -> String {
@@ -733,6 +771,10 @@ mod tests {
         assert_eq!(eval("'Bearer ' + token", &mut g), "Bearer abc");
         assert_eq!(eval("host + '-' + string(size(token))", &mut g), "shop-3");
         assert_eq!(eval("users.name + ' <' + users.email + '>'", &mut g), "Ann <a@b.c>");
+        // An extracted JSON list is a list.
+        assert_eq!(eval("size(products) * 10 + products[1]", &mut g), "22");
+        let item = eval("randomItem(products)", &mut g);
+        assert!(item == "1" || item == "2", "{item}");
         assert_eq!(eval("base64('hi')", &mut g), "aGk=");
         assert_eq!(eval("urlEncode('a b&c')", &mut g), "a+b%26c");
         assert_eq!(eval("sha256('abc')", &mut g), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

@@ -11,13 +11,19 @@ use stampede_model::scenario::ExtractSpec;
 pub enum Segment {
     Key(String),
     Index(usize),
+    /// `*` or `[*]`: every element of a list or value of an object (extractors with `all: true`).
+    All,
 }
 
 /// How a value is taken.
 #[derive(Clone, Debug)]
 pub enum Source {
     Json(Vec<Segment>),
+    /// Every value the path reaches (it has a `*`), as a list.
+    JsonAll(Vec<Segment>),
     Regex(regex::Regex, usize),
+    /// Every match, as a list.
+    RegexAll(regex::Regex, usize),
     Status,
     /// A response header (lowercase name).
     Header(String),
@@ -58,9 +64,30 @@ pub(crate) fn lookup<'a>(doc: &'a serde_json::Value, path: &[Segment]) -> Option
         v = match seg {
             Segment::Key(k) => v.get(k.as_str()),
             Segment::Index(i) => v.get(*i).or_else(|| v.get(i.to_string().as_str())),
+            Segment::All => None,
         }?;
     }
     Some(v)
+}
+
+/// Every value `path` reaches in `doc`, `*` taking each element or field in turn.
+fn lookup_all<'a>(doc: &'a serde_json::Value, path: &[Segment], out: &mut Vec<&'a serde_json::Value>) {
+    let Some((seg, rest)) = path.split_first() else {
+        out.push(doc);
+        return;
+    };
+    match seg {
+        Segment::All => match doc {
+            serde_json::Value::Array(items) => items.iter().for_each(|v| lookup_all(v, rest, out)),
+            serde_json::Value::Object(fields) => fields.values().for_each(|v| lookup_all(v, rest, out)),
+            _ => {}
+        },
+        one => {
+            if let Some(v) = lookup(doc, std::slice::from_ref(one)) {
+                lookup_all(v, rest, out);
+            }
+        }
+    }
 }
 
 /// A JSON value as text: strings without quotes, everything else as JSON.
@@ -105,6 +132,7 @@ pub(crate) fn parse_json_path(path: &str) -> Result<Vec<Segment>, String> {
                 .or_else(|| inner.strip_prefix('"').and_then(|s| s.strip_suffix('"')));
             segs.push(match quoted {
                 Some(key) => Segment::Key(key.to_string()),
+                None if inner == "*" => Segment::All,
                 None => Segment::Index(inner.parse().map_err(|_| format!("`{path}`: `[{inner}]` is not an index"))?),
             });
             rest = &r[end + 1..];
@@ -114,6 +142,7 @@ pub(crate) fn parse_json_path(path: &str) -> Result<Vec<Segment>, String> {
         let key = &rest[..end];
         segs.push(match key.parse::<usize>() {
             Ok(i) => Segment::Index(i),
+            Err(_) if key == "*" => Segment::All,
             Err(_) => Segment::Key(key.to_string()),
         });
         rest = &rest[end..];
@@ -142,6 +171,10 @@ pub(crate) fn compile(name: &str, spec: &ExtractSpec, slot: usize) -> Result<Ext
     if spec.group.is_some() && spec.regex.is_none() {
         return Err("`group` goes with `regex`".into());
     }
+    let all = spec.all == Some(true);
+    if all && spec.json.is_none() && spec.regex.is_none() {
+        return Err("`all: true` goes with `json` or `regex`".into());
+    }
     let source = if let Some(name) = &spec.header {
         if name.trim().is_empty() {
             return Err("`header` names no header".into());
@@ -153,14 +186,19 @@ pub(crate) fn compile(name: &str, spec: &ExtractSpec, slot: usize) -> Result<Ext
         }
         Source::Cookie(name.trim().to_string())
     } else if let Some(path) = &spec.json {
-        Source::Json(parse_json_path(path).map_err(|e| format!("invalid JSON path: {e}"))?)
+        let segments = parse_json_path(path).map_err(|e| format!("invalid JSON path: {e}"))?;
+        match (all, segments.contains(&Segment::All)) {
+            (true, _) => Source::JsonAll(segments),
+            (false, true) => return Err("a JSON path with `*` reaches several values: add `all: true`".into()),
+            (false, false) => Source::Json(segments),
+        }
     } else if let Some(re) = &spec.regex {
         let re = regex::Regex::new(re).map_err(|e| format!("invalid regex: {e}"))?;
         let group = spec.group.unwrap_or(if re.captures_len() > 1 { 1 } else { 0 });
         if group >= re.captures_len() {
             return Err(format!("the regex has no group {group}"));
         }
-        Source::Regex(re, group)
+        if all { Source::RegexAll(re, group) } else { Source::Regex(re, group) }
     } else {
         Source::Status
     };
@@ -170,7 +208,12 @@ pub(crate) fn compile(name: &str, spec: &ExtractSpec, slot: usize) -> Result<Ext
 impl Extractor {
     /// Whether the response body is needed.
     pub fn needs_body(&self) -> bool {
-        matches!(self.source, Source::Json(_) | Source::Regex(..))
+        matches!(self.source, Source::Json(_) | Source::JsonAll(_) | Source::Regex(..) | Source::RegexAll(..))
+    }
+
+    /// Whether its value is JSON (a list, a number…) that expressions read typed.
+    pub fn gives_json(&self) -> bool {
+        matches!(self.source, Source::Json(_) | Source::JsonAll(_) | Source::RegexAll(..))
     }
 
     /// Whether response headers other than `set-cookie` are needed.
@@ -200,10 +243,23 @@ impl Extractor {
                     .map(|m| m.as_str().to_string())
                     .ok_or_else(|| format!("{self}: `{}` does not match the body", re.as_str()))
             }
+            Source::RegexAll(re, group) => {
+                let text = String::from_utf8_lossy(resp.body);
+                let all: Vec<&str> =
+                    re.captures_iter(&text).filter_map(|c| c.get(*group)).map(|m| m.as_str()).collect();
+                Ok(serde_json::to_string(&all).unwrap_or_default())
+            }
             Source::Json(path) => {
                 let doc = json.get_or_insert_with(|| serde_json::from_slice(resp.body).ok());
                 let Some(doc) = doc.as_ref() else { return Err(format!("{self}: the body is not JSON")) };
                 lookup(doc, path).map(value_text).ok_or_else(|| format!("{self}: no `{}` in the body", describe(path)))
+            }
+            Source::JsonAll(path) => {
+                let doc = json.get_or_insert_with(|| serde_json::from_slice(resp.body).ok());
+                let Some(doc) = doc.as_ref() else { return Err(format!("{self}: the body is not JSON")) };
+                let mut all = Vec::new();
+                lookup_all(doc, path, &mut all);
+                Ok(serde_json::to_string(&all).unwrap_or_default())
             }
         }
     }
@@ -215,6 +271,7 @@ pub(crate) fn describe(path: &[Segment]) -> String {
         .map(|s| match s {
             Segment::Key(k) => k.clone(),
             Segment::Index(i) => i.to_string(),
+            Segment::All => "*".to_string(),
         })
         .collect::<Vec<_>>()
         .join(".")

@@ -788,6 +788,11 @@ impl Compiler<'_> {
             match crate::compile::extract::compile(name, spec, slot) {
                 Ok(e) => {
                     self.scope.slots.insert(name.clone(), slot);
+                    if e.gives_json() {
+                        self.scope.json_slots.insert(slot);
+                    } else {
+                        self.scope.json_slots.remove(&slot);
+                    }
                     extract.push(e);
                 }
                 Err(e) => self.problems.add(at, e),

@@ -32,6 +32,9 @@ pub struct Scope {
     /// Variables whose template is used in place, fresh at each use (`vars` with a generated
     /// value and no scope).
     pub macros: HashMap<String, Template>,
+    /// Slots holding JSON (from `json:` extractors, or any with `all: true`): expressions read
+    /// them typed — a list, a number — when they parse as JSON.
+    pub json_slots: std::collections::HashSet<usize>,
 }
 
 impl Scope {
@@ -295,7 +298,8 @@ impl Template {
 
 /// Compiles the expression `hole`, which starts after `before` in its template.
 fn compile_expr(hole: &str, scope: &Scope, before: &str) -> Result<Expr, TemplateError> {
-    let names = Names { consts: &scope.consts, slots: &scope.slots, macros: &scope.macros };
+    let names =
+        Names { consts: &scope.consts, slots: &scope.slots, macros: &scope.macros, json_slots: &scope.json_slots };
     Expr::compile(hole, &names).map_err(|e| {
         // A plain name that is not known keeps the plain message (`vu.…`, `runner.…` say
         // which fields there are).

@@ -68,6 +68,9 @@ impl Vu {
     /// Computes the variables kept `per` VU or iteration into their slots, in their order
     /// (one may use another defined before it).
     pub(super) fn renew_vars(&mut self, plan: &Plan, per: VarScope) {
+        if plan.vars.is_empty() {
+            return;
+        }
         let Vu { generator, slots, .. } = self;
         generator.lend(|| {
             for var in plan.vars.iter().filter(|v| v.per == per) {

@@ -554,3 +554,45 @@ scenarios:
     assert_eq!(mine.len(), 2, "each VU its own");
     assert_eq!(runs.len(), 1, "one for the test: {runs:?}");
 }
+
+/// #23: an extractor with `all: true` keeps every match as a list — a JSON path with `*`, or a
+/// regex — which expressions read as a list: `randomItem`, `size`, indexing.
+#[test]
+fn an_extractor_keeps_every_match_as_a_list_for_expressions() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let report = run_yaml(
+        r#"
+name: lists
+seed: 3
+load: {executor: constant-vus, vus: 1, iterations: 30}
+scenarios:
+  - name: s
+    steps:
+      - name: list
+        request:
+          method: POST
+          url: "{{baseUrl}}/post"
+          json: {products: [{id: 11}, {id: 12}, {id: 13}], note: "a-1 b-2 c-3"}
+        extract:
+          ids: {json: "json.products[*].id", all: true}
+          first: {json: "json.products[0]"}
+          letters: {regex: '([a-z])-\d', all: true}
+          none: {json: "json.missing[*]", all: true}
+      - name: pick
+        request: {url: "{{baseUrl}}/get?id={{ randomItem(ids) }}&n={{ size(ids) }}&second={{ ids[1] }}&first={{ first.id }}&l={{ letters[2] }}&none={{ size(none) }}&ids={{ids}}"}
+        check:
+          json:
+            args.id: {matches: "^1[123]$"}
+            args.n: {equals: "3"}
+            args.second: {equals: "12"}
+            args.first: {equals: "11"}
+            args.l: {equals: "c"}
+            args.none: {equals: "0"}
+            args.ids: {equals: "[11,12,13]"}
+"#,
+        &target.base_url(),
+    );
+    target.stop();
+    assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
+    assert!(report.checks.iter().all(|c| c.passes == 30 && c.fails == 0), "{:?}", report.checks);
+}
