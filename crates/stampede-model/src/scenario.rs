@@ -40,6 +40,10 @@ pub struct ScenarioFile {
     /// says how long to keep one: `{value: "{{ uuid() }}", scope: iteration}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, VarSpec>,
+    /// Steps each VU runs once, before its first iteration (log in and keep the token for the
+    /// VU's life): what they extract is visible to every scenario. Reported as scenario `init`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init: Vec<Step>,
     /// The user flows. Each iteration of a virtual user picks one by weight.
     pub scenarios: Vec<Scenario>,
     /// Pass/fail criteria checked at the end of the run, e.g. `latency{step:login}.p99 < 250ms`,

@@ -22,7 +22,12 @@ use cel::extractors::Arguments;
 use cel::objects::{Key, Map};
 use cel::{Context, ExecutionError, Program, Value};
 
-use crate::compile::template::Template;
+/// What renders a variable used in place (a template, which `template` implements): kept
+/// abstract here so that expressions do not depend on templates, which use them.
+pub(crate) trait Render: std::fmt::Debug + Send + Sync {
+    /// The text, for a VU's `slots`.
+    fn render_text(&self, slots: &[String]) -> String;
+}
 
 /// The functions an expression may call besides CEL's own: name, the numbers of arguments it
 /// takes, and what it gives. The reference of the scenario format lists them from here.
@@ -84,7 +89,7 @@ pub(crate) struct Names<'a> {
     pub(crate) consts: &'a HashMap<String, String>,
     pub(crate) slots: &'a HashMap<String, usize>,
     /// Variables used in place (`vars` with a generated value and no scope).
-    pub(crate) macros: &'a HashMap<String, Template>,
+    pub(crate) macros: &'a HashMap<String, Arc<dyn Render>>,
     /// Slots whose values are JSON, read typed.
     pub(crate) json_slots: &'a std::collections::HashSet<usize>,
 }
@@ -101,7 +106,7 @@ enum Root {
     /// A data source's row: its columns (`users.email`) and their slots.
     Row(String, Vec<(String, usize)>),
     /// A variable used in place: its template, rendered at each use.
-    Macro(String, Box<Template>),
+    Macro(String, Arc<dyn Render>),
 }
 
 /// A compiled expression.
@@ -166,7 +171,7 @@ impl Expr {
                             Root::Slot(name.clone(), slot)
                         }
                     } else if let Some(t) = names.macros.get(&name) {
-                        Root::Macro(name.clone(), Box::new(t.clone()))
+                        Root::Macro(name.clone(), t.clone())
                     } else if let Some(columns) = row_columns(names.slots, &name) {
                         Root::Row(name.clone(), columns)
                     } else {
@@ -211,7 +216,7 @@ impl Expr {
                         };
                         ctx.add_variable_from_value(name.as_str(), value)
                     }
-                    Root::Macro(name, t) => ctx.add_variable_from_value(name.as_str(), t.render(slots)),
+                    Root::Macro(name, t) => ctx.add_variable_from_value(name.as_str(), t.render_text(slots)),
                     Root::Row(name, columns) => {
                         let row: HashMap<Key, Value> = columns
                             .iter()

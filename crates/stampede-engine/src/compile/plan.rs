@@ -63,6 +63,8 @@ pub struct Plan {
     pub runner: (u32, u32),
     /// `vars` kept per iteration or per VU, each in its slot.
     pub vars: Vec<ScopedVar>,
+    /// Steps each VU runs once before its first iteration (`init`); shared like `scenarios`.
+    pub init: Arc<Vec<StepPlan>>,
 }
 
 /// A variable kept for an iteration or a VU's life (`vars.NAME.scope`).
@@ -420,6 +422,9 @@ pub struct CompileOptions {
     pub runner: Option<(u32, u32)>,
 }
 
+/// The scenario name `init` steps are reported under.
+pub(crate) const INIT: &str = "init";
+
 /// Placeholder base URL used to validate a `builtin` scenario without starting a server.
 pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
 
@@ -441,6 +446,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
     let shared_load = c.shared_load();
     let base_url = c.base_url_and_vars(opts.base_url.as_deref());
     c.data_sources(opts.data_partition);
+    let init = c.init_steps();
     let (scenarios, own_groups) = c.scenarios();
     let thresholds = c.thresholds();
     let transport = crate::compile::http::compile_transport(&file.http, c.files, &mut c.problems);
@@ -488,6 +494,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         seed,
         runner: opts.runner.unwrap_or((0, 1)),
         vars: c.vars,
+        init: Arc::new(init),
     })
 }
 
@@ -596,7 +603,7 @@ impl Compiler<'_> {
         }
         match per {
             VarScope::Use => {
-                self.scope.macros.insert(name.to_string(), t);
+                self.scope.macros.insert(name.to_string(), Arc::new(t));
             }
             VarScope::Iteration | VarScope::Vu => {
                 self.scope.slots.insert(name.to_string(), self.slot_count);
@@ -659,6 +666,27 @@ impl Compiler<'_> {
     }
 
     /// Every scenario with its steps, and the load groups of those with a `load` of their own.
+    /// The `init` steps, reported under scenario `init`; what they extract stays visible to
+    /// every scenario.
+    fn init_steps(&mut self) -> Vec<StepPlan> {
+        let file = self.file;
+        if !file.init.is_empty() && file.scenarios.iter().any(|s| s.name == INIT) {
+            self.problems
+                .add("init", format!("a scenario is named `{INIT}`, the name `init` steps are reported under"));
+        }
+        let first_own_slot = self.slot_count;
+        let mut names = HashSet::new();
+        let mut steps = Vec::new();
+        for (ti, step) in file.init.iter().enumerate() {
+            let loc = location(&step.name, "init, step", format!("init[{ti}]"), &mut self.problems);
+            if !names.insert(step.name.as_str()) {
+                self.problems.add(&loc, "another init step has the same name");
+            }
+            steps.extend(self.step(INIT, step, &loc, first_own_slot));
+        }
+        steps
+    }
+
     fn scenarios(&mut self) -> (Vec<ScenarioPlan>, Vec<GroupPlan>) {
         let file = self.file;
         if file.scenarios.is_empty() {

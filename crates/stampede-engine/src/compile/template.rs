@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use crate::compile::expr::{self, Expr, Names};
+use crate::compile::expr::{self, Expr, Names, Render};
 
 /// How substituted values are escaped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub struct Scope {
     pub env: Option<HashMap<String, String>>,
     /// Variables whose template is used in place, fresh at each use (`vars` with a generated
     /// value and no scope).
-    pub macros: HashMap<String, Template>,
+    pub macros: HashMap<String, std::sync::Arc<Template>>,
     /// Slots holding JSON (from `json:` extractors, or any with `all: true`): expressions read
     /// them typed — a list, a number — when they parse as JSON.
     pub json_slots: std::collections::HashSet<usize>,
@@ -298,8 +298,9 @@ impl Template {
 
 /// Compiles the expression `hole`, which starts after `before` in its template.
 fn compile_expr(hole: &str, scope: &Scope, before: &str) -> Result<Expr, TemplateError> {
-    let names =
-        Names { consts: &scope.consts, slots: &scope.slots, macros: &scope.macros, json_slots: &scope.json_slots };
+    let macros: HashMap<String, std::sync::Arc<dyn Render>> =
+        scope.macros.iter().map(|(k, v)| (k.clone(), v.clone() as std::sync::Arc<dyn Render>)).collect();
+    let names = Names { consts: &scope.consts, slots: &scope.slots, macros: &macros, json_slots: &scope.json_slots };
     Expr::compile(hole, &names).map_err(|e| {
         // A plain name that is not known keeps the plain message (`vu.…`, `runner.…` say
         // which fields there are).
@@ -313,6 +314,12 @@ fn compile_expr(hole: &str, scope: &Scope, before: &str) -> Result<Expr, Templat
             message: e.message,
         }
     })
+}
+
+impl Render for Template {
+    fn render_text(&self, slots: &[String]) -> String {
+        self.render(slots)
+    }
 }
 
 fn push_escaped(out: &mut String, value: &str, escape: Escape) {

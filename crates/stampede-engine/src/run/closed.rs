@@ -5,9 +5,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::executor::Shared;
-use super::vu::{Vu, run_iteration};
-use super::worker::{ActiveGuard, WorkerLocal};
+use super::shared::{ActiveGuard, Shared, WorkerLocal};
+use super::step::run_iteration;
+use super::vu::Vu;
 
 /// A closed-model VU: runs iterations back to back until its group stops or it retires.
 pub(super) async fn vu_task(

@@ -11,99 +11,30 @@
 //! Once per reporting interval each worker sends a snapshot of that interval to the
 //! reporter (the calling thread), which merges them into ticks.
 //!
-//! One job per file: this one starts the workers and collects the [`RunOutcome`]; `outcome`
-//! holds what a run takes and gives, `reporter` merges the ticks, `worker` runs one thread's
-//! VUs, `closed` and `open` are the two workload models, `vu` is one VU's iteration and step,
-//! and `send` one request with its redirects.
+//! One job per file, each using only those after it: this one starts the workers and
+//! collects the [`RunOutcome`]; `reporter` merges the ticks; `worker` runs one thread's VUs
+//! under `closed` and `open`, the two workload models; `step` is one iteration and one step of
+//! a VU, `send` one request with its redirects, `vu` a VU's own state; `shared` is what the
+//! threads and a worker's VUs share; `outcome` what a run takes and gives.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime};
-
-use crate::compile::plan::{LoadPlan, Plan};
+use crate::compile::plan::LoadPlan;
+use crate::compile::plan::Plan;
 use crate::error::RunError;
-use crate::stats::metrics::{IntervalStats, WorkerMetrics};
+use crate::stats::metrics::WorkerMetrics;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
+use std::time::Instant;
+use std::time::SystemTime;
 
 use super::reporter::Reporter;
+use super::shared::{GroupRun, Shared, WorkerMsg};
 use super::worker::worker_main;
 
-pub(crate) use super::outcome::ErrorSample;
 pub use super::outcome::{RunOptions, RunOutcome, Tick, Totals};
-
-/// How often a worker's controller looks at the ramp and the clock.
-pub(super) const CONTROL_TICK: Duration = Duration::from_millis(25);
-pub(super) struct Shared {
-    pub(super) plan: Arc<Plan>,
-    pub(super) start: Instant,
-    /// One per [`Plan::groups`].
-    pub(super) groups: Vec<GroupRun>,
-    pub(super) interrupt: Arc<AtomicBool>,
-    pub(super) tick: Duration,
-    pub(super) totals: bool,
-    /// One shared cursor per data source (touched once per iteration).
-    pub(super) data_cursors: Vec<crate::compile::data::Cursor>,
-    /// A data source with `onExhausted: stop` ran out: the run ends.
-    pub(super) data_exhausted: AtomicBool,
-    /// A step with `onError: abort-run` failed: the run stops at once, for this reason.
-    pub(super) aborted: std::sync::OnceLock<String>,
-}
-
-/// The running state of one group of VUs.
-pub(super) struct GroupRun {
-    /// The group's VUs are numbered `first_vu..first_vu + max_vus` across the run.
-    pub(super) first_vu: u32,
-    pub(super) max_vus: u32,
-    /// No iteration starts after this.
-    pub(super) deadline: Option<Instant>,
-    /// In-flight iterations are abandoned at this instant.
-    pub(super) hard_stop: Option<Instant>,
-    pub(super) iteration_limit: Option<u64>,
-    pub(super) iterations_claimed: AtomicU64,
-    pub(super) ramp_down_grace: Duration,
-}
-
-impl Shared {
-    /// Stop everything now, abandoning iterations in flight.
-    pub(super) fn halted(&self) -> bool {
-        self.interrupt.load(Ordering::Relaxed) || self.aborted.get().is_some()
-    }
-
-    /// Group `g` starts no more iterations.
-    pub(super) fn stopping(&self, g: usize, now: Instant) -> bool {
-        let group = &self.groups[g];
-        self.halted()
-            || self.data_exhausted.load(Ordering::Relaxed)
-            || group.deadline.is_some_and(|d| now >= d)
-            || group.iteration_limit.is_some_and(|l| group.iterations_claimed.load(Ordering::Relaxed) >= l)
-    }
-
-    pub(super) fn claim_iteration(&self, g: usize) -> bool {
-        let group = &self.groups[g];
-        match group.iteration_limit {
-            None => true,
-            Some(limit) => group.iterations_claimed.fetch_add(1, Ordering::Relaxed) < limit,
-        }
-    }
-
-    /// The group and the group-local number of VU `vu`.
-    pub(super) fn group_of(&self, vu: u32) -> (usize, u32) {
-        let g = self.groups.partition_point(|gr| gr.first_vu + gr.max_vus <= vu).min(self.groups.len() - 1);
-        (g, vu - self.groups[g].first_vu)
-    }
-}
-
-pub(super) enum WorkerMsg {
-    Tick { worker: usize, index: u64, active: u32, stats: IntervalStats, totals: Option<Box<Totals>> },
-    Done { worker: usize, index: u64, stats: IntervalStats, totals: Option<Box<Totals>> },
-}
-
-pub(super) struct WorkerResult {
-    pub(super) metrics: WorkerMetrics,
-    pub(super) cpu: Duration,
-    pub(super) max_active: u32,
-    pub(super) error_samples: Vec<ErrorSample>,
-}
 
 /// Runs `plan` to completion on worker threads; `on_tick` sees each merged interval.
 pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<RunOutcome, RunError> {

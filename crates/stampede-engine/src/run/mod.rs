@@ -6,5 +6,7 @@ mod open;
 mod outcome;
 mod reporter;
 mod send;
+mod shared;
+mod step;
 mod vu;
 mod worker;

@@ -2,20 +2,22 @@
 //! iterations on time and hands each to a free VU, or lets it wait for one within bounds, or
 //! counts it as dropped.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use std::time::Instant;
 
 use tokio::task::JoinSet;
 
 use crate::compile::plan::LoadPlan;
 use crate::stats::metrics::DropReason;
 
-use super::executor::Shared;
-use super::vu::{Vu, run_iteration};
-use super::worker::{ActiveGuard, WorkerLocal};
+use super::shared::{ActiveGuard, Shared, WorkerLocal};
+use super::step::run_iteration;
+use super::vu::Vu;
 
 /// An open-model iteration handed to a VU.
 #[derive(Clone, Copy)]

@@ -3,9 +3,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+use std::time::SystemTime;
 
-use crate::stats::metrics::{IntervalStats, StepStats, WorkerMetrics};
+use crate::stats::metrics::IntervalStats;
+use crate::stats::metrics::StepStats;
+use crate::stats::metrics::WorkerMetrics;
 use stampede_model::ErrorKind;
 use stampede_model::report::TimelinePoint;
 

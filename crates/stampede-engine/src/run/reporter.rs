@@ -1,16 +1,14 @@
 //! The reporter: merges the workers' interval snapshots into ticks, in order, on the calling
 //! thread, and keeps the run's timeline.
 
+use crate::stats::metrics::IntervalStats;
+use stampede_model::report::TimelinePoint;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::stats::metrics::IntervalStats;
-use stampede_model::report::TimelinePoint;
-
-use super::executor::{Shared, WorkerMsg};
 use super::outcome::{Tick, Totals};
-use super::worker::abort_on_failed_thresholds;
+use super::shared::{Shared, WorkerMsg, abort_on_failed_thresholds};
 
 /// One reporting interval, being assembled from the workers' snapshots.
 pub(super) struct PendingTick {

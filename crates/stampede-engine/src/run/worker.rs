@@ -1,56 +1,24 @@
 //! One worker thread: its single-threaded runtime, the VUs it hosts (closed or open model),
 //! its per-interval snapshots to the reporter, and its share of the run's metrics.
 
-use std::cell::{Cell, RefCell};
+use crate::client::transport::WorkerTransport;
+use crate::stats::metrics::IntervalStats;
+use crate::stats::metrics::WorkerMetrics;
+use crate::stats::sysstat;
+use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-use tokio::task::{AbortHandle, JoinSet};
-
-use crate::client::transport::WorkerTransport;
-use crate::stats::metrics::{IntervalStats, WorkerMetrics};
-use crate::stats::sysstat;
+use std::time::Instant;
+use tokio::task::AbortHandle;
+use tokio::task::JoinSet;
 
 use super::closed::vu_task;
-use super::executor::{CONTROL_TICK, Shared, WorkerMsg, WorkerResult};
 use super::open::open_scheduler;
-use super::outcome::{ErrorSample, Totals};
-
-/// First failures kept per worker, with their messages, for the report.
-pub(super) const ERROR_SAMPLES_PER_WORKER: usize = 5;
-
-/// What one worker's tasks share (single thread: `Rc`/`Cell`/`RefCell`).
-pub(super) struct WorkerLocal {
-    pub(super) metrics: RefCell<WorkerMetrics>,
-    pub(super) active: Cell<u32>,
-    pub(super) max_active: Cell<u32>,
-    pub(super) error_samples: RefCell<Vec<ErrorSample>>,
-    /// The worker's HTTP/2 connections, shared by its VUs.
-    pub(super) transport: WorkerTransport,
-    /// The interval the ticker sends next: what is recorded now belongs to it.
-    pub(super) next_tick: Cell<u64>,
-}
-
-/// Counts a VU as active for as long as it lives, even when it is aborted.
-pub(super) struct ActiveGuard(pub(super) Rc<WorkerLocal>);
-
-impl ActiveGuard {
-    pub(super) fn new(local: Rc<WorkerLocal>) -> Self {
-        let n = local.active.get() + 1;
-        local.active.set(n);
-        local.max_active.set(local.max_active.get().max(n));
-        ActiveGuard(local)
-    }
-}
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        self.0.active.set(self.0.active.get().saturating_sub(1));
-    }
-}
+use super::outcome::Totals;
+use super::shared::{CONTROL_TICK, Shared, WorkerLocal, WorkerMsg, WorkerResult};
 
 pub(super) fn worker_main(
     id: usize,
@@ -190,25 +158,6 @@ pub(super) async fn worker_loop(
     let index = local.next_tick.get();
     let (stats, totals) = take_interval(&shared, &local);
     let _ = tx.send(WorkerMsg::Done { worker: id, index, stats, totals });
-}
-
-/// Evaluates the `abortOnFail` thresholds on the totals so far; the first failure aborts
-/// the run.
-pub(super) fn abort_on_failed_thresholds(shared: &Shared, totals: &Totals, elapsed: Duration) {
-    let plan = &shared.plan;
-    for t in plan.thresholds.iter().filter(|t| t.abort_on_fail && elapsed >= t.delay_abort_eval) {
-        if let Some(v) = t.evaluate_live(&plan.step_keys, &totals.steps, elapsed.as_secs_f64())
-            && !v.passed
-        {
-            let _ = shared.aborted.set(format!(
-                "threshold `{}` failed after {:.1}s (actual {}) and has `abortOnFail`",
-                t.source,
-                elapsed.as_secs_f64(),
-                v.actual_text
-            ));
-            return;
-        }
-    }
 }
 
 /// The interval just ended (reset for the next) and, when asked for, a copy of the totals.

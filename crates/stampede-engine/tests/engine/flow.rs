@@ -596,3 +596,58 @@ scenarios:
     assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
     assert!(report.checks.iter().all(|c| c.passes == 30 && c.fails == 0), "{:?}", report.checks);
 }
+
+/// #23: `init` steps run once per VU, before its first iteration; what they extract lasts the
+/// VU's life and every scenario sees it. Reported under scenario `init`.
+#[test]
+fn init_steps_run_once_per_vu_and_their_values_last_its_life() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let (proxy, recorded) = recording_proxy(target.addr());
+    let report = run_yaml(
+        r#"
+name: per-vu-login
+load: {executor: constant-vus, vus: 3, iterations: 12}
+init:
+  - name: login
+    request: {method: POST, url: "{{baseUrl}}/post", json: {user: "u{{ vu.id }}", token: "{{ uuid() }}"}}
+    extract: {token: {json: json.token}}
+scenarios:
+  - name: browse
+    steps:
+      - name: list
+        request: {url: "{{baseUrl}}/get", headers: {authorization: "Bearer {{token}}"}}
+        check: {json: {headers.Authorization: {equals: "Bearer {{token}}"}}}
+  - name: buy
+    steps:
+      - name: cart
+        request: {method: POST, url: "{{baseUrl}}/post", json: {t: "{{token}}"}}
+"#,
+        &format!("http://{proxy}"),
+    );
+    target.stop();
+    assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
+    let login = report.steps.iter().find(|s| s.step.as_deref() == Some("login")).expect("an init row");
+    assert_eq!((login.scenario.as_deref(), login.requests), (Some("init"), 3), "one login per VU");
+    assert_eq!(report.scenarios.iter().map(|s| s.iterations).sum::<u64>(), 12);
+    let mut tokens = std::collections::BTreeSet::new();
+    for conn in recorded.lock().unwrap().iter() {
+        let sent = requests(&conn.lock().unwrap());
+        let first: serde_json::Value = serde_json::from_slice(&sent[0].body).unwrap();
+        let token = first["token"].as_str().unwrap().to_string();
+        let is_login =
+            |r: &Seen| serde_json::from_slice::<serde_json::Value>(&r.body).is_ok_and(|b| b.get("user").is_some());
+        assert!(is_login(&sent[0]), "the VU logged in first");
+        assert_eq!(sent.iter().filter(|r| is_login(r)).count(), 1, "and once");
+        for r in &sent[1..] {
+            let used =
+                r.headers.get("authorization").map(|h| h.trim_start_matches("Bearer ").to_string()).or_else(|| {
+                    serde_json::from_slice::<serde_json::Value>(&r.body)
+                        .ok()
+                        .and_then(|b| b["t"].as_str().map(String::from))
+                });
+            assert_eq!(used.as_deref(), Some(token.as_str()), "the VU's own token, all its life");
+        }
+        assert!(tokens.insert(token), "each VU its own token");
+    }
+    assert_eq!(tokens.len(), 3);
+}
