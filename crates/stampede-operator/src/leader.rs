@@ -107,6 +107,58 @@ impl Fence {
     }
 }
 
+/// A layer for the controllers' API client: every write (any method but GET) is refused at
+/// the moment it is dispatched unless the [`Fence`] holds. Checked there, not only before a
+/// reconcile acts, so that a replica frozen between its check and its request (a stopped
+/// process) does not send that request when it wakes; what remains is the microseconds between
+/// this check and the connection's write of the bytes. Lease renewals go through another client.
+#[derive(Clone, Debug)]
+pub struct FenceLayer(pub Fence);
+
+impl<S> tower::Layer<S> for FenceLayer {
+    type Service = Fenced<S>;
+
+    fn layer(&self, inner: S) -> Fenced<S> {
+        Fenced { inner, fence: self.0.clone() }
+    }
+}
+
+/// The service [`FenceLayer`] makes.
+#[derive(Clone, Debug)]
+pub struct Fenced<S> {
+    inner: S,
+    fence: Fence,
+}
+
+/// A write refused because this replica no longer leads.
+#[derive(Debug, thiserror::Error)]
+#[error("not leading: the write was not sent")]
+pub struct NotLeading;
+
+impl<S, B> tower::Service<http::Request<B>> for Fenced<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Error: Into<tower::BoxError>,
+    S::Response: Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if request.method() != http::Method::GET && !self.fence.holds() {
+            return Box::pin(std::future::ready(Err(NotLeading.into())));
+        }
+        let call = self.inner.call(request);
+        Box::pin(async move { call.await.map_err(Into::into) })
+    }
+}
+
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -330,11 +382,16 @@ impl Elector {
     }
 
     /// Waits until this replica leads, then keeps renewing in a task of its own.
-    pub async fn lead(mut self) -> Leadership {
+    pub async fn lead(self) -> Leadership {
+        self.lead_fencing(Fence::until(Instant::now())).await
+    }
+
+    /// [`Elector::lead`], keeping `fence` (e.g. one a [`FenceLayer`] checks) open while it leads.
+    pub async fn lead_fencing(mut self, fence: Fence) -> Leadership {
         let renewed = self.acquire().await;
         tracing::info!(identity = self.me, "leading");
         let (stop, stopped) = oneshot::channel::<()>();
-        let fence = Fence::until(renewed + self.timing.renew_deadline);
+        fence.set(renewed + self.timing.renew_deadline);
         let renewing = fence.clone();
         let task = tokio::spawn(async move {
             tokio::select! {
@@ -420,8 +477,20 @@ impl Drop for Leadership {
 /// Waits until this replica (`me`) holds the Lease `name` in `namespace`, then keeps renewing
 /// it; the returned [`Leadership`] resolves if leadership is lost.
 pub async fn lead(client: Client, namespace: &str, name: &str, me: &str, timing: Timing) -> Result<Leadership, Error> {
+    lead_fencing(client, namespace, name, me, timing, Fence::until(Instant::now())).await
+}
+
+/// [`lead`], keeping `fence` open while this replica leads.
+pub async fn lead_fencing(
+    client: Client,
+    namespace: &str,
+    name: &str,
+    me: &str,
+    timing: Timing,
+    fence: Fence,
+) -> Result<Leadership, Error> {
     let elector = Elector::new(Api::namespaced(client, namespace), name, me, timing)?;
-    Ok(elector.lead().await)
+    Ok(elector.lead_fencing(fence).await)
 }
 
 #[cfg(test)]

@@ -41,7 +41,8 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let args = Args::parse();
-    let client = Client::try_default().await.context("cannot reach the Kubernetes API")?;
+    let config = kube::Config::infer().await.context("cannot find the Kubernetes API's configuration")?;
+    let client = Client::try_from(config.clone()).context("cannot reach the Kubernetes API")?;
     let namespaces: Vec<String> =
         args.namespace.iter().map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
     // Listing LoadTests (where this operator may) tells whether the CRD is installed, without
@@ -93,10 +94,18 @@ async fn main() -> anyhow::Result<()> {
             std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "stampede-operator".into()).trim().to_string()
         });
         let timing = leader::Timing::default();
-        let mut leadership = leader::lead(client.clone(), lease_ns, "stampede-operator", &me, timing).await?;
-        // Every write checks that this replica still leads, so that one frozen past its renew
-        // deadline writes nothing when it wakes, before the renewal task notices.
-        options.fence = leadership.fence();
+        // Every write checks that this replica still leads — in the shell before it acts, and
+        // in the controllers' client when the request goes out — so that one frozen past its
+        // renew deadline writes nothing when it wakes. The Lease itself is renewed through
+        // `client`, which is not fenced.
+        let fence = leader::Fence::until(tokio::time::Instant::now());
+        let mut leadership =
+            leader::lead_fencing(client.clone(), lease_ns, "stampede-operator", &me, timing, fence.clone()).await?;
+        options.fence = fence.clone();
+        let client = kube::client::ClientBuilder::try_from(config)
+            .context("cannot reach the Kubernetes API")?
+            .with_layer(&leader::FenceLayer(fence))
+            .build();
         metrics.leader.set(1);
         tracing::info!("leading; watching LoadTests in {scope}");
         tokio::select! {

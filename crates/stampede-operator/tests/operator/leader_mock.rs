@@ -306,3 +306,36 @@ async fn a_released_lease_is_taken_at_once() {
     assert_eq!(took.body["spec"]["holderIdentity"], "replica-b");
     assert_eq!(took.body["spec"]["leaseTransitions"], 1);
 }
+
+/// #22: the controllers' client refuses a write at the moment it would be sent once the fence
+/// no longer holds (a replica that froze after its reconcile's check sends nothing on waking);
+/// reads still go out.
+#[tokio::test]
+async fn the_fenced_client_sends_no_write_once_the_fence_is_closed() {
+    use tower::Layer;
+    for (open, sent) in [(true, vec!["PUT /x", "GET /y"]), (false, vec!["GET /y"])] {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let until = if open { Instant::now() + Duration::from_secs(600) } else { Instant::now() };
+        let client = Client::new(leader::FenceLayer(leader::Fence::until(until)).layer(service), NS);
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some((request, send)) = handle.next_request().await {
+                seen.push(format!("{} {}", request.method(), request.uri().path()));
+                send.send_response(
+                    Response::builder().status(StatusCode::OK).body(Body::from(b"ok".to_vec())).unwrap(),
+                );
+            }
+            seen
+        });
+        let put = client.request_text(Request::put("/x").body(b"{}".to_vec()).unwrap()).await;
+        let get = client.request_text(Request::get("/y").body(Vec::new()).unwrap()).await;
+        assert_eq!(get.unwrap(), "ok");
+        match (open, put) {
+            (true, Ok(text)) => assert_eq!(text, "ok"),
+            (false, Err(e)) => assert!(e.to_string().contains("not leading"), "{e}"),
+            (_, other) => panic!("fence open: {open}: {other:?}"),
+        }
+        drop(client);
+        assert_eq!(server.await.unwrap(), sent, "what reached the API server");
+    }
+}
