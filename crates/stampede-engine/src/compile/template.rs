@@ -442,5 +442,8 @@ mod tests {
         assert!(e.starts_with("in `{{vu.id + 'x' + nosuch}}` at column 18: unknown variable `nosuch`"), "{e}");
         let e = Template::compile("Bearer ${token}", &s, Escape::None).unwrap_err().to_string();
         assert_eq!(e, "`${token}` is not a Stampede template: write `{{token}}`");
+        // A literal `${` is still possible.
+        let t = Template::compile("echo {{ '$' }}{HOME}", &s, Escape::None).unwrap();
+        assert_eq!(t.as_const(), Some("echo ${HOME}"));
     }
 }
