@@ -3,6 +3,7 @@
 
 use crate::compile::extract::ResponseView;
 use crate::compile::plan::StepPlan;
+use crate::compile::template::take_render_error;
 use stampede_model::ErrorKind;
 use stampede_model::scenario::OnError;
 use stampede_model::scenario::VarScope;
@@ -141,19 +142,20 @@ pub(super) async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Inst
             let resp = ResponseView { status: info.status, headers: &vu.headers.list, body: &vu.body };
             let mut json = None;
             let mut failed_check = None;
-            for (i, check) in step.checks.iter().enumerate() {
-                let outcome = vu.generator.lend(|| {
-                    let outcome = check.evaluate(&resp, &vu.slots, &mut json);
-                    match crate::compile::template::take_render_error() {
-                        Some(message) => Err(format!("expression {message}")),
-                        None => outcome,
+            // The generator is lent once for all the checks (their expected values may use it).
+            let slots = &vu.slots;
+            vu.generator.lend(|| {
+                for (i, check) in step.checks.iter().enumerate() {
+                    let outcome = match (check.evaluate(&resp, slots, &mut json), take_render_error()) {
+                        (_, Some(message)) => Err(format!("expression {message}")),
+                        (outcome, None) => outcome,
+                    };
+                    s.record_check(i, outcome.is_ok());
+                    if let (Err(why), None) = (outcome, &failed_check) {
+                        failed_check = Some(format!("check `{}` failed: {why}", check.name));
                     }
-                });
-                s.record_check(i, outcome.is_ok());
-                if let (Err(why), None) = (outcome, &failed_check) {
-                    failed_check = Some(format!("check `{}` failed: {why}", check.name));
                 }
-            }
+            });
             if failed_check.is_none() && !step.accept.passes(info.status) {
                 failed_check =
                     Some(format!("status {} is not accepted (2xx or 3xx without a status check)", info.status));

@@ -118,6 +118,20 @@ impl Replica {
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Its exit status, if it exits within `bound` (a bound on a hang, not a speed asked for).
+    async fn exit_within(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 impl Drop for Replica {
@@ -172,6 +186,69 @@ fn audited_writes(ns: &str, users: &[&str]) -> Vec<Write> {
     writes
 }
 
+/// Starts LoadTest `name`: one runner for 30 s (longer than the lease), and waits until it runs.
+async fn start_long_run(bare: &Bare, lts: &Api<LoadTest>, name: &str) {
+    let load = serde_json::json!({"executor": "constant-vus", "vus": 1, "duration": "30s"});
+    let lt = loadtest(
+        name,
+        1,
+        scenario(&bare.target.base_url(), load, "/delay/100", &["errors.rate == 0%"]),
+        serde_json::json!({}),
+    );
+    lts.create(&PostParams::default(), &lt).await.unwrap();
+    wait_for(lts, name, Duration::from_secs(120), phase_is(&[Phase::Running])).await.unwrap();
+}
+
+/// Waits for `name` to end; it must have Succeeded with the target's count of requests.
+async fn succeeded_counting_everything(bare: &Bare, lts: &Api<LoadTest>, name: &str, b: &Replica) {
+    let finished = phase_is(&[Phase::Succeeded, Phase::Failed, Phase::Aborted]);
+    let done = wait_for(lts, name, Duration::from_secs(180), finished).await.unwrap();
+    let st = done.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}\nreplica-b:\n{}", st.message, b.log());
+    assert_eq!(st.summary.as_ref().map(|s| s.requests), Some(bare.target.stats().requests()));
+}
+
+/// b keeps leading: a second, short run goes through it.
+async fn b_runs_another(bare: &Bare, lts: &Api<LoadTest>, b: &Replica) {
+    let load = serde_json::json!({"executor": "constant-vus", "vus": 1, "iterations": 20});
+    let after = loadtest("after", 1, scenario(&bare.target.base_url(), load, "/get", &[]), serde_json::json!({}));
+    lts.create(&PostParams::default(), &after).await.unwrap();
+    let finished = phase_is(&[Phase::Succeeded, Phase::Failed, Phase::Aborted]);
+    let done = wait_for(lts, "after", Duration::from_secs(120), finished).await.unwrap();
+    assert_eq!(done.status.unwrap().phase, Phase::Succeeded, "replica-b:\n{}", b.log());
+}
+
+/// From the audit: a wrote first (it started run `name`'s Job), b finished `name`, a's last
+/// write was answered before b's first was received, and a wrote nothing received after
+/// `quiet_from`. Returns (a's last write, b's first, a's writes).
+fn one_writer_at_a_time(
+    ns: &str,
+    a: &Replica,
+    b: &Replica,
+    name: &str,
+    quiet_from: OffsetDateTime,
+) -> (OffsetDateTime, OffsetDateTime, usize) {
+    let writes = audited_writes(ns, &[&a.user, &b.user]);
+    let (by_a, by_b): (Vec<&Write>, Vec<&Write>) = writes.iter().partition(|w| w.user == a.user);
+    let show = |ws: &[&Write]| {
+        ws.iter().map(|w| format!("{} {} {} {}", w.received, w.answered, w.verb, w.what)).collect::<Vec<_>>().join("\n")
+    };
+    assert!(by_a.iter().any(|w| w.what.starts_with("jobs/")), "a started the run:\n{}", show(&by_a));
+    let status = format!("loadtests/{name}/status");
+    assert!(by_b.iter().any(|w| w.what == status), "b finished it:\n{}", show(&by_b));
+    let a_last = by_a.iter().map(|w| w.answered).max().unwrap();
+    let b_first = by_b.iter().map(|w| w.received).min().unwrap();
+    assert!(
+        a_last < b_first,
+        "both wrote at once: a's last write answered at {a_last}, b's first received at {b_first}\na:\n{}\nb:\n{}",
+        show(&by_a),
+        show(&by_b)
+    );
+    let late: Vec<&Write> = by_a.iter().copied().filter(|w| w.received >= quiet_from).collect();
+    assert!(late.is_empty(), "replica-a wrote after {quiet_from}:\n{}\nits log:\n{}", show(&late), a.log());
+    (a_last, b_first, by_a.len())
+}
+
 /// #22: two operator processes elect a leader; the leader, frozen (SIGSTOP) in the middle of a
 /// run, loses the lease to the other, which finishes the run. Woken after that (SIGCONT), the
 /// old leader writes nothing and exits. The API server's audit shows one writer at a time: the
@@ -185,73 +262,24 @@ async fn e2e_two_operator_processes_never_write_at_once_when_the_leader_is_froze
     let mut a = Replica::start(&bare, "replica-a", dir.path()).await;
     lease_held_by(&bare.client, &bare.ns, "replica-a").await;
     let b = Replica::start(&bare, "replica-b", dir.path()).await;
-
-    // A run long enough to outlast the lease: a starts it.
-    let load = serde_json::json!({"executor": "constant-vus", "vus": 1, "duration": "30s"});
-    let lt = loadtest(
-        "frozen",
-        1,
-        scenario(&bare.target.base_url(), load, "/delay/100", &["errors.rate == 0%"]),
-        serde_json::json!({}),
-    );
-    lts.create(&PostParams::default(), &lt).await.unwrap();
-    wait_for(&lts, "frozen", Duration::from_secs(120), phase_is(&[Phase::Running])).await.unwrap();
+    start_long_run(&bare, &lts, "frozen").await;
     a.signal("-STOP");
-    eprintln!("replica-a frozen mid-run");
 
     // b takes over once the lease has not changed for its duration, and finishes the run.
     lease_held_by(&bare.client, &bare.ns, "replica-b").await;
-    let finished = || phase_is(&[Phase::Succeeded, Phase::Failed, Phase::Aborted]);
-    let done = wait_for(&lts, "frozen", Duration::from_secs(180), finished()).await.unwrap();
-    let st = done.status.unwrap();
-    assert_eq!(st.phase, Phase::Succeeded, "{:?}\nreplica-b:\n{}", st.message, b.log());
-    assert_eq!(st.summary.as_ref().map(|s| s.requests), Some(bare.target.stats().requests()));
+    succeeded_counting_everything(&bare, &lts, "frozen", &b).await;
 
     // a wakes long past its renew deadline: it must write nothing, and stop.
     let resumed = OffsetDateTime::now_utc();
     a.signal("-CONT");
-    let mut exited = None;
-    for _ in 0..600 {
-        exited = a.child.try_wait().unwrap();
-        if exited.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let exited = a.exit_within(Duration::from_secs(60)).await;
     let exited = exited.unwrap_or_else(|| panic!("replica-a still runs a minute after waking:\n{}", a.log()));
     assert!(!exited.success(), "replica-a exits as a failure (its leadership was lost)");
     assert!(a.log().contains("stopped leading"), "{}", a.log());
+    b_runs_another(&bare, &lts, &b).await;
 
-    // b keeps leading: a second run goes through it.
-    let load = serde_json::json!({"executor": "constant-vus", "vus": 1, "iterations": 20});
-    let after = loadtest("after", 1, scenario(&bare.target.base_url(), load, "/get", &[]), serde_json::json!({}));
-    lts.create(&PostParams::default(), &after).await.unwrap();
-    let done = wait_for(&lts, "after", Duration::from_secs(120), finished()).await.unwrap();
-    assert_eq!(done.status.unwrap().phase, Phase::Succeeded, "replica-b:\n{}", b.log());
-
-    let writes = audited_writes(&bare.ns, &[&a.user, &b.user]);
-    let (by_a, by_b): (Vec<&Write>, Vec<&Write>) = writes.iter().partition(|w| w.user == a.user);
-    let show = |ws: &[&Write]| {
-        ws.iter().map(|w| format!("{} {} {} {}", w.received, w.answered, w.verb, w.what)).collect::<Vec<_>>().join("\n")
-    };
-    assert!(!by_a.is_empty() && !by_b.is_empty(), "both wrote in turn:\na:\n{}\nb:\n{}", show(&by_a), show(&by_b));
-    assert!(by_a.iter().any(|w| w.what.starts_with("jobs/")), "a started the run:\n{}", show(&by_a));
-    assert!(by_b.iter().any(|w| w.what == "loadtests/frozen/status"), "b finished it:\n{}", show(&by_b));
-    let a_last = by_a.iter().map(|w| w.answered).max().unwrap();
-    let b_first = by_b.iter().map(|w| w.received).min().unwrap();
-    assert!(
-        a_last < b_first,
-        "both wrote at once: a's last write answered at {a_last}, b's first received at {b_first}\na:\n{}\nb:\n{}",
-        show(&by_a),
-        show(&by_b)
-    );
-    let late: Vec<&Write> = by_a.iter().copied().filter(|w| w.received >= resumed).collect();
-    assert!(late.is_empty(), "replica-a wrote after waking:\n{}\nits log:\n{}", show(&late), a.log());
-    eprintln!(
-        "a wrote {} times until {a_last}; b from {b_first} ({} writes); a exited {exited} after waking",
-        by_a.len(),
-        by_b.len()
-    );
+    let (a_last, b_first, a_writes) = one_writer_at_a_time(&bare.ns, &a, &b, "frozen", resumed);
+    eprintln!("a wrote {a_writes} times until {a_last}; b from {b_first}; a exited {exited} after waking");
     drop(b);
     bare.target.stop();
     drop_namespace(&bare.client, &bare.ns).await;
@@ -363,61 +391,26 @@ async fn e2e_a_leader_cut_off_from_the_api_server_steps_down_and_never_writes_be
     let mut a = Replica::start_via(&bare, "replica-a", dir.path(), Some(&proxy.url())).await;
     lease_held_by(&bare.client, &bare.ns, "replica-a").await;
     let b = Replica::start(&bare, "replica-b", dir.path()).await;
-
-    let load = serde_json::json!({"executor": "constant-vus", "vus": 1, "duration": "30s"});
-    let lt = loadtest(
-        "cutoff",
-        1,
-        scenario(&bare.target.base_url(), load, "/delay/100", &["errors.rate == 0%"]),
-        serde_json::json!({}),
-    );
-    lts.create(&PostParams::default(), &lt).await.unwrap();
-    wait_for(&lts, "cutoff", Duration::from_secs(120), phase_is(&[Phase::Running])).await.unwrap();
+    start_long_run(&bare, &lts, "cutoff").await;
     proxy.stall();
     let stalled = OffsetDateTime::now_utc();
 
     lease_held_by(&bare.client, &bare.ns, "replica-b").await;
-    let finished = phase_is(&[Phase::Succeeded, Phase::Failed, Phase::Aborted]);
-    let done = wait_for(&lts, "cutoff", Duration::from_secs(180), finished).await.unwrap();
-    let st = done.status.unwrap();
-    assert_eq!(st.phase, Phase::Succeeded, "{:?}\nreplica-b:\n{}", st.message, b.log());
-    assert_eq!(st.summary.as_ref().map(|s| s.requests), Some(bare.target.stats().requests()));
+    succeeded_counting_everything(&bare, &lts, "cutoff", &b).await;
 
     // a stepped down by itself, cut off as it was.
-    let mut exited = None;
-    for _ in 0..600 {
-        exited = a.child.try_wait().unwrap();
-        if exited.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let exited = a.exit_within(Duration::from_secs(60)).await;
     let log = a.log();
     let exited = exited.unwrap_or_else(|| panic!("replica-a still runs, cut off, after b finished the run:\n{log}"));
     assert!(!exited.success() && log.contains("stopped leading"), "{exited}\n{log}");
     proxy.heal();
     // Whatever of a's could still arrive has time to, while b runs another test.
-    let load = serde_json::json!({"executor": "constant-vus", "vus": 1, "iterations": 20});
-    let after = loadtest("after", 1, scenario(&bare.target.base_url(), load, "/get", &[]), serde_json::json!({}));
-    lts.create(&PostParams::default(), &after).await.unwrap();
-    let done =
-        wait_for(&lts, "after", Duration::from_secs(120), phase_is(&[Phase::Succeeded, Phase::Failed])).await.unwrap();
-    assert_eq!(done.status.unwrap().phase, Phase::Succeeded, "replica-b:\n{}", b.log());
+    b_runs_another(&bare, &lts, &b).await;
 
-    let writes = audited_writes(&bare.ns, &[&a.user, &b.user]);
-    let (by_a, by_b): (Vec<&Write>, Vec<&Write>) = writes.iter().partition(|w| w.user == a.user);
-    let show = |ws: &[&Write]| {
-        ws.iter().map(|w| format!("{} {} {} {}", w.received, w.answered, w.verb, w.what)).collect::<Vec<_>>().join("\n")
-    };
-    assert!(by_a.iter().any(|w| w.what.starts_with("jobs/")), "a started the run:\n{}", show(&by_a));
-    assert!(by_b.iter().any(|w| w.what == "loadtests/cutoff/status"), "b finished it:\n{}", show(&by_b));
-    let a_last = by_a.iter().map(|w| w.answered).max().unwrap();
-    let b_first = by_b.iter().map(|w| w.received).min().unwrap();
-    assert!(a_last < b_first, "both wrote at once:\na:\n{}\nb:\n{}", show(&by_a), show(&by_b));
     // (A write already through the proxy when it stalled arrives within milliseconds.)
-    let late: Vec<&Write> = by_a.iter().copied().filter(|w| w.received > stalled + Duration::from_secs(1)).collect();
-    assert!(late.is_empty(), "replica-a wrote after it was cut off:\n{}", show(&late));
-    eprintln!("a wrote {} times until {a_last}, was cut off at {stalled}; b from {b_first}", by_a.len());
+    let quiet_from = stalled + Duration::from_secs(1);
+    let (a_last, b_first, a_writes) = one_writer_at_a_time(&bare.ns, &a, &b, "cutoff", quiet_from);
+    eprintln!("a wrote {a_writes} times until {a_last}, was cut off at {stalled}; b from {b_first}");
     drop(b);
     bare.target.stop();
     drop_namespace(&bare.client, &bare.ns).await;
