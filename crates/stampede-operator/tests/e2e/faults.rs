@@ -288,7 +288,11 @@ async fn e2e_two_operator_processes_never_write_at_once_when_the_leader_is_froze
 /// A TCP forwarder between one replica and the API server (TLS passes through it untouched)
 /// that can cut the replica off: while stalled it moves no byte either way, as a partitioned
 /// network; [`StallingProxy::heal`] then resets the connections that lived through the stall
-/// (as TCP does after a long partition) and forwards new ones again.
+/// (as TCP does after a long partition) and forwards new ones again. A request the replica had
+/// written just before the stall dies with its connection. (Over a real network, a partition
+/// shorter than TCP's retries could still deliver such a request late: like client-go's, this
+/// leader election cannot recall a write already sent; the operator's status writes carry a
+/// resourceVersion and are refused then, its Events are not.)
 struct StallingProxy {
     addr: SocketAddr,
     open: Arc<tokio::sync::watch::Sender<bool>>,
@@ -307,21 +311,27 @@ impl StallingProxy {
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let (mut gate, mut healed) = (gate.subscribe(), generations.subscribe());
+                let generations_now = generations.subscribe();
                 let born = *healed.borrow_and_update();
                 tokio::spawn(async move {
-                    if gate.wait_for(|open| *open).await.is_err() {
+                    if gate.wait_for(|open| *open).await.is_err() || *healed.borrow() > born {
                         return;
                     }
                     let Ok(server) = tokio::net::TcpStream::connect(upstream).await else { return };
+                    let stale = || *generations_now.borrow() > born;
                     let forward = async {
                         let (mut cr, mut cw) = client.into_split();
                         let (mut sr, mut sw) = server.into_split();
                         let mut g2 = gate.clone();
-                        tokio::join!(pump(&mut cr, &mut sw, &mut gate), pump(&mut sr, &mut cw, &mut g2));
+                        tokio::join!(
+                            pump(&mut cr, &mut sw, &mut gate, &stale),
+                            pump(&mut sr, &mut cw, &mut g2, &stale)
+                        );
                     };
                     tokio::select! {
-                        () = forward => {}
+                        biased;
                         _ = healed.wait_for(|g| *g > born) => {}
+                        () = forward => {}
                     }
                 });
             }
@@ -351,23 +361,27 @@ impl Drop for StallingProxy {
 }
 
 /// Copies `from` to `to`, moving bytes only while `gate` is open (what was read before a stall
-/// waits for the gate too).
+/// waits for the gate too). A connection that lived through a stall is `stale` once healed
+/// (the generation is bumped before the gate opens): what it held back is dropped, never sent
+/// — without this check the pump woken by the opening gate could forward a request the cut-off
+/// replica had written before the stall, in the same poll as the reset.
 async fn pump(
     from: &mut (impl tokio::io::AsyncRead + Unpin),
     to: &mut (impl tokio::io::AsyncWrite + Unpin),
     gate: &mut tokio::sync::watch::Receiver<bool>,
+    stale: &impl Fn() -> bool,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        if gate.wait_for(|open| *open).await.is_err() {
+        if gate.wait_for(|open| *open).await.is_err() || stale() {
             return;
         }
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if gate.wait_for(|open| *open).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+        if gate.wait_for(|open| *open).await.is_err() || stale() || to.write_all(&buf[..n]).await.is_err() {
             return;
         }
     }
