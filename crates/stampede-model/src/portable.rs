@@ -56,6 +56,10 @@ pub struct PortablePhase {
 #[serde(rename_all = "camelCase")]
 pub struct PortableMetrics {
     pub steps: Vec<PortableStep>,
+    /// The `group` blocks' transactions, as steps named by the group (`requests` counts the
+    /// transactions, `errors` the failed ones).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<PortableStep>,
     /// Completed iterations by scenario name.
     pub iterations: BTreeMap<String, u64>,
     /// Open models: iterations dropped (every VU busy; all groups).

@@ -27,6 +27,12 @@ pub struct Report {
     pub total: StepSummary,
     /// One entry per (scenario, step), in file order.
     pub steps: Vec<StepSummary>,
+    /// One entry per `group` block (a transaction), in file order: `step` is the group's
+    /// name, `requests` counts its transactions, `errors` the failed ones (by the kind of their
+    /// first failure), `latencyMs` their durations (first send to last step's end, think
+    /// times included).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<StepSummary>,
     /// Iterations completed per scenario.
     pub scenarios: Vec<ScenarioSummary>,
     /// One point per reporting interval (1 s).

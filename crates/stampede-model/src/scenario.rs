@@ -433,14 +433,18 @@ fn default_weight() -> u32 {
     1
 }
 
-/// One named request and what to do with its answer.
+/// One named request and what to do with its answer — or a block of steps (`steps:`) run
+/// under a condition (`if:`), repeated (`repeat:`), or timed as one transaction (`group:`).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Step {
-    /// Name shown in reports; unique within its scenario.
+    /// Name shown in reports; unique within its scenario. A block needs none (its `group`
+    /// names it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// The HTTP request.
-    pub request: RequestSpec,
+    /// The HTTP request (a step has it, a block has `steps` instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestSpec>,
     /// What a good answer looks like. Without it, any status below 400 passes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckSpec>,
@@ -454,6 +458,54 @@ pub struct Step {
     /// with the next step (default), start the `next-iteration`, or `abort-run`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_error: OnError,
+    /// Runs this step or block only when the expression is true: over variables, extracted
+    /// values and the last answer (`response.status`), e.g. `size(products) > 0`.
+    #[serde(default, rename = "if", skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// Runs the block's `steps` again: `count` times, once `forEach` element of a list, or
+    /// `while` an expression holds (at most `max` times, which `while` needs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<RepeatSpec>,
+    /// Times the block as one transaction named so (Gatling's group, JMeter's transaction
+    /// controller): from its first request's send to its last step's end, with its own
+    /// latency in every report and in thresholds (`latency{group:checkout}.p95 < 400ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The block's steps (and blocks), run in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+}
+
+/// How often a block runs: one of `count`, `forEach` or `while`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RepeatSpec {
+    /// A number of times, or an expression giving one (`randomInt(1, 3)`), computed when the
+    /// block starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<Count>,
+    /// An expression giving a list (an `all: true` extractor's, or a literal one): the block
+    /// runs once per element, the element in the variable named by `as` (default `item`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<String>,
+    /// An expression checked before each run of the block; needs `max`.
+    #[serde(default, rename = "while", skip_serializing_if = "Option::is_none")]
+    pub while_: Option<String>,
+    /// The most runs of the block (needed with `while`; caps `count` and `forEach` too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u32>,
+    /// The variable holding the current element (`forEach`, default `item`) or the run's
+    /// number from 0 (`count`, `while`; default `index`).
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub as_: Option<String>,
+}
+
+/// A repeat count: a number, or an expression giving one.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Count {
+    Times(u32),
+    Expr(String),
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

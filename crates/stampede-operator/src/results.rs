@@ -48,7 +48,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
     for r in reports {
         let mut own = WorkerMetrics::new(plan.step_keys.len(), names.len());
         if let Some(result) = &r.result {
-            portable::merge_into(result, &plan.step_keys, &names, &mut own)?;
+            portable::merge_run_into(result, &plan.step_keys, &plan.group_keys, &names, &mut own)?;
         }
         rows.push(runner_row(r, &own));
         merged.merge(&own);
@@ -57,7 +57,13 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
     let verdicts: Vec<Verdict> = plan
         .thresholds
         .iter()
-        .map(|t| t.evaluate_against(&plan.step_keys, &merged.steps, seconds, ctx.baseline))
+        .map(|t| {
+            t.evaluate_against(
+                &stampede_engine::Measured::new(&plan.step_keys, &plan.group_keys, &merged),
+                seconds,
+                ctx.baseline,
+            )
+        })
         .collect();
     let steps = plan
         .step_keys
@@ -235,7 +241,7 @@ pub fn capacity(
         }
         let mut window = WorkerMetrics::new(plan.step_keys.len(), names.len());
         for (runner, share) in &shares {
-            portable::merge_into(&share.metrics, &plan.step_keys, &names, &mut window)
+            portable::merge_run_into(&share.metrics, &plan.step_keys, &plan.group_keys, &names, &mut window)
                 .map_err(|source| ShareError { runner: *runner, plateau: k, source })?;
         }
         let shares: Vec<&stampede_api::PlateauShare> = shares.into_iter().map(|(_, s)| s).collect();

@@ -493,7 +493,7 @@ async fn run_share(
     Ok(RunnerReport {
         started_at: Some(format_micros(ran.started_at)),
         duration_seconds: round3(outcome.duration.as_secs_f64()),
-        result: Some(portable::encode(&plan.step_keys, &outcome.metrics, &share.scenario_names)),
+        result: Some(portable::encode_run(&plan.step_keys, &plan.group_keys, &outcome.metrics, &share.scenario_names)),
         live: Some(portable::step_from_interval("", "total", &ran.total)),
         generator: Some(report.run.generator.clone()),
         saturated: report.run.saturated.clone(),
@@ -553,7 +553,7 @@ async fn run_capacity(
             index: k,
             rate,
             seconds: ran.seconds,
-            metrics: portable::encode(&plan.step_keys, &ran.window, &share.scenario_names),
+            metrics: portable::encode_run(&plan.step_keys, &plan.group_keys, &ran.window, &share.scenario_names),
             cpu_saturated: ran.cpu_saturated.clone(),
         });
         let running = RunnerReport {
@@ -571,7 +571,7 @@ async fn run_capacity(
     Ok(RunnerReport {
         started_at: Some(format_micros(start_at)),
         duration_seconds: round3(seconds),
-        result: Some(portable::encode(&plan.step_keys, &total, &share.scenario_names)),
+        result: Some(portable::encode_run(&plan.step_keys, &plan.group_keys, &total, &share.scenario_names)),
         plateaus,
         ..RunnerReport::new(share.index, RunnerState::Done)
     })

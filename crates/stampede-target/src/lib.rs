@@ -6,7 +6,8 @@
 //! say; `/cookies` echoes cookies, `/cookies/set?name=value` sets them and redirects there;
 //! `/redirect/{n}` redirects n times to `/get`; `/redirect-to?url=…&status_code=…` redirects
 //! once; `/response-headers?name=value` answers with those headers; `/stats` counts requests
-//! served.
+//! served. `/shop/…` is a small shop (log in, products, cart, checkout; see [`shop`]) for
+//! trying user flows.
 //!
 //! By default it speaks plain HTTP/1.1. [`TargetOptions`] add TLS (with the caller's
 //! certificate) and HTTP/2 (via ALPN over TLS, by prior knowledge over cleartext), for
@@ -39,6 +40,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
+pub mod shop;
+
 /// The page served at `/`.
 pub const INDEX_HTML: &str = "<html>\n<body>\n<p><em>Hello,World!</em></p>\n</body>\n</html>\n";
 const MAX_DELAY_MS: u64 = 60_000;
@@ -57,9 +60,15 @@ pub struct TargetStats {
     max_in_service: AtomicU64,
     waiting: AtomicU64,
     queue_full_rejections: AtomicU64,
+    shop: shop::Shop,
 }
 
 impl TargetStats {
+    /// The shop's state and counters.
+    pub fn shop(&self) -> &shop::Shop {
+        &self.shop
+    }
+
     /// Requests served so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
@@ -531,6 +540,15 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, c
             r
         }
         _ if path == "/anything" || path.starts_with("/anything/") => echo(req, peer).await,
+        _ if path.starts_with("/shop/") => {
+            let (parts, body) = req.into_parts();
+            let Ok(body) = http_body_util::Limited::new(body, MAX_BODY).collect().await else {
+                return respond(StatusCode::PAYLOAD_TOO_LARGE, "text/plain", "body too large\n");
+            };
+            let (status, answer) =
+                stats.shop.handle(&method, &path["/shop/".len()..], &parts.headers, &body.to_bytes());
+            json_response(status, &answer)
+        }
         _ => {
             if let Some(code) = path.strip_prefix("/status/") {
                 return match code.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {

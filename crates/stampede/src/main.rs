@@ -504,7 +504,13 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         report.thresholds = plan
             .thresholds
             .iter()
-            .map(|t| t.evaluate_against(&plan.step_keys, &outcome.metrics.steps, seconds, Ok(base)))
+            .map(|t| {
+                t.evaluate_against(
+                    &stampede_engine::Measured::new(&plan.step_keys, &plan.group_keys, &outcome.metrics),
+                    seconds,
+                    Ok(base),
+                )
+            })
             .collect();
     }
     print!("{}", stampede_engine::render_table(&report));

@@ -69,9 +69,11 @@ const CEL_FUNCTIONS: [(&str, &[usize]); 13] = [
 const CEL_MACROS: [&str; 6] = ["has", "all", "exists", "exists_one", "map", "filter"];
 
 /// The variables every expression may read, with what they hold.
-pub(crate) const VARIABLES: [(&str, &str); 4] = [
-    ("vu.id", "this VU's number in its runner, from 1"),
+pub(crate) const VARIABLES: [(&str, &str); 6] = [
+    ("vu.id", "this VU's number in the whole test, from 1 (distinct across runners)"),
     ("vu.iteration", "the VU's current iteration, from 0"),
+    ("test.iteration", "the iteration's number in the whole test, from 0 (distinct across VUs and runners)"),
+    ("response.status", "the status of the VU's last answer (0 before any, or when none came)"),
     ("runner.index", "this runner's index in the LoadTest, from 0 (0 on one machine)"),
     ("runner.count", "the LoadTest's number of runners (1 on one machine)"),
 ];
@@ -94,11 +96,17 @@ pub(crate) struct Names<'a> {
     pub(crate) json_slots: &'a std::collections::HashSet<usize>,
 }
 
+/// The names of the variables every expression may read ([`VARIABLES`]' roots): no `vars`
+/// entry or extracted value may take them.
+pub(crate) const BUILTIN_ROOTS: [&str; 4] = ["vu", "runner", "test", "response"];
+
 /// A name an expression reads, resolved when it compiled.
 #[derive(Debug, Clone)]
 enum Root {
     Vu,
     Runner,
+    Test,
+    Response,
     Const(String, Value),
     Slot(String, usize),
     /// A slot holding JSON: read as the value it spells (a string when it spells none).
@@ -161,6 +169,8 @@ impl Expr {
             roots.push(match name.as_str() {
                 "vu" => Root::Vu,
                 "runner" => Root::Runner,
+                "test" => Root::Test,
+                "response" => Root::Response,
                 _ => {
                     if let Some(value) = names.consts.get(&name) {
                         Root::Const(name.clone(), Value::from(value.as_str()))
@@ -190,6 +200,11 @@ impl Expr {
             });
         }
         Ok(Expr { source: source.to_string(), program: Arc::new(program), roots })
+    }
+
+    /// The expression as written.
+    pub(crate) fn source(&self) -> &str {
+        &self.source
     }
 
     /// Whether it reads nothing that changes from VU to VU or from use to use (it may be folded).
@@ -233,6 +248,14 @@ impl Expr {
                             "vu",
                             map([("id", Value::Int(id.into())), ("iteration", Value::Int(iteration as i64))]),
                         )
+                    }
+                    Root::Test => {
+                        let n = Gen::with(|g| g.test_iteration);
+                        ctx.add_variable_from_value("test", map([("iteration", Value::Int(n as i64))]))
+                    }
+                    Root::Response => {
+                        let status = Gen::with(|g| g.status);
+                        ctx.add_variable_from_value("response", map([("status", Value::Int(status.into()))]))
                     }
                     Root::Runner => {
                         let (index, count) = Gen::with(|g| (g.runner, g.runners));
@@ -374,7 +397,7 @@ impl Check<'_> {
             }
             Node::Select(s) => {
                 if let Node::Ident(root) = &s.operand.expr
-                    && matches!(root.as_str(), "vu" | "runner")
+                    && BUILTIN_ROOTS.contains(&root.as_str())
                     && !self.bound.iter().any(|b| b == root)
                 {
                     let fields: Vec<&str> = VARIABLES
@@ -549,6 +572,10 @@ pub(crate) struct Gen {
     pub(crate) runners: u32,
     /// `uniqueId` values given so far.
     pub(crate) unique: u64,
+    /// The current iteration's number in the whole test (`test.iteration`).
+    pub(crate) test_iteration: u64,
+    /// The status of the VU's last answer (0 when none came).
+    pub(crate) status: u16,
 }
 
 impl Default for Gen {
@@ -565,10 +592,24 @@ thread_local! {
 }
 
 impl Gen {
-    /// The generator of VU `vu` (from 1) of runner `runner` of `runners`, from the run's `seed`.
+    /// The generator of VU `vu` (from 1 in its runner) of runner `runner` of `runners`, from
+    /// the run's `seed`. Its `vu.id` is its number in the whole test: runner `r` of `n`
+    /// numbers its VUs `r + 1`, `r + 1 + n`, `r + 1 + 2n`… (distinct across runners, and 1, 2, 3…
+    /// on one machine).
     pub(crate) fn new(seed: u64, vu: u32, runner: u32, runners: u32) -> Gen {
         let mix = seed ^ (u64::from(vu) << 32 | u64::from(runner)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        Gen { rng: fastrand::Rng::with_seed(mix), vu, iteration: 0, runner, runners: runners.max(1), unique: 0 }
+        let runners = runners.max(1);
+        let id = (vu.max(1) - 1).saturating_mul(runners).saturating_add(runner + 1);
+        Gen {
+            rng: fastrand::Rng::with_seed(mix),
+            vu: id,
+            iteration: 0,
+            runner,
+            runners,
+            unique: 0,
+            test_iteration: 0,
+            status: 0,
+        }
     }
 
     /// Runs `f` (which renders templates) with this generator lent to the thread, and takes
@@ -771,7 +812,11 @@ mod tests {
     fn expressions_read_variables_and_compute() {
         let mut g = Gen::new(1, 7, 2, 5);
         g.iteration = 4;
-        assert_eq!(eval("vu.id * 1000 + vu.iteration", &mut g), "7004");
+        // VU 7 of runner 2 of 5 is VU 33 of the test (runner 2 numbers its VUs 3, 8, 13…).
+        assert_eq!(eval("vu.id * 1000 + vu.iteration", &mut g), "33004");
+        g.test_iteration = 17;
+        g.status = 404;
+        assert_eq!(eval("[test.iteration, response.status]", &mut g), "[17,404]");
         assert_eq!(eval("runner.index + 1 == runner.count - 2", &mut g), "true");
         assert_eq!(eval("'Bearer ' + token", &mut g), "Bearer abc");
         assert_eq!(eval("host + '-' + string(size(token))", &mut g), "shop-3");

@@ -3,6 +3,7 @@ pub(crate) mod data;
 pub(crate) mod expr;
 pub(crate) mod extract;
 pub(crate) mod files;
+pub(crate) mod flow;
 pub(crate) mod http;
 pub(crate) mod parse;
 pub(crate) mod plan;

@@ -10,6 +10,7 @@ use crate::compile::check::{CheckPlan, StatusCheck};
 use crate::compile::data::DataSource;
 use crate::compile::extract::Extractor;
 use crate::compile::files::Files;
+use crate::compile::flow::{BlockPlan, Node, RepeatPlan};
 use crate::compile::request::{RequestPlan, compile_request};
 use crate::compile::template::{Escape, Scope, Template};
 use crate::compile::threshold::{self, Threshold};
@@ -64,7 +65,9 @@ pub struct Plan {
     /// `vars` kept per iteration or per VU, each in its slot.
     pub vars: Vec<ScopedVar>,
     /// Steps each VU runs once before its first iteration (`init`); shared like `scenarios`.
-    pub init: Arc<Vec<StepPlan>>,
+    pub init: Arc<ScenarioPlan>,
+    /// (scenario, group) names of the `group` blocks, by their transaction index.
+    pub group_keys: Vec<StepKey>,
 }
 
 /// A variable kept for an iteration or a VU's life (`vars.NAME.scope`).
@@ -347,7 +350,10 @@ pub(crate) fn ramp_target(start: u32, stages: &[(Duration, u32)], elapsed: Durat
 pub struct ScenarioPlan {
     pub name: String,
     pub weight: u32,
+    /// Its steps, each once (those inside blocks too), in the order they are written.
     pub steps: Vec<StepPlan>,
+    /// What runs: its steps and blocks, in order.
+    pub flow: Vec<Node>,
 }
 
 /// One compiled step.
@@ -366,6 +372,8 @@ pub struct StepPlan {
     /// Values taken from the response for later steps.
     pub extract: Vec<crate::compile::extract::Extractor>,
     pub on_error: OnError,
+    /// Runs only when this holds (`if:`).
+    pub(crate) when: Option<crate::compile::expr::Expr>,
     /// The response body must be kept (for extractors and checks); decided once, here.
     pub needs_body: bool,
     /// Every response header must be kept (for extractors and checks).
@@ -422,6 +430,14 @@ pub struct CompileOptions {
     pub runner: Option<(u32, u32)>,
 }
 
+/// The flow being compiled: its scenario, the names taken in it, and its steps so far.
+struct Flow<'a> {
+    scenario: &'a str,
+    names: HashSet<String>,
+    groups: HashSet<String>,
+    steps: Vec<StepPlan>,
+}
+
 /// The scenario name `init` steps are reported under.
 pub(crate) const INIT: &str = "init";
 
@@ -439,6 +455,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         scope: Scope { env: opts.env.clone(), ..Scope::default() },
         data: Vec::new(),
         step_keys: Vec::new(),
+        group_keys: Vec::new(),
         slot_count: 0,
         seed,
         vars: Vec::new(),
@@ -495,6 +512,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         runner: opts.runner.unwrap_or((0, 1)),
         vars: c.vars,
         init: Arc::new(init),
+        group_keys: c.group_keys,
     })
 }
 
@@ -526,6 +544,7 @@ struct Compiler<'a> {
     scope: Scope,
     data: Vec<DataSource>,
     step_keys: Vec<StepKey>,
+    group_keys: Vec<StepKey>,
     /// VU value slots handed out so far: data columns first, then extracted values.
     slot_count: usize,
     /// The generators' seed (`test`-scoped variables are computed with it, now).
@@ -581,7 +600,7 @@ impl Compiler<'_> {
             self.scope.consts.insert("baseUrl".into(), b.clone());
         }
         for (name, value) in &self.file.vars {
-            if name == "baseUrl" || name.starts_with("env.") || name.is_empty() {
+            if name == "baseUrl" || name.starts_with("env.") || name.is_empty() || is_builtin(name) {
                 self.problems.add(format!("vars.{name}"), "this name is reserved");
                 continue;
             }
@@ -668,23 +687,16 @@ impl Compiler<'_> {
     /// Every scenario with its steps, and the load groups of those with a `load` of their own.
     /// The `init` steps, reported under scenario `init`; what they extract stays visible to
     /// every scenario.
-    fn init_steps(&mut self) -> Vec<StepPlan> {
+    fn init_steps(&mut self) -> ScenarioPlan {
         let file = self.file;
         if !file.init.is_empty() && file.scenarios.iter().any(|s| s.name == INIT) {
             self.problems
                 .add("init", format!("a scenario is named `{INIT}`, the name `init` steps are reported under"));
         }
         let first_own_slot = self.slot_count;
-        let mut names = HashSet::new();
-        let mut steps = Vec::new();
-        for (ti, step) in file.init.iter().enumerate() {
-            let loc = location(&step.name, "init, step", format!("init[{ti}]"), &mut self.problems);
-            if !names.insert(step.name.as_str()) {
-                self.problems.add(&loc, "another init step has the same name");
-            }
-            steps.extend(self.step(INIT, step, &loc, first_own_slot));
-        }
-        steps
+        let mut flow = Flow { scenario: INIT, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new() };
+        let nodes = self.flow(&mut flow, &file.init, "init", "init, step", first_own_slot);
+        ScenarioPlan { name: INIT.to_string(), weight: 0, steps: flow.steps, flow: nodes }
     }
 
     fn scenarios(&mut self) -> (Vec<ScenarioPlan>, Vec<GroupPlan>) {
@@ -710,23 +722,20 @@ impl Compiler<'_> {
             }
             // A value extracted in this scenario is visible to its later steps only.
             let outer_slots = self.scope.slots.clone();
+            let outer_json = self.scope.json_slots.clone();
             let first_own_slot = self.slot_count;
-            let mut step_names = HashSet::new();
-            let mut steps = Vec::new();
-            for (ti, step) in sc.steps.iter().enumerate() {
-                let loc = location(
-                    &step.name,
-                    &format!("{sc_loc}, step"),
-                    format!("{sc_loc}, steps[{ti}]"),
-                    &mut self.problems,
-                );
-                if !step_names.insert(step.name.as_str()) {
-                    self.problems.add(&loc, "another step of this scenario has the same name");
-                }
-                steps.extend(self.step(&sc.name, step, &loc, first_own_slot));
-            }
+            let mut flow =
+                Flow { scenario: &sc.name, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new() };
+            let nodes = self.flow(
+                &mut flow,
+                &sc.steps,
+                &format!("{sc_loc}, steps"),
+                &format!("{sc_loc}, step"),
+                first_own_slot,
+            );
             self.scope.slots = outer_slots;
-            scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps });
+            self.scope.json_slots = outer_json;
+            scenarios.push(ScenarioPlan { name: sc.name.clone(), weight: sc.weight, steps: flow.steps, flow: nodes });
             if let Some(spec) = &sc.load
                 && let Some(load) = compile_load(spec, &format!("{sc_loc}: load"), &mut self.problems)
             {
@@ -741,12 +750,167 @@ impl Compiler<'_> {
         (scenarios, own_groups)
     }
 
+    /// A list of steps and blocks (`at` is where the list is, `kind` what a step of it is
+    /// called in messages): each step compiled once into `flow.steps`, the nodes returned.
+    fn flow(
+        &mut self,
+        flow: &mut Flow<'_>,
+        specs: &[StepSpec],
+        at: &str,
+        kind: &str,
+        first_own_slot: usize,
+    ) -> Vec<Node> {
+        let mut nodes = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let position = format!("{at}[{i}]");
+            let is_block = !spec.steps.is_empty() || spec.repeat.is_some() || spec.group.is_some();
+            if !is_block {
+                let loc = location(&spec.name, kind, position, &mut self.problems);
+                if !flow.names.insert(spec.name.clone()) && !spec.name.trim().is_empty() {
+                    self.problems.add(&loc, "another step of this scenario has the same name");
+                }
+                if let Some(step) = self.step(flow.scenario, spec, &loc, first_own_slot) {
+                    flow.steps.push(step);
+                    nodes.push(Node::Step(flow.steps.len() - 1));
+                }
+                continue;
+            }
+            let loc = match (&spec.group, spec.name.trim()) {
+                (Some(g), _) => format!("{kind} group `{g}`"),
+                (None, "") => position.clone(),
+                (None, name) => format!("{kind} `{name}`"),
+            };
+            if let Some(block) = self.block(flow, spec, (&loc, &position, kind), first_own_slot) {
+                nodes.push(Node::Block(Box::new(block)));
+            }
+        }
+        nodes
+    }
+
+    /// A block: its condition, its repeat, its group and its steps.
+    fn block(
+        &mut self,
+        flow: &mut Flow<'_>,
+        spec: &StepSpec,
+        (loc, position, kind): (&str, &str, &str),
+        first_own_slot: usize,
+    ) -> Option<BlockPlan> {
+        let before = self.problems.len();
+        for (field, set) in [
+            ("request", spec.request.is_some()),
+            ("check", spec.check.is_some()),
+            ("think", spec.think.is_some()),
+            ("extract", !spec.extract.is_empty()),
+            ("onError", spec.on_error != OnError::default()),
+        ] {
+            if set {
+                self.problems.add(
+                    format!("{loc}: {field}"),
+                    "belongs to a step, not to a block (a block has `steps`; put it on one of them)",
+                );
+            }
+        }
+        if spec.steps.is_empty() {
+            self.problems.add(format!("{loc}: steps"), "a block (`repeat` or `group`) needs at least one step");
+        }
+        let when = spec.when.as_deref().and_then(|src| self.condition(src, &format!("{loc}: if")));
+        let group = spec.group.as_ref().map(|name| {
+            if name.trim().is_empty() {
+                self.problems.add(format!("{loc}: group"), "a group needs a name");
+            } else if !flow.groups.insert(name.clone()) {
+                self.problems.add(format!("{loc}: group"), "another group of this scenario has the same name");
+            }
+            self.group_keys.push(StepKey { scenario: flow.scenario.to_string(), step: name.clone() });
+            self.group_keys.len() - 1
+        });
+        // The loop's variable is visible inside the block only.
+        let repeat = spec.repeat.as_ref().and_then(|r| self.repeat(r, &format!("{loc}: repeat")));
+        let kept = repeat
+            .as_ref()
+            .map(|(name, _)| (name.clone(), self.scope.slots.get(name).copied(), self.scope.json_slots.clone()));
+        let body = self.flow(flow, &spec.steps, &format!("{position}.steps"), kind, first_own_slot);
+        if let Some((name, slot, json)) = kept {
+            match slot {
+                Some(slot) => self.scope.slots.insert(name, slot),
+                None => self.scope.slots.remove(&name),
+            };
+            self.scope.json_slots = json;
+        }
+        (self.problems.len() == before).then(|| BlockPlan {
+            at: loc.to_string(),
+            when,
+            repeat: repeat.map(|(_, r)| r),
+            group,
+            body,
+        })
+    }
+
+    /// A condition (`if`, `while`), or `None` when it does not compile (recorded at `at`).
+    fn condition(&mut self, src: &str, at: &str) -> Option<crate::compile::expr::Expr> {
+        crate::compile::flow::compile(src, &self.scope).map_err(|e| self.problems.add(at, e)).ok()
+    }
+
+    /// A block's `repeat`: its variable's name and the compiled repeat.
+    fn repeat(&mut self, spec: &stampede_model::scenario::RepeatSpec, at: &str) -> Option<(String, RepeatPlan)> {
+        use crate::compile::flow::Count;
+        use stampede_model::scenario::Count as CountSpec;
+        let given = [spec.count.is_some(), spec.for_each.is_some(), spec.while_.is_some()];
+        if given.iter().filter(|g| **g).count() != 1 {
+            self.problems.add(at, "needs exactly one of `count`, `forEach` and `while`");
+            return None;
+        }
+        if spec.max == Some(0) {
+            self.problems.add(format!("{at}.max"), "must be at least 1");
+        }
+        let name = spec.as_.clone().unwrap_or_else(|| if spec.for_each.is_some() { "item" } else { "index" }.into());
+        if name.is_empty() || name.contains('.') || is_builtin(&name) || self.scope.consts.contains_key(&name) {
+            self.problems
+                .add(format!("{at}.as"), format!("`{name}` is already a variable or reserved; pick another name"));
+            return None;
+        }
+        let plan = if let Some(count) = &spec.count {
+            let count = match count {
+                CountSpec::Times(n) => Count::Fixed(u64::from(*n)),
+                CountSpec::Expr(src) => Count::Expr(self.condition(src, &format!("{at}.count"))?),
+            };
+            RepeatPlan::Count { count, max: spec.max, slot: self.slot_count }
+        } else if let Some(src) = &spec.for_each {
+            RepeatPlan::ForEach {
+                list: self.condition(src, &format!("{at}.forEach"))?,
+                max: spec.max,
+                slot: self.slot_count,
+            }
+        } else {
+            let Some(max) = spec.max else {
+                self.problems.add(
+                    format!("{at}.max"),
+                    "`while` needs a bound: the most times the block may run (e.g. `max: 10`)",
+                );
+                return None;
+            };
+            let src = spec.while_.as_deref().unwrap_or_default();
+            // The condition may read the loop's number.
+            self.scope.slots.insert(name.clone(), self.slot_count);
+            self.scope.json_slots.insert(self.slot_count);
+            RepeatPlan::While { cond: self.condition(src, &format!("{at}.while"))?, max, slot: self.slot_count }
+        };
+        self.scope.slots.insert(name.clone(), self.slot_count);
+        self.scope.json_slots.insert(self.slot_count);
+        self.slot_count += 1;
+        Some((name, plan))
+    }
+
     /// One step: its request, status check, named checks, think time and extractors.
     /// `None` when its request has problems (they are recorded).
     fn step(&mut self, scenario: &str, step: &StepSpec, loc: &str, first_own_slot: usize) -> Option<StepPlan> {
         let metric = self.step_keys.len();
         self.step_keys.push(StepKey { scenario: scenario.to_string(), step: step.name.clone() });
-        let request = compile_request(&step.request, self.file, &self.scope, self.files, loc, &mut self.problems);
+        let Some(request) = &step.request else {
+            self.problems.add(loc, "a step needs a `request` (or `steps`, making it a block)");
+            return None;
+        };
+        let when = step.when.as_deref().and_then(|src| self.condition(src, &format!("{loc}: if")));
+        let request = compile_request(request, self.file, &self.scope, self.files, loc, &mut self.problems);
         let explicit = step
             .check
             .as_ref()
@@ -783,6 +947,7 @@ impl Compiler<'_> {
             think,
             extract,
             on_error: step.on_error,
+            when,
         })
     }
 
@@ -792,7 +957,11 @@ impl Compiler<'_> {
         let mut extract = Vec::new();
         for (name, spec) in &step.extract {
             let at = format!("{loc}: extract.{name}");
-            if name.is_empty() || name.starts_with("env.") || name == "baseUrl" || self.scope.consts.contains_key(name)
+            if name.is_empty()
+                || name.starts_with("env.")
+                || name == "baseUrl"
+                || is_builtin(name)
+                || self.scope.consts.contains_key(name)
             {
                 self.problems.add(at, "this name is already a variable or reserved");
                 continue;
@@ -834,7 +1003,7 @@ impl Compiler<'_> {
         let mut thresholds = Vec::new();
         for (i, spec) in self.file.thresholds.iter().enumerate() {
             let src = spec.expression();
-            match threshold::parse(src).and_then(|t| t.check_selectors(&self.step_keys).map(|()| t)) {
+            match threshold::parse(src).and_then(|t| t.check_selectors(&self.step_keys, &self.group_keys).map(|()| t)) {
                 Ok(mut t) => {
                     if let ThresholdSpec::Full(o) = spec {
                         t.abort_on_fail = o.abort_on_fail;
@@ -865,6 +1034,11 @@ impl Compiler<'_> {
             .collect();
         GroupPlan { name: "default".into(), load, scenarios: members, cumulative_weights }
     }
+}
+
+/// Whether `name` is (under) a variable every expression has: `vu`, `runner`, `test`, `response`.
+fn is_builtin(name: &str) -> bool {
+    crate::compile::expr::BUILTIN_ROOTS.contains(&name.split('.').next().unwrap_or_default())
 }
 
 /// Where a named thing is, for messages: ``scenario `buy` `` when it has a name; else its

@@ -296,22 +296,28 @@ impl Template {
     }
 }
 
-/// Compiles the expression `hole`, which starts after `before` in its template.
-fn compile_expr(hole: &str, scope: &Scope, before: &str) -> Result<Expr, TemplateError> {
+/// Compiles an expression standing alone (a condition, a count): the error's byte offset in
+/// `src`, and why.
+pub(crate) fn expression(src: &str, scope: &Scope) -> Result<Expr, (usize, String)> {
     let macros: HashMap<String, std::sync::Arc<dyn Render>> =
         scope.macros.iter().map(|(k, v)| (k.clone(), v.clone() as std::sync::Arc<dyn Render>)).collect();
     let names = Names { consts: &scope.consts, slots: &scope.slots, macros: &macros, json_slots: &scope.json_slots };
-    Expr::compile(hole, &names).map_err(|e| {
+    Expr::compile(src, &names).map_err(|e| (e.offset, e.message))
+}
+
+/// Compiles the expression `hole`, which starts after `before` in its template.
+fn compile_expr(hole: &str, scope: &Scope, before: &str) -> Result<Expr, TemplateError> {
+    expression(hole, scope).map_err(|(offset, message)| {
         // A plain name that is not known keeps the plain message (`vu.…`, `runner.…` say
         // which fields there are).
         let root = hole.split('.').next().unwrap_or_default();
-        if is_plain_name(hole) && !matches!(root, "vu" | "runner") {
+        if is_plain_name(hole) && !crate::compile::expr::BUILTIN_ROOTS.contains(&root) {
             return TemplateError::UnknownVariable(hole.to_string());
         }
         TemplateError::Expression {
             hole: hole.to_string(),
-            column: before.chars().count() + hole[..e.offset.min(hole.len())].chars().count() + 1,
-            message: e.message,
+            column: before.chars().count() + hole[..offset.min(hole.len())].chars().count() + 1,
+            message,
         }
     })
 }

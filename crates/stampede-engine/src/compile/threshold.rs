@@ -2,7 +2,8 @@
 //! `errors.rate < 1%`, `checks.rate > 99.9%`, `requests.rate >= 100`.
 //!
 //! Grammar: `METRIC[{KEY:VALUE,...}].STAT OP NUMBER[UNIT]` where METRIC is `latency`,
-//! `errors`, `requests` or `checks`; KEY is `scenario` or `step`; OP is one of
+//! `errors`, `requests` or `checks`; KEY is `scenario`, `step` or `group` (a `group` block's
+//! transactions: `requests` counts them, `errors` the failed ones); OP is one of
 //! `< <= > >= == !=`; UNIT is `us`, `ms`, `s` (latency) or `%` (rates).
 //! Thresholds are evaluated on merged histograms and counters, never on averaged percentiles.
 //!
@@ -16,7 +17,24 @@ use std::fmt;
 use stampede_model::report::{LatencySummary, Report, StepSummary, Verdict};
 use stampede_model::{ErrorKind, StepKey};
 
-use crate::stats::metrics::StepStats;
+use crate::stats::metrics::{StepStats, WorkerMetrics};
+
+/// What thresholds judge: the steps' stats and the `group` blocks' transactions, each with
+/// its (scenario, name) keys.
+#[derive(Clone, Copy)]
+pub struct Measured<'a> {
+    pub step_keys: &'a [StepKey],
+    pub steps: &'a [StepStats],
+    pub group_keys: &'a [StepKey],
+    pub groups: &'a [StepStats],
+}
+
+impl<'a> Measured<'a> {
+    /// A plan's keys with recorded `metrics`.
+    pub fn new(step_keys: &'a [StepKey], group_keys: &'a [StepKey], metrics: &'a WorkerMetrics) -> Self {
+        Measured { step_keys, steps: &metrics.steps, group_keys, groups: &metrics.groups }
+    }
+}
 
 /// Which statistic a threshold looks at.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +83,8 @@ pub struct Threshold {
     pub source: String,
     pub scenario: Option<String>,
     pub step: Option<String>,
+    /// A `group` block's transactions instead of steps.
+    pub group: Option<String>,
     pub stat: Stat,
     pub op: Op,
     /// Limit in the stat's base unit: ms for latency, 0–1 for rates, per second for request rate.
@@ -131,6 +151,7 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
     };
     let mut scenario = None;
     let mut step = None;
+    let mut group = None;
     for pair in sel_pairs(selectors) {
         let (k, v) =
             pair.split_once(':').ok_or_else(|| err(format!("`{pair}`: expected key:value, e.g. step:login")))?;
@@ -138,8 +159,12 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         match k.trim() {
             "scenario" => scenario = Some(v),
             "step" => step = Some(v),
-            other => return Err(err(format!("unknown selector `{other}` (use scenario or step)"))),
+            "group" => group = Some(v),
+            other => return Err(err(format!("unknown selector `{other}` (use scenario, step or group)"))),
         }
+    }
+    if step.is_some() && group.is_some() {
+        return Err(err("select a `step` or a `group`, not both".into()));
     }
     let stat = match (metric, stat_name) {
         ("latency", "mean" | "avg") => Stat::LatencyMean,
@@ -170,6 +195,7 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         source: s.to_string(),
         scenario,
         step,
+        group,
         stat,
         op,
         limit,
@@ -233,57 +259,57 @@ fn parse_limit(text: &str, stat: Stat) -> Result<f64, String> {
 }
 
 impl Threshold {
-    /// Checks that the selectors name steps and scenarios that exist.
-    pub fn check_selectors(&self, keys: &[StepKey]) -> Result<(), ThresholdError> {
+    /// Checks that the selectors name steps, groups and scenarios that exist.
+    pub fn check_selectors(&self, keys: &[StepKey], group_keys: &[StepKey]) -> Result<(), ThresholdError> {
         if let Some(sc) = &self.scenario
-            && !keys.iter().any(|k| &k.scenario == sc)
+            && !keys.iter().chain(group_keys).any(|k| &k.scenario == sc)
         {
             return Err(ThresholdError(format!("no scenario named `{sc}`")));
         }
-        if let Some(st) = &self.step
-            && !keys.iter().any(|k| &k.step == st && self.scenario.as_ref().is_none_or(|sc| &k.scenario == sc))
-        {
-            return Err(ThresholdError(format!("no step named `{st}`")));
+        for (what, name, keys) in [("step", &self.step, keys), ("group", &self.group, group_keys)] {
+            if let Some(name) = name
+                && !keys.iter().any(|k| &k.step == name && self.scenario.as_ref().is_none_or(|sc| &k.scenario == sc))
+            {
+                return Err(ThresholdError(format!("no {what} named `{name}`")));
+            }
         }
         Ok(())
     }
 
+    /// The stats it selects, with their keys: a group's transactions, or steps.
+    fn selected<'a>(&'a self, m: &Measured<'a>) -> impl Iterator<Item = &'a StepStats> + 'a {
+        let (keys, stats, name) = match &self.group {
+            Some(g) => (m.group_keys, m.groups, Some(g)),
+            None => (m.step_keys, m.steps, self.step.as_ref()),
+        };
+        keys.iter().zip(stats).filter_map(move |(key, stats)| {
+            let scenario_ok = self.scenario.as_ref().is_none_or(|s| s == &key.scenario);
+            (scenario_ok && name.is_none_or(|n| n == &key.step)).then_some(stats)
+        })
+    }
+
     /// Evaluated during a run (for `abortOnFail`): `None` while the selected steps have no
     /// requests yet, since a latency threshold cannot judge nothing.
-    pub fn evaluate_live(&self, keys: &[StepKey], steps: &[StepStats], seconds: f64) -> Option<Verdict> {
+    pub fn evaluate_live(&self, m: &Measured<'_>, seconds: f64) -> Option<Verdict> {
         if self.relative.is_some() {
             return None; // judged at the end, against the baseline
         }
-        let any = keys.iter().zip(steps).any(|(key, stats)| {
-            self.scenario.as_ref().is_none_or(|s| s == &key.scenario)
-                && self.step.as_ref().is_none_or(|s| s == &key.step)
-                && stats.requests > 0
-        });
-        any.then(|| self.evaluate(keys, steps, seconds))
+        let any = self.selected(m).any(|stats| stats.requests > 0);
+        any.then(|| self.evaluate(m, seconds))
     }
 
     /// Evaluates against per-step stats (merged over workers and runners). A relative
     /// threshold fails here, saying it has no baseline; see [`Threshold::evaluate_against`].
-    pub fn evaluate(&self, keys: &[StepKey], steps: &[StepStats], seconds: f64) -> Verdict {
-        self.evaluate_against(keys, steps, seconds, Err("no baseline run was given"))
+    pub fn evaluate(&self, m: &Measured<'_>, seconds: f64) -> Verdict {
+        self.evaluate_against(m, seconds, Err("no baseline run was given"))
     }
 
     /// Evaluates against per-step stats, a relative threshold against `baseline` (or fails,
     /// naming why there is none).
-    pub fn evaluate_against(
-        &self,
-        keys: &[StepKey],
-        steps: &[StepStats],
-        seconds: f64,
-        baseline: Result<&Report, &str>,
-    ) -> Verdict {
+    pub fn evaluate_against(&self, m: &Measured<'_>, seconds: f64, baseline: Result<&Report, &str>) -> Verdict {
         let mut merged = StepStats::default();
-        for (key, stats) in keys.iter().zip(steps) {
-            let scenario_ok = self.scenario.as_ref().is_none_or(|s| s == &key.scenario);
-            let step_ok = self.step.as_ref().is_none_or(|s| s == &key.step);
-            if scenario_ok && step_ok {
-                merged.merge(stats);
-            }
+        for stats in self.selected(m) {
+            merged.merge(stats);
         }
         let h = &merged.latency;
         let ms = |us: u64| us as f64 / 1000.0;
@@ -370,14 +396,13 @@ impl Threshold {
     /// The same statistic of a baseline run, from its report (in the base unit), for the same
     /// selectors.
     pub fn baseline_value(&self, base: &Report) -> Result<f64, String> {
-        let selected: Vec<&StepSummary> = match (&self.scenario, &self.step) {
-            (None, None) => vec![&base.total],
-            (scenario, step) => base
-                .steps
+        let selected: Vec<&StepSummary> = match (&self.scenario, &self.step, &self.group) {
+            (None, None, None) => vec![&base.total],
+            (scenario, step, group) => (if group.is_some() { &base.groups } else { &base.steps })
                 .iter()
                 .filter(|s| {
                     scenario.as_ref().is_none_or(|x| s.scenario.as_ref() == Some(x))
-                        && step.as_ref().is_none_or(|x| s.step.as_ref() == Some(x))
+                        && step.as_ref().or(group.as_ref()).is_none_or(|x| s.step.as_ref() == Some(x))
                 })
                 .collect(),
         };
@@ -388,6 +413,9 @@ impl Threshold {
             }
             if let Some(s) = &self.step {
                 parts.push(format!("step `{s}`"));
+            }
+            if let Some(g) = &self.group {
+                parts.push(format!("group `{g}`"));
             }
             parts.join(", ")
         };
@@ -469,6 +497,28 @@ mod tests {
         ]
     }
 
+    fn on<'a>(step_keys: &'a [StepKey], steps: &'a [StepStats]) -> Measured<'a> {
+        Measured { step_keys, steps, group_keys: &[], groups: &[] }
+    }
+
+    #[test]
+    fn a_group_selector_judges_the_groups_transactions_not_its_steps() {
+        let group_keys = [StepKey { scenario: "buy".into(), step: "checkout".into() }];
+        let steps = [stats(&[1, 1], 0, 0), stats(&[2], 0, 0), stats(&[3], 0, 0)];
+        let groups = [stats(&[40, 60, 500], 1, 0)];
+        let m = Measured { step_keys: &keys(), steps: &steps, group_keys: &group_keys, groups: &groups };
+        let v = parse("latency{group:checkout}.max < 400ms").unwrap().evaluate(&m, 10.0);
+        assert_eq!((v.passed, v.actual), (false, 500.0));
+        let v = parse("requests{group:checkout}.count == 4").unwrap().evaluate(&m, 10.0);
+        assert!(v.passed, "{v:?}");
+        let v = parse("errors{scenario:buy, group:checkout}.rate <= 25%").unwrap().evaluate(&m, 10.0);
+        assert_eq!((v.passed, v.actual), (true, 25.0));
+        let t = parse("latency{group:nope}.p95 < 1s").unwrap();
+        assert!(t.check_selectors(&keys(), &group_keys).unwrap_err().0.contains("no group named `nope`"));
+        assert!(parse("latency{group:checkout}.p95 < 1s").unwrap().check_selectors(&keys(), &group_keys).is_ok());
+        assert!(parse("latency{step:login, group:checkout}.p95 < 1s").is_err());
+    }
+
     fn stats(latencies_ms: &[u64], errors: u64, check_failures: u64) -> StepStats {
         let mut s = StepStats::default();
         for l in latencies_ms {
@@ -515,26 +565,26 @@ mod tests {
             assert!(e.0.contains(msg), "{src}: {e}");
         }
         let t = parse("latency{step:nope}.p99 < 1s").unwrap();
-        assert!(t.check_selectors(&keys()).unwrap_err().0.contains("no step named `nope`"));
+        assert!(t.check_selectors(&keys(), &[]).unwrap_err().0.contains("no step named `nope`"));
     }
 
     #[test]
     fn evaluates_on_merged_samples_per_selector() {
         let steps = vec![stats(&[10, 20, 300], 0, 0), stats(&[5; 100], 1, 2), stats(&[1000], 0, 0)];
-        let v = parse("latency{step:login}.max < 250ms").unwrap().evaluate(&keys(), &steps, 10.0);
+        let v = parse("latency{step:login}.max < 250ms").unwrap().evaluate(&on(&keys(), &steps), 10.0);
         assert!(!v.passed);
         assert_eq!(v.actual, 300.0);
-        let v = parse("latency{scenario:buy}.p50 < 6ms").unwrap().evaluate(&keys(), &steps, 10.0);
+        let v = parse("latency{scenario:buy}.p50 < 6ms").unwrap().evaluate(&on(&keys(), &steps), 10.0);
         assert!(v.passed, "{v:?}");
-        let v = parse("latency.max <= 1s").unwrap().evaluate(&keys(), &steps, 10.0);
+        let v = parse("latency.max <= 1s").unwrap().evaluate(&on(&keys(), &steps), 10.0);
         assert!(v.passed, "{v:?}");
         // 3 failures (1 connect + 2 checks) out of 105 requests.
-        let v = parse("errors.rate < 1%").unwrap().evaluate(&keys(), &steps, 10.0);
+        let v = parse("errors.rate < 1%").unwrap().evaluate(&on(&keys(), &steps), 10.0);
         assert!(!v.passed);
         assert!((v.actual - 300.0 / 105.0).abs() < 0.001, "{v:?}");
-        let v = parse("checks{step:cart}.rate > 97%").unwrap().evaluate(&keys(), &steps, 10.0);
+        let v = parse("checks{step:cart}.rate > 97%").unwrap().evaluate(&on(&keys(), &steps), 10.0);
         assert!(v.passed, "{v:?}"); // 98 of 100 answers passed
-        let v = parse("requests.rate >= 10").unwrap().evaluate(&keys(), &steps, 10.0);
+        let v = parse("requests.rate >= 10").unwrap().evaluate(&on(&keys(), &steps), 10.0);
         assert!(v.passed, "{v:?}"); // 105 requests in 10 s
     }
 
@@ -583,15 +633,18 @@ mod tests {
         // This run: 3 requests at 10, 20, 300 ms on step login; the baseline's p99 was 250 ms.
         let steps = vec![stats(&[10, 20, 300], 0, 0), stats(&[], 0, 0), stats(&[], 0, 0)];
         let base = baseline_report(250.0, 4, 1);
-        let v = t.evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+        let v = t.evaluate_against(&on(&keys(), &steps), 10.0, Ok(&base));
         assert!(!v.passed, "300 ms is more than 250 ms × 1.10: {v:?}");
         assert_eq!((v.actual, v.baseline, v.ratio), (300.0, Some(250.0), Some(1.2)));
         assert!(v.actual_text.contains("baseline 250.000ms") && v.actual_text.contains("×1.200"), "{}", v.actual_text);
-        let v = parse("latency.p99 < baseline * 1.25").unwrap().evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+        let v = parse("latency.p99 < baseline * 1.25").unwrap().evaluate_against(&on(&keys(), &steps), 10.0, Ok(&base));
         assert!(v.passed, "{v:?}");
         // Per step, from the baseline's step; a rate from its counts (1 error in 4).
-        let v =
-            parse("errors{step:login}.rate <= baseline").unwrap().evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+        let v = parse("errors{step:login}.rate <= baseline").unwrap().evaluate_against(
+            &on(&keys(), &steps),
+            10.0,
+            Ok(&base),
+        );
         assert!(v.passed && v.baseline == Some(25.0), "{v:?}");
         // A percentile the report does not keep, a step it does not have, and no baseline at all:
         // the threshold fails and says why.
@@ -599,11 +652,11 @@ mod tests {
             ("latency.p97 < baseline", "not p97"),
             ("latency{step:cart}.p99 < baseline", "the baseline has no step `cart`"),
         ] {
-            let v = parse(src).unwrap().evaluate_against(&keys(), &steps, 10.0, Ok(&base));
+            let v = parse(src).unwrap().evaluate_against(&on(&keys(), &steps), 10.0, Ok(&base));
             assert!(!v.passed && v.message.as_deref().unwrap().contains(why), "{src}: {v:?}");
         }
-        let v = t.evaluate(&keys(), &steps, 10.0);
+        let v = t.evaluate(&on(&keys(), &steps), 10.0);
         assert!(!v.passed && v.message.as_deref().unwrap().contains("no baseline"), "{v:?}");
-        assert_eq!(t.evaluate_live(&keys(), &steps, 10.0), None, "judged at the end only");
+        assert_eq!(t.evaluate_live(&on(&keys(), &steps), 10.0), None, "judged at the end only");
     }
 }

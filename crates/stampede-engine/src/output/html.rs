@@ -214,6 +214,37 @@ fn steps_table(h: &mut String, r: &Report) {
         h.push_str(", from each iteration's scheduled start (open model: no coordinated omission)");
     }
     h.push_str(".</p></section>\n");
+    if !r.groups.is_empty() {
+        groups_table(h, r);
+    }
+}
+
+/// The `group` blocks' transactions.
+fn groups_table(h: &mut String, r: &Report) {
+    h.push_str(
+        "<section><h2>Groups</h2><table><tr><th>group</th><th>transactions</th><th>failed</th><th>per s</th>\
+         <th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>",
+    );
+    for g in &r.groups {
+        let l = &g.latency_ms;
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{} ({})</td><td class=\"num\">{:.1}</td>",
+            esc(&step_name(g)),
+            g.requests,
+            g.errors,
+            pct(g.error_rate),
+            g.rps
+        );
+        for v in [l.p50, l.p90, l.p95, l.p99, l.p999, l.max] {
+            let _ = write!(h, "<td class=\"num\">{}</td>", ms(v));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str(
+        "</table><p class=\"note\">A transaction is one run of a <code>group</code> block: from its first send to the \
+         end of its last step, think times included; failed when one of its steps failed.</p></section>\n",
+    );
 }
 
 /// Colours of series, in order.

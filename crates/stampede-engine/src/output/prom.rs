@@ -40,6 +40,8 @@ pub struct Exporter {
     scenarios: Vec<String>,
     /// Load group names (for dropped iterations).
     groups: Vec<String>,
+    /// The `group` blocks' (scenario, name), by transaction index.
+    transactions: Vec<StepKey>,
     max_vus: u32,
     state: Mutex<State>,
 }
@@ -70,6 +72,7 @@ impl Exporter {
             keys: plan.step_keys.clone(),
             scenarios: plan.scenarios.iter().map(|s| s.name.clone()).collect(),
             groups: plan.groups.iter().map(|g| g.name.clone()).collect(),
+            transactions: plan.group_keys.clone(),
             max_vus: plan.max_vus(),
             state: Mutex::new(State::default()),
         }
@@ -177,6 +180,33 @@ impl Exporter {
             self.push_value(&mut sent, &labels, s.bytes_sent as f64);
             self.push_value(&mut received, &labels, s.bytes_received as f64);
         }
+        let mut transactions = self.family(
+            "stampede_group_transactions_total",
+            "Runs of a `group` block (transactions), by scenario and group.",
+            MetricType::COUNTER,
+        );
+        let mut failed = self.family(
+            "stampede_group_failures_total",
+            "Transactions with a failed step, by the kind of their first failure.",
+            MetricType::COUNTER,
+        );
+        let mut durations = self.family(
+            "stampede_group_duration_seconds",
+            "A transaction's duration: from its first send (open models: the iteration's scheduled start) to the end \
+             of its last step, think times included.",
+            MetricType::HISTOGRAM,
+        );
+        for (i, key) in self.transactions.iter().enumerate() {
+            let g = totals.as_ref().and_then(|t| t.groups.get(i)).unwrap_or(&empty);
+            let labels = vec![("scenario", key.scenario.clone()), ("group", key.step.clone())];
+            self.push_value(&mut transactions, &labels, g.requests as f64);
+            for kind in ErrorKind::ALL.into_iter().filter(|k| g.errors[k.index()] > 0) {
+                let mut l = labels.clone();
+                l.push(("kind", kind.name().to_string()));
+                self.push_value(&mut failed, &l, g.errors[kind.index()] as f64);
+            }
+            self.push_histogram(&mut durations, &labels, &g.latency);
+        }
         let mut iterations =
             self.family("stampede_iterations_total", "Iterations completed, by scenario.", MetricType::COUNTER);
         let mut dropped = self.family(
@@ -227,7 +257,21 @@ impl Exporter {
 
         let usage = sysstat::process();
         let mut families = vec![
-            requests, responses, errors, latency, sent, received, iterations, dropped, by_reason, waited, wait, lag,
+            requests,
+            responses,
+            errors,
+            latency,
+            sent,
+            received,
+            iterations,
+            dropped,
+            by_reason,
+            waited,
+            wait,
+            lag,
+            transactions,
+            failed,
+            durations,
         ];
         if !phases.get_metric().is_empty() {
             families.push(phases);
@@ -435,6 +479,7 @@ mod tests {
             keys: Vec::new(),
             scenarios: Vec::new(),
             groups: Vec::new(),
+            transactions: Vec::new(),
             max_vus: 0,
             state: Mutex::new(State::default()),
         }

@@ -1,6 +1,7 @@
 //! The run report: one summary per step plus a total, the run facts and a timeline.
 //! Rendered as a terminal table and as JSON (schema: `schemas/report.schema.json`).
 
+use crate::compile::threshold::Measured;
 use std::fmt::Write as _;
 
 pub(crate) use stampede_model::report::*;
@@ -10,7 +11,7 @@ pub(crate) const SATURATION_LAG_P99_MS: f64 = 10.0;
 /// Generator CPU above this share of its worker threads' cores means it was saturated.
 pub(crate) const SATURATION_CPU_SHARE: f64 = 0.9;
 
-use crate::compile::plan::Plan;
+use crate::compile::plan::{Plan, StepKey};
 use crate::run::executor::RunOutcome;
 use crate::stats::metrics::{DropReason, StepStats, WorkerMetrics, errors_by_name};
 use crate::stats::phases::{Phase, PhaseStats, Phases};
@@ -90,6 +91,17 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
     }
 }
 
+/// One summary per `group` block (a group that never ran has zeros).
+fn summarize_groups(keys: &[StepKey], groups: &[StepStats], seconds: f64) -> Vec<StepSummary> {
+    let none = StepStats::default();
+    keys.iter()
+        .enumerate()
+        .map(|(i, key)| {
+            summarize(groups.get(i).unwrap_or(&none), seconds, Some(key.scenario.clone()), Some(key.step.clone()))
+        })
+        .collect()
+}
+
 /// Builds the report of a finished run. `generator` carries the process's own CPU and memory.
 pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, generator: GeneratorFacts) -> Report {
     let seconds = outcome.duration.as_secs_f64();
@@ -99,6 +111,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
         .zip(&outcome.metrics.steps)
         .map(|(key, stats)| summarize(stats, seconds, Some(key.scenario.clone()), Some(key.step.clone())))
         .collect();
+    let groups = summarize_groups(&plan.group_keys, &outcome.metrics.groups, seconds);
     let mut total_stats = StepStats::default();
     for s in &outcome.metrics.steps {
         total_stats.merge(s);
@@ -120,9 +133,8 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
             response: e.response.clone(),
         })
         .collect();
-    let checks = plan
-        .scenarios
-        .iter()
+    let checks = std::iter::once(plan.init.as_ref())
+        .chain(plan.scenarios.iter())
         .flat_map(|sc| sc.steps.iter())
         .flat_map(|step| {
             let stats = &outcome.metrics.steps[step.metric];
@@ -138,8 +150,11 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
             })
         })
         .collect();
-    let thresholds =
-        plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &outcome.metrics.steps, seconds)).collect();
+    let thresholds = plan
+        .thresholds
+        .iter()
+        .map(|t| t.evaluate(&Measured::new(&plan.step_keys, &plan.group_keys, &outcome.metrics), seconds))
+        .collect();
     let mut generator = generator;
     if total.requests > 0 {
         generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
@@ -197,6 +212,7 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
     let saturated = (!saturated.is_empty())
         .then(|| format!("the generator saturated ({}); its figures are suspect", saturated.join("; ")));
     Report {
+        groups,
         schema_version: REPORT_SCHEMA_VERSION,
         name: plan.name.clone(),
         started_at,
@@ -345,6 +361,19 @@ pub fn render_table(report: &Report) -> String {
         rows.push(table_row(name, s));
     }
     rows.push(table_row("TOTAL".into(), &report.total));
+    let total_at = rows.len() - 1;
+    // The `group` blocks' transactions, under the total (they are not requests).
+    for g in &report.groups {
+        let name = match (&g.scenario, &g.step) {
+            (Some(sc), Some(name)) if multi => format!("group {sc}/{name}"),
+            (_, Some(name)) => format!("group {name}"),
+            _ => String::new(),
+        };
+        let mut row = table_row(name, g);
+        row.truncate(row.len() - 2);
+        row.extend(["-".to_string(), "-".to_string()]);
+        rows.push(row);
+    }
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -363,14 +392,20 @@ pub fn render_table(report: &Report) -> String {
     };
     line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &mut out);
     let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-    let n = rows.len();
     for (i, row) in rows.iter().enumerate() {
-        if i + 1 == n {
+        if i == total_at || i == total_at + 1 {
             let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
         }
         line(row, &mut out);
     }
     let _ = writeln!(out, "latency in ms; samples = requests sent; error % = errors / samples");
+    if !report.groups.is_empty() {
+        let _ = writeln!(
+            out,
+            "a group's samples are its transactions, its latency their durations (first send to the end of its last \
+             step, think times included), its errors the transactions with a failed step"
+        );
+    }
     if !report.total.errors_by_kind.is_empty() {
         let kinds: Vec<String> = report.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));

@@ -5,8 +5,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::iteration::run_iteration;
 use super::shared::{ActiveGuard, Shared, WorkerLocal};
-use super::step::run_iteration;
 use super::vu::Vu;
 
 /// A closed-model VU: runs iterations back to back until its group stops or it retires.

@@ -79,6 +79,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         data_cursors: (0..plan_data_len).map(|_| crate::compile::data::Cursor::default()).collect(),
         data_exhausted: AtomicBool::new(false),
         aborted: std::sync::OnceLock::new(),
+        iterations_started: AtomicU64::new(0),
     });
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();

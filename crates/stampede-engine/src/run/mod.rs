@@ -2,6 +2,8 @@
 
 mod closed;
 pub(crate) mod executor;
+mod flow;
+mod iteration;
 mod open;
 mod outcome;
 mod reporter;

@@ -15,8 +15,8 @@ use tokio::task::JoinSet;
 use crate::compile::plan::LoadPlan;
 use crate::stats::metrics::DropReason;
 
+use super::iteration::run_iteration;
 use super::shared::{ActiveGuard, Shared, WorkerLocal};
-use super::step::run_iteration;
 use super::vu::Vu;
 
 /// An open-model iteration handed to a VU.

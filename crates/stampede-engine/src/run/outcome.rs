@@ -60,6 +60,8 @@ pub struct Tick {
 pub struct Totals {
     /// Indexed like [`Plan::step_keys`].
     pub steps: Vec<StepStats>,
+    /// Indexed like [`Plan::group_keys`] (the `group` blocks' transactions so far).
+    pub groups: Vec<StepStats>,
     /// Completed iterations per scenario.
     pub iterations: Vec<u64>,
     /// Open models: schedule lag, µs.
@@ -76,6 +78,7 @@ impl Totals {
     pub(super) fn of(metrics: &WorkerMetrics) -> Self {
         Totals {
             steps: metrics.steps.clone(),
+            groups: metrics.groups.clone(),
             iterations: metrics.iterations.clone(),
             schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| metrics.schedule_lag.clone()),
             dropped: metrics.dropped.clone(),
@@ -91,6 +94,12 @@ impl Totals {
         }
         for (a, b) in self.steps.iter_mut().zip(&other.steps) {
             a.merge(b);
+        }
+        for (g, b) in other.groups.iter().enumerate() {
+            if self.groups.len() <= g {
+                self.groups.resize_with(g + 1, StepStats::default);
+            }
+            self.groups[g].merge(b);
         }
         for (a, b) in self.iterations.iter_mut().zip(&other.iterations) {
             *a += b;

@@ -35,6 +35,8 @@ pub(super) struct Shared {
     pub(super) data_exhausted: AtomicBool,
     /// A step with `onError: abort-run` failed: the run stops at once, for this reason.
     pub(super) aborted: std::sync::OnceLock<String>,
+    /// Iterations started on this runner (`test.iteration` numbers them across runners).
+    pub(super) iterations_started: AtomicU64,
 }
 
 /// The running state of one group of VUs.
@@ -130,8 +132,14 @@ impl Drop for ActiveGuard {
 /// the run.
 pub(super) fn abort_on_failed_thresholds(shared: &Shared, totals: &Totals, elapsed: Duration) {
     let plan = &shared.plan;
+    let measured = crate::compile::threshold::Measured {
+        step_keys: &plan.step_keys,
+        steps: &totals.steps,
+        group_keys: &plan.group_keys,
+        groups: &totals.groups,
+    };
     for t in plan.thresholds.iter().filter(|t| t.abort_on_fail && elapsed >= t.delay_abort_eval) {
-        if let Some(v) = t.evaluate_live(&plan.step_keys, &totals.steps, elapsed.as_secs_f64())
+        if let Some(v) = t.evaluate_live(&measured, elapsed.as_secs_f64())
             && !v.passed
         {
             let _ = shared.aborted.set(format!(

@@ -1,110 +1,25 @@
-//! One iteration of a VU's scenario, its `init` steps, and one step: the request, checks,
-//! extraction, think time.
+//! One step: the request, its checks and extraction, and what is recorded of it.
 
 use crate::compile::extract::ResponseView;
 use crate::compile::plan::StepPlan;
 use crate::compile::template::take_render_error;
 use stampede_model::ErrorKind;
-use stampede_model::scenario::OnError;
-use stampede_model::scenario::VarScope;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::outcome::{ErrorSample, SAMPLE_BYTES};
 use super::send::send;
-use super::shared::{ERROR_SAMPLES_PER_WORKER, Shared, WorkerLocal};
+use super::shared::{ERROR_SAMPLES_PER_WORKER, WorkerLocal};
 use super::vu::Vu;
 
-/// Runs one iteration of a scenario of `group`; `intended` is its scheduled start (open
-/// models), from which the first request's latency counts. False when the VU should stop
-/// (data used up, or the run was aborted).
-pub(super) async fn run_iteration(
+/// Runs one step; the kind of its failure when it failed (no answer, a failed check or
+/// extraction). With `intended` (an open model's first step), latency counts from that
+/// scheduled start and the service time from the actual send is kept too.
+pub(super) async fn run_step(
     vu: &mut Vu,
-    group: usize,
+    step: &StepPlan,
     intended: Option<Instant>,
-    shared: &Shared,
     local: &WorkerLocal,
-) -> bool {
-    // This iteration's data rows; a used-up source with `onExhausted: stop` ends the VU.
-    let mut exhausted = false;
-    for (source, cursor) in shared.plan.data.iter().zip(&shared.data_cursors) {
-        match cursor.pick(source, &mut vu.rng) {
-            Some(row) => crate::compile::data::fill(source, row, &mut vu.slots),
-            None => exhausted = true,
-        }
-    }
-    if exhausted {
-        shared.data_exhausted.store(true, Ordering::Relaxed);
-        return false;
-    }
-    vu.renew_vars(&shared.plan, VarScope::Iteration);
-    // Each iteration is a new visit: a fresh cookie jar.
-    vu.jar = shared.plan.cookies.then(crate::client::cookies::Jar::default);
-    if !vu.initialized {
-        vu.initialized = true;
-        if !run_init(vu, shared, local).await {
-            return false;
-        }
-    }
-    let sc = shared.plan.groups[group].pick(&mut vu.rng);
-    let scenario = &shared.plan.scenarios[sc];
-    for (i, step) in scenario.steps.iter().enumerate() {
-        let ok = run_step(vu, step, if i == 0 { intended } else { None }, local).await;
-        if !ok {
-            match step.on_error {
-                OnError::Continue => {}
-                OnError::NextIteration => break,
-                OnError::AbortRun => {
-                    let _ = shared.aborted.set(format!(
-                        "step `{}` of scenario `{}` failed and has `onError: abort-run`",
-                        step.name, scenario.name
-                    ));
-                    return false;
-                }
-            }
-        }
-        if let Some(think) = &step.think {
-            vu.ended = None;
-            tokio::time::sleep(think.pick(&mut vu.rng)).await;
-        }
-    }
-    vu.conn.end_iteration(&shared.plan.transport);
-    vu.generator.iteration += 1;
-    let mut m = local.metrics.borrow_mut();
-    m.iterations[sc] += 1;
-    m.interval.iterations += 1;
-    true
-}
-
-/// Runs the `init` steps, once per VU before its first iteration. A failed one goes on to the
-/// next (`onError: continue`, the default) or stops the init steps (`next-iteration`); false
-/// when one aborts the run.
-async fn run_init(vu: &mut Vu, shared: &Shared, local: &WorkerLocal) -> bool {
-    for step in shared.plan.init.iter() {
-        let ok = run_step(vu, step, None, local).await;
-        if !ok {
-            match step.on_error {
-                OnError::Continue => {}
-                OnError::NextIteration => break,
-                OnError::AbortRun => {
-                    let _ =
-                        shared.aborted.set(format!("init step `{}` failed and has `onError: abort-run`", step.name));
-                    return false;
-                }
-            }
-        }
-        if let Some(think) = &step.think {
-            vu.ended = None;
-            tokio::time::sleep(think.pick(&mut vu.rng)).await;
-        }
-    }
-    true
-}
-
-/// Runs one step; false when it failed (no answer, a failed check or extraction). With
-/// `intended` (an open model's first step), latency counts from that scheduled start and
-/// the service time from the actual send is kept too.
-pub(super) async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Instant>, local: &WorkerLocal) -> bool {
+) -> Result<(), ErrorKind> {
     let started = Instant::now();
     vu.headers.all = step.needs_headers;
     let result = send(vu, &step.request, step.needs_body, &local.transport, started).await;
@@ -172,9 +87,28 @@ pub(super) async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Inst
             Some((e.kind, e.message))
         }
     };
-    let Some((kind, message)) = failure else { return true };
-    s.record_error(kind);
-    m.interval.record_error(step.metric, kind);
+    vu.generator.status = status.unwrap_or(0);
+    let Some((kind, message)) = failure else { return Ok(()) };
+    drop(guard);
+    record_failure(vu, step, kind, message, status, local);
+    Err(kind)
+}
+
+/// Counts a failure of `step` (its request is already counted) and keeps a sample of it, the
+/// first of its kind for the step on this worker.
+pub(super) fn record_failure(
+    vu: &Vu,
+    step: &StepPlan,
+    kind: ErrorKind,
+    message: String,
+    status: Option<u16>,
+    local: &WorkerLocal,
+) {
+    {
+        let mut m = local.metrics.borrow_mut();
+        m.steps[step.metric].record_error(kind);
+        m.interval.record_error(step.metric, kind);
+    }
     let mut samples = local.error_samples.borrow_mut();
     if samples.len() < ERROR_SAMPLES_PER_WORKER && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric) {
         let response = status.map(|code| {
@@ -194,7 +128,6 @@ pub(super) async fn run_step(vu: &mut Vu, step: &StepPlan, intended: Option<Inst
             response,
         });
     }
-    false
 }
 
 /// The first [`SAMPLE_BYTES`] of `bytes` as text.

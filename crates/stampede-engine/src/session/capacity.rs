@@ -10,6 +10,7 @@
 //! lag and CPU): a plateau the generator could not drive is no evidence about the service, and
 //! makes the answer a lower bound.
 
+use crate::compile::threshold::Measured;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,8 +117,11 @@ pub fn judge(
     }
     let errors: u64 = total.errors.iter().sum();
     let dropped: u64 = window.dropped.iter().sum();
-    let thresholds: Vec<Verdict> =
-        plan.thresholds.iter().map(|t| t.evaluate(&plan.step_keys, &window.steps, seconds)).collect();
+    let thresholds: Vec<Verdict> = plan
+        .thresholds
+        .iter()
+        .map(|t| t.evaluate(&Measured::new(&plan.step_keys, &plan.group_keys, window), seconds))
+        .collect();
     // The schedule is exact, so what was due in the measured part is rate × seconds; what started
     // is that less the iterations dropped (counted when due). Counting starts per tick instead
     // would be off by one at each edge of the window, 2 % of a 1-s window at 50/s. An iteration

@@ -329,6 +329,10 @@ impl IntervalStats {
 pub struct WorkerMetrics {
     /// Indexed by the plan's step metric index.
     pub steps: Vec<StepStats>,
+    /// The `group` blocks' transactions, indexed like the plan's group keys (those after the
+    /// last one recorded are missing): `requests` counts transactions, `errors` the failed ones
+    /// by the kind of their first failure, `latency` their durations.
+    pub groups: Vec<StepStats>,
     /// Completed iterations per scenario.
     pub iterations: Vec<u64>,
     /// The current reporting interval.
@@ -373,6 +377,7 @@ impl WorkerMetrics {
     pub fn new(steps: usize, scenarios: usize) -> Self {
         WorkerMetrics {
             steps: (0..steps).map(|_| StepStats::default()).collect(),
+            groups: Vec::new(),
             iterations: vec![0; scenarios],
             interval: IntervalStats::default(),
             schedule_lag: new_histogram(),
@@ -416,9 +421,20 @@ impl WorkerMetrics {
         self.interval.lag_max_us = self.interval.lag_max_us.max(lag_us);
     }
 
+    /// Group `g`'s transactions (created when first used).
+    pub fn group(&mut self, g: usize) -> &mut StepStats {
+        if self.groups.len() <= g {
+            self.groups.resize_with(g + 1, StepStats::default);
+        }
+        &mut self.groups[g]
+    }
+
     pub fn merge(&mut self, other: &WorkerMetrics) {
         for (a, b) in self.steps.iter_mut().zip(other.steps.iter()) {
             a.merge(b);
+        }
+        for (g, b) in other.groups.iter().enumerate() {
+            self.group(g).merge(b);
         }
         for (a, b) in self.iterations.iter_mut().zip(other.iterations.iter()) {
             *a += b;

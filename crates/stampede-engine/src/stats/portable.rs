@@ -56,11 +56,59 @@ pub fn step_from_interval(scenario: &str, step: &str, stats: &IntervalStats) -> 
     }
 }
 
-/// Encodes per-step stats named by `keys`, and iterations per scenario.
+/// Encodes a run: per-step stats (named by a plan's `keys`), the `group` blocks'
+/// transactions (by its `group_keys`), and iterations per scenario.
+pub fn encode_run(
+    keys: &[StepKey],
+    group_keys: &[StepKey],
+    metrics: &WorkerMetrics,
+    scenario_names: &[String],
+) -> PortableMetrics {
+    let mut portable = encode(keys, metrics, scenario_names);
+    portable.groups = encode_steps(group_keys, &metrics.groups);
+    portable
+}
+
+/// Adds a runner's `portable` run into `into`: steps and groups matched by name.
+pub fn merge_run_into(
+    portable: &PortableMetrics,
+    keys: &[StepKey],
+    group_keys: &[StepKey],
+    scenario_names: &[String],
+    into: &mut WorkerMetrics,
+) -> Result<(), PortableError> {
+    merge_into(portable, keys, scenario_names, into)?;
+    for p in &portable.groups {
+        if let Some(index) = group_keys.iter().position(|k| k.scenario == p.scenario && k.step == p.step) {
+            let stats = decode_step(p)?;
+            into.group(index).merge(&stats);
+        }
+    }
+    Ok(())
+}
+
+/// Encodes per-step stats named by `keys`, and iterations per scenario (no groups: see
+/// [`encode_run`]).
 pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[String]) -> PortableMetrics {
-    let steps = keys
-        .iter()
-        .zip(&metrics.steps)
+    let steps = encode_steps(keys, &metrics.steps);
+    let iterations = scenario_names.iter().cloned().zip(metrics.iterations.iter().copied()).collect();
+    PortableMetrics {
+        steps,
+        groups: Vec::new(),
+        iterations,
+        dropped_iterations: metrics.dropped.iter().sum(),
+        dropped_by_reason: metrics.dropped_by_reason_named(),
+        queue_wait: (!metrics.queue_wait.is_empty()).then(|| encode_histogram(&metrics.queue_wait)),
+        schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| encode_histogram(&metrics.schedule_lag)),
+    }
+}
+
+/// Stats named by `keys` (missing ones as empty).
+fn encode_steps(keys: &[StepKey], stats: &[StepStats]) -> Vec<PortableStep> {
+    let none = StepStats::default();
+    keys.iter()
+        .enumerate()
+        .map(|(i, key)| (key, stats.get(i).unwrap_or(&none)))
         .map(|(key, s)| {
             let mut raw = Vec::new();
             let _ = V2DeflateSerializer::new().serialize(&s.latency, &mut raw);
@@ -79,16 +127,7 @@ pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[Strin
                 phases: encode_phases(&s.phases),
             }
         })
-        .collect();
-    let iterations = scenario_names.iter().cloned().zip(metrics.iterations.iter().copied()).collect();
-    PortableMetrics {
-        steps,
-        iterations,
-        dropped_iterations: metrics.dropped.iter().sum(),
-        dropped_by_reason: metrics.dropped_by_reason_named(),
-        queue_wait: (!metrics.queue_wait.is_empty()).then(|| encode_histogram(&metrics.queue_wait)),
-        schedule_lag: (!metrics.schedule_lag.is_empty()).then(|| encode_histogram(&metrics.schedule_lag)),
-    }
+        .collect()
 }
 
 /// Adds `portable` into `into`, matching steps by (scenario, step) name; steps unknown to
@@ -638,6 +677,40 @@ mod tests {
         assert_eq!(timeline_interval(Some(Duration::from_secs(3_600))), 15);
     }
 
+    /// #23: the `group` blocks' transactions travel with a runner's result and merge like
+    /// steps: counts add up, percentiles come from the union of the samples.
+    #[test]
+    fn group_transactions_merge_across_runners_by_name() {
+        let keys = vec![StepKey { scenario: "s".into(), step: "a".into() }];
+        let group_keys = vec![
+            StepKey { scenario: "s".into(), step: "checkout".into() },
+            StepKey { scenario: "s".into(), step: "browse".into() },
+        ];
+        let names = vec!["s".to_string()];
+        let mut all = StepStats::default();
+        let mut merged = WorkerMetrics::new(1, 1);
+        for runner in 0..3u64 {
+            let mut m = WorkerMetrics::new(1, 1);
+            for i in 0..50 {
+                let us = 1_000 + runner * 10_000 + i * 97;
+                m.group(0).requests += 1;
+                m.group(0).record_latency_us(us);
+                all.record_latency_us(us);
+            }
+            m.group(0).record_error(ErrorKind::Check);
+            let portable = encode_run(&keys, &group_keys, &m, &names);
+            assert_eq!(portable.groups.len(), 2, "every group, the unused one with zeros");
+            let back: PortableMetrics = serde_json::from_str(&serde_json::to_string(&portable).unwrap()).unwrap();
+            merge_run_into(&back, &keys, &group_keys, &names, &mut merged).unwrap();
+        }
+        let g = &merged.groups[0];
+        assert_eq!((g.requests, g.errors[ErrorKind::Check.index()]), (150, 3));
+        for q in [0.5, 0.9, 0.99] {
+            assert_eq!(g.quantile_us(q), all.quantile_us(q));
+        }
+        assert_eq!(merged.groups[1].requests, 0);
+    }
+
     #[test]
     fn corrupt_histograms_are_errors_not_panics() {
         let keys = vec![StepKey { scenario: "s".into(), step: "a".into() }];
@@ -649,6 +722,7 @@ mod tests {
                 histogram: "AAAA".into(),
                 ..Default::default()
             }],
+            groups: Vec::new(),
             iterations: BTreeMap::new(),
             dropped_iterations: 0,
             dropped_by_reason: BTreeMap::new(),

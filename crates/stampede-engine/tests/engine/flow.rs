@@ -14,15 +14,15 @@ use stampede_engine::RunOptions;
 use stampede_model::Dur;
 use stampede_target::TargetServer;
 
-fn examples() -> PathBuf {
+pub(crate) fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
 /// What each client connection sent, in connection order.
-type Recorded = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
+pub(crate) type Recorded = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
 
 /// A TCP relay to `upstream` that records what each client connection sent.
-fn recording_proxy(upstream: SocketAddr) -> (SocketAddr, Recorded) {
+pub(crate) fn recording_proxy(upstream: SocketAddr) -> (SocketAddr, Recorded) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let conns: Recorded = Arc::default();
@@ -62,15 +62,15 @@ fn recording_proxy(upstream: SocketAddr) -> (SocketAddr, Recorded) {
 
 /// One request as the server got it.
 #[derive(Debug)]
-struct Seen {
-    method: String,
-    target: String,
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// Splits a connection's bytes into requests (content-length framing: what Stampede sends).
-fn requests(mut bytes: &[u8]) -> Vec<Seen> {
+pub(crate) fn requests(mut bytes: &[u8]) -> Vec<Seen> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -178,7 +178,7 @@ fn the_user_flow_carries_extracted_values_and_uploads_files_intact() {
     assert!(posts >= 4 * pairs, "four POSTs per iteration");
 }
 
-fn run_yaml(yaml: &str, base_url: &str) -> Report {
+pub(crate) fn run_yaml(yaml: &str, base_url: &str) -> Report {
     let path = Path::new("inline.yaml");
     let file = stampede_engine::parse_str(yaml, path).unwrap_or_else(|e| panic!("{e}"));
     let opts = CompileOptions { base_url: Some(base_url.to_string()), ..CompileOptions::default() };

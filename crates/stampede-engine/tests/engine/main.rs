@@ -1,6 +1,7 @@
 //! The engine's integration tests, in one binary: real runs against the built-in target and
 //! small raw servers on loopback, and every example and bad-input fixture.
 
+mod blocks;
 mod common;
 mod flow;
 mod layers;

@@ -1,0 +1,105 @@
+//! A scenario's flow: its steps in order, and the blocks among them — run under a condition
+//! (`if:`), repeated (`repeat:` count, forEach, while), or timed as one transaction (`group:`).
+//!
+//! Steps are compiled once each (a step inside a loop is one report row, however often it
+//! runs); the flow refers to them by index.
+
+use cel::Value;
+
+use crate::compile::expr::{Expr, write_text};
+use crate::compile::template::{Scope, expression};
+
+/// One element of a flow.
+#[derive(Debug)]
+pub enum Node {
+    /// A step: its index in its scenario's steps.
+    Step(usize),
+    /// A block of nodes.
+    Block(Box<BlockPlan>),
+}
+
+/// A block: `if`, `repeat` and `group` around its nodes.
+#[derive(Debug)]
+pub struct BlockPlan {
+    /// For messages: where it is in the file.
+    pub at: String,
+    /// Runs only when this holds (checked once, before the first run).
+    pub(crate) when: Option<Expr>,
+    pub(crate) repeat: Option<RepeatPlan>,
+    /// Its transaction's index (the plan's group keys), when it is a `group`.
+    pub group: Option<usize>,
+    pub body: Vec<Node>,
+}
+
+/// How often a block runs.
+#[derive(Debug)]
+pub(crate) enum RepeatPlan {
+    /// A count, computed when the block starts; the run's number (from 0) in `slot`.
+    Count { count: Count, max: Option<u32>, slot: usize },
+    /// Once per element of a list; the element in `slot`.
+    ForEach { list: Expr, max: Option<u32>, slot: usize },
+    /// While the expression holds, at most `max` times; the run's number in `slot`.
+    While { cond: Expr, max: u32, slot: usize },
+}
+
+#[derive(Debug)]
+pub(crate) enum Count {
+    Fixed(u64),
+    Expr(Expr),
+}
+
+/// Compiles a condition or a computed count, `src` as written (`size(items) > 0`, or the same
+/// in a template hole `{{ … }}`). The error says where (a column, from 1) and why.
+pub(crate) fn compile(src: &str, scope: &Scope) -> Result<Expr, String> {
+    let trimmed = src.trim();
+    let inner = trimmed.strip_prefix("{{").and_then(|s| s.strip_suffix("}}")).unwrap_or(trimmed);
+    let before = src.find(inner).unwrap_or(0);
+    expression(inner, scope).map_err(|(offset, message)| {
+        let column = src[..before].chars().count() + inner[..offset.min(inner.len())].chars().count() + 1;
+        format!("at column {column}: {message}")
+    })
+}
+
+/// A condition's value: true or false, or why it is neither.
+pub(crate) fn truth(expr: &Expr, slots: &[String]) -> Result<bool, String> {
+    match expr.eval(slots)? {
+        Value::Bool(b) => Ok(b),
+        other => Err(format!("`{}` gives {}, not true or false", expr.source(), shown(&other))),
+    }
+}
+
+/// A count's value: a whole number (a negative one counts as 0).
+pub(crate) fn count(count: &Count, slots: &[String]) -> Result<u64, String> {
+    let expr = match count {
+        Count::Fixed(n) => return Ok(*n),
+        Count::Expr(expr) => expr,
+    };
+    match expr.eval(slots)? {
+        Value::Int(i) => Ok(i.max(0) as u64),
+        Value::UInt(u) => Ok(u),
+        Value::Float(f) if f.fract() == 0.0 => Ok(f.max(0.0) as u64),
+        other => Err(format!("`{}` gives {}, not a whole number", expr.source(), shown(&other))),
+    }
+}
+
+/// A list's elements, each as a slot holds it: a string as it is, a number as its digits, a
+/// list or map as JSON.
+pub(crate) fn elements(list: &Expr, slots: &[String]) -> Result<Vec<String>, String> {
+    match list.eval(slots)? {
+        Value::List(items) => Ok(items
+            .iter()
+            .map(|v| {
+                let mut s = String::new();
+                write_text(v, &mut s);
+                s
+            })
+            .collect()),
+        other => Err(format!("`{}` gives {}, not a list", list.source(), shown(&other))),
+    }
+}
+
+fn shown(v: &Value) -> String {
+    let mut s = String::new();
+    write_text(v, &mut s);
+    if s.chars().count() > 60 { format!("{}…", s.chars().take(60).collect::<String>()) } else { format!("`{s}`") }
+}
