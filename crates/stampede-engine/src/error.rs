@@ -120,6 +120,9 @@ pub enum RunError {
     Threads(#[source] std::io::Error),
     #[error("a worker thread failed: {0}")]
     Worker(String),
+    /// A `setup` step failed: the load did not start.
+    #[error("setup failed, so no load was sent: {0}")]
+    Setup(String),
     #[error("{0}")]
     Other(String),
 }

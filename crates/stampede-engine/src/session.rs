@@ -12,9 +12,11 @@ use crate::compile::plan::{self, CompileOptions, Plan};
 use crate::error::{RunError, ScenarioError};
 use crate::output::report::{self, GeneratorFacts, Report, round3};
 use crate::run::executor::{self, RunOptions, RunOutcome, Tick};
+use crate::run::once::{Once, OnceOutcome, run_once};
 use crate::stats::sysstat;
 use stampede_model::scenario::ScenarioFile;
 use stampede_target::TargetServer;
+use std::collections::BTreeMap;
 
 /// A plan ready to run, with the built-in target when the scenario asked for it.
 #[derive(Debug)]
@@ -97,11 +99,38 @@ pub fn execute_capacity(
     };
     let wanted = u64::from(prepared.plan.max_vus()) + 256;
     sysstat::raise_open_files(wanted);
-    let result = capacity::search(&prepared.plan, opts, on_tick, on_plateau);
+    // `setup` and `teardown` run around the whole search (their figures are not a plateau's).
+    let result = around_load(&prepared.plan, opts, |opts| capacity::search(&prepared.plan, opts, on_tick, on_plateau));
     let builtin = prepared.target.is_some();
     let target_cpu = prepared.target.map(TargetServer::stop).unwrap_or_default();
-    let (state, plateaus) = result?;
+    let ((state, plateaus), _) = result?;
     Ok(capacity::whole_report(&prepared.plan, &search, &state, plateaus, builtin, target_cpu))
+}
+
+/// Runs the test's `setup` steps (what they extract goes to every VU), then `load`, then its
+/// `teardown` steps — also when the load failed or was interrupted. A failed setup stops
+/// there: no load, no teardown. Gives the load's result with what setup and teardown
+/// recorded.
+fn around_load<T>(
+    plan: &Arc<Plan>,
+    opts: &RunOptions,
+    load: impl FnOnce(&RunOptions) -> Result<T, RunError>,
+) -> Result<(T, Vec<OnceOutcome>), RunError> {
+    if plan.setup.flow.is_empty() && plan.teardown.flow.is_empty() {
+        return load(opts).map(|t| (t, Vec::new()));
+    }
+    let setup = run_once(plan, Once::Setup, &BTreeMap::new())?;
+    if let Some(why) = setup.failure {
+        return Err(RunError::Setup(why));
+    }
+    tracing::info!(values = setup.values.len(), "setup done");
+    let opts = RunOptions { setup_values: Arc::new(setup.values.clone()), ..opts.clone() };
+    let result = load(&opts);
+    let teardown = run_once(plan, Once::Teardown, &setup.values)?;
+    if let Some(why) = &teardown.failure {
+        tracing::warn!("teardown failed: {why}");
+    }
+    result.map(|t| (t, vec![setup, teardown]))
 }
 
 /// Like [`execute`], also returning the raw outcome (merged per-step histograms), which a
@@ -123,12 +152,16 @@ pub fn execute_full(
     }
     let before = sysstat::process();
     let wall = Instant::now();
-    let outcome = executor::run(prepared.plan.clone(), opts, on_tick);
+    let outcome = around_load(&prepared.plan, opts, |opts| executor::run(prepared.plan.clone(), opts, on_tick));
     let wall = wall.elapsed();
     let after = sysstat::process();
     let builtin = prepared.target.is_some();
     let target_cpu = prepared.target.map(TargetServer::stop).unwrap_or_default();
-    let outcome = outcome?;
+    let (mut outcome, once) = outcome?;
+    for o in once {
+        outcome.metrics.merge(&o.metrics);
+        outcome.error_samples.extend(o.error_samples);
+    }
     let cpu = (after.cpu().saturating_sub(before.cpu())).saturating_sub(target_cpu);
     let generator = GeneratorFacts {
         cpu_percent: round3(cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9) * 100.0),

@@ -44,6 +44,16 @@ pub struct ScenarioFile {
     /// VU's life): what they extract is visible to every scenario. Reported as scenario `init`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub init: Vec<Step>,
+    /// Steps run once for the whole test, before any load (create a tenant, log in an admin):
+    /// what they extract every VU reads as `{{setup.NAME}}`. A failed one fails the test
+    /// before any load. In a cluster they run once for the LoadTest, not once per runner.
+    /// Reported as scenario `setup`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<Step>,
+    /// Steps run once after the load (delete what `setup` made), also after an abort or a
+    /// failed runner; they read `{{setup.NAME}}` too. Reported as scenario `teardown`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub teardown: Vec<Step>,
     /// The user flows. Each iteration of a virtual user picks one by weight.
     pub scenarios: Vec<Scenario>,
     /// Pass/fail criteria checked at the end of the run, e.g. `latency{step:login}.p99 < 250ms`,

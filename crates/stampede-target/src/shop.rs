@@ -6,7 +6,8 @@
 //! - `POST /shop/cart` `{"productId": 3}` (one item) with `Authorization: Bearer TOKEN` →
 //!   201 `{"items": n}` (400 when `productId` is not a number — a JSON string is refused, as a
 //!   typed API does; 404 for an unknown product);
-//! - `POST /shop/checkout` `{"orderId": …}` with the token → 201 `{"orderId", "items"}`, and
+//! - `POST /shop/checkout` `{"orderId": …, "coupon": …}` (the coupon optional, but one that
+//!   `admin/setup` gave) with the token → 201 `{"orderId", "items"}`, and
 //!   the cart is emptied; 409 for an order id seen before, 400 for an empty cart;
 //!   `GET /shop/orders/{orderId}` → that order (404 for an unknown one);
 //! - `POST /shop/admin/setup` → `{"couponCode": …}` and `POST /shop/admin/teardown` (each
@@ -49,6 +50,8 @@ struct State {
     tokens: HashMap<String, String>,
     /// Token → items in the cart.
     carts: HashMap<String, u64>,
+    /// Coupon codes `admin/setup` gave.
+    coupons: Vec<String>,
     /// Order id → its number of items.
     orders: HashMap<String, u64>,
     counts: ShopCounts,
@@ -129,7 +132,9 @@ impl Shop {
             (&Method::POST, "admin/setup") => {
                 let mut s = self.lock();
                 s.counts.setups += 1;
-                (StatusCode::OK, json!({"couponCode": format!("SETUP-{}", s.counts.setups)}))
+                let code = format!("SETUP-{}", s.counts.setups);
+                s.coupons.push(code.clone());
+                (StatusCode::OK, json!({"couponCode": code}))
             }
             (&Method::POST, "admin/teardown") => {
                 self.lock().counts.teardowns += 1;
@@ -192,6 +197,11 @@ impl Shop {
         let Some(order) = body.get("orderId").and_then(Value::as_str).filter(|o| !o.is_empty()) else {
             return error(StatusCode::BAD_REQUEST, "`orderId` must be a string");
         };
+        if let Some(coupon) = body.get("coupon")
+            && !coupon.as_str().is_some_and(|c| s.coupons.iter().any(|x| x == c))
+        {
+            return error(StatusCode::BAD_REQUEST, "unknown coupon");
+        }
         if s.orders.contains_key(order) {
             s.counts.duplicate_order_ids += 1;
             return error(StatusCode::CONFLICT, "duplicate order id");

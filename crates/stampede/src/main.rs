@@ -205,6 +205,15 @@ fn parse_dur(s: &str) -> Result<Dur, stampede_model::DurationError> {
 enum Failure {
     Invalid(anyhow::Error),
     CouldNotRun(anyhow::Error),
+    /// The test failed before its load: its `setup` did (exit 1, as a failed threshold).
+    SetupFailed(anyhow::Error),
+}
+
+fn run_failed(e: stampede_engine::RunError) -> Failure {
+    match e {
+        stampede_engine::RunError::Setup(_) => Failure::SetupFailed(anyhow::Error::new(e)),
+        e => Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -263,6 +272,10 @@ fn main() -> ExitCode {
         Err(Failure::CouldNotRun(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::from(3)
+        }
+        Err(Failure::SetupFailed(e)) => {
+            eprintln!("FAILED: {e:#}");
+            ExitCode::from(1)
         }
     }
 }
@@ -487,7 +500,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
                 eprintln!("{}", stampede_engine::plateau_line(p));
             }
         })
-        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
+        .map_err(run_failed)?;
         (report, None)
     } else {
         let (report, outcome) = stampede_engine::execute_full(prepared, &run_opts, &mut |t| {
@@ -496,7 +509,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
             }
             progress.tick(t)
         })
-        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the run failed")))?;
+        .map_err(run_failed)?;
         (report, Some(outcome))
     };
     if let (Some(base), Some(outcome)) = (&baseline, &outcome) {

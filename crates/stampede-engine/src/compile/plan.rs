@@ -66,6 +66,11 @@ pub struct Plan {
     pub vars: Vec<ScopedVar>,
     /// Steps each VU runs once before its first iteration (`init`); shared like `scenarios`.
     pub init: Arc<ScenarioPlan>,
+    /// Steps run once for the test before the load (`setup`), and after it (`teardown`).
+    pub setup: Arc<ScenarioPlan>,
+    pub teardown: Arc<ScenarioPlan>,
+    /// What `setup` extracts: each name with its slot, which VUs read as `setup.NAME`.
+    pub setup_outputs: Vec<(String, usize)>,
     /// (scenario, group) names of the `group` blocks, by their transaction index.
     pub group_keys: Vec<StepKey>,
 }
@@ -440,6 +445,10 @@ struct Flow<'a> {
 
 /// The scenario name `init` steps are reported under.
 pub(crate) const INIT: &str = "init";
+/// The scenario name `setup` steps are reported under, and the prefix of their values.
+pub(crate) const SETUP: &str = "setup";
+/// The scenario name `teardown` steps are reported under.
+pub(crate) const TEARDOWN: &str = "teardown";
 
 /// Placeholder base URL used to validate a `builtin` scenario without starting a server.
 pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
@@ -463,8 +472,10 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
     let shared_load = c.shared_load();
     let base_url = c.base_url_and_vars(opts.base_url.as_deref());
     c.data_sources(opts.data_partition);
-    let init = c.init_steps();
+    let (setup, setup_outputs) = c.setup_steps();
+    let init = c.once_steps(INIT, &file.init);
     let (scenarios, own_groups) = c.scenarios();
+    let teardown = c.once_steps(TEARDOWN, &file.teardown);
     let thresholds = c.thresholds();
     let transport = crate::compile::http::compile_transport(&file.http, c.files, &mut c.problems);
     let groups: Vec<GroupPlan> = shared_load.map(|load| c.shared_group(load)).into_iter().chain(own_groups).collect();
@@ -512,6 +523,9 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         runner: opts.runner.unwrap_or((0, 1)),
         vars: c.vars,
         init: Arc::new(init),
+        setup: Arc::new(setup),
+        teardown: Arc::new(teardown),
+        setup_outputs,
         group_keys: c.group_keys,
     })
 }
@@ -687,16 +701,32 @@ impl Compiler<'_> {
     /// Every scenario with its steps, and the load groups of those with a `load` of their own.
     /// The `init` steps, reported under scenario `init`; what they extract stays visible to
     /// every scenario.
-    fn init_steps(&mut self) -> ScenarioPlan {
-        let file = self.file;
-        if !file.init.is_empty() && file.scenarios.iter().any(|s| s.name == INIT) {
+    /// Steps run outside the scenarios' iterations (`setup`, `init`, `teardown`), reported
+    /// under scenario `name`.
+    fn once_steps(&mut self, name: &'static str, specs: &[StepSpec]) -> ScenarioPlan {
+        if !specs.is_empty() && self.file.scenarios.iter().any(|s| s.name == name) {
             self.problems
-                .add("init", format!("a scenario is named `{INIT}`, the name `init` steps are reported under"));
+                .add(name, format!("a scenario is named `{name}`, the name `{name}` steps are reported under"));
         }
         let first_own_slot = self.slot_count;
-        let mut flow = Flow { scenario: INIT, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new() };
-        let nodes = self.flow(&mut flow, &file.init, "init", "init, step", first_own_slot);
-        ScenarioPlan { name: INIT.to_string(), weight: 0, steps: flow.steps, flow: nodes }
+        let mut flow = Flow { scenario: name, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new() };
+        let nodes = self.flow(&mut flow, specs, name, &format!("{name}, step"), first_own_slot);
+        ScenarioPlan { name: name.to_string(), weight: 0, steps: flow.steps, flow: nodes }
+    }
+
+    /// The `setup` steps; what they extract becomes `setup.NAME` (the same slot) for every
+    /// later step, and no longer `NAME`. Returns them with those (name, slot) pairs.
+    fn setup_steps(&mut self) -> (ScenarioPlan, Vec<(String, usize)>) {
+        let before = self.scope.slots.clone();
+        let setup = self.once_steps(SETUP, &self.file.setup);
+        let mut outputs: Vec<(String, usize)> =
+            self.scope.slots.iter().filter(|(n, _)| !before.contains_key(*n)).map(|(n, s)| (n.clone(), *s)).collect();
+        outputs.sort();
+        self.scope.slots = before;
+        for (name, slot) in &outputs {
+            self.scope.slots.insert(format!("{SETUP}.{name}"), *slot);
+        }
+        (setup, outputs)
     }
 
     fn scenarios(&mut self) -> (Vec<ScenarioPlan>, Vec<GroupPlan>) {
@@ -1036,9 +1066,11 @@ impl Compiler<'_> {
     }
 }
 
-/// Whether `name` is (under) a variable every expression has: `vu`, `runner`, `test`, `response`.
+/// Whether `name` is (under) a variable every expression has (`vu`, `runner`, `test`,
+/// `response`) or the setup's values (`setup`).
 fn is_builtin(name: &str) -> bool {
-    crate::compile::expr::BUILTIN_ROOTS.contains(&name.split('.').next().unwrap_or_default())
+    let root = name.split('.').next().unwrap_or_default();
+    crate::compile::expr::BUILTIN_ROOTS.contains(&root) || root == SETUP
 }
 
 /// Where a named thing is, for messages: ``scenario `buy` `` when it has a name; else its

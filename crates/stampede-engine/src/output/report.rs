@@ -133,8 +133,10 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
             response: e.response.clone(),
         })
         .collect();
-    let checks = std::iter::once(plan.init.as_ref())
+    let checks = [plan.setup.as_ref(), plan.init.as_ref()]
+        .into_iter()
         .chain(plan.scenarios.iter())
+        .chain(std::iter::once(plan.teardown.as_ref()))
         .flat_map(|sc| sc.steps.iter())
         .flat_map(|step| {
             let stats = &outcome.metrics.steps[step.metric];

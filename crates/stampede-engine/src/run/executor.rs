@@ -69,6 +69,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
             run
         })
         .collect();
+    let plan_ref = plan.clone();
     let shared = Arc::new(Shared {
         plan,
         start,
@@ -80,6 +81,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         data_exhausted: AtomicBool::new(false),
         aborted: std::sync::OnceLock::new(),
         iterations_started: AtomicU64::new(0),
+        setup_values: super::shared::setup_slots(&plan_ref, &opts.setup_values),
     });
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();

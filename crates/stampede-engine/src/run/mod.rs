@@ -4,6 +4,7 @@ mod closed;
 pub(crate) mod executor;
 mod flow;
 mod iteration;
+pub(crate) mod once;
 mod open;
 mod outcome;
 mod reporter;

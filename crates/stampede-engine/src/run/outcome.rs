@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub totals: bool,
     /// Set to stop the run early (Ctrl-C): in-flight requests are abandoned.
     pub interrupt: Arc<AtomicBool>,
+    /// What the test's `setup` extracted, by name: every VU reads them as `setup.NAME`.
+    pub setup_values: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl Default for RunOptions {
@@ -34,6 +36,7 @@ impl Default for RunOptions {
             tick: Duration::from_secs(1),
             totals: false,
             interrupt: Arc::new(AtomicBool::new(false)),
+            setup_values: Arc::default(),
         }
     }
 }

@@ -37,6 +37,13 @@ pub(super) struct Shared {
     pub(super) aborted: std::sync::OnceLock<String>,
     /// Iterations started on this runner (`test.iteration` numbers them across runners).
     pub(super) iterations_started: AtomicU64,
+    /// The `setup` steps' values with their slots: each VU starts with them.
+    pub(super) setup_values: Vec<(usize, String)>,
+}
+
+/// The setup values of `values` (by name) in the slots of `plan`'s setup outputs.
+pub(super) fn setup_slots(plan: &Plan, values: &std::collections::BTreeMap<String, String>) -> Vec<(usize, String)> {
+    plan.setup_outputs.iter().filter_map(|(name, slot)| Some((*slot, values.get(name)?.clone()))).collect()
 }
 
 /// The running state of one group of VUs.

@@ -55,6 +55,9 @@ impl Vu {
             timer: None,
             ended: None,
         };
+        for (slot, value) in &shared.setup_values {
+            vu.slots[*slot].clone_from(value);
+        }
         vu.renew_vars(&shared.plan, VarScope::Vu);
         vu
     }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
 
 use stampede_engine::{CompileOptions, Report, RunOptions};
 use stampede_target::TargetServer;
@@ -156,6 +157,7 @@ fn the_shop_example_logs_in_once_per_vu_and_never_repeats_an_order_id() {
     assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
     let shop = target.stats().shop().counts();
     assert_eq!(shop.logins, 6, "one login per VU");
+    assert_eq!((shop.setups, shop.teardowns), (1, 1), "setup and teardown once for the test");
     assert_eq!((shop.orders, shop.duplicate_order_ids, shop.unauthorized, shop.empty_checkouts), (120, 0, 0, 0));
     assert_eq!(shop.checkouts_by_items.keys().copied().collect::<Vec<_>>(), [1, 2, 3], "{shop:?}");
     assert_eq!(shop.checkouts_by_items.values().sum::<u64>(), 120);
@@ -167,6 +169,7 @@ fn the_shop_example_logs_in_once_per_vu_and_never_repeats_an_order_id() {
     assert_eq!(again.total.errors, 0, "{:?}", again.error_samples);
     let shop = target.stats().shop().counts();
     assert_eq!((shop.logins, shop.orders, shop.duplicate_order_ids), (12, 240, 0), "a second run: fresh order ids");
+    assert_eq!((shop.setups, shop.teardowns), (2, 2));
     target.stop();
 }
 
@@ -186,5 +189,70 @@ fn a_failed_cart_step_ends_the_iteration_before_its_checkout() {
     assert_eq!(rows_of(&report, "order"), checkouts, "nor read an order back");
     let group = &report.groups[0];
     assert_eq!((group.requests, group.errors), (120, failed_adds), "every transaction counted, the cut ones failed");
+    target.stop();
+}
+
+/// `setup` runs once before the load and what it extracts reaches every VU as `setup.NAME`;
+/// `teardown` runs once after it, also when the run is aborted; a failed setup stops the test
+/// before any load (and runs no teardown).
+#[test]
+fn setup_and_teardown_run_once_around_the_load_and_a_failed_setup_sends_no_load() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let base = target.base_url();
+    let file = |setup_status: u16, on_error: &str| {
+        format!(
+            r#"
+name: once
+load: {{executor: constant-vus, vus: 3, iterations: 30}}
+setup:
+  - name: coupon
+    request: {{method: POST, url: "{{{{baseUrl}}}}/shop/admin/setup"}}
+    extract: {{code: {{json: couponCode}}}}
+  - name: probe
+    request: {{url: "{{{{baseUrl}}}}/status/{setup_status}?code={{{{code}}}}"}}
+teardown:
+  - name: cleanup
+    request: {{method: POST, url: "{{{{baseUrl}}}}/shop/admin/teardown?code={{{{setup.code}}}}"}}
+scenarios:
+  - name: s
+    steps:
+      - name: use
+        request: {{url: "{{{{baseUrl}}}}/get?code={{{{setup.code}}}}&vu={{{{ vu.id }}}}"}}
+        check: {{json: {{args.code: {{equals: "{{{{setup.code}}}}"}}}}}}
+        onError: {on_error}
+"#
+        )
+    };
+    let report = run_yaml(&file(200, "continue"), &base);
+    assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
+    let rows: BTreeMap<(String, String), u64> =
+        report.steps.iter().map(|s| ((s.scenario.clone().unwrap(), s.step.clone().unwrap()), s.requests)).collect();
+    let row = |sc: &str, st: &str| rows[&(sc.to_string(), st.to_string())];
+    assert_eq!(
+        (row("setup", "coupon"), row("setup", "probe"), row("s", "use"), row("teardown", "cleanup")),
+        (1, 1, 30, 1)
+    );
+    let shop = target.stats().shop().counts();
+    assert_eq!((shop.setups, shop.teardowns), (1, 1));
+
+    // An aborted run still tears down.
+    let before = target.stats().requests();
+    let aborted = run_yaml(&file(200, "abort-run").replace("/get?code=", "/status/500?code="), &base);
+    assert!(aborted.run.aborted.is_some(), "aborted");
+    assert_eq!(target.stats().shop().counts().teardowns, 2, "teardown after the abort");
+    assert!(target.stats().requests() > before + 2);
+
+    // A failed setup step: an error naming it, no load, no teardown.
+    let before = target.stats().requests();
+    let path = Path::new("inline.yaml");
+    let parsed = stampede_engine::parse_str(&file(503, "continue"), path).unwrap();
+    let opts = CompileOptions { base_url: Some(base.clone()), ..CompileOptions::default() };
+    let prepared = stampede_engine::prepare(&parsed, path, opts).unwrap();
+    let err = stampede_engine::execute(prepared, &RunOptions { threads: 1, ..RunOptions::default() }, &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, stampede_engine::RunError::Setup(_)), "{err}");
+    assert!(err.to_string().contains("step `probe`"), "{err}");
+    assert_eq!(target.stats().requests(), before + 2, "only the two setup requests reached the target");
+    assert_eq!(target.stats().shop().counts().teardowns, 2, "no teardown after a failed setup");
     target.stop();
 }

@@ -541,6 +541,10 @@ scenarios:
     // named by step, field and column.
     let generated = scenario.replace("{{env.TEAM}}", "{{ uuid() }}-{{ runner.index }}");
     validate(&lt, &generated, "test").expect("generated values and runner variables");
+    // Setup and teardown would run once per runner: refused in a cluster, naming them.
+    let once = format!("setup:\n  - name: s\n    request: {{url: \"http://127.0.0.1:1/\"}}\n{scenario}");
+    let err = validate(&lt, &once, "test").unwrap_err().0;
+    assert!(err.starts_with("setup: runs once per test with `stampede run`"), "{err}");
     let typo = scenario.replace("{{env.TEAM}}", "{{ uuidd() }}");
     let err = validate(&lt, &typo, "test").unwrap_err().0;
     assert!(

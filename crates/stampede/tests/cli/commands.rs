@@ -950,3 +950,44 @@ fn a_sigterm_during_the_runners_start_up_is_a_failed_report_and_exit_143() {
     let message = report["message"].as_str().unwrap();
     assert!(message.contains("SIGTERM") && message.contains("loading its share"), "{message}");
 }
+
+/// #23: the shop example in one command: clean, its group in the table and the JSON; a
+/// failing setup is a failed test (exit 1) that says which step failed and sends no load.
+#[test]
+fn the_shop_example_runs_clean_and_a_failing_setup_fails_the_test_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shop.json");
+    let run = stampede(&["run", "examples/shop.yaml", "--iterations", "40", "-q", "--out", out.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["total"]["errors"], 0, "{}", report["errorSamples"]);
+    assert_eq!(report["groups"][0]["step"], "checkout");
+    assert_eq!(report["groups"][0]["requests"], 40);
+    let rows: Vec<(String, u64)> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                format!("{}/{}", s["scenario"].as_str().unwrap(), s["step"].as_str().unwrap()),
+                s["requests"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let row = |name: &str| rows.iter().find(|(n, _)| n == name).map(|r| r.1);
+    assert_eq!(
+        (row("setup/create coupon"), row("shopper/checkout"), row("shopper/order"), row("teardown/clean up")),
+        (Some(1), Some(40), Some(40), Some(1))
+    );
+    assert!(text(&run.stdout).contains("group checkout"), "{}", text(&run.stdout));
+
+    let broken = dir.path().join("broken-setup.yaml");
+    let yaml = std::fs::read_to_string(repo_root().join("examples/shop.yaml"))
+        .unwrap()
+        .replace("/shop/admin/setup", "/shop/admin/no-such-setup");
+    std::fs::write(&broken, yaml).unwrap();
+    let run = stampede(&["run", broken.to_str().unwrap(), "--iterations", "40", "-q"]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    let err = text(&run.stderr);
+    assert!(err.contains("setup failed, so no load was sent") && err.contains("step `create coupon`"), "{err}");
+}

@@ -1,0 +1,95 @@
+//! The steps a test runs once, outside the load: `setup` before it, `teardown` after it. One
+//! VU on a thread of its own runs them in order, recording like any worker.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Instant;
+
+use crate::client::transport::WorkerTransport;
+use crate::compile::plan::{Plan, ScenarioPlan};
+use crate::error::RunError;
+use crate::stats::metrics::WorkerMetrics;
+
+use super::flow::{Next, Walk, run_nodes};
+use super::outcome::ErrorSample;
+use super::shared::{Shared, WorkerLocal, setup_slots};
+use super::vu::Vu;
+
+/// Which of the once-run step lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Once {
+    Setup,
+    Teardown,
+}
+
+/// What a run of `setup` or `teardown` gave.
+#[derive(Debug)]
+pub struct OnceOutcome {
+    /// Recorded like a worker's (the steps' metric indices are the plan's).
+    pub metrics: WorkerMetrics,
+    pub error_samples: Vec<ErrorSample>,
+    /// Why it failed: the first failed step's message (any failed step fails a setup).
+    pub failure: Option<String>,
+    /// What `setup` extracted, by name.
+    pub values: BTreeMap<String, String>,
+}
+
+/// Runs `which` of `plan`'s once-run steps, with the setup's `values` (for `teardown`).
+pub fn run_once(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String>) -> Result<OnceOutcome, RunError> {
+    let steps: &ScenarioPlan = match which {
+        Once::Setup => &plan.setup,
+        Once::Teardown => &plan.teardown,
+    };
+    let mut out = OnceOutcome {
+        metrics: WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len()),
+        error_samples: Vec::new(),
+        failure: None,
+        values: BTreeMap::new(),
+    };
+    if steps.flow.is_empty() {
+        return Ok(out);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(RunError::Threads)?;
+    let shared = Shared {
+        plan: plan.clone(),
+        start: Instant::now(),
+        groups: Vec::new(),
+        interrupt: Arc::new(AtomicBool::new(false)),
+        tick: std::time::Duration::from_secs(1),
+        totals: false,
+        data_cursors: Vec::new(),
+        data_exhausted: AtomicBool::new(false),
+        aborted: std::sync::OnceLock::new(),
+        iterations_started: AtomicU64::new(0),
+        setup_values: setup_slots(plan, values),
+    };
+    let local = WorkerLocal {
+        metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
+        active: Cell::new(0),
+        max_active: Cell::new(0),
+        next_tick: Cell::new(1),
+        error_samples: RefCell::new(Vec::new()),
+        transport: WorkerTransport::new(plan.transport.clone(), 0, 1),
+    };
+    let set = tokio::task::LocalSet::new();
+    let (next, failed, vu_slots) = set.block_on(&rt, async {
+        let mut vu = Vu::new(0, &shared);
+        vu.jar = plan.cookies.then(crate::client::cookies::Jar::default);
+        let mut walk = Walk { scenario: steps, shared: &shared, local: &local, intended: None, failed: None };
+        let next = run_nodes(&mut vu, &steps.flow, &mut walk).await;
+        (next, walk.failed, vu.slots)
+    });
+    drop(set);
+    out.metrics = local.metrics.replace(WorkerMetrics::new(0, 0));
+    out.error_samples = local.error_samples.take();
+    if failed.is_some() || next != Next::Go {
+        let first = out.error_samples.first().map(|e| e.message.clone());
+        out.failure = Some(first.unwrap_or_else(|| format!("a step of `{}` failed", steps.name)));
+    }
+    if which == Once::Setup {
+        out.values = plan.setup_outputs.iter().map(|(name, slot)| (name.clone(), vu_slots[*slot].clone())).collect();
+    }
+    Ok(out)
+}
