@@ -110,6 +110,7 @@ generate:
 	mkdir -p schemas
 	$(CARGO) run -q -p stampede -- schema scenario > schemas/scenario.schema.json
 	$(CARGO) run -q -p stampede -- schema report > schemas/report.schema.json
+	$(CARGO) run -q -p stampede -- docs > docs/scenario-language.md
 	$(CARGO) run -q -p stampede -- crd loadtest > crds/loadtest.yaml
 	$(CARGO) run -q -p stampede -- crd loadtestschedule > crds/loadtestschedule.yaml
 	cp crds/loadtest.yaml crds/loadtestschedule.yaml charts/stampede/files/crds/

@@ -32,6 +32,7 @@ pub use error::{Problem, RunError, ScenarioError};
 pub use output::compare::{Change, StepChange, compare, render_comparison};
 pub use output::html::render_html;
 pub use output::prom::{Exporter, MetricsServer};
+pub use output::reference::language_reference;
 pub use output::report::{build_report, latency_summary, plateau_line, render_capacity, render_phases, render_table};
 pub use output::serve::{Accept, serve_http};
 pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};

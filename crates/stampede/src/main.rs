@@ -51,6 +51,9 @@ enum Command {
     /// Run as runner JOB_COMPLETION_INDEX of STAMPEDE_RUNNERS for LoadTest STAMPEDE_LOADTEST in
     /// STAMPEDE_NAMESPACE (what the operator's runner pods run).
     Runner,
+    /// Print the reference of the scenario language (functions, variables, scopes, blocks) in
+    /// Markdown, as docs/scenario-language.md holds it.
+    Docs,
     /// Print a JSON Schema: of scenario files or of the JSON report.
     Schema {
         #[arg(value_enum)]
@@ -250,6 +253,10 @@ fn main() -> ExitCode {
                 Some(CrdKind::Loadtestschedule) => print!("{}", stampede_api::schedule_crd_yaml()),
                 None => print!("{}---\n{}", stampede_api::crd_yaml(), stampede_api::schedule_crd_yaml()),
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Docs => {
+            print!("{}", stampede_engine::language_reference());
             Ok(ExitCode::SUCCESS)
         }
         Command::Schema { which } => {

@@ -49,7 +49,7 @@ pub(crate) const FUNCTIONS: [(&str, &[usize], &str); 13] = [
 
 /// CEL's own functions and methods (the standard library without regular expressions and
 /// time), with the numbers of arguments they take (a method's target not counted).
-const CEL_FUNCTIONS: [(&str, &[usize]); 13] = [
+pub(crate) const CEL_FUNCTIONS: [(&str, &[usize]); 13] = [
     ("size", &[0, 1]),
     ("int", &[1]),
     ("uint", &[1]),
@@ -66,7 +66,7 @@ const CEL_FUNCTIONS: [(&str, &[usize]); 13] = [
 ];
 
 /// Macros CEL expands into comprehensions before this module sees them (listed for the hint).
-const CEL_MACROS: [&str; 6] = ["has", "all", "exists", "exists_one", "map", "filter"];
+pub(crate) const CEL_MACROS: [&str; 6] = ["has", "all", "exists", "exists_one", "map", "filter"];
 
 /// The variables every expression may read, with what they hold.
 pub(crate) const VARIABLES: [(&str, &str); 6] = [

@@ -126,13 +126,15 @@ scenarios:
     assert!(text.ends_with("content-length: 14\r\n\r\n{\"item\":\"tea\"}"), "{text}");
 }
 
-/// `make generate` writes the schemas; the committed copies must match the types.
+/// `make generate` writes the schemas and the language reference; the committed copies must
+/// match the types and the expression compiler's tables.
 #[test]
 fn committed_json_schemas_match_the_types() {
     let root = repo_root();
     for (file, generated) in [
         ("schemas/scenario.schema.json", stampede_model::schema::scenario_schema()),
         ("schemas/report.schema.json", stampede_model::schema::report_schema()),
+        ("docs/scenario-language.md", stampede_engine::language_reference()),
     ] {
         let committed = std::fs::read_to_string(root.join(file)).unwrap_or_default();
         assert!(committed == generated, "{file} is out of date: run `make generate`");
