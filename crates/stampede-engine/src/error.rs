@@ -9,16 +9,21 @@ pub struct Problem {
     /// Where: e.g. ``scenario `buy`, step `login`: request.url`` or `load.stages[1]`.
     pub location: String,
     pub message: String,
+    /// Line and column (from 1) in the file's text, when found there.
+    pub position: Option<(usize, usize)>,
 }
 
 impl Problem {
     pub fn new(location: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { location: location.into(), message: message.into() }
+        Problem { location: location.into(), message: message.into(), position: None }
     }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((line, column)) = self.position {
+            write!(f, "line {line}, column {column}: ")?;
+        }
         if self.location.is_empty() {
             f.write_str(&self.message)
         } else {
@@ -35,7 +40,7 @@ pub(crate) struct Problems(Vec<Problem>);
 impl Problems {
     /// Adds a problem at `location`.
     pub(crate) fn add(&mut self, location: impl Into<String>, message: impl ToString) {
-        self.0.push(Problem { location: location.into(), message: message.to_string() });
+        self.0.push(Problem { location: location.into(), message: message.to_string(), position: None });
     }
 
     /// A view that adds under `prefix`: `under("http.tls.").add("caFile", …)` files the
@@ -81,7 +86,7 @@ pub enum ScenarioError {
     #[error("{}{}: {}{message}", file.display(), fmt_position(*line, *column), fmt_path(path))]
     Parse { file: PathBuf, line: Option<usize>, column: Option<usize>, path: String, message: String },
     /// The file parses but does not make sense.
-    #[error("{}: invalid scenario:\n{}", file.display(), fmt_problems(problems))]
+    #[error("{}: invalid scenario:\n{}", file.display(), fmt_problems(file, problems))]
     Invalid { file: PathBuf, problems: Vec<Problem> },
 }
 
@@ -107,8 +112,13 @@ fn fmt_path(path: &str) -> String {
     if path.is_empty() || path == "." { String::new() } else { format!("{path}: ") }
 }
 
-fn fmt_problems(problems: &[Problem]) -> String {
-    problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")
+/// One line per problem; one found in the text starts `FILE:LINE:COLUMN:`, as compilers write.
+fn fmt_problems(file: &std::path::Path, problems: &[Problem]) -> String {
+    let line = |p: &Problem| match p.position {
+        Some((l, c)) => format!("  - {}:{l}:{c}: {}", file.display(), Problem { position: None, ..p.clone() }),
+        None => format!("  - {p}"),
+    };
+    problems.iter().map(line).collect::<Vec<_>>().join("\n")
 }
 
 /// Why a run could not take place (distinct from requests failing during a run).

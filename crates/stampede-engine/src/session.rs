@@ -45,7 +45,27 @@ pub fn validate(file: &ScenarioFile, path: &Path, opts: &CompileOptions) -> Resu
     if opts.base_dir.is_none() {
         opts.base_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
     }
-    plan::compile(file, &opts).map_err(|problems| ScenarioError::Invalid { file: path.to_path_buf(), problems })
+    plan::compile(file, &opts).map_err(|problems| {
+        let err = ScenarioError::Invalid { file: path.to_path_buf(), problems };
+        // The lines of the file as it is on disk (the text parsed, unless it changed since).
+        match std::fs::read_to_string(path) {
+            Ok(text) => located(err, &text, file),
+            Err(_) => err,
+        }
+    })
+}
+
+/// Each problem of `err` with its line and column in `text`, the text `parsed` came from.
+fn located(err: ScenarioError, text: &str, parsed: &ScenarioFile) -> ScenarioError {
+    match err {
+        ScenarioError::Invalid { file, mut problems } => {
+            for p in &mut problems {
+                p.position = crate::compile::locate::locate(&p.location, text, parsed);
+            }
+            ScenarioError::Invalid { file, problems }
+        }
+        other => other,
+    }
 }
 
 /// Compiles the file, starting the built-in target first when `baseUrl: builtin`.

@@ -5,6 +5,7 @@ pub(crate) mod extract;
 pub(crate) mod files;
 pub(crate) mod flow;
 pub(crate) mod http;
+pub(crate) mod locate;
 pub(crate) mod parse;
 pub(crate) mod plan;
 pub(crate) mod request;

@@ -795,10 +795,11 @@ impl Compiler<'_> {
             let position = format!("{at}[{i}]");
             let is_block = !spec.steps.is_empty() || spec.repeat.is_some() || spec.group.is_some();
             if !is_block {
-                let loc = location(&spec.name, kind, position, &mut self.problems);
                 if !flow.names.insert(spec.name.clone()) && !spec.name.trim().is_empty() {
-                    self.problems.add(&loc, "another step of this scenario has the same name");
+                    let message = format!("another step of this scenario is named `{}`", spec.name);
+                    self.problems.add(format!("{position}.name"), message);
                 }
+                let loc = location(&spec.name, kind, position, &mut self.problems);
                 if let Some(step) = self.step(flow.scenario, spec, &loc, first_own_slot) {
                     flow.steps.push(step);
                     nodes.push(Node::Step(flow.steps.len() - 1));

@@ -51,21 +51,29 @@ fn malformed_files_get_messages_naming_file_field_and_reason() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/invalid");
     let files = yaml_files(&dir);
     assert!(files.len() >= 40, "only {} malformed files", files.len());
+    let mut located = 0;
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         let expected: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# expect: ")).collect();
         assert!(!expected.is_empty(), "{} has no `# expect:` line", path.display());
         let name = path.file_name().unwrap().to_str().unwrap();
         // Data and upload files (tests/invalid/data/) are found next to the fixture.
-        let err = match check_in(Path::new(name), &text, Some(&dir)) {
+        let err = match check_in(&path, &text, Some(&dir)) {
             Ok(()) => panic!("{name} was accepted"),
             Err(e) => e,
         };
-        assert!(err.starts_with(name), "{name}: the message does not start with the file name: {err}");
+        let shown = path.display().to_string();
+        assert!(err.starts_with(&shown), "{name}: the message does not start with the file name: {err}");
         for e in expected {
             assert!(err.contains(e), "{name}: expected `{e}` in:\n{err}");
         }
+        // `# at: LINE:COLUMN`: the problem's place in the file, as `FILE:LINE:COLUMN: …`.
+        if let Some(at) = text.lines().find_map(|l| l.strip_prefix("# at: ")) {
+            assert!(err.contains(&format!("  - {shown}:{at}: ")), "{name}: expected it at {at} in:\n{err}");
+            located += 1;
+        }
     }
+    assert!(located >= 18, "only {located} fixtures say where their problem is");
 }
 
 /// Every prefix of every file we have, and a few byte-level mutations of them, goes
