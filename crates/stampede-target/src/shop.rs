@@ -18,7 +18,7 @@
 //!
 //! A missing or unknown token gets 401. State lives in memory, for the server's life.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 use http::{Method, StatusCode, header};
@@ -48,6 +48,8 @@ pub struct Shop {
 struct State {
     /// Token → user.
     tokens: HashMap<String, String>,
+    /// Users that logged in.
+    users: HashSet<String>,
     /// Token → items in the cart.
     carts: HashMap<String, u64>,
     /// Coupon codes `admin/setup` gave.
@@ -61,6 +63,8 @@ struct State {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShopCounts {
     pub logins: u64,
+    /// Distinct user names that logged in.
+    pub users: u64,
     pub setups: u64,
     pub teardowns: u64,
     /// Accepted checkouts (each with a new order id).
@@ -83,6 +87,7 @@ impl ShopCounts {
             self.checkouts_by_items.iter().map(|(k, n)| (k.to_string(), json!(n))).collect();
         json!({
             "logins": self.logins,
+            "users": self.users,
             "setups": self.setups,
             "teardowns": self.teardowns,
             "orders": self.orders,
@@ -154,6 +159,9 @@ impl Shop {
         let mut s = self.lock();
         s.counts.logins += 1;
         let token = format!("t{}-{}", s.counts.logins, user.len());
+        if s.users.insert(user.to_string()) {
+            s.counts.users += 1;
+        }
         s.tokens.insert(token.clone(), user.to_string());
         (StatusCode::OK, json!({"token": token}))
     }
@@ -263,8 +271,8 @@ mod tests {
         assert_eq!((status, order["items"].as_u64()), (StatusCode::OK, Some(2)));
         let c = shop.counts();
         assert_eq!(
-            (c.logins, c.orders, c.duplicate_order_ids, c.unauthorized, c.empty_checkouts, c.cart_adds),
-            (1, 1, 1, 1, 1, 3)
+            (c.logins, c.users, c.orders, c.duplicate_order_ids, c.unauthorized, c.empty_checkouts, c.cart_adds),
+            (1, 1, 1, 1, 1, 1, 3)
         );
         assert_eq!(c.checkouts_by_items, BTreeMap::from([(2, 1)]));
         let (_, products) = shop.handle(&Method::GET, "products", &http::HeaderMap::new(), b"");

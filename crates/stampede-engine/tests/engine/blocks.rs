@@ -156,7 +156,7 @@ fn the_shop_example_logs_in_once_per_vu_and_never_repeats_an_order_id() {
     let report = run_shop(&target, 6, 20, |t| t);
     assert_eq!(report.total.errors, 0, "{:?}", report.error_samples);
     let shop = target.stats().shop().counts();
-    assert_eq!(shop.logins, 6, "one login per VU");
+    assert_eq!((shop.logins, shop.users), (6, 6), "one login per VU, each its own user (vu.id)");
     assert_eq!((shop.setups, shop.teardowns), (1, 1), "setup and teardown once for the test");
     assert_eq!((shop.orders, shop.duplicate_order_ids, shop.unauthorized, shop.empty_checkouts), (120, 0, 0, 0));
     assert_eq!(shop.checkouts_by_items.keys().copied().collect::<Vec<_>>(), [1, 2, 3], "{shop:?}");

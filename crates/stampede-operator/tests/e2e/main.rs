@@ -11,3 +11,4 @@ mod operator;
 mod reports;
 mod runs;
 mod scale;
+mod shop;
