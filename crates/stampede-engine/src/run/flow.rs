@@ -37,24 +37,22 @@ pub(super) struct Walk<'a> {
     pub(super) failed: Option<ErrorKind>,
 }
 
-/// Runs `nodes` in order.
-pub(super) fn run_nodes<'a>(
-    vu: &'a mut Vu,
-    nodes: &'a [Node],
-    walk: &'a mut Walk<'_>,
-) -> Pin<Box<dyn Future<Output = Next> + 'a>> {
-    Box::pin(async move {
-        for node in nodes {
-            let next = match node {
-                Node::Step(i) => step(vu, &walk.scenario.steps[*i], walk).await,
-                Node::Block(block) => run_block(vu, block, walk).await,
-            };
-            if next != Next::Go {
-                return next;
+/// Runs `nodes` in order. A block's run is boxed (a block runs nodes again): a flow of plain
+/// steps allocates nothing.
+pub(super) async fn run_nodes(vu: &mut Vu, nodes: &[Node], walk: &mut Walk<'_>) -> Next {
+    for node in nodes {
+        let next = match node {
+            Node::Step(i) => step(vu, &walk.scenario.steps[*i], walk).await,
+            Node::Block(block) => {
+                let run: Pin<Box<dyn Future<Output = Next> + '_>> = Box::pin(run_block(vu, block, walk));
+                run.await
             }
+        };
+        if next != Next::Go {
+            return next;
         }
-        Next::Go
-    })
+    }
+    Next::Go
 }
 
 /// One step: skipped when its `if` does not hold; its failure handled by its `onError`.

@@ -19,7 +19,7 @@ use stampede_testcluster::{TestCluster, wait_deleted, wait_for};
 
 use crate::operator::{Env, create, finish, loadtest, phase_is, reports, scenario, setup};
 
-async fn merged_report(env: &Env, lt: &str) -> Report {
+pub(crate) async fn merged_report(env: &Env, lt: &str) -> Report {
     let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
     let cm = cms.get(&names::report_config_map(lt)).await.unwrap();
     serde_json::from_str(cm.data.unwrap().get(REPORT_KEY).unwrap()).unwrap()

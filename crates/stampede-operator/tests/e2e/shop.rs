@@ -41,5 +41,10 @@ async fn e2e_five_runners_of_the_shop_keep_vu_ids_and_order_ids_distinct_across_
     assert_eq!((shop.orders, shop.duplicate_order_ids, shop.unauthorized), (200, 0, 0), "{shop:?}");
     let summary = st.summary.unwrap();
     assert_eq!((summary.requests, summary.error_rate), (env.target.stats().requests(), 0.0));
+    // The checkout group's transactions, merged over the runners into the LoadTest's report.
+    let report = crate::reports::merged_report(&env, "shop").await;
+    let group = report.groups.iter().find(|g| g.step.as_deref() == Some("checkout")).expect("the checkout group");
+    assert_eq!((group.requests, group.errors), (200, 0), "one transaction per iteration");
+    assert!(group.latency_ms.max > 0.0);
     finish(env).await;
 }

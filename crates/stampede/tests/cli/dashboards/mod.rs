@@ -609,7 +609,8 @@ fn series_selector(s: &Selector, e: &Exposition) -> Selector {
 const SCENARIO_NAME: &str = "dashboards";
 
 /// Two VUs for a few seconds against the built-in target; one step always fails its check, so
-/// errors of kind `check` and status 500 responses are in the exposition too.
+/// errors of kind `check` and status 500 responses are in the exposition too. Both steps are a
+/// `group` (a transaction that always fails).
 const SCENARIO: &str = r#"
 name: dashboards
 baseUrl: builtin
@@ -622,13 +623,15 @@ http:
 scenarios:
   - name: browse
     steps:
-      - name: home
-        request: {url: "{{baseUrl}}/"}
-        check: {status: 200}
-      - name: broken
-        request: {url: "{{baseUrl}}/status/500"}
-        check: {status: 200}
-        think: 5ms
+      - group: visit
+        steps:
+          - name: home
+            request: {url: "{{baseUrl}}/"}
+            check: {status: 200}
+          - name: broken
+            request: {url: "{{baseUrl}}/status/500"}
+            check: {status: 200}
+            think: 5ms
 "#;
 
 struct CliScrape {
@@ -834,7 +837,20 @@ fn cli_exposition_has_the_units_the_loadtest_dashboard_assumes() {
 
     // Latency histograms in seconds, cumulative, +Inf bucket = count: histogram_quantile and
     // the mean panel rely on it.
-    for family in ["stampede_request_duration_seconds", "stampede_schedule_lag_seconds"] {
+    // #23: the group's transactions, each failed (its `broken` step), by kind.
+    let of_group = |name: &str| {
+        e.series(name)
+            .filter(|s| s.labels.get("group").map(String::as_str) == Some("visit"))
+            .map(|s| s.value)
+            .sum::<f64>()
+    };
+    let transactions = of_group("stampede_group_transactions_total");
+    assert!(transactions > 0.0, "no transactions of group visit");
+    assert_eq!(of_group("stampede_group_failures_total"), transactions, "every transaction failed");
+    assert_eq!(of_group("stampede_group_duration_seconds_count"), transactions);
+    for family in
+        ["stampede_request_duration_seconds", "stampede_schedule_lag_seconds", "stampede_group_duration_seconds"]
+    {
         // Series labels without `le` → (le, cumulative count) of each bucket.
         let mut by_series: BTreeMap<Labels, Vec<(f64, f64)>> = BTreeMap::new();
         for s in e.series(&format!("{family}_bucket")) {
@@ -856,7 +872,7 @@ fn cli_exposition_has_the_units_the_loadtest_dashboard_assumes() {
             };
             let last = buckets.last().unwrap();
             assert!(last.0.is_infinite() && last.1 == of("_count"), "{family} {labels:?}: +Inf bucket != count");
-            if family == "stampede_request_duration_seconds" && of("_count") > 0.0 {
+            if family != "stampede_schedule_lag_seconds" && of("_count") > 0.0 {
                 let mean = of("_sum") / of("_count");
                 assert!(mean > 0.0 && mean < 1.0, "{family} {labels:?}: mean {mean} is not seconds");
             }
