@@ -39,17 +39,8 @@ if [[ -n "${BASE_BIN:-}" ]]; then
     cp "$BASE_BIN" "$RAW/stampede-base"
     BASE_DESC="binary ${BASE_BIN#"$ROOT"/}"
 else
-    sha=$(git -C "$ROOT" rev-parse --verify "${BASE_REV}^{commit}") || die "no commit $BASE_REV"
-    src="$OUT_ROOT/base-src"
-    if [[ "$(cat "$src/.bench-commit" 2>/dev/null)" != "$sha" ]]; then
-        rm -rf "$src" && mkdir -p "$src"
-        git -C "$ROOT" archive "$sha" | tar -x -m -C "$src"
-        echo "$sha" >"$src/.bench-commit"
-    fi
-    log "cargo build --release -p stampede at ${sha:0:12} (in $src)"
-    (cd "$src" && CARGO_TARGET_DIR="$OUT_ROOT/target-base" timeout 3600 cargo build --release -q -p stampede)
-    cp "$OUT_ROOT/target-base/release/stampede" "$RAW/stampede-base"
-    BASE_DESC="commit ${sha:0:12}"
+    build_at_rev "$BASE_REV" base-src target-base "$RAW/stampede-base"
+    BASE_DESC="commit ${BUILT_SHA:0:12}"
 fi
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -109,6 +109,23 @@ ensure_jmeter() {
     mv "$tmp" "$home"
 }
 
+# Builds stampede from commit REV's tree: `git archive` into $OUT_ROOT/SRC and its own target
+# dir $OUT_ROOT/TARGET, both reused (a new commit replaces the sources with fresh mtimes, so
+# cargo rebuilds the workspace crates but keeps the dependencies); copies the binary to DEST.
+# Sets BUILT_SHA.
+build_at_rev() {
+    local rev=$1 src="$OUT_ROOT/$2" target="$OUT_ROOT/$3" dest=$4
+    BUILT_SHA=$(git -C "$ROOT" rev-parse --verify "${rev}^{commit}") || die "no commit $rev"
+    if [[ "$(cat "$src/.bench-commit" 2>/dev/null)" != "$BUILT_SHA" ]]; then
+        rm -rf "$src" && mkdir -p "$src"
+        git -C "$ROOT" archive "$BUILT_SHA" | tar -x -m -C "$src"
+        echo "$BUILT_SHA" >"$src/.bench-commit"
+    fi
+    log "cargo build --release -p stampede at ${BUILT_SHA:0:12} (in $src)"
+    (cd "$src" && CARGO_TARGET_DIR="$target" timeout 3600 cargo build --release -q -p stampede)
+    cp "$target/release/stampede" "$dest"
+}
+
 # Which stampede: STAMPEDE_BIN (copied into the run folder first, so a rebuild cannot change it
 # under a run), STAMPEDE_REV (built from that commit's tree, as bench/run.sh does), else the
 # work tree (`cargo build --release -p stampede`). Sets STAMPEDE and STAMPEDE_DESC.
@@ -120,19 +137,9 @@ select_stampede() {
         STAMPEDE="$raw/stampede"
         STAMPEDE_DESC="binary ${STAMPEDE_BIN#"$ROOT"/}, sha256 $(sha256sum "$STAMPEDE" | cut -c1-12)"
     elif [[ -n "${STAMPEDE_REV:-}" ]]; then
-        local sha src
-        sha=$(git -C "$ROOT" rev-parse --verify "${STAMPEDE_REV}^{commit}") || die "no commit $STAMPEDE_REV"
-        src="$OUT_ROOT/stampede-src"
-        if [[ "$(cat "$src/.bench-commit" 2>/dev/null)" != "$sha" ]]; then
-            rm -rf "$src" && mkdir -p "$src"
-            git -C "$ROOT" archive "$sha" | tar -x -m -C "$src"
-            echo "$sha" >"$src/.bench-commit"
-        fi
-        log "cargo build --release -p stampede at ${sha:0:12} (in $src)"
-        (cd "$src" && CARGO_TARGET_DIR="$OUT_ROOT/target" timeout 3600 cargo build --release -q -p stampede)
-        cp "$OUT_ROOT/target/release/stampede" "$raw/stampede"
+        build_at_rev "$STAMPEDE_REV" stampede-src target "$raw/stampede"
         STAMPEDE="$raw/stampede"
-        STAMPEDE_DESC="commit ${sha:0:12}"
+        STAMPEDE_DESC="commit ${BUILT_SHA:0:12}"
     else
         log "cargo build --release -p stampede (work tree)"
         (cd "$ROOT" && timeout 3600 cargo build --release -q -p stampede)

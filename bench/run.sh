@@ -58,25 +58,17 @@ fi
 ensure_oha || die "cannot install oha $OHA_VERSION"
 
 # Which stampede: STAMPEDE_BIN as is; STAMPEDE_REV (e.g. HEAD) built from that commit's tree
-# (git archive into bench/out, own target dir, so edits in the work tree do not leak in);
+# (build_at_rev: git archive into bench/out, own target dir, so edits in the work tree do not
+# leak in);
 # by default the work tree, built like `make release`.
 if [[ -n "${STAMPEDE_BIN:-}" ]]; then
     STAMPEDE="$STAMPEDE_BIN"
     STAMPEDE_DESC="binary $STAMPEDE_BIN"
 elif [[ -n "${STAMPEDE_REV:-}" ]]; then
-    sha=$(git -C "$ROOT" rev-parse --verify "${STAMPEDE_REV}^{commit}") || die "no commit $STAMPEDE_REV"
-    # One source folder and one target dir, reused: a new commit replaces the sources with
-    # fresh mtimes (tar -m) so cargo rebuilds the workspace crates but keeps the dependencies.
-    src="$OUT_ROOT/stampede-src"
-    if [[ "$(cat "$src/.bench-commit" 2>/dev/null)" != "$sha" ]]; then
-        rm -rf "$src" && mkdir -p "$src"
-        git -C "$ROOT" archive "$sha" | tar -x -m -C "$src"
-        echo "$sha" >"$src/.bench-commit"
-    fi
-    log "cargo build --release -p stampede at ${sha:0:12} (in $src)"
-    (cd "$src" && CARGO_TARGET_DIR="$OUT_ROOT/target" timeout 3600 cargo build --release -q -p stampede)
-    STAMPEDE="$OUT_ROOT/target/release/stampede"
-    STAMPEDE_DESC="commit ${sha:0:12}"
+    mkdir -p "$OUT_ROOT"
+    build_at_rev "$STAMPEDE_REV" stampede-src target "$OUT_ROOT/stampede-rev"
+    STAMPEDE="$OUT_ROOT/stampede-rev"
+    STAMPEDE_DESC="commit ${BUILT_SHA:0:12}"
 else
     log "cargo build --release -p stampede (work tree)"
     (cd "$ROOT" && timeout 3600 cargo build --release -q -p stampede)

@@ -193,21 +193,7 @@ fn steps_table(h: &mut String, r: &Report) {
          <th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>",
     );
     for s in r.steps.iter().chain(std::iter::once(&r.total)) {
-        let l = &s.latency_ms;
-        let class = if s.scenario.is_none() { " class=\"total\"" } else { "" };
-        let _ = write!(
-            h,
-            "<tr{class}><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{} ({})</td><td class=\"num\">{:.1}</td>",
-            esc(&step_name(s)),
-            s.requests,
-            s.errors,
-            pct(s.error_rate),
-            s.rps
-        );
-        for v in [l.p50, l.p90, l.p95, l.p99, l.p999, l.max] {
-            let _ = write!(h, "<td class=\"num\">{}</td>", ms(v));
-        }
-        h.push_str("</tr>");
+        latency_row(h, s);
     }
     h.push_str("</table><p class=\"note\">Latencies in milliseconds");
     if r.run.schedule.is_some() {
@@ -219,6 +205,25 @@ fn steps_table(h: &mut String, r: &Report) {
     }
 }
 
+/// One row of the steps' or the groups' table: name, count, errors, rate, percentiles.
+fn latency_row(h: &mut String, s: &StepSummary) {
+    let l = &s.latency_ms;
+    let class = if s.scenario.is_none() { " class=\"total\"" } else { "" };
+    let _ = write!(
+        h,
+        "<tr{class}><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{} ({})</td><td class=\"num\">{:.1}</td>",
+        esc(&step_name(s)),
+        s.requests,
+        s.errors,
+        pct(s.error_rate),
+        s.rps
+    );
+    for v in [l.p50, l.p90, l.p95, l.p99, l.p999, l.max] {
+        let _ = write!(h, "<td class=\"num\">{}</td>", ms(v));
+    }
+    h.push_str("</tr>");
+}
+
 /// The `group` blocks' transactions.
 fn groups_table(h: &mut String, r: &Report) {
     h.push_str(
@@ -226,20 +231,7 @@ fn groups_table(h: &mut String, r: &Report) {
          <th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>",
     );
     for g in &r.groups {
-        let l = &g.latency_ms;
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{} ({})</td><td class=\"num\">{:.1}</td>",
-            esc(&step_name(g)),
-            g.requests,
-            g.errors,
-            pct(g.error_rate),
-            g.rps
-        );
-        for v in [l.p50, l.p90, l.p95, l.p99, l.p999, l.max] {
-            let _ = write!(h, "<td class=\"num\">{}</td>", ms(v));
-        }
-        h.push_str("</tr>");
+        latency_row(h, g);
     }
     h.push_str(
         "</table><p class=\"note\">A transaction is one run of a <code>group</code> block: from its first send to the \

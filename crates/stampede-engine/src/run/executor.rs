@@ -13,9 +13,11 @@
 //!
 //! One job per file, each using only those after it: this one starts the workers and
 //! collects the [`RunOutcome`]; `reporter` merges the ticks; `worker` runs one thread's VUs
-//! under `closed` and `open`, the two workload models; `step` is one iteration and one step of
-//! a VU, `send` one request with its redirects, `vu` a VU's own state; `shared` is what the
-//! threads and a worker's VUs share; `outcome` what a run takes and gives.
+//! under `closed` and `open`, the two workload models; `iteration` is one iteration of a VU,
+//! `flow` its way through the scenario's steps and blocks (`if`, `repeat`, `group`), `step`
+//! one step, `send` one request with its redirects, `vu` a VU's own state; `once` runs the
+//! `setup` and `teardown` steps outside the load; `shared` is what the threads and a worker's
+//! VUs share; `outcome` what a run takes and gives.
 
 use crate::compile::plan::LoadPlan;
 use crate::compile::plan::Plan;

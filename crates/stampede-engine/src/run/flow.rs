@@ -55,15 +55,19 @@ pub(super) async fn run_nodes(vu: &mut Vu, nodes: &[Node], walk: &mut Walk<'_>) 
     Next::Go
 }
 
+/// Whether the condition holds for `vu` (true without one), its generator lent.
+fn holds(vu: &mut Vu, when: Option<&crate::compile::expr::Expr>) -> Result<bool, String> {
+    let Some(when) = when else { return Ok(true) };
+    let Vu { generator, slots, .. } = vu;
+    generator.lend(|| flow::truth(when, slots))
+}
+
 /// One step: skipped when its `if` does not hold; its failure handled by its `onError`.
 async fn step(vu: &mut Vu, step: &StepPlan, walk: &mut Walk<'_>) -> Next {
-    if let Some(when) = &step.when {
-        let Vu { generator, slots, .. } = vu;
-        match generator.lend(|| flow::truth(when, slots)) {
-            Ok(true) => {}
-            Ok(false) => return Next::Go,
-            Err(why) => return failed(vu, step, ErrorKind::Check, format!("its `if` failed: {why}"), walk),
-        }
+    match holds(vu, step.when.as_ref()) {
+        Ok(true) => {}
+        Ok(false) => return Next::Go,
+        Err(why) => return failed(vu, step, ErrorKind::Check, format!("its `if` failed: {why}"), walk),
     }
     let ok = run_step(vu, step, walk.intended.take(), walk.local).await;
     let next = match ok {
@@ -110,13 +114,10 @@ fn on_error(step: &StepPlan, walk: &Walk<'_>) -> Next {
 
 /// A block: its condition, then its runs, timed as a transaction when it is a group.
 async fn run_block(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next {
-    if let Some(when) = &block.when {
-        let Vu { generator, slots, .. } = vu;
-        match generator.lend(|| flow::truth(when, slots)) {
-            Ok(true) => {}
-            Ok(false) => return Next::Go,
-            Err(why) => return block_failed(vu, block, format!("its `if` failed: {why}"), walk),
-        }
+    match holds(vu, block.when.as_ref()) {
+        Ok(true) => {}
+        Ok(false) => return Next::Go,
+        Err(why) => return block_failed(vu, block, format!("its `if` failed: {why}"), walk),
     }
     let Some(group) = block.group else { return runs(vu, block, walk).await };
     let started = walk.intended.unwrap_or_else(Instant::now);
@@ -174,8 +175,7 @@ async fn runs(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next {
         RepeatPlan::While { cond, max, slot } => {
             for i in 0..*max {
                 vu.slots[*slot] = i.to_string();
-                let Vu { generator, slots, .. } = vu;
-                match generator.lend(|| flow::truth(cond, slots)) {
+                match holds(vu, Some(cond)) {
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(why) => return block_failed(vu, block, format!("its `repeat.while` failed: {why}"), walk),

@@ -1,5 +1,4 @@
-//! A virtual user: its state, one iteration of its scenario, and one step (request, checks,
-//! extraction, think time).
+//! A virtual user's own state: its connection, value slots, generator and buffers.
 
 use crate::client::exchange::Headers;
 use crate::client::transport::VuConn;
