@@ -256,3 +256,39 @@ scenarios:
     assert_eq!(target.stats().shop().counts().teardowns, 2, "no teardown after a failed setup");
     target.stop();
 }
+
+/// `test.iteration` numbers the iterations of the whole test: over VUs on two worker threads,
+/// each number once, none missing (on one machine: 0 to n - 1); `vu.id` runs 1 to the VU count.
+#[test]
+fn test_iteration_numbers_every_iteration_once_and_vu_ids_are_distinct() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let (proxy, recorded) = recording_proxy(target.addr());
+    let path = Path::new("inline.yaml");
+    let yaml = r#"
+name: numbered
+load: {executor: constant-vus, vus: 4, iterations: 40}
+scenarios:
+  - name: s
+    steps:
+      - name: n
+        request: {url: "{{baseUrl}}/anything/n?i={{ test.iteration }}&vu={{ vu.id }}"}
+"#;
+    let file = stampede_engine::parse_str(yaml, path).unwrap();
+    let opts = CompileOptions { base_url: Some(format!("http://{proxy}")), ..CompileOptions::default() };
+    let prepared = stampede_engine::prepare(&file, path, opts).unwrap();
+    let report =
+        stampede_engine::execute(prepared, &RunOptions { threads: 2, ..RunOptions::default() }, &mut |_| {}).unwrap();
+    target.stop();
+    assert_eq!(report.total.errors, 0);
+    let seen = paths(&recorded);
+    let mut numbers: Vec<u64> = Vec::new();
+    let mut vus = std::collections::BTreeSet::new();
+    for p in &seen {
+        let (i, vu) = p.trim_start_matches("/anything/n?i=").split_once("&vu=").unwrap();
+        numbers.push(i.parse().unwrap());
+        vus.insert(vu.parse::<u32>().unwrap());
+    }
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..40).collect::<Vec<u64>>());
+    assert_eq!(vus, (1..=4).collect());
+}
