@@ -225,11 +225,7 @@ impl Expr {
                     }
                     Root::JsonSlot(name, slot) => {
                         let text = slots.get(*slot).map_or("", String::as_str);
-                        let value = match serde_json::from_str::<serde_json::Value>(text) {
-                            Ok(json) => from_json(&json),
-                            Err(_) => Value::from(text),
-                        };
-                        ctx.add_variable_from_value(name.as_str(), value)
+                        ctx.add_variable_from_value(name.as_str(), json_slot(*slot, text))
                     }
                     Root::Macro(name, t) => ctx.add_variable_from_value(name.as_str(), t.render_text(slots)),
                     Root::Row(name, columns) => {
@@ -584,7 +580,33 @@ impl Default for Gen {
     }
 }
 
+/// The value a JSON slot's text spells (a string when it spells none). The last one read of
+/// each slot is kept per thread: a list extracted once is read by many expressions (a
+/// condition, a count, `randomItem` in each request of a loop), by every VU of the thread that
+/// extracted the same text, and parsing it again each time cost more than comparing the text.
+fn json_slot(slot: usize, text: &str) -> Value {
+    JSON_SLOTS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(Some((seen, value))) = cache.get(slot)
+            && seen == text
+        {
+            return value.clone();
+        }
+        let value = match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(json) => from_json(&json),
+            Err(_) => Value::from(text),
+        };
+        if cache.len() <= slot {
+            cache.resize(slot + 1, None);
+        }
+        cache[slot] = Some((text.to_string(), value.clone()));
+        value
+    })
+}
+
 thread_local! {
+    /// Each JSON slot's last text and value, read on this thread (see [`json_slot`]).
+    static JSON_SLOTS: RefCell<Vec<Option<(String, Value)>>> = const { RefCell::new(Vec::new()) };
     /// The generator lent by the VU whose step renders now (a default one otherwise).
     static LENT: RefCell<Gen> = RefCell::new(Gen::default());
     /// The functions, registered once per thread.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use stampede_model::scenario::{PartSpec, RequestSpec, ScenarioFile};
 
 use crate::client::request::{Head, write_request};
-use crate::client::url::{HttpUrl, UrlError};
+use crate::client::url::{HttpUrl, Origin, UrlError};
 use crate::compile::files::Files;
 use crate::compile::template::{Escape, Scope, Template, take_render_error};
 use crate::error::{Problems, Under};
@@ -139,6 +139,11 @@ pub struct RequestPlan {
     pub redirects: u32,
     /// The whole request, serialized once, when nothing in it varies per VU.
     pub fixed: Option<FixedRequest>,
+    /// Where it goes, parsed once, when its URL and query are fixed (its headers or body vary).
+    target: Option<HttpUrl>,
+    /// The URL's fixed origin, when only its path or query varies: a rendered URL whose rest
+    /// needs no normalizing is joined to it without parsing.
+    origin: Option<Origin>,
 }
 
 /// A request that is the same every time.
@@ -151,8 +156,11 @@ pub struct FixedRequest {
 impl RequestPlan {
     /// Serializes the request for one VU into `out`, returning where it goes.
     pub fn render(&self, slots: &[String], out: &mut Vec<u8>) -> Result<HttpUrl, RenderError> {
-        let mut url = self.url.render(slots);
-        append_query(&mut url, &self.query, slots);
+        let url = self.target.is_none().then(|| {
+            let mut url = self.url.render(slots);
+            append_query(&mut url, &self.query, slots);
+            url
+        });
         let mut body = Vec::new();
         if let Some(b) = &self.body {
             b.render_into(slots, &mut body);
@@ -161,7 +169,16 @@ impl RequestPlan {
         if let Some(message) = take_render_error() {
             return Err(RenderError::Expression(message));
         }
-        let target = HttpUrl::parse(&url)?;
+        let target = match (&self.target, url.as_deref()) {
+            (Some(fixed), _) => fixed.clone(),
+            (None, url) => {
+                let url = url.unwrap_or_default();
+                match self.origin.as_ref().and_then(|o| o.join(url)) {
+                    Some(joined) => joined,
+                    None => HttpUrl::parse(url)?,
+                }
+            }
+        };
         self.write(&self.method, &target, slots, sends_body.then_some(body.as_slice()), |_| true, out);
         if let Some(message) = take_render_error() {
             return Err(RenderError::Expression(message));
@@ -274,11 +291,22 @@ pub(crate) fn compile_request(
         connect_timeout: file.http.connect_timeout.get().min(timeout),
         redirects: req.redirects.unwrap_or(file.http.redirects),
         fixed: None,
+        target: None,
+        origin: None,
     };
     let all_fixed = plan.url.as_const().is_some()
         && plan.query.iter().all(|(_, v)| v.as_const().is_some())
         && plan.headers.iter().all(|(_, v)| v.as_const().is_some())
         && plan.body.as_ref().is_none_or(BodyPlan::is_const);
+    if let Some(url) = plan.url.as_const()
+        && plan.query.iter().all(|(_, v)| v.as_const().is_some())
+    {
+        let mut url = url.to_string();
+        append_query(&mut url, &plan.query, &[]);
+        plan.target = HttpUrl::parse(&url).ok();
+    } else {
+        plan.origin = Origin::of(plan.url.literal_prefix());
+    }
     if all_fixed {
         let mut bytes = Vec::new();
         match plan.render(&[], &mut bytes) {

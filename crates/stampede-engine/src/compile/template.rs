@@ -253,6 +253,14 @@ impl Template {
         }
     }
 
+    /// The fixed text every rendering starts with (empty when it starts with a hole).
+    pub fn literal_prefix(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Lit(s)) => s,
+            _ => "",
+        }
+    }
+
     /// Appends the rendered value to `out`; `slots` holds the VU's values.
     pub fn render_into(&self, slots: &[String], out: &mut Vec<u8>) {
         for part in &self.parts {
