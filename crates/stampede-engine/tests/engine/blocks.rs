@@ -292,3 +292,52 @@ scenarios:
     assert_eq!(numbers, (0..40).collect::<Vec<u64>>());
     assert_eq!(vus, (1..=4).collect());
 }
+
+/// An expression of a block or condition that fails while running (a `forEach` over what is not
+/// a list, an `if` that gives no boolean) is a failure of the step it guards, counted and sampled
+/// with the reason; the block does not run, and the iteration goes on (its `onError`).
+#[test]
+fn a_condition_or_loop_that_fails_while_running_is_a_counted_failure_with_its_reason() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let report = run_yaml(
+        r#"
+name: failing-blocks
+load: {executor: constant-vus, vus: 1, iterations: 3}
+vars:
+  word: hello
+scenarios:
+  - name: s
+    steps:
+      - repeat: {forEach: word}
+        steps:
+          - name: looped
+            request: {url: "{{baseUrl}}/get?l={{item}}"}
+      - name: guarded
+        if: size(word)
+        request: {url: "{{baseUrl}}/get"}
+      - name: after
+        request: {url: "{{baseUrl}}/get"}
+"#,
+        &target.base_url(),
+    );
+    let stats = target.stats();
+    target.stop();
+    let row = |name: &str| report.steps.iter().find(|s| s.step.as_deref() == Some(name)).unwrap();
+    assert_eq!((row("looped").requests, row("looped").errors), (3, 3), "counted, never sent");
+    assert_eq!((row("guarded").requests, row("guarded").errors), (3, 3));
+    assert_eq!((row("after").requests, row("after").errors), (3, 0), "the iteration went on");
+    assert_eq!(stats.requests(), 3, "only `after` reached the server");
+    let message = |step: &str| {
+        report.error_samples.iter().find(|e| e.step == step).map(|e| e.message.clone()).unwrap_or_default()
+    };
+    assert!(
+        message("looped").contains("`repeat.forEach` failed") && message("looped").contains("not a list"),
+        "{}",
+        message("looped")
+    );
+    assert!(
+        message("guarded").contains("its `if` failed") && message("guarded").contains("not true or false"),
+        "{}",
+        message("guarded")
+    );
+}
