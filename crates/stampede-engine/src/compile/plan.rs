@@ -854,13 +854,15 @@ impl Compiler<'_> {
             self.group_keys.push(StepKey { scenario: flow.scenario.to_string(), step: name.clone() });
             self.group_keys.len() - 1
         });
-        // The loop's variable is visible inside the block only.
+        // The loop's variable is visible inside the block only: what the name meant before the
+        // block (a value extracted earlier, or nothing) is what it means after it.
+        let kept = spec.repeat.as_ref().map(|r| {
+            let name = loop_variable(r);
+            (self.scope.slots.get(&name).copied(), self.scope.json_slots.clone(), name)
+        });
         let repeat = spec.repeat.as_ref().and_then(|r| self.repeat(r, &format!("{loc}: repeat")));
-        let kept = repeat
-            .as_ref()
-            .map(|(name, _)| (name.clone(), self.scope.slots.get(name).copied(), self.scope.json_slots.clone()));
         let body = self.flow(flow, &spec.steps, &format!("{position}.steps"), kind, first_own_slot);
-        if let Some((name, slot, json)) = kept {
+        if let Some((slot, json, name)) = kept {
             match slot {
                 Some(slot) => self.scope.slots.insert(name, slot),
                 None => self.scope.slots.remove(&name),
@@ -893,7 +895,7 @@ impl Compiler<'_> {
         if spec.max == Some(0) {
             self.problems.add(format!("{at}.max"), "must be at least 1");
         }
-        let name = spec.as_.clone().unwrap_or_else(|| if spec.for_each.is_some() { "item" } else { "index" }.into());
+        let name = loop_variable(spec);
         if name.is_empty() || name.contains('.') || is_builtin(&name) || self.scope.consts.contains_key(&name) {
             self.problems
                 .add(format!("{at}.as"), format!("`{name}` is already a variable or reserved; pick another name"));
@@ -1065,6 +1067,11 @@ impl Compiler<'_> {
             .collect();
         GroupPlan { name: "default".into(), load, scenarios: members, cumulative_weights }
     }
+}
+
+/// The name of a repeat's variable: `as`, else `item` for `forEach` and `index` otherwise.
+fn loop_variable(spec: &stampede_model::scenario::RepeatSpec) -> String {
+    spec.as_.clone().unwrap_or_else(|| if spec.for_each.is_some() { "item" } else { "index" }.into())
 }
 
 /// Whether `name` is (under) a variable every expression has (`vu`, `runner`, `test`,

@@ -46,10 +46,10 @@ scenarios:
         steps:
           - name: counted
             request: {url: "{{baseUrl}}/anything/count?i={{index}}"}
-      - repeat: {forEach: "['a', 'b', 'c', 'd']", max: 3, as: letter}
+      - repeat: {forEach: "['a', 'b', 'c', 'd']", max: 3, as: ids}
         steps:
           - name: each
-            request: {url: "{{baseUrl}}/anything/each?l={{letter}}"}
+            request: {url: "{{baseUrl}}/anything/each?l={{ids}}"}
       - repeat: {while: "index < 2 || response.status == 500", max: 4}
         steps:
           - name: looped
@@ -76,6 +76,8 @@ scenarios:
         steps:
           - name: random
             request: {url: "{{baseUrl}}/anything/random?k={{k}}"}
+      - name: after loops
+        request: {url: "{{baseUrl}}/anything/after?first={{ ids[0] }}"}
 thresholds:
   - requests{group:tx}.count == 6
   - errors{group:tx}.count == 2
@@ -101,7 +103,11 @@ thresholds:
 
     // One row per step, whatever the loops; the rows count what the server saw.
     let rows: BTreeMap<&str, u64> = report.steps.iter().map(|s| (s.step.as_deref().unwrap(), s.requests)).collect();
-    assert_eq!(rows.len(), 10, "{rows:?}");
+    assert_eq!(rows.len(), 11, "{rows:?}");
+    // A loop's variable lives in its block: `ids` after the loops is still the extracted list.
+    let after: Vec<&String> = seen.iter().filter(|p| p.starts_with("/anything/after")).collect();
+    assert_eq!(after.len(), 6);
+    assert_eq!(after[..2], ["/anything/after?first=0", "/anything/after?first=1"]);
     assert_eq!((rows["counted"], rows["each"], rows["looped"], rows["random"]), (18, 18, 12, random as u64));
     assert_eq!(report.groups.len(), 1);
     let tx = &report.groups[0];
