@@ -47,8 +47,10 @@ impl Origin {
     /// `None` otherwise (parse it).
     pub(crate) fn join(&self, url: &str) -> Option<HttpUrl> {
         let rest = url.strip_prefix(self.prefix.as_str())?;
+        // A dot segment, written `.` or `%2e` (which parsers read as a dot), is normalized away.
         let plain = rest.starts_with('/')
             && !rest.contains("/.")
+            && !rest.as_bytes().windows(3).any(|w| w.eq_ignore_ascii_case(b"%2e"))
             && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/?=&%+,:;@!$()*".contains(&b));
         plain.then(|| HttpUrl { path_and_query: rest.to_string(), ..self.base.clone() })
     }
@@ -98,7 +100,7 @@ mod tests {
                 let url = format!("{prefix}{rest}");
                 assert_eq!(origin.join(&url), Some(HttpUrl::parse(&url).unwrap()), "{url}");
             }
-            for rest in ["/a b", "/a/../b", "/q?x='1'", "/é", "/a#frag", "/a\\b", "x"] {
+            for rest in ["/a b", "/a/../b", "/a/%2e%2e/b", "/a/%2E/b", "/q?x='1'", "/é", "/a#frag", "/a\\b", "x"] {
                 assert_eq!(origin.join(&format!("{prefix}{rest}")), None, "{rest}");
             }
         }
