@@ -42,7 +42,6 @@ pub use super::outcome::{RunOptions, RunOutcome, Tick, Totals};
 pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<RunOutcome, RunError> {
     let max_vus = plan.max_vus().max(1) as usize;
     let threads = opts.threads.clamp(1, max_vus);
-    let plan_data_len = plan.data.len();
     let plan_aborts = plan.thresholds.iter().any(|t| t.abort_on_fail);
     let started_at = SystemTime::now();
     let start = Instant::now();
@@ -71,20 +70,13 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
             run
         })
         .collect();
-    let plan_ref = plan.clone();
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Shared::new(
         plan,
-        start,
-        groups,
-        interrupt: opts.interrupt.clone(),
-        tick: opts.tick,
-        totals: opts.totals || plan_aborts,
-        data_cursors: (0..plan_data_len).map(|_| crate::compile::data::Cursor::default()).collect(),
-        data_exhausted: AtomicBool::new(false),
-        aborted: std::sync::OnceLock::new(),
-        iterations_started: AtomicU64::new(0),
-        setup_values: super::shared::setup_slots(&plan_ref, &opts.setup_values),
-    });
+        (start, groups),
+        opts.interrupt.clone(),
+        (opts.tick, opts.totals || plan_aborts),
+        &opts.setup_values,
+    ));
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();
     let handles = start_all(threads, &shared.interrupt, |id| {

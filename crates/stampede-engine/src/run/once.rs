@@ -1,20 +1,17 @@
 //! The steps a test runs once, outside the load: `setup` before it, `teardown` after it. One
 //! VU on a thread of its own runs them in order, recording like any worker.
 
-use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::Instant;
+use std::sync::atomic::AtomicBool;
 
-use crate::client::transport::WorkerTransport;
 use crate::compile::plan::{Plan, ScenarioPlan};
 use crate::error::RunError;
 use crate::stats::metrics::WorkerMetrics;
 
 use super::flow::{Next, Walk, run_nodes};
 use super::outcome::ErrorSample;
-use super::shared::{Shared, WorkerLocal, setup_slots};
+use super::shared::{Shared, WorkerLocal};
 use super::vu::Vu;
 
 /// Which of the once-run step lists.
@@ -52,27 +49,15 @@ pub fn run_once(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String>
         return Ok(out);
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(RunError::Threads)?;
-    let shared = Shared {
-        plan: plan.clone(),
-        start: Instant::now(),
-        groups: Vec::new(),
-        interrupt: Arc::new(AtomicBool::new(false)),
-        tick: std::time::Duration::from_secs(1),
-        totals: false,
-        data_cursors: Vec::new(),
-        data_exhausted: AtomicBool::new(false),
-        aborted: std::sync::OnceLock::new(),
-        iterations_started: AtomicU64::new(0),
-        setup_values: setup_slots(plan, values),
-    };
-    let local = WorkerLocal {
-        metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
-        active: Cell::new(0),
-        max_active: Cell::new(0),
-        next_tick: Cell::new(1),
-        error_samples: RefCell::new(Vec::new()),
-        transport: WorkerTransport::new(plan.transport.clone(), 0, 1),
-    };
+    let tick = (std::time::Duration::from_secs(1), false);
+    let shared = Shared::new(
+        plan.clone(),
+        (std::time::Instant::now(), Vec::new()),
+        Arc::new(AtomicBool::new(false)),
+        tick,
+        values,
+    );
+    let local = WorkerLocal::new(plan, 0, 1);
     let set = tokio::task::LocalSet::new();
     let (next, failed, vu_slots) = set.block_on(&rt, async {
         let mut vu = Vu::new(0, &shared);

@@ -61,6 +61,30 @@ pub(super) struct GroupRun {
 }
 
 impl Shared {
+    /// The shared state of a run of `plan` with `groups` that started at `start`: no data used,
+    /// nothing aborted; the VUs start with the setup's `values` (by name).
+    pub(super) fn new(
+        plan: Arc<Plan>,
+        (start, groups): (Instant, Vec<GroupRun>),
+        interrupt: Arc<AtomicBool>,
+        (tick, totals): (Duration, bool),
+        values: &std::collections::BTreeMap<String, String>,
+    ) -> Shared {
+        Shared {
+            start,
+            groups,
+            interrupt,
+            tick,
+            totals,
+            data_cursors: (0..plan.data.len()).map(|_| crate::compile::data::Cursor::default()).collect(),
+            data_exhausted: AtomicBool::new(false),
+            aborted: std::sync::OnceLock::new(),
+            iterations_started: AtomicU64::new(0),
+            setup_values: setup_slots(&plan, values),
+            plan,
+        }
+    }
+
     /// Stop everything now, abandoning iterations in flight.
     pub(super) fn halted(&self) -> bool {
         self.interrupt.load(Ordering::Relaxed) || self.aborted.get().is_some()
@@ -115,6 +139,20 @@ pub(super) struct WorkerLocal {
     pub(super) transport: WorkerTransport,
     /// The interval the ticker sends next: what is recorded now belongs to it.
     pub(super) next_tick: Cell<u64>,
+}
+
+impl WorkerLocal {
+    /// Worker `id` of `threads`' own state, for a run of `plan`.
+    pub(super) fn new(plan: &Plan, id: usize, threads: usize) -> WorkerLocal {
+        WorkerLocal {
+            metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
+            active: Cell::new(0),
+            max_active: Cell::new(0),
+            next_tick: Cell::new(1),
+            error_samples: RefCell::new(Vec::new()),
+            transport: WorkerTransport::new(plan.transport.clone(), id, threads),
+        }
+    }
 }
 
 /// Counts a VU as active for as long as it lives, even when it is aborted.

@@ -1,12 +1,10 @@
 //! One worker thread: its single-threaded runtime, the VUs it hosts (closed or open model),
 //! its per-interval snapshots to the reporter, and its share of the run's metrics.
 
-use crate::client::transport::WorkerTransport;
 use crate::stats::metrics::IntervalStats;
 use crate::stats::metrics::WorkerMetrics;
 use crate::stats::sysstat;
 use std::cell::Cell;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -30,15 +28,7 @@ pub(super) fn worker_main(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot build a runtime: {e}"))?;
-    let plan = &shared.plan;
-    let local = Rc::new(WorkerLocal {
-        metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
-        active: Cell::new(0),
-        max_active: Cell::new(0),
-        next_tick: Cell::new(1),
-        error_samples: RefCell::new(Vec::new()),
-        transport: WorkerTransport::new(plan.transport.clone(), id, threads),
-    });
+    let local = Rc::new(WorkerLocal::new(&shared.plan, id, threads));
     let set = tokio::task::LocalSet::new();
     set.block_on(&rt, worker_loop(id, threads, shared.clone(), local.clone(), tx));
     drop(set);
