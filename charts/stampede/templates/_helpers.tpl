@@ -87,6 +87,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, create, patch, delete]
+# The Secret a run's `setup` writes its values to (the operator creates it empty and lets the
+# runners' Role patch it; it never reads a value).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch, delete]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create, patch, delete]

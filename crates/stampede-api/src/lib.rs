@@ -467,7 +467,73 @@ pub struct LoadTestStatus {
     /// `executor: capacity`: the search's answer and curve.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityStatus>,
+    /// The scenario's `setup` steps, run once for the whole run by a pod of their own before
+    /// the runners start (absent when the scenario has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<OnceStatus>,
+    /// The scenario's `teardown` steps, run once after the load by a pod of their own, also
+    /// after an abort or a failed runner (absent when the scenario has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teardown: Option<OnceStatus>,
 }
+
+/// Where a run's `setup` or `teardown` is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnceState {
+    /// Not started yet.
+    #[default]
+    Pending,
+    /// Its pod was created.
+    Running,
+    /// Every step passed.
+    Succeeded,
+    /// A step failed, or its pod did; `message` says why.
+    Failed,
+    /// Not run: `message` says why (a teardown after a setup that did not succeed).
+    Skipped,
+}
+
+impl OnceState {
+    /// Succeeded, failed or skipped: nothing more will happen.
+    pub fn is_final(self) -> bool {
+        matches!(self, OnceState::Succeeded | OnceState::Failed | OnceState::Skipped)
+    }
+}
+
+/// A run's `setup` or `teardown`: in `.status`, and as its pod reports it (key
+/// [`SETUP_KEY`] or [`TEARDOWN_KEY`] of the ConfigMap [`names::once_config_map`]). The values
+/// setup extracted are never here: they go to the Secret [`names::setup_secret`], and only their
+/// names are listed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OnceStatus {
+    pub state: OnceState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// Requests sent.
+    #[serde(default)]
+    pub requests: u64,
+    /// Requests (or checks) that failed.
+    #[serde(default)]
+    pub failures: u64,
+    /// The names of the values setup gave every runner (as `{{setup.NAME}}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+    /// The run it belongs to ([`run_id`]); set in a pod's report only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+}
+
+/// The key of the setup pod's report ([`OnceStatus`], JSON) in [`names::once_config_map`].
+pub const SETUP_KEY: &str = "setup.json";
+/// The key of the teardown pod's report in [`names::once_config_map`].
+pub const TEARDOWN_KEY: &str = "teardown.json";
+/// The key of the setup's values (a JSON object, name → value) in [`names::setup_secret`].
+pub const SETUP_VALUES_KEY: &str = "values.json";
 
 /// How many earlier runs a LoadTest's `.status.history` keeps.
 pub const HISTORY_LIMIT: usize = 10;
@@ -833,6 +899,21 @@ pub mod names {
         fit(lt, "-runner", OBJECT_MAX)
     }
 
+    /// The Job running the scenario's `setup` (`which`: `setup`) or `teardown` once.
+    pub fn once_job(lt: &str, which: &str) -> String {
+        fit(lt, &format!("-{which}"), JOB_MAX)
+    }
+
+    /// The ConfigMap the setup and teardown pods write their reports to.
+    pub fn once_config_map(lt: &str) -> String {
+        fit(lt, "-once", OBJECT_MAX)
+    }
+
+    /// The Secret holding the values `setup` extracted, which runners read.
+    pub fn setup_secret(lt: &str) -> String {
+        fit(lt, "-setup-values", OBJECT_MAX)
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -857,10 +938,14 @@ pub mod names {
                     report_config_map(name),
                     result_config_map(name, 999),
                     runner_account(name),
+                    once_config_map(name),
+                    setup_secret(name),
                 ] {
                     assert!(n.len() <= OBJECT_MAX, "{len}: {n}");
                 }
-                for n in [job.clone(), label_value(name), result_config_map(name, 999)] {
+                let teardown = once_job(name, "teardown");
+                assert!(teardown.len() <= JOB_MAX, "{len}: {teardown}");
+                for n in [job.clone(), teardown, label_value(name), result_config_map(name, 999)] {
                     assert!(
                         n.chars().next().unwrap().is_ascii_alphanumeric()
                             && n.chars().last().unwrap().is_ascii_alphanumeric(),
@@ -891,6 +976,12 @@ pub mod env {
     pub const DATA_DIR: &str = "STAMPEDE_DATA_DIR";
     /// Where a runner serves Prometheus metrics (`off` for nowhere).
     pub const METRICS_ADDR: &str = "STAMPEDE_METRICS_ADDR";
+    /// What `setup` gave (a JSON object, name → value) when the scenario has `setup` or
+    /// `teardown`: those run once for the LoadTest, in pods of their own, never in a runner.
+    pub const SETUP_VALUES: &str = "STAMPEDE_SETUP_VALUES";
+    /// In the pod that runs the scenario's `setup` or `teardown` once: which (`setup` or
+    /// `teardown`).
+    pub const ONCE: &str = "STAMPEDE_ONCE";
 }
 
 /// Where runner pods mount the files of `spec.data`.

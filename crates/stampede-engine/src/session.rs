@@ -130,13 +130,13 @@ pub fn execute_capacity(
 /// Runs the test's `setup` steps (what they extract goes to every VU), then `load`, then its
 /// `teardown` steps — also when the load failed or was interrupted. A failed setup stops
 /// there: no load, no teardown. Gives the load's result with what setup and teardown
-/// recorded.
+/// recorded. With [`RunOptions::once_elsewhere`], only the load.
 fn around_load<T>(
     plan: &Arc<Plan>,
     opts: &RunOptions,
     load: impl FnOnce(&RunOptions) -> Result<T, RunError>,
 ) -> Result<(T, Vec<OnceOutcome>), RunError> {
-    if plan.setup.flow.is_empty() && plan.teardown.flow.is_empty() {
+    if opts.once_elsewhere || (plan.setup.flow.is_empty() && plan.teardown.flow.is_empty()) {
         return load(opts).map(|t| (t, Vec::new()));
     }
     let setup = run_once(plan, Once::Setup, &BTreeMap::new())?;

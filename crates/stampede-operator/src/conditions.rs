@@ -8,6 +8,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub enum Cond {
     /// The spec (scenario, schedule) is valid and its objects were accepted.
     Valid,
+    /// The scenario's `setup` ran once and every step passed (`False`, reason `SetupFailed`:
+    /// a step or its pod failed, and no load was sent).
+    SetupSucceeded,
+    /// The scenario's `teardown` ran once after the load and every step passed (`False`,
+    /// reason `TeardownFailed`).
+    TeardownSucceeded,
     /// Every runner is ready (`False` while waiting; its reason and message name a runner pod
     /// that cannot start, e.g. `ImagePullBackOff`).
     RunnersReady,
@@ -41,6 +47,8 @@ impl Cond {
     pub const fn as_str(self) -> &'static str {
         match self {
             Cond::Valid => "Valid",
+            Cond::SetupSucceeded => "SetupSucceeded",
+            Cond::TeardownSucceeded => "TeardownSucceeded",
             Cond::RunnersReady => "RunnersReady",
             Cond::Started => "Started",
             Cond::Stopping => "Stopping",

@@ -7,22 +7,24 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use stampede_api::{
-    Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, REPORT_KEY, RESULT_KEY, RunnerReport, SCENARIO_KEY, names,
+    Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, OnceState, OnceStatus, REPORT_KEY, RESULT_KEY, RunnerReport,
+    SCENARIO_KEY, SETUP_KEY, TEARDOWN_KEY, names,
 };
+use stampede_engine::Once;
 use stampede_model::report::Report;
 
 use crate::validation::validate_with_files;
 use time::OffsetDateTime;
 
-use crate::desired::{self, LOADTEST_LABEL};
-use crate::lifecycle::{self, Action, JobState, Observed, Scenario};
+use crate::desired::{self, LOADTEST_LABEL, OnceSteps, ROLE_LABEL};
+use crate::lifecycle::{self, Action, JobState, Observed, OncePods, OnceSeen, Scenario};
 use crate::{Error, Invalid, Result};
 
 use crate::leader::Fence;
@@ -157,7 +159,8 @@ pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
         Some(b) if !phase.is_finished() => Some(read_baseline(client, &ns, b).await?),
         _ => None,
     };
-    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline };
+    let once = observe_once(client, lt, &ns).await?;
+    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline, once };
     let decision = lifecycle::decide(lt, &observed);
     carry_out(lt, ctx, &ns, &name, scenario_yaml.as_deref(), decision).await
 }
@@ -177,38 +180,14 @@ async fn carry_out(
     // write is decided again, on the newer copy, with the children still there). Events too:
     // a decision thrown away for a conflict announces nothing (it would be announced twice).
     for action in &decision.actions {
-        match action {
-            Action::ApplyChildren => {
-                let run = decision.status.run.unwrap_or(1);
-                // What a deleted LoadTest of this name or an earlier run left goes first; the
-                // run starts once it is gone (the status stays Pending until then).
-                if !replace_previous_run(ctx, lt, &ns, run).await? {
-                    tracing::info!(run, "waiting for the objects of an earlier run to be deleted");
-                    return Ok(Requeue::requeue(Duration::from_secs(1)));
-                }
-                let yaml = scenario_yaml.unwrap_or_default();
-                match apply_children(ctx, lt, run, &ns, yaml).await {
-                    Ok(()) => {}
-                    // Invalid objects stay invalid: say so once, in the status and an Event.
-                    Err(Error::Kube(kube::Error::Api(e))) if e.code == 400 || e.code == 422 => {
-                        let decision = lifecycle::rejected(lt, OffsetDateTime::now_utc(), &e.message);
-                        return Box::pin(carry_out(lt, ctx, &ns, &name, None, decision)).await;
-                    }
-                    Err(e) => return Err(e),
-                }
+        match create(lt, ctx, &ns, scenario_yaml, &decision.status, action).await? {
+            Created::Done => {}
+            Created::Wait => return Ok(Requeue::requeue(Duration::from_secs(1))),
+            // Invalid objects stay invalid: say so once, in the status and an Event.
+            Created::Rejected(message) => {
+                let decision = lifecycle::rejected(lt, OffsetDateTime::now_utc(), &message);
+                return Box::pin(carry_out(lt, ctx, &ns, &name, None, decision)).await;
             }
-            Action::WriteReport(json) => match apply(ctx, &ns, &desired::report_config_map(lt, json)).await {
-                Ok(()) => {}
-                // Refused as it is (too large, say): retrying cannot help, and the status, which
-                // holds the verdict, must not wait for it.
-                Err(Error::Kube(kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {
-                    let note = format!("the report was not saved: {}", e.message);
-                    tracing::warn!("{note}");
-                    publish(ctx, lt, "Reconcile", true, "ReportNotSaved", &note).await;
-                }
-                Err(e) => return Err(e),
-            },
-            Action::Event { .. } | Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => {}
         }
     }
     if lt.status.as_ref() != Some(&decision.status)
@@ -224,17 +203,89 @@ async fn carry_out(
         }
     }
     for action in &decision.actions {
-        match action {
-            Action::DeleteRunners => delete::<Job>(ctx, &ns, &names::job(&name)).await?,
-            Action::DeleteAll => delete_all(ctx, &ns, &name, run_runners(lt).max(lt.spec.runners)).await?,
-            Action::DeleteLoadTest => delete::<LoadTest>(ctx, &ns, &name).await?,
-            _ => {}
-        }
+        remove(lt, ctx, &ns, &name, &decision.status, action).await?;
     }
     Ok(match decision.requeue {
         Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
         None => Requeue::await_change(),
     })
+}
+
+/// How a creating action went.
+enum Created {
+    Done,
+    /// The objects of an earlier run are still being deleted: look again in a second.
+    Wait,
+    /// The API server refused an object as invalid, saying this.
+    Rejected(String),
+}
+
+/// Carries out an action that creates or writes (before the status is written).
+async fn create(
+    lt: &LoadTest,
+    ctx: &Context,
+    ns: &str,
+    scenario_yaml: Option<&str>,
+    status: &stampede_api::LoadTestStatus,
+    action: &Action,
+) -> Result<Created> {
+    let run = status.run.unwrap_or(1);
+    let created = match action {
+        Action::ApplyChildren => {
+            // What a deleted LoadTest of this name or an earlier run left goes first; the
+            // run starts once it is gone (the status stays Pending until then).
+            if !replace_previous_run(ctx, lt, ns, run, once_steps(status)).await? {
+                tracing::info!(run, "waiting for the objects of an earlier run to be deleted");
+                return Ok(Created::Wait);
+            }
+            apply_children(ctx, lt, run, ns, scenario_yaml.unwrap_or_default(), once_steps(status)).await
+        }
+        Action::WriteReport(json) => match apply(ctx, ns, &desired::report_config_map(lt, json)).await {
+            // Refused as it is (too large, say): retrying cannot help, and the status, which
+            // holds the verdict, must not wait for it.
+            Err(Error::Kube(kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {
+                let note = format!("the report was not saved: {}", e.message);
+                tracing::warn!("{note}");
+                publish(ctx, lt, "Reconcile", true, "ReportNotSaved", &note).await;
+                Ok(())
+            }
+            other => other,
+        },
+        Action::StartOnce(which) => {
+            apply(ctx, ns, &desired::once_job(lt, run, *which, &ctx.runner_image, once_steps(status))).await
+        }
+        Action::StartRunners => start_runners(ctx, lt, ns, status).await,
+        Action::Event { .. } | Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => Ok(()),
+    };
+    match created {
+        Ok(()) => Ok(Created::Done),
+        Err(Error::Kube(kube::Error::Api(e))) if e.code == 400 || e.code == 422 => Ok(Created::Rejected(e.message)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Carries out an action that deletes (after the status is written).
+async fn remove(
+    lt: &LoadTest,
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    status: &stampede_api::LoadTestStatus,
+    action: &Action,
+) -> Result<()> {
+    match action {
+        Action::DeleteRunners => {
+            delete::<Job>(ctx, ns, &names::job(name)).await?;
+            // A setup pod still running (an abort during the setup) goes too.
+            if status.setup.is_some() {
+                delete::<Job>(ctx, ns, &names::once_job(name, "setup")).await?;
+            }
+            Ok(())
+        }
+        Action::DeleteAll => delete_all(ctx, ns, name, run_runners(lt).max(lt.spec.runners), once_steps(status)).await,
+        Action::DeleteLoadTest => delete::<LoadTest>(ctx, ns, name).await,
+        _ => Ok(()),
+    }
 }
 
 /// Makes a failed read [`Error::Unavailable`]: retried with back-off, never the user's mistake.
@@ -399,28 +450,80 @@ async fn observe(
     let job = match job.filter(|j| desired::is_of_run(&j.metadata, lt, run)) {
         None => None,
         Some(job) => {
-            let status = job.status.unwrap_or_default();
-            let mut state = JobState {
-                active: status.active.unwrap_or(0),
-                terminating: status.terminating.unwrap_or(0),
-                succeeded: status.succeeded.unwrap_or(0),
-                failed: status.failed.unwrap_or(0),
-                failures: Vec::new(),
-                not_starting: Vec::new(),
-            };
+            let mut state = job_state(job);
+            let runner_pods = format!("{selector},{ROLE_LABEL}=runner");
             if state.failed > 0 {
-                state.failures = pod_failures(client, ns, &selector).await?;
+                state.failures = pod_failures(client, ns, &runner_pods).await?;
             }
             // Before the start, while some runner is not ready: why its pod is not starting.
             let ready = reports.iter().flatten().filter(|r| r.state != stampede_api::RunnerState::Failed).count();
             let waiting = lt.status.as_ref().is_some_and(|s| s.start_at.is_none());
             if waiting && state.failed == 0 && ready < runners.max(1) as usize {
-                state.not_starting = pods_not_starting(client, ns, &selector).await?;
+                state.not_starting = pods_not_starting(client, ns, &runner_pods).await?;
             }
             Some(state)
         }
     };
     Ok(((reports, unreadable), job))
+}
+
+/// A Job's counters.
+fn job_state(job: Job) -> JobState {
+    let status = job.status.unwrap_or_default();
+    JobState {
+        active: status.active.unwrap_or(0),
+        terminating: status.terminating.unwrap_or(0),
+        succeeded: status.succeeded.unwrap_or(0),
+        failed: status.failed.unwrap_or(0),
+        failures: Vec::new(),
+        not_starting: Vec::new(),
+    }
+}
+
+/// Which once-run step lists the run has, as its status (set when the run started) says.
+fn once_steps(status: &stampede_api::LoadTestStatus) -> OnceSteps {
+    OnceSteps { setup: status.setup.is_some(), teardown: status.teardown.is_some() }
+}
+
+/// The setup and teardown pods of the current run, while one runs (else nothing is read): their
+/// reports from the once ConfigMap, and their Jobs.
+async fn observe_once(client: &Client, lt: &LoadTest, ns: &str) -> Result<OncePods> {
+    let Some(status) = lt.status.as_ref() else { return Ok(OncePods::default()) };
+    let running = |s: &Option<OnceStatus>| s.as_ref().is_some_and(|s| s.state == OnceState::Running);
+    let wanted: Vec<Once> = [(Once::Setup, &status.setup), (Once::Teardown, &status.teardown)]
+        .into_iter()
+        .filter(|(_, s)| running(s))
+        .map(|(which, _)| which)
+        .collect();
+    let mut pods = OncePods::default();
+    if wanted.is_empty() {
+        return Ok(pods);
+    }
+    let name = lt.name_any();
+    let run = status.run.unwrap_or(1);
+    let run_id = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
+    let reports = config_map(client, ns, &names::once_config_map(&name)).await?.and_then(|cm| cm.data);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    for which in wanted {
+        let (role, key) = match which {
+            Once::Setup => ("setup", SETUP_KEY),
+            Once::Teardown => ("teardown", TEARDOWN_KEY),
+        };
+        let report = reports.as_ref().and_then(|d| d.get(key)).and_then(|t| lifecycle::read_once(t, &run_id));
+        let job_name = names::once_job(&name, role);
+        let job = jobs.get_opt(&job_name).await.map_err(unavailable(|| format!("Job {ns}/{job_name}")))?;
+        let mut job = job.filter(|j| desired::is_of_run(&j.metadata, lt, run)).map(job_state);
+        if let Some(state) = job.as_mut().filter(|j| j.failed > 0 && report.is_none()) {
+            let selector = format!("{LOADTEST_LABEL}={},{ROLE_LABEL}={role}", names::label_value(&name));
+            state.failures = pod_failures(client, ns, &selector).await?;
+        }
+        let seen = OnceSeen { report, job };
+        match which {
+            Once::Setup => pods.setup = seen,
+            Once::Teardown => pods.teardown = seen,
+        }
+    }
+    Ok(pods)
 }
 
 /// Runner pods that cannot start, with the kubelet's or the scheduler's reason.
@@ -480,27 +583,45 @@ async fn pod_failures(client: &Client, ns: &str, selector: &str) -> Result<Vec<S
 
 /// Deletes the children of `lt` that belong to no run or another run than `run` (by owner UID
 /// and [`stampede_api::RUN_LABEL`]): the runner Job (in the foreground, so that its pods are
-/// gone before new ones start) and the scenario and result ConfigMaps. True when none is left.
-async fn replace_previous_run(ctx: &Context, lt: &LoadTest, ns: &str, run: u32) -> Result<bool> {
+/// gone before new ones start) and the scenario, result and once ConfigMaps; when this run has
+/// `setup` or `teardown` (`once`), their Jobs and the setup's Secret too (those of an earlier
+/// run are otherwise harmless: nothing of this run uses their names). True when none is left.
+async fn replace_previous_run(ctx: &Context, lt: &LoadTest, ns: &str, run: u32, once: OnceSteps) -> Result<bool> {
     let client = &ctx.client;
     let name = lt.name_any();
     let mut clear = true;
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    if let Some(job) = jobs.get_opt(&names::job(&name)).await?
-        && !desired::is_of_run(&job.metadata, lt, run)
-    {
-        clear = false;
-        if job.metadata.deletion_timestamp.is_none() {
-            tracing::info!(job = %job.name_any(), "deleting the runner Job of an earlier run");
-            delete_with::<Job>(ctx, ns, &job.name_any(), &DeleteParams::foreground()).await?;
+    let mut job_names = vec![names::job(&name)];
+    if once.setup || once.teardown {
+        job_names.extend([names::once_job(&name, "setup"), names::once_job(&name, "teardown")]);
+    }
+    for job_name in job_names {
+        if let Some(job) = jobs.get_opt(&job_name).await?
+            && !desired::is_of_run(&job.metadata, lt, run)
+        {
+            clear = false;
+            if job.metadata.deletion_timestamp.is_none() {
+                tracing::info!(job = %job.name_any(), "deleting a Job of an earlier run");
+                delete_with::<Job>(ctx, ns, &job.name_any(), &DeleteParams::foreground()).await?;
+            }
         }
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    if once.setup
+        && let Some(secret) = secrets.get_opt(&names::setup_secret(&name)).await?
+        && !desired::is_of_run(&secret.metadata, lt, run)
+    {
+        tracing::info!(secret = %secret.name_any(), "deleting the setup values of an earlier run");
+        delete::<Secret>(ctx, ns, &secret.name_any()).await?;
     }
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));
     let report = names::report_config_map(&name);
     let ours = |n: &str| {
         let result = n.rsplit_once("-result-").and_then(|(_, i)| i.parse::<u32>().ok());
-        n == names::scenario_config_map(&name) || result.is_some_and(|i| n == names::result_config_map(&name, i))
+        n == names::scenario_config_map(&name)
+            || n == names::once_config_map(&name)
+            || result.is_some_and(|i| n == names::result_config_map(&name, i))
     };
     for cm in cms.list(&ListParams::default().labels(&selector)).await?.items {
         let cm_name = cm.name_any();
@@ -513,20 +634,54 @@ async fn replace_previous_run(ctx: &Context, lt: &LoadTest, ns: &str, run: u32) 
     Ok(clear)
 }
 
-async fn apply_children(ctx: &Context, lt: &LoadTest, run: u32, ns: &str, scenario_yaml: &str) -> Result<()> {
-    let d = desired::desired(lt, run, scenario_yaml, &ctx.runner_image);
+/// Creates the run's objects; the runners too, unless a setup must succeed first
+/// ([`start_runners`] then).
+async fn apply_children(
+    ctx: &Context,
+    lt: &LoadTest,
+    run: u32,
+    ns: &str,
+    scenario_yaml: &str,
+    once: OnceSteps,
+) -> Result<()> {
+    let d = desired::desired(lt, run, scenario_yaml, &ctx.runner_image, once);
     apply(ctx, ns, &d.account).await?;
     apply(ctx, ns, &d.role).await?;
     apply(ctx, ns, &d.binding).await?;
     apply(ctx, ns, &d.scenario).await?;
+    if let Some(cm) = &d.once_reports {
+        apply(ctx, ns, cm).await?;
+    }
+    if let Some(secret) = &d.setup_secret {
+        apply(ctx, ns, secret).await?;
+    }
+    if once.setup {
+        return Ok(());
+    }
     for cm in &d.results {
         apply(ctx, ns, cm).await?;
     }
     apply(ctx, ns, &d.job).await
 }
 
-async fn delete_all(ctx: &Context, ns: &str, name: &str, runners: i32) -> Result<()> {
+/// Creates the runners (their result ConfigMaps and Job) of a run whose setup succeeded.
+async fn start_runners(ctx: &Context, lt: &LoadTest, ns: &str, status: &stampede_api::LoadTestStatus) -> Result<()> {
+    let run = status.run.unwrap_or(1);
+    let d = desired::desired(lt, run, "", &ctx.runner_image, once_steps(status));
+    for cm in &d.results {
+        apply(ctx, ns, cm).await?;
+    }
+    apply(ctx, ns, &d.job).await
+}
+
+async fn delete_all(ctx: &Context, ns: &str, name: &str, runners: i32, once: OnceSteps) -> Result<()> {
     delete::<Job>(ctx, ns, &names::job(name)).await?;
+    if once.setup || once.teardown {
+        delete::<Job>(ctx, ns, &names::once_job(name, "setup")).await?;
+        delete::<Job>(ctx, ns, &names::once_job(name, "teardown")).await?;
+        delete::<ConfigMap>(ctx, ns, &names::once_config_map(name)).await?;
+        delete::<Secret>(ctx, ns, &names::setup_secret(name)).await?;
+    }
     delete::<ConfigMap>(ctx, ns, &names::scenario_config_map(name)).await?;
     for i in 0..runners.max(1) as u32 {
         delete::<ConfigMap>(ctx, ns, &names::result_config_map(name, i)).await?;

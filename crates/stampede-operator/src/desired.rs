@@ -9,12 +9,16 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMap, ConfigMapProjection, Container, ContainerPort, EnvVar, EnvVarSource, KeyToPath,
     ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec,
-    ProjectedVolumeSource, SeccompProfile, SecurityContext, ServiceAccount, Volume, VolumeMount, VolumeProjection,
+    ProjectedVolumeSource, SeccompProfile, Secret, SecretKeySelector, SecurityContext, ServiceAccount, Volume,
+    VolumeMount, VolumeProjection,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Resource;
-use stampede_api::{DATA_MOUNT, LoadTest, METRICS_PORT, RESULT_KEY, RUN_LABEL, SCENARIO_KEY, env, names, run_id};
+use stampede_api::{
+    DATA_MOUNT, LoadTest, METRICS_PORT, RESULT_KEY, RUN_LABEL, SCENARIO_KEY, SETUP_VALUES_KEY, env, names, run_id,
+};
+use stampede_engine::Once;
 
 /// Label naming the LoadTest an object belongs to.
 pub const LOADTEST_LABEL: &str = "stampede.dev/loadtest";
@@ -30,6 +34,23 @@ pub struct Desired {
     pub role: Role,
     pub binding: RoleBinding,
     pub job: Job,
+    /// With `setup` or `teardown`: the ConfigMap their pods report to.
+    pub once_reports: Option<ConfigMap>,
+    /// With `setup`: the Secret its pod writes its values to, which the runners read.
+    pub setup_secret: Option<Secret>,
+}
+
+/// Which once-run step lists a run's scenario has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OnceSteps {
+    pub setup: bool,
+    pub teardown: bool,
+}
+
+impl OnceSteps {
+    fn any(self) -> bool {
+        self.setup || self.teardown
+    }
 }
 
 fn owner(lt: &LoadTest) -> OwnerReference {
@@ -90,9 +111,9 @@ pub fn is_of_run(child: &ObjectMeta, lt: &LoadTest, run: u32) -> bool {
     owned && labelled
 }
 
-/// The objects for run `run` of `lt`, whose scenario resolved to `scenario_yaml`; runners use
-/// `default_image` unless the LoadTest names one.
-pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str) -> Desired {
+/// The objects for run `run` of `lt`, whose scenario resolved to `scenario_yaml` (with `once`'s
+/// step lists); runners use `default_image` unless the LoadTest names one.
+pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str, once: OnceSteps) -> Desired {
     let name = lt.metadata.name.clone().unwrap_or_default();
     let namespace = lt.metadata.namespace.clone().unwrap_or_default();
     let runners = lt.spec.runners.max(1);
@@ -108,31 +129,53 @@ pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str
     let account_name = names::runner_account(&name);
     let account = ServiceAccount { metadata: meta(lt, account_name.clone()), ..ServiceAccount::default() };
     let result_names: Vec<String> = (0..runners as u32).map(|i| names::result_config_map(&name, i)).collect();
+    // The setup and teardown pods report to their ConfigMap; setup's values go to the Secret.
+    let once_rules = [
+        once.any().then(|| PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".into()]),
+            resource_names: Some(vec![names::once_config_map(&name)]),
+            verbs: vec!["get".into(), "patch".into()],
+            ..PolicyRule::default()
+        }),
+        once.setup.then(|| PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".into()]),
+            resource_names: Some(vec![names::setup_secret(&name)]),
+            verbs: vec!["patch".into()],
+            ..PolicyRule::default()
+        }),
+    ];
     let role = Role {
         metadata: meta(lt, account_name.clone()),
-        rules: Some(vec![
-            PolicyRule {
-                api_groups: Some(vec!["stampede.dev".into()]),
-                resources: Some(vec!["loadtests".into()]),
-                resource_names: Some(vec![name.clone()]),
-                verbs: vec!["get".into(), "watch".into()],
-                ..PolicyRule::default()
-            },
-            PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(vec!["configmaps".into()]),
-                resource_names: Some(vec![names::scenario_config_map(&name)]),
-                verbs: vec!["get".into()],
-                ..PolicyRule::default()
-            },
-            PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(vec!["configmaps".into()]),
-                resource_names: Some(result_names),
-                verbs: vec!["get".into(), "patch".into()],
-                ..PolicyRule::default()
-            },
-        ]),
+        rules: Some(
+            vec![
+                PolicyRule {
+                    api_groups: Some(vec!["stampede.dev".into()]),
+                    resources: Some(vec!["loadtests".into()]),
+                    resource_names: Some(vec![name.clone()]),
+                    verbs: vec!["get".into(), "watch".into()],
+                    ..PolicyRule::default()
+                },
+                PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["configmaps".into()]),
+                    resource_names: Some(vec![names::scenario_config_map(&name)]),
+                    verbs: vec!["get".into()],
+                    ..PolicyRule::default()
+                },
+                PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["configmaps".into()]),
+                    resource_names: Some(result_names),
+                    verbs: vec!["get".into(), "patch".into()],
+                    ..PolicyRule::default()
+                },
+            ]
+            .into_iter()
+            .chain(once_rules.into_iter().flatten())
+            .collect(),
+        ),
     };
     let binding = RoleBinding {
         metadata: meta(lt, account_name.clone()),
@@ -148,16 +191,74 @@ pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str
             ..Subject::default()
         }]),
     };
-    let job = job(lt, &name, run, runners, &account_name, default_image);
-    Desired { scenario, results, account, role, binding, job }
+    let job = job(lt, run, Pods::Runners, default_image, once);
+    let once_reports = once
+        .any()
+        .then(|| ConfigMap { metadata: run_meta(lt, names::once_config_map(&name), run), ..ConfigMap::default() });
+    let setup_secret = once.setup.then(|| Secret {
+        metadata: run_meta(lt, names::setup_secret(&name), run),
+        type_: Some("Opaque".into()),
+        ..Secret::default()
+    });
+    Desired { scenario, results, account, role, binding, job, once_reports, setup_secret }
 }
 
-fn job(lt: &LoadTest, name: &str, run: u32, runners: i32, account: &str, default_image: &str) -> Job {
+/// What a Job's pods do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pods {
+    /// The Indexed Job of `spec.runners` runners.
+    Runners,
+    /// One pod running the scenario's `setup` or `teardown` once.
+    Once(Once),
+}
+
+/// The name a once-run step list goes by in object names and labels.
+pub fn once_name(which: Once) -> &'static str {
+    match which {
+        Once::Setup => "setup",
+        Once::Teardown => "teardown",
+    }
+}
+
+/// The Job that runs run `run`'s `setup` or `teardown` once: one pod, never retried (a retry
+/// would run the steps twice), in the runners' image, environment and ServiceAccount.
+pub fn once_job(lt: &LoadTest, run: u32, which: Once, default_image: &str, once: OnceSteps) -> Job {
+    job(lt, run, Pods::Once(which), default_image, once)
+}
+
+/// The value of `STAMPEDE_SETUP_VALUES` for the runners and the teardown: the setup Secret's
+/// values, or none (`{}`) when the scenario has no setup.
+fn setup_values_env(name: &str, once: OnceSteps) -> EnvVar {
+    let mut var = EnvVar { name: env::SETUP_VALUES.into(), ..EnvVar::default() };
+    if once.setup {
+        var.value_from = Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: names::setup_secret(name),
+                key: SETUP_VALUES_KEY.into(),
+                // A setup that extracted nothing writes no values.
+                optional: Some(true),
+            }),
+            ..EnvVarSource::default()
+        });
+    } else {
+        var.value = Some("{}".into());
+    }
+    var
+}
+
+fn job(lt: &LoadTest, run: u32, pods: Pods, default_image: &str, once: OnceSteps) -> Job {
     let spec = &lt.spec;
+    let name = lt.metadata.name.as_deref().unwrap_or_default();
+    let account = names::runner_account(name);
+    let runners = spec.runners.max(1);
+    let (job_name, role, count) = match pods {
+        Pods::Runners => (names::job(name), "runner", runners),
+        Pods::Once(which) => (names::once_job(name, once_name(which)), once_name(which), 1),
+    };
     // The user's labels first: ours win, so selectors keep working.
     let mut pod_labels = spec.pod_labels.clone();
     pod_labels.extend(labels(name));
-    pod_labels.insert(ROLE_LABEL.into(), "runner".into());
+    pod_labels.insert(ROLE_LABEL.into(), role.into());
     pod_labels.insert(RUN_LABEL.into(), run.to_string());
     let uid = lt.metadata.uid.as_deref().unwrap_or_default();
     let mut env_vars = vec![
@@ -175,6 +276,17 @@ fn job(lt: &LoadTest, name: &str, run: u32, runners: i32, account: &str, default
     ];
     if !spec.data.is_empty() {
         env_vars.push(EnvVar { name: env::DATA_DIR.into(), value: Some(DATA_MOUNT.into()), ..EnvVar::default() });
+    }
+    match pods {
+        Pods::Once(which) => {
+            env_vars.push(EnvVar { name: env::ONCE.into(), value: Some(once_name(which).into()), ..EnvVar::default() });
+            env_vars.push(EnvVar { name: env::METRICS_ADDR.into(), value: Some("off".into()), ..EnvVar::default() });
+            if which == Once::Teardown {
+                env_vars.push(setup_values_env(name, once));
+            }
+        }
+        Pods::Runners if once.any() => env_vars.push(setup_values_env(name, once)),
+        Pods::Runners => {}
     }
     env_vars.extend(spec.env.iter().cloned());
     // spec.data: every file in one read-only folder, named as the scenario refers to it.
@@ -203,7 +315,7 @@ fn job(lt: &LoadTest, name: &str, run: u32, runners: i32, account: &str, default
         ..Volume::default()
     });
     let mut affinity = spec.affinity.clone();
-    if spec.separate {
+    if spec.separate && pods == Pods::Runners {
         // One runner per node: no two runners of this test on the same host.
         let term = PodAffinityTerm {
             label_selector: Some(LabelSelector {
@@ -222,12 +334,14 @@ fn job(lt: &LoadTest, name: &str, run: u32, runners: i32, account: &str, default
         image: Some(spec.image.clone().unwrap_or_else(|| default_image.to_string())),
         image_pull_policy: spec.image_pull_policy.clone(),
         args: Some(vec!["runner".into()]),
-        ports: Some(vec![ContainerPort {
-            name: Some("metrics".into()),
-            container_port: i32::from(METRICS_PORT),
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]),
+        ports: (pods == Pods::Runners).then(|| {
+            vec![ContainerPort {
+                name: Some("metrics".into()),
+                container_port: i32::from(METRICS_PORT),
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            }]
+        }),
         env: Some(env_vars),
         env_from: (!spec.env_from.is_empty()).then(|| spec.env_from.clone()),
         volume_mounts: data_volume.as_ref().map(|_| {
@@ -249,11 +363,11 @@ fn job(lt: &LoadTest, name: &str, run: u32, runners: i32, account: &str, default
         ..Container::default()
     };
     Job {
-        metadata: run_meta(lt, names::job(name), run),
+        metadata: run_meta(lt, job_name, run),
         spec: Some(JobSpec {
             completion_mode: Some("Indexed".into()),
-            completions: Some(runners),
-            parallelism: Some(runners),
+            completions: Some(count),
+            parallelism: Some(count),
             backoff_limit: Some(0),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
@@ -263,7 +377,7 @@ fn job(lt: &LoadTest, name: &str, run: u32, runners: i32, account: &str, default
                 }),
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".into()),
-                    service_account_name: Some(account.to_string()),
+                    service_account_name: Some(account),
                     containers: vec![container],
                     volumes: data_volume.map(|v| vec![v]),
                     image_pull_secrets: (!spec.image_pull_secrets.is_empty()).then(|| spec.image_pull_secrets.clone()),

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use stampede_api::{
-    CleanupMode, HISTORY_LIMIT, LoadTest, LoadTestStatus, Phase, RERUN_ANNOTATION, RunRecord, RunnerCounts,
-    RunnerReport, RunnerState, Summary,
+    CleanupMode, HISTORY_LIMIT, LoadTest, LoadTestStatus, OnceState, OnceStatus, Phase, RERUN_ANNOTATION, RunRecord,
+    RunnerCounts, RunnerReport, RunnerState, Summary,
 };
-use stampede_engine::Plan;
+use stampede_engine::{Once, Plan};
 use stampede_model::report::Report;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -47,7 +47,34 @@ pub struct Observed {
     /// With `spec.baseline`: its report, or why it cannot be had (not found, not finished, no
     /// report, not a report). `None`: not looked at.
     pub baseline: Option<Result<Report, Invalid>>,
+    /// The pods of the scenario's `setup` and `teardown` (looked at while they matter).
+    pub once: OncePods,
 }
+
+/// What the shell saw of the pods that run `setup` and `teardown` once.
+#[derive(Clone, Debug, Default)]
+pub struct OncePods {
+    pub setup: OnceSeen,
+    pub teardown: OnceSeen,
+}
+
+/// One once-run pod: its report (this run's only, see [`read_once`]) and its Job.
+#[derive(Clone, Debug, Default)]
+pub struct OnceSeen {
+    pub report: Option<OnceStatus>,
+    pub job: Option<JobState>,
+}
+
+/// A setup or teardown pod's report from the once ConfigMap; `None` when it is another run's
+/// (or does not parse: the pod's Job then says how it ended).
+pub fn read_once(text: &str, run: &str) -> Option<OnceStatus> {
+    let report: OnceStatus = serde_json::from_str(text).ok()?;
+    (report.run.as_deref() == Some(run)).then_some(OnceStatus { run: None, ..report })
+}
+
+/// How long a setup or teardown pod may take before the test stops waiting for it, unless
+/// `spec.startTimeout` says otherwise (setup) .
+pub const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The LoadTest's scenario, as far as the shell read it.
 #[derive(Clone, Debug)]
@@ -205,6 +232,11 @@ pub enum Action {
     Event { warning: bool, reason: String, note: String },
     /// Write the merged report (JSON) to the LoadTest's report ConfigMap.
     WriteReport(String),
+    /// Create the Job that runs the scenario's `setup` or `teardown` once.
+    StartOnce(Once),
+    /// Create the runners (after the scenario's `setup` succeeded): their result ConfigMaps and
+    /// Job.
+    StartRunners,
 }
 
 /// The outcome of one lifecycle step.
@@ -279,8 +311,45 @@ fn condition_since(conds: &[Condition], type_: Cond) -> Option<OffsetDateTime> {
 /// (True) and `Passed` (True when it succeeded), for `kubectl wait --for=condition=…`.
 pub fn decide(lt: &LoadTest, obs: &Observed) -> Decision {
     let mut decision = decide_run(lt, obs);
+    let before = lt.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    tear_down_after(before, &mut decision, obs.now);
     conclude(&mut decision.status, Stamp { now: obs.now, generation: lt.metadata.generation });
     decision
+}
+
+/// A run that ends in `decision` (it was not over `before`) runs its scenario's `teardown` once,
+/// when it has one and its `setup` (if any) succeeded; otherwise the teardown is skipped,
+/// saying why. Deleting everything waits for the teardown, whose pod reads the scenario and
+/// uses the runners' ServiceAccount; the runners go at once.
+fn tear_down_after(before: Phase, decision: &mut Decision, now: OffsetDateTime) {
+    let st = &mut decision.status;
+    if before.is_finished() || !st.phase.is_finished() {
+        return;
+    }
+    let Some(teardown) = st.teardown.as_mut().filter(|t| t.state == OnceState::Pending) else { return };
+    if let Some(setup) = st.setup.as_ref().filter(|s| s.state != OnceState::Succeeded) {
+        teardown.state = OnceState::Skipped;
+        teardown.message = Some(format!("not run: the setup {}", once_state_words(setup.state)));
+        return;
+    }
+    teardown.state = OnceState::Running;
+    teardown.start_time = Some(fmt(now));
+    let all = decision.actions.iter().position(|a| *a == Action::DeleteAll);
+    if let Some(i) = all {
+        decision.actions[i] = Action::DeleteRunners;
+    }
+    decision.actions.push(Action::StartOnce(Once::Teardown));
+    decision.requeue = Some(Duration::from_secs(2));
+}
+
+fn once_state_words(state: OnceState) -> &'static str {
+    match state {
+        OnceState::Pending => "did not start",
+        OnceState::Running => "did not finish",
+        OnceState::Succeeded => "succeeded",
+        OnceState::Failed => "failed",
+        OnceState::Skipped => "was skipped",
+    }
 }
 
 /// Sets `Finished` and `Passed` on a finished status (once: their times are those of the end).
@@ -311,7 +380,7 @@ fn conclude(st: &mut LoadTestStatus, stamp: Stamp) {
 /// edit, e.g. from a Git sync). Not while `spec.abort` is set.
 pub fn rerun_reason(lt: &LoadTest) -> Option<String> {
     let st = lt.status.as_ref()?;
-    if !st.phase.is_finished() || lt.spec.abort {
+    if !st.phase.is_finished() || lt.spec.abort || st.teardown.as_ref().is_some_and(|t| t.state == OnceState::Running) {
         return None;
     }
     if let Some(token) = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION))
@@ -373,7 +442,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     // Finished: only cleanup and TTL remain. The runner counts stay as they were when the
     // test ended: cleanup deletes the Job and may delete the reports they were counted from.
     if st.phase.is_finished() {
-        return decide_finished(lt, st, obs.now);
+        return decide_finished(lt, st, obs);
     }
     st.runners = counts(runners, &obs.reports, obs.job.as_ref());
     let plan = match &obs.plan {
@@ -407,20 +476,83 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     Run::new(lt, obs, plan, ctx, st, stamp, runners).decide()
 }
 
-/// A finished test: deleted once its `ttlSecondsAfterFinished` has passed.
-fn decide_finished(lt: &LoadTest, st: LoadTestStatus, now: OffsetDateTime) -> Decision {
+/// A finished test: its teardown awaited, then deleted once its `ttlSecondsAfterFinished` has
+/// passed.
+fn decide_finished(lt: &LoadTest, mut st: LoadTestStatus, obs: &Observed) -> Decision {
+    let now = obs.now;
     let mut actions = Vec::new();
+    if st.teardown.as_ref().is_some_and(|t| t.state == OnceState::Running) {
+        let stamp = Stamp { now, generation: lt.metadata.generation };
+        match teardown_ended(&mut st, &obs.once.teardown, stamp) {
+            None => return Decision { status: st, actions, requeue: Some(Duration::from_secs(2)) },
+            Some(event) => {
+                actions.push(event);
+                // What the cleanup policy deletes waited for the teardown.
+                actions.extend(cleanup(lt, st.phase));
+            }
+        }
+    }
     let mut requeue = None;
     if let (Some(ttl), Some(done)) = (lt.spec.ttl_seconds_after_finished, st.completion_time.as_deref().and_then(parse))
     {
         let expires = done + Duration::from_secs(ttl.max(0) as u64);
         if now >= expires {
+            actions.retain(|a| matches!(a, Action::Event { .. }));
             actions.push(Action::DeleteLoadTest);
         } else {
             requeue = Some((expires - now).try_into().unwrap_or(Duration::from_secs(1)));
         }
     }
     Decision { status: st, actions, requeue }
+}
+
+/// The teardown's end, when it came (its report, its pod's failure, or its timeout): the
+/// status's `teardown`, `TeardownSucceeded`, and the Event to record. `None`: still running.
+fn teardown_ended(st: &mut LoadTestStatus, seen: &OnceSeen, stamp: Stamp) -> Option<Action> {
+    let running = st.teardown.clone().unwrap_or_default();
+    let started = running.start_time.as_deref().and_then(parse).unwrap_or(stamp.now);
+    let ended = match (&seen.report, &seen.job) {
+        (Some(report), _) => report.clone(),
+        (None, Some(job)) if job.failed > 0 => {
+            OnceStatus { state: OnceState::Failed, message: Some(pod_failed("teardown", job)), ..running.clone() }
+        }
+        (None, _) if stamp.now - started > TEARDOWN_TIMEOUT => OnceStatus {
+            state: OnceState::Failed,
+            message: Some(format!("did not finish within {}", stampede_model::Dur(TEARDOWN_TIMEOUT))),
+            ..running.clone()
+        },
+        (None, _) => return None,
+    };
+    let ok = ended.state == OnceState::Succeeded;
+    let note = once_note("teardown", &ended);
+    let reason = if ok { "TeardownSucceeded" } else { "TeardownFailed" };
+    stamp.set(&mut st.conditions, Cond::TeardownSucceeded, ok, if ok { "Succeeded" } else { reason }, &note);
+    st.teardown = Some(OnceStatus { start_time: ended.start_time.clone().or(running.start_time), ..ended });
+    Some(Action::Event { warning: !ok, reason: reason.into(), note })
+}
+
+/// Why a once-run pod's Job failed without a report: the kubelet's words when it has some.
+fn pod_failed(which: &str, job: &JobState) -> String {
+    match job.failures.first() {
+        Some(why) => format!("its pod failed without a report: {}", why.replace("runner 0", which)),
+        None => "its pod failed without a report".into(),
+    }
+}
+
+/// What a setup or teardown did, as an Event and a condition say it.
+fn once_note(which: &str, outcome: &OnceStatus) -> String {
+    let mut note = match outcome.state {
+        OnceState::Succeeded => format!("{which} succeeded"),
+        _ => format!("{which} failed"),
+    };
+    note.push_str(&format!(": {} request(s), {} failed", outcome.requests, outcome.failures));
+    if !outcome.values.is_empty() {
+        note.push_str(&format!("; values: {}", outcome.values.join(", ")));
+    }
+    if let Some(why) = &outcome.message {
+        note.push_str(&format!("; {why}"));
+    }
+    note
 }
 
 /// The spec is invalid (`problems`): the test fails at once with `Valid=False` and an Event.
@@ -521,6 +653,9 @@ impl<'a> Run<'a> {
         if self.lt.spec.abort {
             return self.abort();
         }
+        if self.st.setup.as_ref().is_some_and(|s| s.state != OnceState::Succeeded) {
+            return self.set_up();
+        }
         // A runner's result cannot be read: it never will be, so the test fails now.
         if !self.obs.unreadable.is_empty() {
             let message = format!("cannot read runner results: {}", self.obs.unreadable.join("; "));
@@ -585,14 +720,66 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Pending and valid: create the runners.
+    /// Pending and valid: create the runners; with a `setup`, first the pod that runs it once
+    /// (the runners follow when it succeeded).
     fn initialize(mut self) -> Decision {
         self.stamp.set(&mut self.st.conditions, Cond::Valid, true, "Valid", "the scenario is valid");
         self.st.phase = Phase::Initializing;
-        self.st.message = Some(format!("starting {} runner(s)", self.runners));
+        let pending = || Some(OnceStatus::default());
+        self.st.setup = if self.plan.setup.flow.is_empty() { None } else { pending() };
+        self.st.teardown = if self.plan.teardown.flow.is_empty() { None } else { pending() };
         self.actions.push(Action::ApplyChildren);
+        if let Some(setup) = &mut self.st.setup {
+            setup.state = OnceState::Running;
+            setup.start_time = Some(fmt(self.stamp.now));
+            self.actions.push(Action::StartOnce(Once::Setup));
+            self.st.message = Some("running the scenario's setup once".into());
+            self.event(false, "Initializing", "running setup once, then creating the runners".into());
+            return self.end(Some(Duration::from_secs(2)));
+        }
+        self.st.message = Some(format!("starting {} runner(s)", self.runners));
         self.event(false, "Initializing", format!("creating {} runner(s)", self.runners));
         self.end(Some(Duration::from_secs(5)))
+    }
+
+    /// The setup pod runs: once it reported success, the runners are created (they read its
+    /// values); a failed step, a failed pod or the start timeout fail the test before any load.
+    fn set_up(mut self) -> Decision {
+        let now = self.stamp.now;
+        let seen = &self.obs.once.setup;
+        let running = self.st.setup.clone().unwrap_or_default();
+        let ended = match (&seen.report, &seen.job) {
+            (Some(report), _) => report.clone(),
+            (None, Some(job)) if job.failed > 0 => {
+                OnceStatus { state: OnceState::Failed, message: Some(pod_failed("setup", job)), ..running.clone() }
+            }
+            (None, _) => {
+                let since = condition_since(&self.st.conditions, Cond::Valid).unwrap_or(now);
+                let limit = duration_spec(self.lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
+                if now - since <= limit {
+                    return self.end(Some(Duration::from_secs(2)));
+                }
+                let why = format!("did not finish within the start timeout of {}", stampede_model::Dur(limit));
+                OnceStatus { state: OnceState::Failed, message: Some(why), ..running.clone() }
+            }
+        };
+        let note = once_note("setup", &ended);
+        self.st.setup = Some(OnceStatus { start_time: ended.start_time.clone().or(running.start_time), ..ended });
+        if self.st.setup.as_ref().is_some_and(|s| s.state == OnceState::Succeeded) {
+            self.stamp.set(&mut self.st.conditions, Cond::SetupSucceeded, true, "Succeeded", &note);
+            self.st.message = Some(format!("setup succeeded; starting {} runner(s)", self.runners));
+            self.event(false, "SetupSucceeded", note);
+            self.actions.push(Action::StartRunners);
+            return self.end(Some(Duration::from_secs(5)));
+        }
+        self.stamp.set(&mut self.st.conditions, Cond::SetupSucceeded, false, "SetupFailed", &note);
+        let message = format!("{note}: no load was sent");
+        let cleanup = cleanup(self.lt, Phase::Failed);
+        self.finished(&[], Phase::Failed, "SetupFailed", &message)
+            .warning("SetupFailed", message)
+            .then(vec![Action::DeleteRunners])
+            .then(cleanup)
+            .end(None)
     }
 
     /// `spec.abort`: ends at once before the start; after it, once every runner's partial
@@ -608,6 +795,10 @@ impl<'a> Run<'a> {
             if started && !settled {
                 let missing = without_result(self.runners, &self.finals);
                 message.push_str(&format!("; no result from {missing} within {}", stampede_model::Dur(ABORT_GRACE)));
+            }
+            if let Some(setup) = self.st.setup.as_mut().filter(|s| !s.state.is_final()) {
+                setup.state = OnceState::Failed;
+                setup.message = Some("stopped by spec.abort before it finished".into());
             }
             let measured = self.measured.clone();
             return self
@@ -670,7 +861,10 @@ impl<'a> Run<'a> {
             self.event(false, "StartScheduled", format!("all runners ready; start at {}", fmt_micros(at)));
             return self.end(Some(START_DELAY));
         }
-        let since = condition_since(&self.st.conditions, Cond::Valid).unwrap_or(now);
+        // Runners are created once the setup (if any) succeeded.
+        let since = condition_since(&self.st.conditions, Cond::SetupSucceeded)
+            .or_else(|| condition_since(&self.st.conditions, Cond::Valid))
+            .unwrap_or(now);
         let problems = self.obs.job.as_ref().map(|j| j.not_starting.as_slice()).unwrap_or_default();
         if !problems.is_empty() {
             return self.not_starting(problems, since);
@@ -903,9 +1097,12 @@ pub fn rejected(lt: &LoadTest, now: OffsetDateTime, message: &str) -> Decision {
     st.phase = Phase::Failed;
     st.message = Some(message.clone());
     st.completion_time = Some(fmt(now));
-    conclude(&mut st, stamp);
     let event = Action::Event { warning: true, reason: "Rejected".into(), note: message };
-    Decision { status: st, actions: vec![event, Action::DeleteAll], requeue: None }
+    let before = lt.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    let mut decision = Decision { status: st, actions: vec![event, Action::DeleteAll], requeue: None };
+    tear_down_after(before, &mut decision, now);
+    conclude(&mut decision.status, stamp);
+    decision
 }
 
 /// RFC 3339 with microseconds: runners start at this instant.

@@ -54,7 +54,6 @@ pub fn validate_with_files(
                 .filter_map(|(i, s)| Some((format!("scenarios[{i}].load"), s.load.as_ref()?))),
         )
         .filter_map(|(at, l)| l.share_problem(runners).map(|(field, why)| format!("{at}.{field}: {why}")))
-        .chain(once_steps_problem(&file))
         .collect();
     let plan = stampede_engine::validate(
         &file,
@@ -64,22 +63,6 @@ pub fn validate_with_files(
     .map(Arc::new)
     .map_err(|e| Invalid(e.problems().join("; ")))?;
     if split.is_empty() { Ok(plan) } else { Err(Invalid(split.join("; "))) }
-}
-
-/// `setup` and `teardown` run once for a whole test. Every runner would run them in its own
-/// process, once per runner: refused until the operator runs them once for the LoadTest.
-fn once_steps_problem(file: &stampede_engine::ScenarioFile) -> Option<String> {
-    let fields: Vec<&str> = [("setup", !file.setup.is_empty()), ("teardown", !file.teardown.is_empty())]
-        .into_iter()
-        .filter_map(|(name, used)| used.then_some(name))
-        .collect();
-    (!fields.is_empty()).then(|| {
-        format!(
-            "{}: runs once per test with `stampede run`; in a cluster each runner would run it, and the operator \
-             does not yet run it once for the LoadTest (remove it, or make it an `init` step, once per VU)",
-            fields.join(", ")
-        )
-    })
 }
 
 /// The names of the environment variables a scenario's templates use (`{{env.NAME}}`).

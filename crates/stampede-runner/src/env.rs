@@ -1,5 +1,6 @@
 //! What a runner learns from its environment: the operator's contract with its runner pods.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use stampede_api::env;
@@ -23,6 +24,11 @@ pub struct RunnerEnv {
     pub metrics_addr: Option<SocketAddr>,
     /// The run this runner belongs to (`<LoadTest UID>/<run number>`), when the operator says.
     pub run: Option<String>,
+    /// What the LoadTest's `setup` gave, when the scenario has `setup` or `teardown`: those run
+    /// once for the LoadTest in pods of their own, never in a runner.
+    pub setup_values: Option<BTreeMap<String, String>>,
+    /// This pod runs the scenario's `setup` or `teardown` once, not a share of the load.
+    pub once: Option<stampede_engine::Once>,
 }
 
 /// Reads the runner's environment through `get` (e.g. `std::env::var`): the LoadTest's name and
@@ -61,7 +67,19 @@ pub fn parse_env(get: impl Fn(&str) -> Option<String>) -> Result<RunnerEnv, EnvE
     {
         return Err(EnvError(format!("{}={r:?} is not `<uid>/<run number>`", env::RUN)));
     }
-    Ok(RunnerEnv { loadtest, namespace, index, runners, metrics_addr, run })
+    let setup_values = match get(env::SETUP_VALUES) {
+        None => None,
+        Some(v) => Some(serde_json::from_str(&v).map_err(|e| {
+            EnvError(format!("{} is not a JSON object of strings (name → value): {e}", env::SETUP_VALUES))
+        })?),
+    };
+    let once = match get(env::ONCE).as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some("setup") => Some(stampede_engine::Once::Setup),
+        Some("teardown") => Some(stampede_engine::Once::Teardown),
+        Some(other) => return Err(EnvError(format!("{}={other:?} is neither `setup` nor `teardown`", env::ONCE))),
+    };
+    Ok(RunnerEnv { loadtest, namespace, index, runners, metrics_addr, run, setup_values, once })
 }
 
 #[cfg(test)]
@@ -94,8 +112,15 @@ mod tests {
                 runners: 3,
                 metrics_addr: Some(([0, 0, 0, 0], 9464).into()),
                 run: None,
+                setup_values: None,
+                once: None,
             }
         );
+        let mut pairs = GOOD.to_vec();
+        pairs.extend([("STAMPEDE_SETUP_VALUES", r#"{"token":"t-1"}"#), ("STAMPEDE_ONCE", "teardown")]);
+        let env = parse_env(env_of(&pairs)).unwrap();
+        assert_eq!(env.setup_values.unwrap()["token"], "t-1");
+        assert_eq!(env.once, Some(stampede_engine::Once::Teardown));
     }
 
     #[test]
@@ -115,6 +140,8 @@ mod tests {
         assert!(with("JOB_COMPLETION_INDEX", Some("-1")).contains("JOB_COMPLETION_INDEX"));
         assert!(with("JOB_COMPLETION_INDEX", Some("3")).contains("not below STAMPEDE_RUNNERS=3"));
         assert!(with("JOB_COMPLETION_INDEX", None).contains("JOB_COMPLETION_INDEX is not set"));
+        assert!(with("STAMPEDE_SETUP_VALUES", Some("[1]")).contains("STAMPEDE_SETUP_VALUES is not a JSON object"));
+        assert!(with("STAMPEDE_ONCE", Some("both")).contains("STAMPEDE_ONCE=\"both\" is neither"));
         assert!(with("STAMPEDE_RUN", Some("u1")).contains("STAMPEDE_RUN=\"u1\" is not `<uid>/<run number>`"));
         let mut pairs = GOOD.to_vec();
         pairs.push(("STAMPEDE_RUN", "0f1e-aa/3"));

@@ -28,6 +28,7 @@ pub mod env;
 
 mod api;
 mod clock;
+mod once;
 mod report;
 mod view;
 
@@ -152,6 +153,9 @@ async fn run(env: RunnerEnv) -> ExitCode {
             return ExitCode::from(3);
         }
     };
+    if let Some(which) = env.once {
+        return once::main(&env, &client, which).await;
+    }
     let reporter = Reporter {
         api: Api::namespaced(client.clone(), &env.namespace),
         name: names::result_config_map(&env.loadtest, env.index),
@@ -196,6 +200,8 @@ struct Share {
     scenario_names: Vec<String>,
     /// The compiled share of the load; `None` when it is empty.
     prepared: Option<Prepared>,
+    /// What the LoadTest's `setup` gave ([`RunnerEnv::setup_values`]).
+    setup_values: Option<Arc<std::collections::BTreeMap<String, String>>>,
 }
 
 impl Share {
@@ -203,6 +209,17 @@ impl Share {
     /// start): every step with zero counts, so it merges like any other.
     fn empty_done(&self, started_at: Option<SystemTime>) -> RunnerReport {
         empty_done_report(self.index, &self.step_keys, &self.scenario_names, started_at)
+    }
+
+    /// How this runner's share runs: with the values of the LoadTest's `setup`, which ran (and
+    /// whose `teardown` will run) in pods of their own.
+    fn run_options(&self, interrupt: Arc<AtomicBool>) -> RunOptions {
+        let mut opts = RunOptions { interrupt, ..RunOptions::default() };
+        if let Some(values) = &self.setup_values {
+            opts.setup_values = values.clone();
+            opts.once_elsewhere = true;
+        }
+        opts
     }
 }
 
@@ -273,18 +290,7 @@ async fn stay_for_last_scrape(exporter: &Exporter) {
 ///    it has work (starting a built-in target when asked, and resolving the base URL's host),
 ///    else the whole scenario, for the names of the steps it reports.
 async fn load_share(env: &RunnerEnv, client: &Client) -> Result<Share, RunnerError> {
-    let cm_name = names::scenario_config_map(&env.loadtest);
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &env.namespace);
-    let cm = retry(&format!("get configmap {cm_name}"), API_ATTEMPTS, || config_maps.get(&cm_name))
-        .await
-        .map_err(RunnerError::api(format!("cannot read the scenario ConfigMap {cm_name}")))?;
-    let text = cm
-        .data
-        .as_ref()
-        .and_then(|d| d.get(SCENARIO_KEY))
-        .ok_or_else(|| RunnerError::NoScenario { config_map: cm_name.clone() })?;
-    let path = PathBuf::from(format!("configmap/{cm_name}/{SCENARIO_KEY}"));
-    let whole = stampede_engine::parse_str(text, &path)?;
+    let (whole, path) = read_scenario(env, client).await?;
     let mut scenario = whole.clone();
     scenario.share(env.index, env.runners);
     let (plan, prepared) = if scenario.has_work() {
@@ -308,7 +314,25 @@ async fn load_share(env: &RunnerEnv, client: &Client) -> Result<Share, RunnerErr
         step_keys: plan.step_keys.clone(),
         scenario_names: plan.scenarios.iter().map(|s| s.name.clone()).collect(),
         prepared,
+        setup_values: env.setup_values.clone().map(Arc::new),
     })
+}
+
+/// The scenario as stored for the run (the ConfigMap [`names::scenario_config_map`]), parsed, and
+/// the path its errors name.
+async fn read_scenario(env: &RunnerEnv, client: &Client) -> Result<(ScenarioFile, PathBuf), RunnerError> {
+    let cm_name = names::scenario_config_map(&env.loadtest);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &env.namespace);
+    let cm = retry(&format!("get configmap {cm_name}"), API_ATTEMPTS, || config_maps.get(&cm_name))
+        .await
+        .map_err(RunnerError::api(format!("cannot read the scenario ConfigMap {cm_name}")))?;
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SCENARIO_KEY))
+        .ok_or_else(|| RunnerError::NoScenario { config_map: cm_name.clone() })?;
+    let path = PathBuf::from(format!("configmap/{cm_name}/{SCENARIO_KEY}"));
+    Ok((stampede_engine::parse_str(text, &path)?, path))
 }
 
 /// Where spec.data is mounted (STAMPEDE_DATA_DIR): the scenario's relative paths start there.
@@ -466,8 +490,9 @@ async fn run_share(
     let started_at_cell = Arc::new(std::sync::OnceLock::<SystemTime>::new());
     let live_task = tokio::spawn(live_reports(reporter.clone(), live_rx, started_at_cell.clone()));
     let flag = interrupt.clone();
+    let opts = share.run_options(flag);
     let ran = tokio::task::spawn_blocking(move || {
-        execute_at(prepared, target, flag, live_tx, exporter, |t| {
+        execute_at(prepared, target, opts, live_tx, exporter, |t| {
             let _ = started_at_cell.set(t);
         })
     })
@@ -535,7 +560,7 @@ async fn run_capacity(
         if !tokio::task::spawn_blocking(move || wait_precisely(at, &flag)).await.unwrap_or(false) {
             break;
         }
-        let (p, opts) = (plan.clone(), RunOptions { interrupt: interrupt.clone(), ..RunOptions::default() });
+        let (p, opts) = (plan.clone(), share.run_options(interrupt.clone()));
         let ran = tokio::task::spawn_blocking(move || {
             stampede_engine::run_plateau(&p, rate, search.plateau, search.warmup, false, &opts, &mut |_| {})
         })
@@ -604,12 +629,12 @@ struct Ran {
 fn execute_at(
     prepared: Prepared,
     target: Instant,
-    interrupt: Arc<AtomicBool>,
+    opts: RunOptions,
     live: watch::Sender<Option<(Duration, PortableStep)>>,
     exporter: Option<Arc<Exporter>>,
     on_start: impl FnOnce(SystemTime),
 ) -> Option<Ran> {
-    if !wait_precisely(target, &interrupt) {
+    if !wait_precisely(target, &opts.interrupt) {
         return None;
     }
     let started_at = SystemTime::now();
@@ -618,7 +643,7 @@ fn execute_at(
         e.started(started_at);
     }
     let _ = live.send(Some((Duration::ZERO, portable::step_from_interval("", "total", &IntervalStats::default()))));
-    let opts = RunOptions { interrupt, totals: exporter.is_some(), ..RunOptions::default() };
+    let opts = RunOptions { totals: exporter.is_some(), ..opts };
     let mut total = IntervalStats::default();
     let mut timeline = portable::TimelineBuilder::new(portable::timeline_interval(prepared.plan.planned_duration()));
     let mut last_sent = Duration::ZERO;

@@ -27,6 +27,9 @@ pub struct RunOptions {
     pub interrupt: Arc<AtomicBool>,
     /// What the test's `setup` extracted, by name: every VU reads them as `setup.NAME`.
     pub setup_values: Arc<std::collections::BTreeMap<String, String>>,
+    /// `setup` and `teardown` ran, or will run, elsewhere (in a cluster: once for the whole
+    /// LoadTest, in pods of their own); this run only loads, with `setup_values` as they gave.
+    pub once_elsewhere: bool,
 }
 
 impl Default for RunOptions {
@@ -37,6 +40,7 @@ impl Default for RunOptions {
             totals: false,
             interrupt: Arc::new(AtomicBool::new(false)),
             setup_values: Arc::default(),
+            once_elsewhere: false,
         }
     }
 }

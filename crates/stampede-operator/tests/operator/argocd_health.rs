@@ -142,6 +142,7 @@ fn an_invalid_spec_as_the_operator_reports_it_is_degraded_with_the_problem() {
         unreadable: vec![],
         job: None,
         baseline: None,
+        once: Default::default(),
     };
     let decision = lifecycle::decide(&lt, &observed);
     assert_eq!(decision.status.phase, Phase::Failed);

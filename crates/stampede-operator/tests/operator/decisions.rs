@@ -54,7 +54,7 @@ fn desired_objects_match_the_golden_files() {
     lt.spec.separate = true;
     lt.spec.image = Some("registry.example/stampede:1.2.3".into());
     lt.spec.pod_labels.insert("team".into(), "checkout".into());
-    let d = desired(&lt, 1, SCENARIO, stampede_api::DEFAULT_IMAGE);
+    let d = desired(&lt, 1, SCENARIO, stampede_api::DEFAULT_IMAGE, Default::default());
     golden("job.yaml", &serde_yaml::to_string(&d.job).unwrap());
     golden("role.yaml", &serde_yaml::to_string(&d.role).unwrap());
     assert_eq!(d.results.len(), 3);
@@ -97,7 +97,15 @@ fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> Runner
 const RUN: &str = "uid-1/1";
 
 fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
-    Observed { now, plan: Scenario::Compiled(plan(&loadtest(1))), reports, unreadable: vec![], job, baseline: None }
+    Observed {
+        now,
+        plan: Scenario::Compiled(plan(&loadtest(1))),
+        reports,
+        unreadable: vec![],
+        job,
+        baseline: None,
+        once: Default::default(),
+    }
 }
 
 /// Applies a decision's status to the LoadTest, as the shell does.
@@ -269,6 +277,7 @@ fn an_invalid_scenario_fails_with_valid_false_an_event_and_no_children() {
         unreadable: vec![],
         job: None,
         baseline: None,
+        once: Default::default(),
     };
     let actions = step(&mut lt, &obs);
     let st = lt.status.as_ref().unwrap();
@@ -405,7 +414,7 @@ scenarios:
         )
         .unwrap(),
     ];
-    let job = desired(&lt, 1, scenario, stampede_api::DEFAULT_IMAGE).job;
+    let job = desired(&lt, 1, scenario, stampede_api::DEFAULT_IMAGE, Default::default()).job;
     let pod = job.spec.unwrap().template.spec.unwrap();
     let volume = &pod.volumes.as_ref().unwrap()[0];
     let source = &volume.projected.as_ref().unwrap().sources.as_ref().unwrap()[0];
@@ -541,10 +550,10 @@ scenarios:
     // named by step, field and column.
     let generated = scenario.replace("{{env.TEAM}}", "{{ uuid() }}-{{ runner.index }}");
     validate(&lt, &generated, "test").expect("generated values and runner variables");
-    // Setup and teardown would run once per runner: refused in a cluster, naming them.
+    // Setup and teardown run once for the LoadTest, in pods of their own (see `once.rs`).
     let once = format!("setup:\n  - name: s\n    request: {{url: \"http://127.0.0.1:1/\"}}\n{scenario}");
-    let err = validate(&lt, &once, "test").unwrap_err().0;
-    assert!(err.starts_with("setup: runs once per test with `stampede run`"), "{err}");
+    let plan = validate(&lt, &once, "test").expect("setup is run once by the operator's setup pod");
+    assert_eq!(plan.setup.flow.len(), 1);
     let typo = scenario.replace("{{env.TEAM}}", "{{ uuidd() }}");
     let err = validate(&lt, &typo, "test").unwrap_err().0;
     assert!(
@@ -697,6 +706,7 @@ fn run_against(lt: &mut LoadTest, base: Result<stampede_model::report::Report, S
         unreadable: vec![],
         job: None,
         baseline: Some(base.clone().map_err(stampede_operator::Invalid)),
+        once: Default::default(),
     };
     let mut actions = step(lt, &obs(vec![]));
     started(lt, now);

@@ -10,6 +10,7 @@ mod decisions;
 mod gitops_examples;
 mod leader_mock;
 mod metrics;
+mod once;
 mod reconcile_mock;
 mod report_size;
 mod schedules;

@@ -201,7 +201,7 @@ impl ApiServerVerifier {
                     Expect::ListPods(items) => {
                         is(Method::GET, &format!("/api/v1/namespaces/{NS}/pods"));
                         let selector = query.get("labelSelector").map(String::as_str);
-                        assert_eq!(selector, Some("stampede.dev/loadtest=shop"), "{got}");
+                        assert_eq!(selector, Some("stampede.dev/loadtest=shop,stampede.dev/role=runner"), "{got}");
                         (StatusCode::OK, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
                     }
                     Expect::ListConfigMaps(items) => {
@@ -406,6 +406,7 @@ fn initializing(runners: i32, ago: Duration) -> LoadTest {
         unreadable: vec![],
         job: None,
         baseline: None,
+        once: Default::default(),
     };
     lt.status = Some(lifecycle::decide(&lt, &obs).status);
     assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Initializing);
@@ -791,6 +792,7 @@ async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
         unreadable: vec![],
         job: Some(job),
         baseline: None,
+        once: Default::default(),
     };
     lt.status = Some(lifecycle::decide(&lt, &obs).status);
     let st = lt.status.as_ref().unwrap();
