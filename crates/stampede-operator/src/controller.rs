@@ -252,9 +252,19 @@ async fn create(
             other => other,
         },
         Action::StartOnce(which) => {
-            apply(ctx, ns, &desired::once_job(lt, run, *which, &ctx.runner_image, once_steps(status))).await
+            let job = desired::once_job(&as_started(lt), run, *which, &ctx.runner_image, once_steps(status));
+            match apply(ctx, ns, &job).await {
+                // The run is over and its verdict stands: a teardown pod the API server refuses
+                // is said (and, unreported, ends as failed after its time-out), not retried.
+                Err(Error::Kube(kube::Error::Api(e))) if *which == Once::Teardown && matches!(e.code, 400 | 422) => {
+                    let note = format!("the API server refused the teardown's Job: {}", e.message);
+                    publish(ctx, lt, "Reconcile", true, "TeardownFailed", &note).await;
+                    Ok(())
+                }
+                other => other,
+            }
         }
-        Action::StartRunners => start_runners(ctx, lt, ns, status).await,
+        Action::StartRunners => start_runners(ctx, &as_started(lt), ns, status).await,
         Action::Event { .. } | Action::DeleteRunners | Action::DeleteAll | Action::DeleteLoadTest => Ok(()),
     };
     match created {
@@ -662,6 +672,18 @@ async fn apply_children(
         apply(ctx, ns, cm).await?;
     }
     apply(ctx, ns, &d.job).await
+}
+
+/// `lt` with the runner count its run started with (a change of `spec.runners` during a run
+/// applies to the next one).
+fn as_started(lt: &LoadTest) -> std::borrow::Cow<'_, LoadTest> {
+    let runners = run_runners(lt);
+    if runners == lt.spec.runners {
+        return std::borrow::Cow::Borrowed(lt);
+    }
+    let mut started = lt.clone();
+    started.spec.runners = runners;
+    std::borrow::Cow::Owned(started)
 }
 
 /// Creates the runners (their result ConfigMaps and Job) of a run whose setup succeeded.

@@ -235,8 +235,9 @@ fn setup_values_env(name: &str, once: OnceSteps) -> EnvVar {
             secret_key_ref: Some(SecretKeySelector {
                 name: names::setup_secret(name),
                 key: SETUP_VALUES_KEY.into(),
-                // A setup that extracted nothing writes no values.
-                optional: Some(true),
+                // Required: a runner without it would run setup and teardown itself. A setup that
+                // succeeded always writes it (`{}` when it extracted nothing).
+                optional: None,
             }),
             ..EnvVarSource::default()
         });

@@ -44,8 +44,9 @@ pub(crate) async fn main(env: &RunnerEnv, client: &Client, which: Once) -> ExitC
                 ..OnceStatus::default()
             };
             info!(which = ?which, requests, failures, values = ?status.values, "done");
-            if !failed && which == Once::Setup && !values.is_empty() {
-                // The values first: the operator starts the runners, which read them, once the
+            if !failed && which == Once::Setup {
+                // The values first (`{}` when none: the runners cannot start without them, and
+                // would not run setup themselves): the operator starts the runners once the
                 // report says Succeeded.
                 if let Err(e) = write_values(env, client, &values).await {
                     let message = format!("cannot write the setup's values to its Secret: {e}");

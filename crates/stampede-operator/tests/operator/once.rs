@@ -253,6 +253,7 @@ fn the_setup_and_teardown_pods_run_once_with_the_runners_environment_and_values_
     let values = env_of(&d.job).into_iter().find(|e| e.name == env::SETUP_VALUES).unwrap();
     let from = values.value_from.unwrap().secret_key_ref.unwrap();
     assert_eq!((from.name.as_str(), from.key.as_str(), values.value), (secret.as_str(), "values.json", None));
+    assert_ne!(from.optional, Some(true), "a runner that lacks them must not start (it would run setup itself)");
     // The setup pod: one, never retried, with the runners' environment and account.
     for (which, name) in [(Once::Setup, "shop-setup"), (Once::Teardown, "shop-teardown")] {
         let job = once_job(&lt, 1, which, stampede_api::DEFAULT_IMAGE, once);
