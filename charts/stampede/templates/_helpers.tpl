@@ -87,11 +87,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, create, patch, delete]
-# The Secret a run's `setup` writes its values to (the operator creates it empty and lets the
-# runners' Role patch it; it never reads a value).
+# The Secret a run's `setup` writes its values to: the operator creates it empty (one per run,
+# by name), lets the runners' Role patch it, and deletes it; it never reads a Secret.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, create, patch, delete]
+  verbs: [create, patch, delete]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create, patch, delete]

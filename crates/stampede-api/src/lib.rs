@@ -844,6 +844,12 @@ pub const SCENARIO_KEY: &str = "scenario.yaml";
 /// the LoadTest's name and a short hash of the whole of it, so two LoadTests never share one.
 pub mod names {
 
+    /// FNV-1a of `text`: stable across versions and machines (the operator and the runners must
+    /// agree).
+    fn fnv(text: &str) -> u32 {
+        text.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+    }
+
     /// A label value, and a DNS label (a Job's pods' host names): at most 63 characters.
     pub const LABEL_MAX: usize = 63;
     /// An object name (a DNS subdomain): at most 253 characters.
@@ -857,8 +863,7 @@ pub mod names {
         if base.len() + suffix.len() <= max {
             return format!("{base}{suffix}");
         }
-        // FNV-1a: stable across versions and machines (the operator and the runners must agree).
-        let hash = base.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193));
+        let hash = fnv(base);
         let keep = max.saturating_sub(suffix.len() + 9);
         let mut end = keep.min(base.len());
         while !base.is_char_boundary(end) {
@@ -909,9 +914,11 @@ pub mod names {
         fit(lt, "-once", OBJECT_MAX)
     }
 
-    /// The Secret holding the values `setup` extracted, which runners read.
-    pub fn setup_secret(lt: &str) -> String {
-        fit(lt, "-setup-values", OBJECT_MAX)
+    /// The Secret holding the values the `setup` of run `run` ([`super::run_id`]) extracted,
+    /// which its runners read: one per run and LoadTest object, so that the operator never has
+    /// to read a Secret to tell whose it is.
+    pub fn setup_secret(lt: &str, run: &str) -> String {
+        fit(lt, &format!("-setup-{:08x}", fnv(run)), OBJECT_MAX)
     }
 
     #[cfg(test)]
@@ -939,7 +946,7 @@ pub mod names {
                     result_config_map(name, 999),
                     runner_account(name),
                     once_config_map(name),
-                    setup_secret(name),
+                    setup_secret(name, "0b0b0b0b-1111-2222-3333-444444444444/999"),
                 ] {
                     assert!(n.len() <= OBJECT_MAX, "{len}: {n}");
                 }

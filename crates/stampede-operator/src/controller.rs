@@ -292,7 +292,7 @@ async fn remove(
             }
             Ok(())
         }
-        Action::DeleteAll => delete_all(ctx, ns, name, run_runners(lt).max(lt.spec.runners), once_steps(status)).await,
+        Action::DeleteAll => delete_all(ctx, lt, ns, run_runners(lt).max(lt.spec.runners), status).await,
         Action::DeleteLoadTest => delete::<LoadTest>(ctx, ns, name).await,
         _ => Ok(()),
     }
@@ -616,13 +616,11 @@ async fn replace_previous_run(ctx: &Context, lt: &LoadTest, ns: &str, run: u32, 
             }
         }
     }
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    if once.setup
-        && let Some(secret) = secrets.get_opt(&names::setup_secret(&name)).await?
-        && !desired::is_of_run(&secret.metadata, lt, run)
-    {
-        tracing::info!(secret = %secret.name_any(), "deleting the setup values of an earlier run");
-        delete::<Secret>(ctx, ns, &secret.name_any()).await?;
+    // The setup values of the run before (each run has its own Secret, named after the run:
+    // the operator deletes it by name and never reads a Secret).
+    if once.setup && run > 1 {
+        let uid = lt.metadata.uid.as_deref().unwrap_or_default();
+        delete::<Secret>(ctx, ns, &names::setup_secret(&name, &stampede_api::run_id(uid, run - 1))).await?;
     }
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));
@@ -696,13 +694,21 @@ async fn start_runners(ctx: &Context, lt: &LoadTest, ns: &str, status: &stampede
     apply(ctx, ns, &d.job).await
 }
 
-async fn delete_all(ctx: &Context, ns: &str, name: &str, runners: i32, once: OnceSteps) -> Result<()> {
+async fn delete_all(
+    ctx: &Context,
+    lt: &LoadTest,
+    ns: &str,
+    runners: i32,
+    status: &stampede_api::LoadTestStatus,
+) -> Result<()> {
+    let (name, once) = (&lt.name_any(), once_steps(status));
     delete::<Job>(ctx, ns, &names::job(name)).await?;
     if once.setup || once.teardown {
         delete::<Job>(ctx, ns, &names::once_job(name, "setup")).await?;
         delete::<Job>(ctx, ns, &names::once_job(name, "teardown")).await?;
         delete::<ConfigMap>(ctx, ns, &names::once_config_map(name)).await?;
-        delete::<Secret>(ctx, ns, &names::setup_secret(name)).await?;
+        let run = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), status.run.unwrap_or(1));
+        delete::<Secret>(ctx, ns, &names::setup_secret(name, &run)).await?;
     }
     delete::<ConfigMap>(ctx, ns, &names::scenario_config_map(name)).await?;
     for i in 0..runners.max(1) as u32 {

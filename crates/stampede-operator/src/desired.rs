@@ -116,6 +116,7 @@ pub fn is_of_run(child: &ObjectMeta, lt: &LoadTest, run: u32) -> bool {
 pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str, once: OnceSteps) -> Desired {
     let name = lt.metadata.name.clone().unwrap_or_default();
     let namespace = lt.metadata.namespace.clone().unwrap_or_default();
+    let uid = lt.metadata.uid.as_deref().unwrap_or_default();
     let runners = lt.spec.runners.max(1);
     let scenario = ConfigMap {
         metadata: run_meta(lt, names::scenario_config_map(&name), run),
@@ -141,7 +142,7 @@ pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str
         once.setup.then(|| PolicyRule {
             api_groups: Some(vec![String::new()]),
             resources: Some(vec!["secrets".into()]),
-            resource_names: Some(vec![names::setup_secret(&name)]),
+            resource_names: Some(vec![names::setup_secret(&name, &run_id(uid, run))]),
             verbs: vec!["patch".into()],
             ..PolicyRule::default()
         }),
@@ -196,7 +197,7 @@ pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str
         .any()
         .then(|| ConfigMap { metadata: run_meta(lt, names::once_config_map(&name), run), ..ConfigMap::default() });
     let setup_secret = once.setup.then(|| Secret {
-        metadata: run_meta(lt, names::setup_secret(&name), run),
+        metadata: run_meta(lt, names::setup_secret(&name, &run_id(uid, run)), run),
         type_: Some("Opaque".into()),
         ..Secret::default()
     });
@@ -228,12 +229,12 @@ pub fn once_job(lt: &LoadTest, run: u32, which: Once, default_image: &str, once:
 
 /// The value of `STAMPEDE_SETUP_VALUES` for the runners and the teardown: the setup Secret's
 /// values, or none (`{}`) when the scenario has no setup.
-fn setup_values_env(name: &str, once: OnceSteps) -> EnvVar {
+fn setup_values_env(name: &str, run: &str, once: OnceSteps) -> EnvVar {
     let mut var = EnvVar { name: env::SETUP_VALUES.into(), ..EnvVar::default() };
     if once.setup {
         var.value_from = Some(EnvVarSource {
             secret_key_ref: Some(SecretKeySelector {
-                name: names::setup_secret(name),
+                name: names::setup_secret(name, run),
                 key: SETUP_VALUES_KEY.into(),
                 // Required: a runner without it would run setup and teardown itself. A setup that
                 // succeeded always writes it (`{}` when it extracted nothing).
@@ -283,10 +284,10 @@ fn job(lt: &LoadTest, run: u32, pods: Pods, default_image: &str, once: OnceSteps
             env_vars.push(EnvVar { name: env::ONCE.into(), value: Some(once_name(which).into()), ..EnvVar::default() });
             env_vars.push(EnvVar { name: env::METRICS_ADDR.into(), value: Some("off".into()), ..EnvVar::default() });
             if which == Once::Teardown {
-                env_vars.push(setup_values_env(name, once));
+                env_vars.push(setup_values_env(name, &run_id(uid, run), once));
             }
         }
-        Pods::Runners if once.any() => env_vars.push(setup_values_env(name, once)),
+        Pods::Runners if once.any() => env_vars.push(setup_values_env(name, &run_id(uid, run), once)),
         Pods::Runners => {}
     }
     env_vars.extend(spec.env.iter().cloned());

@@ -4,7 +4,7 @@
 //! 1. reads the scenario stored for the run and compiles it whole (as one VU of no share);
 //! 2. runs the steps once ([`stampede_engine::run_once`]); `teardown` with the values `setup`
 //!    gave ([`RunnerEnv::setup_values`], from the run's Secret);
-//! 3. `setup` that succeeded: writes its values to the Secret [`names::setup_secret`] (the
+//! 3. `setup` that succeeded: writes its values to its run's Secret ([`names::setup_secret`], the
 //!    runners' `STAMPEDE_SETUP_VALUES`), never to a log or a ConfigMap;
 //! 4. writes what happened ([`OnceStatus`]: state, counts, the values' names) to its key of the
 //!    ConfigMap [`names::once_config_map`], which the operator reads.
@@ -95,7 +95,7 @@ async fn run(
 
 async fn write_values(env: &RunnerEnv, client: &Client, values: &BTreeMap<String, String>) -> Result<(), kube::Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &env.namespace);
-    let name = names::setup_secret(&env.loadtest);
+    let name = names::setup_secret(&env.loadtest, env.run.as_deref().unwrap_or_default());
     let text = serde_json::to_string(values).unwrap_or_default();
     let patch = serde_json::json!({ "stringData": { SETUP_VALUES_KEY: text } });
     retry(&format!("patch secret {name}"), FINAL_ATTEMPTS, || async {

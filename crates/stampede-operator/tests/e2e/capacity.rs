@@ -54,7 +54,7 @@ async fn cli_capacity() -> f64 {
     let bin = exe.parent().and_then(|deps| deps.parent()).unwrap().join("stampede");
     let (s, j) = (scenario.clone(), json.clone());
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(bin).args(["run", "-q"]).arg(&s).arg("--out").arg(&j).output().unwrap()
+        std::process::Command::new(bin).args(["run", "--quiet"]).arg(&s).arg("--out").arg(&j).output().unwrap()
     })
     .await
     .unwrap();

@@ -75,7 +75,8 @@ async fn e2e_five_runners_of_the_shop_keep_vu_ids_and_order_ids_distinct_across_
     assert!(!serde_json::to_string(&st).unwrap().contains("SETUP-1"), "the coupon itself is not in the status");
     // The value is in the run's Secret, owned by the LoadTest.
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.ns);
-    let secret = secrets.get(&names::setup_secret("shop")).await.unwrap();
+    let run = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap(), 1);
+    let secret = secrets.get(&names::setup_secret("shop", &run)).await.unwrap();
     let values = &secret.data.unwrap()["values.json"].0;
     assert_eq!(std::str::from_utf8(values).unwrap(), r#"{"couponCode":"SETUP-1"}"#);
     assert_eq!(secret.metadata.owner_references.unwrap()[0].kind, "LoadTest");

@@ -243,7 +243,7 @@ fn the_setup_and_teardown_pods_run_once_with_the_runners_environment_and_values_
     let lt = loadtest(3, false);
     let once = OnceSteps { setup: true, teardown: true };
     let d = desired(&lt, 1, SCENARIO, stampede_api::DEFAULT_IMAGE, once);
-    let secret = names::setup_secret("shop");
+    let secret = names::setup_secret("shop", "uid-1/1");
     assert_eq!(d.setup_secret.as_ref().and_then(|s| s.metadata.name.clone()), Some(secret.clone()));
     assert_eq!(d.once_reports.as_ref().and_then(|c| c.metadata.name.clone()), Some(names::once_config_map("shop")));
     let env_of = |job: &k8s_openapi::api::batch::v1::Job| {
