@@ -17,12 +17,14 @@ use clap::{Args, Parser, Subcommand};
 use stampede_engine::IntervalStats;
 use stampede_engine::{CompileOptions, RunOptions, Tick};
 use stampede_engine::{Exporter, MetricsServer};
-use stampede_model::scenario::{Executor, LoadSpec, ScenarioFile};
+use stampede_model::scenario::ScenarioFile;
 use stampede_model::{Dur, parse_duration};
 
 mod history;
 
 mod launch;
+
+mod quick;
 
 #[derive(Parser)]
 #[command(name = "stampede", version, about = "Load testing that fits Kubernetes: fast, correct numbers, one binary")]
@@ -34,7 +36,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario file and print a summary.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check a scenario file without running it.
     Validate {
         /// Scenario file (YAML).
@@ -112,18 +114,55 @@ enum SchemaKind {
 }
 
 #[derive(Args)]
+#[command(after_help = RUN_EXAMPLES)]
 struct RunArgs {
-    /// Scenario file (YAML).
-    file: PathBuf,
-    /// Run this many VUs (constant-vus), overriding the file's `load`.
-    #[arg(long)]
+    /// A scenario file (YAML), `-` to read one from standard input, or a URL to load without a
+    /// file (http:// or https://).
+    #[arg(value_name = "FILE|-|URL")]
+    target: String,
+    /// Run this many VUs (a URL's connections, as oha's `-c`), overriding or supplying the
+    /// file's `load`; with --rate, the VUs that serve the rate. A URL: 50 by default.
+    #[arg(long, short = 'c', visible_alias = "connections", value_name = "N")]
     vus: Option<u32>,
-    /// Run for this long (e.g. 30s), overriding the file's `load`.
-    #[arg(long, value_parser = parse_dur)]
+    /// Run for this long (e.g. 30s), overriding or supplying the file's `load`.
+    #[arg(long, short = 'z', value_parser = parse_dur, value_name = "DURATION")]
     duration: Option<Dur>,
-    /// Run this many iterations in total, overriding the file's `load`.
-    #[arg(long)]
+    /// Run this many iterations in total (a URL's requests, as oha's `-n`), overriding or
+    /// supplying the file's `load`. A URL: 200 by default, unless --duration is given.
+    #[arg(long, short = 'n', value_name = "N")]
     iterations: Option<u64>,
+    /// An open model: start this many iterations per second whatever the answers take
+    /// (`constant-arrival-rate`), for --duration, or until --iterations have started.
+    #[arg(long, short = 'q', value_name = "PER_SECOND")]
+    rate: Option<u32>,
+    /// A URL's method (default GET, or POST with a body).
+    #[arg(long, short = 'm', value_name = "METHOD")]
+    method: Option<String>,
+    /// A URL's request header, `Name: value` (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// A URL's request body.
+    #[arg(long = "data", short = 'd', value_name = "BODY", conflicts_with = "data_file")]
+    data: Option<String>,
+    /// A URL's request body, read from this file.
+    #[arg(long = "data-file", short = 'D', value_name = "FILE")]
+    data_file: Option<PathBuf>,
+    /// Speak HTTP/2 (TLS via ALPN; cleartext with prior knowledge), as `http.version: "2"`.
+    #[arg(long)]
+    http2: bool,
+    /// Accept any server certificate (tests only), as `http.tls.insecure: true`.
+    #[arg(long, short = 'k')]
+    insecure: bool,
+    /// A threshold, e.g. "latency.p99 < 200ms" (repeatable; added to the file's).
+    #[arg(long = "threshold", value_name = "EXPR")]
+    thresholds: Vec<String>,
+    /// Print the scenario this would run (YAML, with every flag applied) and exit: a quick try
+    /// becomes a file.
+    #[arg(long, conflicts_with = "print_loadtest")]
+    print_scenario: bool,
+    /// Print a LoadTest (YAML) that runs this scenario in a cluster, and exit.
+    #[arg(long)]
+    print_loadtest: bool,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -138,7 +177,7 @@ struct RunArgs {
     #[arg(long, value_name = "RUN")]
     baseline: Option<String>,
     /// No progress lines on stderr.
-    #[arg(long, short)]
+    #[arg(long, short = 's')]
     quiet: bool,
     /// Also print the latency phases per step: DNS, connect, TLS, time to first byte, receive.
     #[arg(long)]
@@ -158,6 +197,16 @@ struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
 }
+
+const RUN_EXAMPLES: &str = "Examples:
+  stampede run examples/quickstart.yaml            a scenario file
+  stampede run http://127.0.0.1:8080/ -c 50 -z 10s  one URL, 50 connections for 10 s
+  stampede run http://127.0.0.1:8080/ -q 2000 -z 5s one URL at 2000 requests/s (open model)
+  stampede run URL -m POST -H 'Content-Type: application/json' -d '{\"a\":1}' --print-scenario
+  cat scenario.yaml | stampede run - --vus 10       a scenario from standard input
+
+Exit codes: 0 passed, 1 a threshold failed, the run was aborted, its setup failed or its load
+was not delivered, 2 invalid input, 3 could not run.";
 
 #[derive(Args)]
 struct TargetArgs {
@@ -239,7 +288,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Runner => return stampede_runner::main(),
         Command::Launch(args) => return launch::launch(args),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Validate { file } => validate(&file),
         Command::Target(args) => target(args),
         Command::Report { report, out, baseline, namespace } => {
@@ -394,47 +443,70 @@ fn validate(file: &Path) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Applies `--vus`, `--duration` and `--iterations` to the file's load model. Any of them
-/// turns the run into `constant-vus` (as k6's flags do); what is not given is kept from
-/// the file (a ramp keeps its peak as the VU count).
-fn apply_overrides(load: &mut LoadSpec, args: &RunArgs) {
-    if args.vus.is_none() && args.duration.is_none() && args.iterations.is_none() {
-        return;
+/// The scenario `stampede run` runs (`target`: a file, `-` or a URL) with every flag applied,
+/// and the path its messages and relative file names start from.
+fn scenario_of(args: &RunArgs) -> Result<(ScenarioFile, PathBuf), Failure> {
+    let is_url = args.target.contains("://");
+    let url_only = [
+        ("-m", args.method.is_some()),
+        ("-H", !args.headers.is_empty()),
+        ("-d", args.data.is_some()),
+        ("-D", args.data_file.is_some()),
+    ];
+    if let Some((flag, _)) = url_only.iter().find(|(_, given)| *given).filter(|_| !is_url) {
+        return Err(Failure::Invalid(anyhow::anyhow!(
+            "{flag} describes the request of a URL run (stampede run URL {flag} …); a scenario file says it in its steps"
+        )));
     }
-    // A constant arrival rate keeps its rate when only the duration changes.
-    if load.executor == Executor::ConstantArrivalRate && args.vus.is_none() && args.iterations.is_none() {
-        load.duration = args.duration;
-        return;
-    }
-    let peak = if load.executor.is_open() {
-        // Stage targets are rates here, not VUs.
-        load.max_vus.or(load.pre_allocated_vus).unwrap_or(1)
+    let (mut scenario, path) = if is_url {
+        let body = match &args.data_file {
+            Some(f) => Some(
+                std::fs::read_to_string(f)
+                    .with_context(|| format!("-D {}: cannot read it", f.display()))
+                    .map_err(Failure::Invalid)?,
+            ),
+            None => args.data.clone(),
+        };
+        let request = quick::RequestFlags { method: args.method.clone(), headers: args.headers.clone(), body };
+        let scenario = quick::url_scenario(&args.target, &request).map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
+        (scenario, PathBuf::from("command line"))
+    } else if args.target == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("cannot read the scenario from standard input")
+            .map_err(Failure::Invalid)?;
+        let path = PathBuf::from("<stdin>");
+        (stampede_engine::parse_str(&text, &path).map_err(|e| Failure::Invalid(e.into()))?, path)
     } else {
-        load.stages.iter().map(|s| s.target).chain(load.start_vus).chain(load.vus).max().unwrap_or(1)
+        let path = PathBuf::from(&args.target);
+        (load(&path)?, path)
     };
-    let (duration, iterations) = match (args.duration, args.iterations) {
-        (None, None) if load.executor == Executor::ConstantVus => (load.duration, load.iterations),
-        (None, None) => (Some(Dur(load.stages.iter().filter_map(|s| s.duration).map(Dur::get).sum())), None),
-        given => given,
-    };
-    *load = LoadSpec {
-        executor: Executor::ConstantVus,
-        vus: Some(args.vus.unwrap_or(peak)),
-        duration,
-        iterations,
-        start_vus: None,
-        stages: Vec::new(),
-        graceful_ramp_down: None,
-        graceful_stop: load.graceful_stop,
-        ..LoadSpec::default()
-    };
+    let flags =
+        quick::LoadFlags { vus: args.vus, duration: args.duration, iterations: args.iterations, rate: args.rate };
+    quick::apply_load_flags(&mut scenario, &flags);
+    if args.http2 {
+        scenario.http.version = stampede_model::scenario::HttpVersion::Http2;
+    }
+    if args.insecure {
+        scenario.http.tls.get_or_insert_with(Default::default).insecure = true;
+    }
+    for t in &args.thresholds {
+        let spec = serde_json::from_value(serde_json::Value::String(t.clone()))
+            .map_err(|e| Failure::Invalid(anyhow::anyhow!("--threshold `{t}`: {e}")))?;
+        scenario.thresholds.push(spec);
+    }
+    Ok((scenario, path))
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, Failure> {
-    let mut scenario = load(&args.file)?;
-    // --vus, --duration and --iterations apply to every load block.
-    for load in scenario.loads_mut() {
-        apply_overrides(load, &args);
+    let (scenario, path) = scenario_of(&args)?;
+    if args.print_scenario || args.print_loadtest {
+        // Checked first: what is printed runs.
+        let opts = CompileOptions { base_url: args.base_url.clone(), seed: args.seed, ..CompileOptions::default() };
+        stampede_engine::validate(&scenario, &path, &opts).map_err(|e| Failure::Invalid(e.into()))?;
+        let text = if args.print_loadtest { quick::loadtest_yaml(&scenario) } else { quick::scenario_yaml(&scenario) };
+        print!("{}", text.map_err(|e| Failure::CouldNotRun(anyhow::anyhow!(e)))?);
+        return Ok(ExitCode::SUCCESS);
     }
     // Open the report file first: a long run must not end in a report that cannot be saved.
     let create = |path: &Option<PathBuf>| -> Result<Option<std::fs::File>, Failure> {
@@ -451,7 +523,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     // Read before the run: a baseline that cannot be read must not cost a whole run.
     let baseline = args.baseline.as_deref().map(|b| read_report(b, None)).transpose()?;
     let opts = CompileOptions { base_url: args.base_url.clone(), seed: args.seed, ..CompileOptions::default() };
-    let prepared = stampede_engine::prepare(&scenario, &args.file, opts).map_err(|e| match e {
+    let prepared = stampede_engine::prepare(&scenario, &path, opts).map_err(|e| match e {
         stampede_engine::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
         stampede_engine::PrepareError::Run(e) => Failure::CouldNotRun(e.into()),
     })?;

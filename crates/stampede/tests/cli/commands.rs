@@ -278,7 +278,8 @@ fn runner_exit_codes_without_its_environment_or_a_cluster() {
 fn a_duration_override_keeps_an_arrival_rate() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("open.json");
-    let run = stampede(&["run", "examples/open-model.yaml", "--duration", "1s", "-q", "--out", out.to_str().unwrap()]);
+    let run =
+        stampede(&["run", "examples/open-model.yaml", "--duration", "1s", "--quiet", "--out", out.to_str().unwrap()]);
     assert!(run.status.success(), "{}", text(&run.stderr));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(report["run"]["executor"], "constant-arrival-rate");
@@ -788,7 +789,7 @@ fn an_open_model_that_did_not_deliver_its_load_does_not_pass() {
     };
     let out = dir.path().join("r.json");
     let scenario = write_scenario(dir.path(), &yaml(""));
-    let run = stampede(&["run", scenario.to_str().unwrap(), "-q", "--out", out.to_str().unwrap()]);
+    let run = stampede(&["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
@@ -799,7 +800,7 @@ fn an_open_model_that_did_not_deliver_its_load_does_not_pass() {
     assert!(stderr.contains(&line), "{stderr}");
 
     let scenario = write_scenario(dir.path(), &yaml("undeliveredLoad: warn\n"));
-    let run = stampede(&["run", scenario.to_str().unwrap(), "-q"]);
+    let run = stampede(&["run", scenario.to_str().unwrap(), "--quiet"]);
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("warning: the load asked for was not delivered"), "{stderr}");
@@ -957,7 +958,7 @@ fn a_sigterm_during_the_runners_start_up_is_a_failed_report_and_exit_143() {
 fn the_shop_example_runs_clean_and_a_failing_setup_fails_the_test_before_any_load() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("shop.json");
-    let run = stampede(&["run", "examples/shop.yaml", "--iterations", "40", "-q", "--out", out.to_str().unwrap()]);
+    let run = stampede(&["run", "examples/shop.yaml", "--iterations", "40", "--quiet", "--out", out.to_str().unwrap()]);
     assert!(run.status.success(), "{}", text(&run.stderr));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(report["total"]["errors"], 0, "{}", report["errorSamples"]);
@@ -986,8 +987,109 @@ fn the_shop_example_runs_clean_and_a_failing_setup_fails_the_test_before_any_loa
         .unwrap()
         .replace("/shop/admin/setup", "/shop/admin/no-such-setup");
     std::fs::write(&broken, yaml).unwrap();
-    let run = stampede(&["run", broken.to_str().unwrap(), "--iterations", "40", "-q"]);
+    let run = stampede(&["run", broken.to_str().unwrap(), "--iterations", "40", "--quiet"]);
     assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
     let err = text(&run.stderr);
     assert!(err.contains("setup failed, so no load was sent") && err.contains("step `create coupon`"), "{err}");
+}
+
+/// Runs `stampede` with `stdin` as its standard input.
+fn stampede_with_input(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(args)
+        .current_dir(repo_root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("stampede runs");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// #24: one URL without a file, with the flags people know from oha and hey; the scenario it
+/// prints (`--print-scenario`) is the one it runs, run from standard input with the same figures,
+/// and `--print-loadtest` is a LoadTest the operator accepts.
+#[test]
+fn a_url_runs_without_a_file_like_the_scenario_it_prints() {
+    let target = stampede_target::TargetServer::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), 1).unwrap();
+    let url = format!("{}/anything", target.base_url());
+    let dir = tempfile::tempdir().unwrap();
+    let (quick_json, file_json) = (dir.path().join("quick.json"), dir.path().join("file.json"));
+    let flags = ["-c", "5", "-n", "300", "-m", "PUT", "-H", "X-Test: 1", "-d", "{\"a\":1}"];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", url.as_str()];
+        args.extend(flags);
+        args.extend(extra);
+        stampede(&args)
+    };
+    let quick = run(&["--quiet", "--out", quick_json.to_str().unwrap()]);
+    assert!(quick.status.success(), "{}{}", text(&quick.stdout), text(&quick.stderr));
+    assert_eq!(target.stats().requests(), 300, "-n 300 requests");
+
+    // The scenario it prints is exactly what a person would write for it.
+    let printed = run(&["--print-scenario"]);
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    let yaml = text(&printed.stdout);
+    let file: stampede_model::scenario::ScenarioFile = serde_yaml::from_str(&yaml).unwrap();
+    let by_hand: stampede_model::scenario::ScenarioFile = serde_yaml::from_str(&format!(
+        "name: {}\nload: {{executor: constant-vus, vus: 5, iterations: 300}}\nscenarios:\n  - name: url\n    steps:\n      \
+         - name: PUT /anything\n        request: {{method: PUT, url: '{url}', headers: {{X-Test: '1'}}, body: '{{\"a\":1}}'}}\n",
+        target.base_url().trim_start_matches("http://")
+    ))
+    .unwrap();
+    assert_eq!(file, by_hand, "{yaml}");
+    assert!(!yaml.contains("\nhttp:") && !yaml.contains("weight"), "defaults are left out:\n{yaml}");
+    assert!(yaml.starts_with("name: "), "in the order of the file's fields:\n{yaml}");
+    // Run from standard input: the same requests, the same report rows.
+    let piped = stampede_with_input(&["run", "-", "--quiet", "--out", file_json.to_str().unwrap()], &yaml);
+    assert!(piped.status.success(), "{}{}", text(&piped.stdout), text(&piped.stderr));
+    assert_eq!(target.stats().requests(), 600);
+    let read = |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let (a, b) = (read(&quick_json), read(&file_json));
+    for r in [&a, &b] {
+        assert_eq!((r["total"]["requests"].as_u64(), r["total"]["errors"].as_u64()), (Some(300), Some(0)));
+        assert_eq!(r["steps"][0]["step"], "PUT /anything");
+        assert_eq!(r["total"]["statusCodes"]["200"], 300, "{r}");
+    }
+    assert_eq!(a["name"], b["name"]);
+    assert_eq!(a["run"]["executor"], b["run"]["executor"]);
+
+    // -q: an open model at that rate; every scheduled iteration is a request or a drop.
+    let open = stampede(&["run", &url, "-q", "200", "-z", "2s", "--quiet", "--out", quick_json.to_str().unwrap()]);
+    assert!(open.status.success(), "{}{}", text(&open.stdout), text(&open.stderr));
+    let r = read(&quick_json);
+    let schedule = &r["run"]["schedule"];
+    assert_eq!((schedule["targetRate"].as_f64(), schedule["scheduledIterations"].as_u64()), (Some(200.0), Some(400)));
+    let sent = r["total"]["requests"].as_u64().unwrap();
+    assert_eq!(sent + schedule["droppedIterations"].as_u64().unwrap(), 400);
+    assert_eq!(target.stats().requests(), 600 + sent);
+    // -c and -z: a closed model for that long.
+    let timed = stampede(&["run", &url, "-c", "50", "-z", "1s", "--quiet", "--threshold", "errors.rate == 0%"]);
+    assert!(timed.status.success(), "{}{}", text(&timed.stdout), text(&timed.stderr));
+    assert!(text(&timed.stdout).contains("errors.rate == 0%"), "the threshold is judged:\n{}", text(&timed.stdout));
+
+    // A LoadTest the operator accepts, warned about its loopback URL.
+    let lt = stampede(&["run", &url, "-c", "5", "-z", "30s", "--print-loadtest"]);
+    let lt_yaml = text(&lt.stdout);
+    assert!(lt_yaml.starts_with("# In a pod, 127.0.0.1"), "{lt_yaml}");
+    let lt: stampede_api::LoadTest = serde_yaml::from_str(&lt_yaml).unwrap();
+    let mut lt = lt;
+    lt.metadata.namespace = Some("perf".into());
+    let scenario = serde_yaml::to_string(lt.spec.scenario.as_ref().unwrap()).unwrap();
+    stampede_operator::validation::validate(&lt, &scenario, "printed").expect("the operator accepts it");
+
+    // Mistakes are exit 2, named.
+    for (args, says) in [
+        (vec!["run", url.as_str(), "-H", "nocolon"], "-H `nocolon`: expected `Name: value`"),
+        (vec!["run", "examples/quickstart.yaml", "-d", "x"], "-d describes the request of a URL run"),
+        (vec!["run", "ftp://127.0.0.1/"], "only http:// and https://"),
+        (vec!["run", url.as_str(), "--threshold", "latency.p99 <"], "`latency.p99 <`: the limit is missing"),
+    ] {
+        let out = stampede(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(says), "{args:?}: {}", text(&out.stderr));
+    }
+    target.stop();
 }
