@@ -17,6 +17,7 @@
 //! `class="failed"`), a line at the capacity (`class="capacity-marker"`), and a table of the
 //! plateaus.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use stampede_model::report::{
@@ -240,6 +241,15 @@ fn groups_table(h: &mut String, r: &Report) {
 }
 
 /// Colours of series, in order.
+/// The colour of the `n`th line of a chart with many (one per step, per error kind): the
+/// palette's, then hues a golden angle apart, so that no two lines share one.
+fn series_color(n: usize) -> Cow<'static, str> {
+    match PALETTE.get(n) {
+        Some(c) => Cow::Borrowed(c),
+        None => Cow::Owned(format!("hsl({:.0},70%,38%)", (n as f64 * 137.508) % 360.0)),
+    }
+}
+
 const PALETTE: [&str; 8] = ["#2563eb", "#16a34a", "#ea580c", "#dc2626", "#7c3aed", "#0891b2", "#ca8a04", "#db2777"];
 
 /// Colour of the baseline's series (drawn dashed).
@@ -293,19 +303,20 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
     let base_line = |name: &str, f: &dyn Fn(&stampede_model::report::TimelinePoint) -> f64| {
         baseline.map(|b| Series {
             name: format!("baseline {name}"),
-            color: BASELINE,
+            color: BASELINE.into(),
             points: b.timeline.iter().map(|p| (p.t, f(p))).collect(),
         })
     };
     h.push_str("<section><h2>Over time</h2><div class=\"charts\">");
-    let mut throughput = vec![Series { name: "requests/s".into(), color: PALETTE[0], points: series(&|i| t[i].rps) }];
+    let mut throughput =
+        vec![Series { name: "requests/s".into(), color: PALETTE[0].into(), points: series(&|i| t[i].rps) }];
     throughput.extend(base_line("requests/s", &|p| p.rps));
     h.push_str(&line_chart("Throughput", "requests/s", &secs, &throughput));
     let mut latency = vec![
-        Series { name: "p50".into(), color: PALETTE[1], points: series(&|i| t[i].p50_ms) },
-        Series { name: "p90".into(), color: PALETTE[5], points: series(&|i| t[i].p90_ms) },
-        Series { name: "p99".into(), color: PALETTE[2], points: series(&|i| t[i].p99_ms) },
-        Series { name: "max".into(), color: PALETTE[3], points: series(&|i| t[i].max_ms) },
+        Series { name: "p50".into(), color: PALETTE[1].into(), points: series(&|i| t[i].p50_ms) },
+        Series { name: "p90".into(), color: PALETTE[5].into(), points: series(&|i| t[i].p90_ms) },
+        Series { name: "p99".into(), color: PALETTE[2].into(), points: series(&|i| t[i].p99_ms) },
+        Series { name: "max".into(), color: PALETTE[3].into(), points: series(&|i| t[i].max_ms) },
     ];
     latency.extend(base_line("p99", &|p| p.p99_ms));
     h.push_str(&line_chart("Latency", "ms", &secs, &latency));
@@ -320,7 +331,7 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
             .enumerate()
             .map(|(n, (scenario, step))| Series {
                 name: format!("{scenario} / {step}"),
-                color: PALETTE[n % PALETTE.len()],
+                color: series_color(n),
                 points: t
                     .iter()
                     .filter_map(|p| {
@@ -336,11 +347,11 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
     kinds.sort();
     kinds.dedup();
     let mut error_series =
-        vec![Series { name: "all".into(), color: PALETTE[3], points: series(&|i| t[i].errors as f64) }];
+        vec![Series { name: "all".into(), color: PALETTE[3].into(), points: series(&|i| t[i].errors as f64) }];
     for (n, kind) in kinds.into_iter().enumerate() {
         error_series.push(Series {
             name: kind.clone(),
-            color: PALETTE[(n + 4) % PALETTE.len()],
+            color: series_color(n + 4),
             points: series(&|i| t[i].errors_by_kind.get(kind).copied().unwrap_or(0) as f64),
         });
     }
@@ -349,7 +360,7 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
         "Active virtual users",
         "VUs",
         &secs,
-        &[Series { name: "VUs".into(), color: PALETTE[4], points: series(&|i| f64::from(t[i].active_vus)) }],
+        &[Series { name: "VUs".into(), color: PALETTE[4].into(), points: series(&|i| f64::from(t[i].active_vus)) }],
     ));
     // Open models: the schedule against what ran, dropped iterations, lag.
     if t.iter().any(|p| p.due_per_sec.is_some()) {
@@ -358,10 +369,14 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
             "iterations/s",
             &secs,
             &[
-                Series { name: "due".into(), color: PALETTE[0], points: series(&|i| t[i].due_per_sec.unwrap_or(0.0)) },
+                Series {
+                    name: "due".into(),
+                    color: PALETTE[0].into(),
+                    points: series(&|i| t[i].due_per_sec.unwrap_or(0.0)),
+                },
                 Series {
                     name: "started".into(),
-                    color: PALETTE[1],
+                    color: PALETTE[1].into(),
                     points: series(&|i| t[i].started_per_sec.unwrap_or(0.0)),
                 },
             ],
@@ -373,12 +388,12 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
             &[
                 Series {
                     name: "waited for a VU".into(),
-                    color: PALETTE[1],
+                    color: PALETTE[1].into(),
                     points: series(&|i| t[i].waited.unwrap_or(0) as f64),
                 },
                 Series {
                     name: "dropped".into(),
-                    color: PALETTE[3],
+                    color: PALETTE[3].into(),
                     points: series(&|i| t[i].dropped.unwrap_or(0) as f64),
                 },
             ],
@@ -387,7 +402,11 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
             "Schedule lag",
             "ms, latest start",
             &secs,
-            &[Series { name: "max".into(), color: PALETTE[2], points: series(&|i| t[i].lag_max_ms.unwrap_or(0.0)) }],
+            &[Series {
+                name: "max".into(),
+                color: PALETTE[2].into(),
+                points: series(&|i| t[i].lag_max_ms.unwrap_or(0.0)),
+            }],
         ));
     }
     // The distribution: percentiles on a log scale of 1 / (1 - q).
@@ -410,7 +429,7 @@ fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
             "Latency distribution",
             "ms, all steps",
             &XAxis::Ticks(ticks),
-            &[Series { name: "latency".into(), color: PALETTE[0], points }],
+            &[Series { name: "latency".into(), color: PALETTE[0].into(), points }],
         ));
     }
     h.push_str("</div></section>\n");
@@ -433,7 +452,7 @@ fn trend(h: &mut String, r: &Report) {
     let marks = Marks { dots: Some(&|_| Dot::default()), failed_runs: &not_passed, marker: None };
     let per_run = |name: &str, color: &'static str, f: &dyn Fn(&TrendPoint) -> Option<f64>| Series {
         name: name.into(),
-        color,
+        color: color.into(),
         points: t.iter().enumerate().filter_map(|(i, p)| f(p).map(|v| (i as f64, v))).collect(),
     };
     h.push_str(
@@ -516,7 +535,7 @@ fn capacity(h: &mut String, c: &CapacityResult) {
     plateaus.sort_by(|a, b| a.rate.total_cmp(&b.rate));
     let per_plateau = |name: &str, color: &'static str, f: &dyn Fn(&PlateauResult) -> f64| Series {
         name: name.into(),
-        color,
+        color: color.into(),
         points: plateaus.iter().map(|p| (p.rate, f(p))).collect(),
     };
     // Every series has a point per plateau, in this order: the dot of point i is plateau i's.
@@ -722,7 +741,7 @@ fn error_samples(h: &mut String, r: &Report) {
 
 struct Series {
     name: String,
-    color: &'static str,
+    color: Cow<'static, str>,
     points: Vec<(f64, f64)>,
 }
 
@@ -828,8 +847,13 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], marks: &Mar
             esc(&label)
         );
     }
+    // The legend beside the title when it fits there; else under the chart, where its entries
+    // wrap (many steps' names once ran off the card).
+    let legend_width: f64 = series.iter().map(|s| 22.0 + 6.5 * s.name.chars().count() as f64).sum();
+    let title_end = LEFT + 7.0 * (title.chars().count() + unit.chars().count() + 3) as f64 + 8.0;
+    let inline_legend = W - RIGHT - legend_width >= title_end;
     let mut legend_x = W - RIGHT;
-    for s in series.iter().rev() {
+    for s in series.iter().rev().filter(|_| inline_legend) {
         legend_x -= 22.0 + 6.5 * s.name.chars().count() as f64;
         let _ = write!(
             svg,
@@ -838,6 +862,11 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], marks: &Mar
             esc(&s.name)
         );
     }
+    let caption = (!inline_legend).then(|| {
+        let entries: String =
+            series.iter().map(|s| format!("<span style=\"color:{}\">■ {}</span>", s.color, esc(&s.name))).collect();
+        format!("<figcaption class=\"legend\">{entries}</figcaption>")
+    });
     for s in series {
         let coords: Vec<String> = s.points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
         let _ = write!(
@@ -880,7 +909,7 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], marks: &Mar
         for s in series {
             for (i, &(x, y)) in s.points.iter().enumerate() {
                 let d = dot(i);
-                let color = if d.failed { PALETTE[3] } else { s.color };
+                let color = if d.failed { PALETTE[3] } else { &s.color };
                 let class = match (d.hollow, d.failed) {
                     (false, false) => "",
                     (true, false) => " class=\"refine\"",
@@ -900,7 +929,9 @@ fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], marks: &Mar
             }
         }
     }
-    svg.push_str("</svg></figure>");
+    svg.push_str("</svg>");
+    svg.push_str(caption.as_deref().unwrap_or_default());
+    svg.push_str("</figure>");
     svg
 }
 
@@ -969,7 +1000,8 @@ td.passed{color:#166534;font-weight:600}td.failed,td.num.failed{color:#991b1b;fo
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:12px}\
 figure.chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:4px}\
 svg{width:100%;height:auto}svg .grid{stroke:#e5e7eb}svg .tick{font-size:10px;fill:#6b7280}\
-svg .title{font-size:12px;font-weight:600}svg .legend{font-size:11px}svg .nodata{font-size:13px;fill:#9ca3af}\
+svg .title{font-size:12px;font-weight:600}svg .legend{font-size:11px}\
+figcaption.legend{display:flex;flex-wrap:wrap;gap:2px 12px;font-size:11px;margin:2px 8px 0 10%}svg .nodata{font-size:13px;fill:#9ca3af}\
 pre{background:#f9fafb;padding:8px;overflow-x:auto;font-size:12px}.note{color:#6b7280;font-size:12px}\
 footer{margin-top:28px;color:#9ca3af;font-size:12px}\
 .capacity-answer{font-size:30px;font-weight:700;margin:4px 0}.capacity-facts{margin:0 0 10px;padding-left:20px}\
@@ -1007,7 +1039,7 @@ mod tests {
             "Throughput",
             "requests/s",
             &XAxis::Seconds,
-            &[Series { name: "rps".into(), color: "#000", points: vec![] }],
+            &[Series { name: "rps".into(), color: "#000".into(), points: vec![] }],
         );
         assert!(empty.contains("class=\"chart empty\"") && empty.contains("no data"), "{empty}");
         assert!(!empty.contains("<polyline"));
@@ -1015,10 +1047,52 @@ mod tests {
             "Throughput",
             "requests/s",
             &XAxis::Seconds,
-            &[Series { name: "rps".into(), color: "#000", points: vec![(1.0, 10.0), (2.0, 12.0)] }],
+            &[Series { name: "rps".into(), color: "#000".into(), points: vec![(1.0, 10.0), (2.0, 12.0)] }],
         );
         assert!(full.contains("data-points=\"2\""), "{full}");
         assert!(!full.contains("empty"));
+    }
+
+    /// #24: a chart of many steps keeps its legend on the card (under it, wrapping; it ran off
+    /// the card's left past about 4 steps) and gives every line its own colour (they repeated
+    /// every 8).
+    #[test]
+    fn many_lines_get_their_own_colours_and_a_legend_that_stays_on_the_card() {
+        let series: Vec<Series> = (0..12)
+            .map(|n| Series {
+                name: format!("checkout / step number {n}"),
+                color: series_color(n),
+                points: vec![(1.0, n as f64), (2.0, n as f64 + 1.0)],
+            })
+            .collect();
+        let colours: std::collections::BTreeSet<String> = series.iter().map(|s| s.color.to_string()).collect();
+        assert_eq!(colours.len(), 12, "{colours:?}");
+        let many = line_chart("p99 by step", "ms", &XAxis::Seconds, &series);
+        let legend_xs: Vec<f64> = many
+            .split("class=\"legend\"")
+            .filter_map(|part| part.rsplit("x=\"").next()?.split('"').next()?.parse().ok())
+            .collect();
+        assert!(legend_xs.iter().all(|x| *x >= 0.0), "legend entries off the card: {legend_xs:?}");
+        let caption = many.split("<figcaption class=\"legend\">").nth(1).expect("a legend under the chart");
+        assert_eq!(caption.matches("<span").count(), 12, "{caption}");
+        for c in &colours {
+            assert!(many.contains(&format!("stroke=\"{c}\"")) && caption.contains(c.as_str()), "{c}");
+        }
+        // A few short names stay beside the title.
+        let few = line_chart(
+            "Latency",
+            "ms",
+            &XAxis::Seconds,
+            &series[..2]
+                .iter()
+                .map(|s| Series {
+                    name: format!("p{}", s.points.len()),
+                    color: s.color.clone(),
+                    points: s.points.clone(),
+                })
+                .collect::<Vec<_>>(),
+        );
+        assert!(few.contains("<text x=") && few.contains("class=\"legend\"") && !few.contains("figcaption"), "{few}");
     }
 
     /// A report of no interval with `trend` of the given runs: (label, verdict, rps, p99 ms).

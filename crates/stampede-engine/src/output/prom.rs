@@ -276,7 +276,11 @@ impl Exporter {
         if !phases.get_metric().is_empty() {
             families.push(phases);
         }
-        families.push(self.gauge("stampede_active_vus", "Virtual users running now.", f64::from(active)));
+        families.push(self.gauge(
+            "stampede_active_vus",
+            "Virtual users running now (an open model's: those running an iteration, not its idle pool).",
+            f64::from(active),
+        ));
         families.push(self.gauge(
             "stampede_max_vus",
             "Most virtual users the load plan runs.",

@@ -349,8 +349,8 @@ pub fn render_table(report: &Report) -> String {
     }
     let _ = writeln!(out);
     let headers = [
-        "step", "samples", "mean", "min", "max", "p50", "p75", "p90", "p99", "p99.9", "req/s", "errors", "error %",
-        "recv/s", "sent/s",
+        "step", "samples", "mean", "min", "max", "p50", "p75", "p90", "p95", "p99", "p99.9", "req/s", "errors",
+        "error %", "recv/s", "sent/s",
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
     let multi = report.scenarios.len() > 1;
@@ -433,7 +433,15 @@ pub fn render_table(report: &Report) -> String {
         let failed = report.thresholds.iter().filter(|v| !v.passed).count();
         let _ = writeln!(out, "\nthresholds: {} passed, {failed} failed", report.thresholds.len() - failed);
         for v in &report.thresholds {
-            let _ = writeln!(out, "  {} {}  (actual {})", if v.passed { "✓" } else { "✗" }, v.threshold, v.actual_text);
+            let mark = if v.passed { "✓" } else { "✗" };
+            let _ = write!(out, "  {mark} {}  (actual {})", v.threshold, v.actual_text);
+            // Why it could not be judged (no baseline, nothing measured): on the line it fails.
+            match &v.message {
+                Some(why) => {
+                    let _ = writeln!(out, ": {why}");
+                }
+                None => out.push('\n'),
+            }
         }
     }
     if !report.total.status_codes.is_empty() {
@@ -628,6 +636,7 @@ fn table_row(name: String, s: &StepSummary) -> Vec<String> {
         f(l.p50),
         f(l.p75),
         f(l.p90),
+        f(l.p95),
         f(l.p99),
         f(l.p999),
         format!("{:.1}", s.rps),

@@ -33,6 +33,8 @@ pub(super) struct Walk<'a> {
     pub(super) local: &'a WorkerLocal,
     /// The iteration's scheduled start (open models), until its first request takes it.
     pub(super) intended: Option<Instant>,
+    /// An open model's iteration: every step's service time is kept beside its latency.
+    pub(super) open: bool,
     /// The kind of the first failure since the innermost group started.
     pub(super) failed: Option<ErrorKind>,
 }
@@ -69,7 +71,7 @@ async fn step(vu: &mut Vu, step: &StepPlan, walk: &mut Walk<'_>) -> Next {
         Ok(false) => return Next::Go,
         Err(why) => return failed(vu, step, ErrorKind::Check, format!("its `if` failed: {why}"), walk),
     }
-    let ok = run_step(vu, step, walk.intended.take(), walk.local).await;
+    let ok = run_step(vu, step, walk.intended.take(), walk.open, walk.local).await;
     let next = match ok {
         Ok(()) => Next::Go,
         Err(kind) => {

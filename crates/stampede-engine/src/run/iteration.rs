@@ -43,7 +43,7 @@ pub(super) async fn run_iteration(
         vu.initialized = true;
         let init = &shared.plan.init;
         if !init.flow.is_empty() {
-            let mut walk = Walk { scenario: init, shared, local, intended: None, failed: None };
+            let mut walk = Walk { scenario: init, shared, local, intended: None, open: false, failed: None };
             if run_nodes(vu, &init.flow, &mut walk).await == Next::Stop {
                 return false;
             }
@@ -51,7 +51,7 @@ pub(super) async fn run_iteration(
     }
     let sc = shared.plan.groups[group].pick(&mut vu.rng);
     let scenario = &shared.plan.scenarios[sc];
-    let mut walk = Walk { scenario, shared, local, intended, failed: None };
+    let mut walk = Walk { scenario, shared, local, intended, open: intended.is_some(), failed: None };
     if run_nodes(vu, &scenario.flow, &mut walk).await == Next::Stop {
         return false;
     }

@@ -62,7 +62,8 @@ pub fn run_once(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String>
     let (next, failed, vu_slots) = set.block_on(&rt, async {
         let mut vu = Vu::new(0, &shared);
         vu.jar = plan.cookies.then(crate::client::cookies::Jar::default);
-        let mut walk = Walk { scenario: steps, shared: &shared, local: &local, intended: None, failed: None };
+        let mut walk =
+            Walk { scenario: steps, shared: &shared, local: &local, intended: None, open: false, failed: None };
         let next = run_nodes(&mut vu, &steps.flow, &mut walk).await;
         (next, walk.failed, vu.slots)
     });

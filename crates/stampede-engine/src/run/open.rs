@@ -171,7 +171,6 @@ pub(super) async fn open_scheduler(g: usize, id: usize, workers: usize, shared: 
 
 /// An open-model VU: runs the iterations its scheduler hands it, then those waiting for a VU.
 pub(super) async fn open_vu(index: u32, slot: Rc<VuSlot>, pool: Rc<Pool>, shared: Arc<Shared>, local: Rc<WorkerLocal>) {
-    let _active = ActiveGuard::new(local.clone());
     let mut vu = Vu::new(index, &shared);
     loop {
         let job = loop {
@@ -196,9 +195,13 @@ pub(super) async fn open_vu(index: u32, slot: Rc<VuSlot>, pool: Rc<Pool>, shared
                 None => m.record_started(Instant::now().saturating_duration_since(job.intended).as_micros() as u64),
             }
         }
+        // Active while it runs an iteration: an idle VU of the pool is not load (`VUs` and
+        // the peak say how many were busy at once, `maxVUs` how many there may be).
+        let active = ActiveGuard::new(local.clone());
         if !run_iteration(&mut vu, pool.group, Some(job.intended), &shared, &local).await {
             return;
         }
+        drop(active);
         match pool.next_waiting(Instant::now(), &local) {
             Some(next) => slot.job.set(Some(next)),
             None => pool.free.borrow_mut().push(slot.index),

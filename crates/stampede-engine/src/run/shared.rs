@@ -155,7 +155,8 @@ impl WorkerLocal {
     }
 }
 
-/// Counts a VU as active for as long as it lives, even when it is aborted.
+/// Counts a VU as active while the guard lives — a closed model's VU all its life, an open
+/// model's while it runs an iteration — even when it is aborted.
 pub(super) struct ActiveGuard(pub(super) Rc<WorkerLocal>);
 
 impl ActiveGuard {

@@ -13,11 +13,13 @@ use super::vu::Vu;
 
 /// Runs one step; the kind of its failure when it failed (no answer, a failed check or
 /// extraction). With `intended` (an open model's first step), latency counts from that
-/// scheduled start and the service time from the actual send is kept too.
+/// scheduled start. In an open model (`open`) every step's service time (from the actual send)
+/// is kept too: for the steps after the first it equals their latency.
 pub(super) async fn run_step(
     vu: &mut Vu,
     step: &StepPlan,
     intended: Option<Instant>,
+    open: bool,
     local: &WorkerLocal,
 ) -> Result<(), ErrorKind> {
     let started = Instant::now();
@@ -46,7 +48,7 @@ pub(super) async fn run_step(
             s.bytes_sent += sent;
             s.bytes_received += received;
             s.record_latency_us(micros);
-            if intended.is_some() {
+            if open {
                 s.record_service_us(service);
             }
             // No first-byte instant: the whole answer came in one read, at the end.

@@ -70,7 +70,15 @@ pub fn plateau(
     })?;
     let wall = wall.elapsed();
     let cpu = sysstat::process().cpu().saturating_sub(before.cpu());
-    let (from, snapshot) = at_warmup.unwrap_or((Duration::ZERO, Arc::new(Totals::default())));
+    // The measured window: from the first tick past the warm-up to the end. When that tick
+    // came too late to leave half the window meant (a plateau a tick or two long, a busy
+    // machine), the whole plateau is measured, warm-up included: never a window of nothing,
+    // which measured no rate (`achieved 0.0/s`) and still counted.
+    let meant = length.saturating_sub(warmup);
+    let (from, snapshot) = match at_warmup {
+        Some((from, snapshot)) if length.saturating_sub(from) * 2 >= meant && from < length => (from, snapshot),
+        _ => (Duration::ZERO, Arc::new(Totals::default())),
+    };
     let seconds = length.saturating_sub(from).as_secs_f64().max(1e-9);
     let steps: Vec<StepStats> = outcome
         .metrics

@@ -346,3 +346,52 @@ fn iterations_still_waiting_when_the_group_stops_are_dropped_as_run_ended() {
     let table = stampede_engine::render_table(&report);
     assert!(table.contains(&format!("interrupted: {} iterations started", s.interrupted_iterations)), "{table}");
 }
+
+/// #24: an open model's service time is every step's, not only the first's (the total's
+/// service time exceeded its latency before), and its VUs count as active only while they run
+/// an iteration (the peak said `maxVUs` before, however few were busy).
+#[test]
+fn every_steps_service_time_is_kept_and_only_busy_vus_are_active() {
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let report = run_yaml(
+        r#"
+name: steps
+load: {executor: constant-arrival-rate, rate: 2, timeUnit: 1s, duration: 2s, preAllocatedVUs: 50, maxVUs: 50}
+scenarios:
+  - name: s
+    steps:
+      - {name: slow, request: {url: "{{baseUrl}}/delay/40"}}
+      - {name: a, request: {url: "{{baseUrl}}/get"}}
+      - {name: b, request: {url: "{{baseUrl}}/get"}}
+      - {name: c, request: {url: "{{baseUrl}}/get"}}
+"#,
+        &target.base_url(),
+        2,
+    );
+    target.stop();
+    let scheduled = report.run.schedule.as_ref().unwrap().scheduled_iterations;
+    assert_eq!(scheduled, 4);
+    assert_eq!(report.total.requests, 16, "{:?}", report.run.schedule);
+    for step in &report.steps {
+        let service = step.service_ms.as_ref().unwrap_or_else(|| panic!("{:?} has no service time", step.step));
+        // Each request's service time is at most its latency: so are their means and medians.
+        assert!(
+            service.mean <= step.latency_ms.mean && service.p50 <= step.latency_ms.p50,
+            "{:?}: {service:?} vs {:?}",
+            step.step,
+            step.latency_ms
+        );
+    }
+    let total = report.total.service_ms.as_ref().unwrap();
+    assert!(
+        total.mean <= report.total.latency_ms.mean,
+        "service {} ms vs latency {} ms: the total's service time is every step's",
+        total.mean,
+        report.total.latency_ms.mean
+    );
+    // At most 4 iterations ever ran: at most 4 VUs were busy at once, of the 50 in the pool.
+    assert_eq!(report.run.vus_max, 50);
+    let peak = report.run.generator.peak_vus;
+    assert!((1..=scheduled as u32).contains(&peak), "peak {peak} VUs busy for {scheduled} iterations");
+    assert!(report.timeline.iter().all(|p| p.active_vus <= scheduled as u32), "{:?}", report.timeline);
+}

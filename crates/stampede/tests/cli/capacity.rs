@@ -214,3 +214,48 @@ thresholds: ["latency.p99 < 150ms"]
     rates.dedup(); // a plateau run again after a generator stall
     assert_eq!(&rates[..3], [120.0, 150.0, 187.5], "each rising plateau 1.25 times the one before");
 }
+
+/// #24: a refining plateau a tick long (`plateau: 2s` refines for 1 s after a 500 ms warm-up,
+/// and the first tick past it comes at its end) is measured, never judged on a window of nothing
+/// ("achieved 0.0/s", and counted).
+#[test]
+fn a_refining_plateau_shorter_than_a_tick_past_its_warmup_is_still_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("short.yaml");
+    std::fs::write(
+        &scenario,
+        r#"
+name: short-plateaus
+baseUrl: builtin
+builtinTarget: {serviceTime: 10ms, concurrency: 3}
+load:
+  executor: capacity
+  startRate: 150
+  stepFactor: 2.5
+  plateau: 2s
+  warmup: 1s
+  maxRate: 1000
+  stopAfter: 1
+  refine: 1
+  preAllocatedVUs: 20
+  maxVUs: 200
+  gracefulStop: 1s
+scenarios:
+  - name: s
+    steps:
+      - {name: get, request: {url: "{{baseUrl}}/get"}}
+thresholds: ["latency.p99 < 150ms"]
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr, report) = run(&scenario);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let plateaus = report["capacity"]["plateaus"].as_array().unwrap();
+    let refining: Vec<&Value> = plateaus.iter().filter(|p| p["refine"] == true).collect();
+    assert!(!refining.is_empty(), "a refining plateau ran\n{stdout}");
+    for p in plateaus {
+        let (seconds, requests) = (p["seconds"].as_f64().unwrap(), p["requests"].as_u64().unwrap());
+        assert!(seconds > 0.0 && requests > 0, "a plateau measured over {seconds} s: {p}");
+        assert!(p["achievedRate"].as_f64().unwrap() > 0.0, "{p}");
+    }
+}

@@ -34,12 +34,12 @@ fn assert_row_matches(row: &[String], summary: &Value) {
     let lat = &summary["latencyMs"];
     let f3 = |v: &Value| format!("{:.3}", v.as_f64().unwrap());
     assert_eq!(row[1], summary["requests"].to_string(), "samples");
-    for (i, key) in ["mean", "min", "max", "p50", "p75", "p90", "p99", "p99.9"].iter().enumerate() {
+    for (i, key) in ["mean", "min", "max", "p50", "p75", "p90", "p95", "p99", "p99.9"].iter().enumerate() {
         assert_eq!(row[2 + i], f3(&lat[key]), "{key}");
     }
-    assert_eq!(row[10], format!("{:.1}", summary["rps"].as_f64().unwrap()), "req/s");
-    assert_eq!(row[11], summary["errors"].to_string(), "errors");
-    assert_eq!(row[12], format!("{:.2}", summary["errorRate"].as_f64().unwrap() * 100.0), "error %");
+    assert_eq!(row[11], format!("{:.1}", summary["rps"].as_f64().unwrap()), "req/s");
+    assert_eq!(row[12], summary["errors"].to_string(), "errors");
+    assert_eq!(row[13], format!("{:.2}", summary["errorRate"].as_f64().unwrap() * 100.0), "error %");
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn a_closed_port_shows_connect_errors_in_table_and_json() {
     assert_eq!(report["total"]["errorsByKind"]["connect"], 50);
     assert_eq!(report["total"]["errors"], 50);
     let row = table_row(&stdout, "TOTAL");
-    assert_eq!((row[1].as_str(), row[11].as_str(), row[12].as_str()), ("50", "50", "100.00"));
+    assert_eq!((row[1].as_str(), row[12].as_str(), row[13].as_str()), ("50", "50", "100.00"));
     assert!(stdout.contains("errors by kind: connect 50"), "{stdout}");
     assert!(stdout.contains("refused"), "the first failure's message is shown: {stdout}");
 }
@@ -196,6 +196,15 @@ fn failed_thresholds_exit_1_and_show_their_verdicts() {
     assert_eq!(report["thresholds"][0]["passed"], false);
     assert_eq!(report["thresholds"][0]["actual"], 50.0);
     assert_eq!(report["thresholds"][1]["passed"], true);
+    // #24: the table has the p95 thresholds use, and a threshold that could not be judged says
+    // why on its ✗ line (it was only in the JSON).
+    assert_row_matches(&table_row(&stdout, "TOTAL"), &report["total"]);
+    let unjudged = write_scenario(dir.path(), &format!("{base}thresholds:\n  - \"latency.p95 < baseline * 1.10\"\n"));
+    let run = stampede(&["run", unjudged.to_str().unwrap(), "--quiet"]);
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(1), "{stdout}{}", text(&run.stderr));
+    let line = |start: &str| stdout.lines().find(|l| l.trim_start().starts_with(start)).unwrap_or_default().to_string();
+    assert!(line("✗ latency.p95 < baseline * 1.10").ends_with(": no baseline run was given"), "{stdout}");
 }
 
 /// The threshold examples as users run them: every threshold of the passing one holds (exit
