@@ -35,6 +35,7 @@ pub use output::prom::{Exporter, MetricsServer};
 pub use output::reference::language_reference;
 pub use output::report::{build_report, latency_summary, plateau_line, render_capacity, render_phases, render_table};
 pub use output::serve::{Accept, serve_http};
+pub use output::verdict::{Direction, FailOn, Figure, judge, render_verdict};
 pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};
 pub use run::once::{Once, OnceOutcome, run_once};
 pub use session::capacity::{

@@ -61,9 +61,11 @@ enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
-    /// Compare two runs: the change of rps, error rate and each percentile, per step and in
-    /// total. Each run is a JSON report (`stampede run --out`) or `loadtest/NAME` (its report,
-    /// read with the kubeconfig).
+    /// Compare two runs: a verdict first (what got better or worse beyond run-to-run noise,
+    /// judged from each run's own spread), then, with --details, the change of every figure per
+    /// step and in total. Each run is a JSON report (`stampede run --out`) or `loadtest/NAME`
+    /// (its report, read with the kubeconfig). Exit codes: 0, 1 a --fail-on rule broke, 2
+    /// invalid input.
     Compare {
         /// The baseline run: a JSON report or loadtest/NAME.
         base: String,
@@ -72,6 +74,14 @@ enum Command {
         /// Namespace of the LoadTests (default: the kubeconfig's).
         #[arg(long, short = 'n')]
         namespace: Option<String>,
+        /// Also print the full table: every figure of every step in both runs.
+        #[arg(long)]
+        details: bool,
+        /// Exit 1 when the total's figure moves this way by more than this, beyond noise:
+        /// `p99:+10%`, `rps:-5%`, `errors.rate:+0.5pp` (repeatable; figures p50, p90, p95, p99,
+        /// p99.9, max, rps, errors.rate).
+        #[arg(long = "fail-on", value_name = "RULE")]
+        fail_on: Vec<String>,
     },
     /// Print the runs of a LoadTest (loadtest/NAME: its earlier runs and its current one) or of
     /// a LoadTestSchedule (loadtestschedule/NAME), oldest first, with the change from each run to
@@ -294,7 +304,9 @@ fn main() -> ExitCode {
         Command::Report { report, out, baseline, namespace } => {
             html_report(&report, &out, baseline.as_deref(), namespace.as_deref())
         }
-        Command::Compare { base, new, namespace } => compare(&base, &new, namespace.as_deref()),
+        Command::Compare { base, new, namespace, details, fail_on } => {
+            compare(&base, &new, namespace.as_deref(), details, &fail_on)
+        }
         Command::History(args) => history::history(args),
         Command::Crd { which } => {
             match which {
@@ -402,10 +414,37 @@ async fn read_loadtest_report(name: &str, namespace: Option<&str>) -> Result<sta
 }
 
 /// `stampede compare BASE NEW`.
-fn compare(base: &str, new: &str, namespace: Option<&str>) -> Result<ExitCode, Failure> {
-    let steps = stampede_engine::compare(&read_report(base, namespace)?, &read_report(new, namespace)?);
-    print!("{}", stampede_engine::render_comparison(base, new, &steps));
-    Ok(ExitCode::SUCCESS)
+fn compare(
+    base: &str,
+    new: &str,
+    namespace: Option<&str>,
+    details: bool,
+    fail_on: &[String],
+) -> Result<ExitCode, Failure> {
+    // The rules first: a mistake in one must not wait for two reports to be read.
+    let rules: Vec<stampede_engine::FailOn> = fail_on
+        .iter()
+        .map(|r| stampede_engine::FailOn::parse(r))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
+    let (base_report, new_report) = (read_report(base, namespace)?, read_report(new, namespace)?);
+    let judged = stampede_engine::judge(&base_report, &new_report);
+    println!("base: {base}\nnew:  {new}");
+    print!("{}", stampede_engine::render_verdict(&judged));
+    if details {
+        let steps = stampede_engine::compare(&base_report, &new_report);
+        print!("\n{}", stampede_engine::render_comparison(base, new, &steps));
+    } else {
+        println!("(--details for every figure of every step)");
+    }
+    let broken: Vec<String> = rules.iter().filter_map(|r| r.broken(&judged)).collect();
+    if broken.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for why in &broken {
+        eprintln!("FAILED: --fail-on {why}");
+    }
+    Ok(ExitCode::from(1))
 }
 
 /// `stampede report RUN -o report.html [--baseline BASE]`.

@@ -4,3 +4,4 @@ pub(crate) mod prom;
 pub(crate) mod reference;
 pub(crate) mod report;
 pub(crate) mod serve;
+pub(crate) mod verdict;

@@ -570,7 +570,7 @@ fn compare_prints_each_steps_change_from_the_base_run_to_the_new_one() {
         let run = stampede(&["run", scenario(delay).to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
         assert!(run.status.success(), "{}", text(&run.stderr));
     }
-    let out = stampede(&["compare", base.to_str().unwrap(), new.to_str().unwrap()]);
+    let out = stampede(&["compare", base.to_str().unwrap(), new.to_str().unwrap(), "--details"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let table = text(&out.stdout);
     let b: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
@@ -613,6 +613,59 @@ fn compare_prints_each_steps_change_from_the_base_run_to_the_new_one() {
     let bad = stampede(&["compare", base.to_str().unwrap(), dir.path().join("missing.json").to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad.stderr).contains("missing.json"), "{}", text(&bad.stderr));
+}
+
+/// #24: `stampede compare` says first whether anything changed beyond run-to-run noise: two
+/// runs of the same scenario are within noise in every figure (exit 0 even under `--fail-on`),
+/// and after the target is slowed by 20 ms the regression is named first and `--fail-on
+/// p99:+10%` exits 1. The full table waits for `--details`.
+#[test]
+fn compare_gives_a_verdict_within_noise_for_the_same_scenario_and_names_a_slowdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = |delay: u32| {
+        write_scenario(
+            dir.path(),
+            &format!(
+                "name: cmp\nbaseUrl: builtin\nload: {{executor: constant-vus, vus: 4, duration: 3s}}\n\
+                 scenarios:\n  - name: s\n    steps:\n      - {{name: get, request: {{url: \"{{{{baseUrl}}}}/delay/{delay}\"}}}}\n"
+            ),
+        )
+    };
+    let runs: Vec<PathBuf> = ["a", "b", "slow"].iter().map(|n| dir.path().join(format!("{n}.json"))).collect();
+    for (delay, out) in [(50, &runs[0]), (50, &runs[1]), (70, &runs[2])] {
+        let run = stampede(&["run", scenario(delay).to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+    }
+    let compare = |base: &Path, new: &Path| {
+        stampede(&[
+            "compare",
+            base.to_str().unwrap(),
+            new.to_str().unwrap(),
+            "--fail-on",
+            "p99:+10%",
+            "--fail-on",
+            "p50:+10%",
+        ])
+    };
+    let same = compare(&runs[0], &runs[1]);
+    let verdict = text(&same.stdout);
+    assert_eq!(same.status.code(), Some(0), "{verdict}{}", text(&same.stderr));
+    let head = verdict.lines().nth(2).unwrap_or_default();
+    assert!(head.starts_with("WITHIN NOISE"), "{verdict}");
+    assert!(!verdict.contains("worse") && !verdict.contains("better"), "{verdict}");
+    assert!(verdict.lines().count() <= 5, "short, the table behind --details:\n{verdict}");
+
+    let slow = compare(&runs[0], &runs[2]);
+    let verdict = text(&slow.stdout);
+    assert_eq!(slow.status.code(), Some(1), "{verdict}{}", text(&slow.stderr));
+    let lines: Vec<&str> = verdict.lines().collect();
+    assert!(lines[2].starts_with("WORSE") || lines[2].starts_with("MIXED"), "{verdict}");
+    assert!(lines[3].contains("worse") && lines[3].contains("total"), "the regression first:\n{verdict}");
+    assert!(verdict.contains(" p50 ") && verdict.contains(" p99 "), "{verdict}");
+    assert!(text(&slow.stderr).contains("FAILED: --fail-on p99:+10%: total p99 +"), "{}", text(&slow.stderr));
+    let bad = stampede(&["compare", runs[0].to_str().unwrap(), runs[1].to_str().unwrap(), "--fail-on", "p99:10%"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("with + (a rise) or - (a fall)"), "{}", text(&bad.stderr));
 }
 
 /// `stampede run --baseline base.json`: relative thresholds are judged against the earlier

@@ -1,0 +1,375 @@
+//! `stampede compare`'s verdict: for each figure of the total and of each step, whether the new
+//! run is better, worse or within run-to-run noise; and the `--fail-on` rules a pipeline gates on.
+//!
+//! The noise band of a figure is the widest of:
+//! - how much the figure moved within each run, from one interval of its timeline to the next
+//!   (two standard errors of the difference of the two runs' interval means);
+//! - for the tail (p99, p99.9, max), how far the next figure up lies in either run: a handful of
+//!   samples sets the tail, and one more or one fewer slow request moves it that far;
+//! - a floor relative to the base: 5 % (p50 to p95, req/s), 10 % (p99), 20 % (p99.9), and 0.5
+//!   percentage points for the error rate; and 50 µs for any latency (the timer's grain).
+//!
+//! Pure: the same two reports give the same verdict.
+
+use std::fmt::Write as _;
+
+use stampede_model::report::{Report, StepSummary, TimelinePoint};
+
+/// Which way a figure went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Direction {
+    Worse,
+    Better,
+    Noise,
+}
+
+/// One figure of the total or of a step, judged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// `total`, or `scenario/step`.
+    pub step: String,
+    /// `p99`, `rps`, `errors.rate`…
+    pub metric: &'static str,
+    pub base: f64,
+    pub new: f64,
+    /// Half-width of the noise band, in the figure's unit.
+    pub noise: f64,
+    pub direction: Direction,
+}
+
+impl Figure {
+    /// The change as people read it: `+12.3 %`, or `+0.40 pp` for the error rate.
+    pub fn change_text(&self) -> String {
+        if self.metric == "errors.rate" {
+            format!("{:+.2} pp", self.new - self.base)
+        } else if self.base == 0.0 {
+            "new".into()
+        } else {
+            format!("{:+.1} %", (self.new - self.base) / self.base * 100.0)
+        }
+    }
+
+    fn unit(&self) -> &'static str {
+        match self.metric {
+            "rps" => "/s",
+            "errors.rate" => " %",
+            _ => " ms",
+        }
+    }
+}
+
+/// The figures judged, in the order the verdict lists them: (name, higher is better).
+const FIGURES: [(&str, bool); 8] = [
+    ("p50", false),
+    ("p90", false),
+    ("p95", false),
+    ("p99", false),
+    ("p99.9", false),
+    ("max", false),
+    ("rps", true),
+    ("errors.rate", false),
+];
+
+fn figure(s: &StepSummary, metric: &str) -> f64 {
+    let l = &s.latency_ms;
+    match metric {
+        "p50" => l.p50,
+        "p90" => l.p90,
+        "p95" => l.p95,
+        "p99" => l.p99,
+        "p99.9" => l.p999,
+        "max" => l.max,
+        "rps" => s.rps,
+        _ => s.error_rate * 100.0,
+    }
+}
+
+/// The next figure up the tail, whose distance says how sparse the tail is.
+fn next_up(s: &StepSummary, metric: &str) -> Option<f64> {
+    let l = &s.latency_ms;
+    match metric {
+        "p99" => Some(l.p999),
+        "p99.9" | "max" => Some(l.max),
+        _ => None,
+    }
+}
+
+fn floor(metric: &str, base: f64) -> f64 {
+    match metric {
+        "errors.rate" => 0.5,
+        "p99" => 0.10 * base,
+        "p99.9" => 0.20 * base,
+        // One sample: noise unless it moves past the whole tail (see `next_up`).
+        "max" => 0.50 * base,
+        _ => 0.05 * base,
+    }
+    .max(if metric == "rps" || metric == "errors.rate" { 0.0 } else { 0.05 })
+}
+
+/// The figure's value in an interval `p` of a timeline (`None`: the interval does not have it).
+fn interval_value(p: &TimelinePoint, step: Option<(&str, &str)>, metric: &str) -> Option<f64> {
+    let (p50, p90, p99, max, requests, errors) = match step {
+        None => (p.p50_ms, p.p90_ms, p.p99_ms, p.max_ms, p.requests, p.errors),
+        Some((sc, st)) => {
+            let s = p.steps.iter().find(|s| s.scenario == sc && s.step == st)?;
+            (s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms, s.requests, s.errors)
+        }
+    };
+    if requests == 0 {
+        return None;
+    }
+    Some(match metric {
+        "p50" => p50,
+        "p90" => p90,
+        "p95" => (p90 + p99) / 2.0,
+        "p99" => p99,
+        "p99.9" => (p99 + max) / 2.0,
+        "max" => max,
+        "rps" if step.is_none() => p.rps,
+        "rps" => return None,
+        _ => errors as f64 / requests as f64 * 100.0,
+    })
+}
+
+/// Mean and variance of the values, and how many there were.
+fn spread(values: &[f64]) -> Option<(f64, usize)> {
+    if values.len() < 2 {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some((var, values.len()))
+}
+
+fn judge_figure(
+    step: &str,
+    key: Option<(&str, &str)>,
+    (metric, higher_better): (&'static str, bool),
+    (b, n): (&StepSummary, &StepSummary),
+    (base, new): (&Report, &Report),
+) -> Figure {
+    let (bv, nv) = (figure(b, metric), figure(n, metric));
+    // Whole intervals only: the run's last, a few milliseconds long, holds a handful of requests
+    // (and a rate of those over almost no time).
+    let values = |r: &Report| {
+        let lengths: Vec<f64> = r.timeline.iter().scan(0.0, |at, p| Some(p.t - std::mem::replace(at, p.t))).collect();
+        let longest = lengths.iter().copied().fold(0.0_f64, f64::max);
+        r.timeline
+            .iter()
+            .zip(&lengths)
+            .filter(|(_, l)| **l >= longest / 2.0)
+            .filter_map(|(p, _)| interval_value(p, key, metric))
+            .collect::<Vec<f64>>()
+    };
+    let within_runs = match (spread(&values(base)), spread(&values(new))) {
+        (Some((vb, kb)), Some((vn, kn))) => 2.0 * (vb / kb as f64 + vn / kn as f64).sqrt(),
+        _ => 0.0,
+    };
+    let tail = [(b, bv), (n, nv)]
+        .iter()
+        .filter_map(|(s, v)| next_up(s, metric).map(|up| (up - v).max(0.0)))
+        .fold(0.0_f64, f64::max);
+    let noise = within_runs.max(tail).max(floor(metric, bv));
+    let direction = if (nv - bv).abs() <= noise {
+        Direction::Noise
+    } else if (nv > bv) == higher_better {
+        Direction::Better
+    } else {
+        Direction::Worse
+    };
+    Figure { step: step.to_string(), metric, base: bv, new: nv, noise, direction }
+}
+
+/// Every figure of the total and of each step both runs have, judged; worse first (the largest
+/// relative change first, the total before its steps), then better, then within noise.
+pub fn judge(base: &Report, new: &Report) -> Vec<Figure> {
+    let mut out: Vec<Figure> =
+        FIGURES.iter().map(|&f| judge_figure("total", None, f, (&base.total, &new.total), (base, new))).collect();
+    for n in &new.steps {
+        let (Some(sc), Some(st)) = (&n.scenario, &n.step) else { continue };
+        let Some(b) = base.steps.iter().find(|b| b.scenario == n.scenario && b.step == n.step) else { continue };
+        let name = format!("{sc}/{st}");
+        for &f in &FIGURES {
+            out.push(judge_figure(&name, Some((sc, st)), f, (b, n), (base, new)));
+        }
+    }
+    // To a tenth of a per cent: equal changes keep the figures' order (p50 before p95).
+    let size =
+        |j: &Figure| if j.base == 0.0 { f64::INFINITY } else { ((j.new - j.base) / j.base * 1000.0).abs().round() };
+    out.sort_by(|a, b| {
+        a.direction
+            .cmp(&b.direction)
+            .then((b.step == "total").cmp(&(a.step == "total")))
+            .then(size(b).partial_cmp(&size(a)).unwrap_or(std::cmp::Ordering::Equal))
+    });
+    out
+}
+
+/// The verdict, first thing `stampede compare` prints: a line saying how it went, each figure
+/// that got worse or better with its noise band, and a count of the rest.
+pub fn render_verdict(judged: &[Figure]) -> String {
+    let count = |d| judged.iter().filter(|j| j.direction == d).count();
+    let (worse, better, noise) = (count(Direction::Worse), count(Direction::Better), count(Direction::Noise));
+    let mut out = String::new();
+    let head = match (worse, better) {
+        (0, 0) => "WITHIN NOISE: no figure changed beyond run-to-run noise".to_string(),
+        (0, b) => format!("BETTER: {b} figure(s) better, none worse"),
+        (w, 0) => format!("WORSE: {w} figure(s) worse, none better"),
+        (w, b) => format!("MIXED: {w} figure(s) worse, {b} better"),
+    };
+    let _ = writeln!(out, "{head}; {noise} within noise");
+    for j in judged.iter().filter(|j| j.direction != Direction::Noise) {
+        let word = if j.direction == Direction::Worse { "worse " } else { "better" };
+        let _ = writeln!(
+            out,
+            "  {word} {:<28} {:<11} {:.3} → {:.3}{}  {}  (noise ±{:.3}{})",
+            j.step,
+            j.metric,
+            j.base,
+            j.new,
+            j.unit(),
+            j.change_text(),
+            j.noise,
+            j.unit()
+        );
+    }
+    out
+}
+
+/// A `--fail-on` rule: `p99:+10%`, `errors.rate:+0.5pp`, `rps:-5%`: the total's figure moving
+/// that way by more than that, beyond noise, fails the comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailOn {
+    pub text: String,
+    pub metric: &'static str,
+    /// Signed: `+10.0` fails on a rise of more than 10, `-5.0` on a fall of more than 5.
+    pub limit: f64,
+    /// In percentage points (the error rate), else in per cent of the base.
+    pub points: bool,
+}
+
+impl FailOn {
+    /// Parses `METRIC:±N%` (or `±Npp` for `errors.rate`).
+    pub fn parse(text: &str) -> Result<FailOn, String> {
+        let names: Vec<&str> = FIGURES.iter().map(|f| f.0).collect();
+        let (metric, limit) = text
+            .split_once(':')
+            .ok_or_else(|| format!("--fail-on `{text}`: expected METRIC:±N% (e.g. p99:+10%, rps:-5%)"))?;
+        let metric = FIGURES.iter().map(|f| f.0).find(|m| *m == metric.trim()).ok_or_else(|| {
+            format!("--fail-on `{text}`: unknown figure `{}` (one of {})", metric.trim(), names.join(", "))
+        })?;
+        let limit = limit.trim();
+        let (number, points) = match (limit.strip_suffix("pp"), limit.strip_suffix('%')) {
+            (Some(n), _) => (n, true),
+            (None, Some(n)) => (n, false),
+            _ => return Err(format!("--fail-on `{text}`: the limit ends in % (or pp for errors.rate)")),
+        };
+        if points != (metric == "errors.rate") {
+            return Err(format!("--fail-on `{text}`: errors.rate is in pp (percentage points), the others in %"));
+        }
+        if !number.starts_with(['+', '-']) {
+            return Err(format!("--fail-on `{text}`: say which way with + (a rise) or - (a fall)"));
+        }
+        let limit: f64 = number.parse().map_err(|_| format!("--fail-on `{text}`: `{number}` is not a number"))?;
+        Ok(FailOn { text: text.to_string(), metric, limit, points })
+    }
+
+    /// Why the rule fails on `judged` (the total's figure, beyond noise), if it does.
+    pub fn broken(&self, judged: &[Figure]) -> Option<String> {
+        let j = judged.iter().find(|j| j.step == "total" && j.metric == self.metric)?;
+        if j.direction == Direction::Noise {
+            return None;
+        }
+        let change = if self.points {
+            j.new - j.base
+        } else if j.base == 0.0 {
+            return (j.new != 0.0 && self.limit > 0.0)
+                .then(|| format!("{}: {} from 0 to {:.3}", self.text, self.metric, j.new));
+        } else {
+            (j.new - j.base) / j.base * 100.0
+        };
+        let beyond = if self.limit >= 0.0 { change > self.limit } else { change < self.limit };
+        beyond
+            .then(|| format!("{}: total {} {} ({:.3} → {:.3})", self.text, self.metric, j.change_text(), j.base, j.new))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stampede_model::report::LatencySummary;
+
+    fn summary(p50: f64, p99: f64, rps: f64) -> StepSummary {
+        StepSummary {
+            rps,
+            requests: 1000,
+            latency_ms: LatencySummary {
+                mean: p50,
+                min: p50 / 2.0,
+                max: p99 * 1.5,
+                p50,
+                p75: p50 * 1.02,
+                p90: p50 * 1.05,
+                p95: p50 * 1.08,
+                p99,
+                p999: p99 * 1.2,
+            },
+            ..StepSummary::default()
+        }
+    }
+
+    fn report(total: StepSummary) -> Report {
+        let mut r: Report = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 1, "name": "x", "startedAt": "2026-01-01T00:00:00Z",
+            "run": {"executor": "constant-vus", "durationSeconds": 1.0, "vusMax": 1, "threads": 1,
+                    "iterations": 1, "interrupted": false, "builtinTarget": false,
+                    "generator": {"cpuPercent": 0.0, "cpuSeconds": 0.0, "cpuMicrosPerRequest": 0.0, "peakRssBytes": 0}},
+            "total": serde_json::to_value(&total).unwrap(),
+            "steps": [], "scenarios": [], "timeline": [], "checks": [], "errorSamples": [], "thresholds": [],
+        }))
+        .unwrap();
+        r.total = total;
+        r
+    }
+
+    #[test]
+    fn small_moves_are_noise_a_slowdown_is_worse_and_named_first() {
+        let base = report(summary(10.0, 12.0, 500.0));
+        // A p99 16 % up with a sparse tail (p99.9 of the base 14.4): within noise; p50 +3 %.
+        let same = report(summary(10.3, 13.9, 490.0));
+        let judged = judge(&base, &same);
+        assert!(judged.iter().all(|j| j.direction == Direction::Noise), "{judged:#?}");
+        assert!(render_verdict(&judged).starts_with("WITHIN NOISE"), "{}", render_verdict(&judged));
+        // 20 ms slower: every latency figure worse, the total's p50 (the largest change) first.
+        let slow = report(summary(30.0, 33.0, 160.0));
+        let judged = judge(&base, &slow);
+        let verdict = render_verdict(&judged);
+        assert!(verdict.starts_with("WORSE"), "{verdict}");
+        let first = verdict.lines().nth(1).unwrap();
+        assert!(first.contains("total") && first.contains("p50") && first.contains("+200.0 %"), "{verdict}");
+        assert!(judged.iter().any(|j| j.metric == "rps" && j.direction == Direction::Worse));
+        // The rules: a rise of the p99 past 10 % fails; a fall of rps within 5 % does not.
+        let rule = FailOn::parse("p99:+10%").unwrap();
+        assert!(rule.broken(&judged).unwrap().contains("+175.0 %"), "{:?}", rule.broken(&judged));
+        assert_eq!(FailOn::parse("p99:+10%").unwrap().broken(&judge(&base, &same)), None);
+        assert!(FailOn::parse("rps:-5%").unwrap().broken(&judged).is_some());
+        assert_eq!(FailOn::parse("rps:-80%").unwrap().broken(&judged), None, "-68 % is not past -80 %");
+    }
+
+    #[test]
+    fn bad_rules_say_what_is_wrong() {
+        for (rule, says) in [
+            ("p99", "expected METRIC:±N%"),
+            ("p42:+10%", "unknown figure `p42`"),
+            ("p99:+10", "ends in %"),
+            ("errors.rate:+1%", "in pp"),
+            ("p99:10%", "with + (a rise) or - (a fall)"),
+            ("p99:+ten%", "`+ten` is not a number"),
+        ] {
+            let err = FailOn::parse(rule).unwrap_err();
+            assert!(err.contains(says), "{rule}: {err}");
+        }
+        assert_eq!(FailOn::parse("errors.rate:+0.5pp").unwrap().limit, 0.5);
+    }
+}
