@@ -182,6 +182,15 @@ struct RunArgs {
     /// Write the report as one self-contained HTML file (charts included) to this file.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Write JUnit XML to this file for CI test reports: each threshold and each check a test
+    /// case (failed with the actual value and why), and the run itself (aborted, load not
+    /// delivered).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY"): the verdict, the
+    /// steps' figures, the thresholds and the failed checks.
+    #[arg(long, value_name = "FILE")]
+    summary: Option<PathBuf>,
     /// An earlier run (a JSON report, or loadtest/NAME) that relative thresholds
     /// (`latency.p99 < baseline * 1.10`) are judged against; the HTML report shows it beside this run.
     #[arg(long, value_name = "RUN")]
@@ -559,6 +568,20 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     };
     let out_file = create(&args.out)?;
     let html_file = create(&args.html)?;
+    let junit_file = create(&args.junit)?;
+    // Appended to, as a CI step summary file is shared by the steps of a job.
+    let summary_file = args
+        .summary
+        .as_ref()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("cannot write the summary to {}", p.display()))
+                .map_err(Failure::CouldNotRun)
+        })
+        .transpose()?;
     // Read before the run: a baseline that cannot be read must not cost a whole run.
     let baseline = args.baseline.as_deref().map(|b| read_report(b, None)).transpose()?;
     let opts = CompileOptions { base_url: args.base_url.clone(), seed: args.seed, ..CompileOptions::default() };
@@ -668,6 +691,17 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {
             eprintln!("HTML report written to {}", path.display());
+        }
+    }
+    let ci_outputs = [
+        (junit_file, &args.junit, stampede_engine::render_junit(&report)),
+        (summary_file, &args.summary, stampede_engine::render_summary_markdown(&report)),
+    ];
+    for (file, path, text) in ci_outputs {
+        if let (Some(mut file), Some(path)) = (file, path) {
+            file.write_all(text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))
+                .map_err(Failure::CouldNotRun)?;
         }
     }
     if let Some(why) = &report.run.aborted {

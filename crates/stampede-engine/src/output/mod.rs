@@ -1,3 +1,4 @@
+pub(crate) mod ci;
 pub(crate) mod compare;
 pub(crate) mod html;
 pub(crate) mod prom;

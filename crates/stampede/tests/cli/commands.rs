@@ -1155,3 +1155,73 @@ fn a_url_runs_without_a_file_like_the_scenario_it_prints() {
     }
     target.stop();
 }
+
+/// The JUnit schema `tests/deps.sh` caches (Jenkins' xUnit plugin's, as pytest's source ships it).
+fn junit_xsd() -> PathBuf {
+    let cache = std::env::var_os("STAMPEDE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/stampede"));
+    let xsd = cache.join("junit-xsd/pytest-8.3.4/junit-10.xsd");
+    assert!(xsd.exists(), "{} is missing: run `bash tests/deps.sh` (make unit does)", xsd.display());
+    xsd
+}
+
+/// #24: CI outputs. `--junit` is valid against the JUnit schema Jenkins and GitLab read (checked
+/// with xmllint), each threshold and check a test case, failed ones with their reason;
+/// `--summary` is Markdown that GitHub's own renderer (cmark-gfm) turns into the tables and the
+/// verdict a step summary shows, appended to what the file already holds.
+#[test]
+fn junit_and_markdown_summary_say_what_passed_and_what_failed_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(
+        dir.path(),
+        "name: gate\nbaseUrl: builtin\nload: {executor: constant-vus, vus: 2, iterations: 40}\n\
+         scenarios:\n  - name: s\n    steps:\n      - {name: ok, request: {url: \"{{baseUrl}}/\"}, check: {status: 200}}\n      \
+         - {name: broken, request: {url: \"{{baseUrl}}/status/500\"}, check: {status: 200}}\n\
+         thresholds:\n  - \"latency{step:ok}.p99 < 5s\"\n  - \"errors.rate < 1%\"\n  - \"latency.p95 < baseline * 1.10\"\n",
+    );
+    let (junit, summary) = (dir.path().join("junit.xml"), dir.path().join("summary.md"));
+    std::fs::write(&summary, "## An earlier step's summary\n\n").unwrap();
+    let run = stampede(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--junit",
+        junit.to_str().unwrap(),
+        "--summary",
+        summary.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(1), "{}{}", text(&run.stdout), text(&run.stderr));
+
+    let valid = Command::new("xmllint")
+        .args(["--noout", "--schema"])
+        .arg(junit_xsd())
+        .arg(&junit)
+        .output()
+        .expect("xmllint (libxml2-utils: bash tests/deps.sh)");
+    assert!(valid.status.success(), "{}\n{}", text(&valid.stderr), std::fs::read_to_string(&junit).unwrap());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    // 3 thresholds + 2 checks + the run; the error rate, the baseline-relative one and the
+    // broken step's check failed.
+    assert!(xml.contains("<testsuites name=\"gate\" tests=\"6\" failures=\"3\""), "{xml}");
+    assert!(xml.contains("name=\"latency{step:ok}.p99 &lt; 5s\" time=\"0\"/>"), "{xml}");
+    assert!(xml.contains("<failure type=\"failed\" message=\"actual 50.000%\">"), "{xml}");
+    assert!(xml.contains(": not judged: no baseline run was given\">"), "{xml}");
+    assert!(xml.contains("name=\"s/broken: status is 200\"") && xml.contains("40 of 40 failed"), "{xml}");
+
+    let markdown = std::fs::read_to_string(&summary).unwrap();
+    assert!(markdown.starts_with("## An earlier step's summary"), "appended:\n{markdown}");
+    let rendered = Command::new("cmark-gfm")
+        .args(["-e", "table"])
+        .arg(&summary)
+        .output()
+        .expect("cmark-gfm (bash tests/deps.sh)");
+    let html = text(&rendered.stdout);
+    assert!(html.contains("<h3>Stampede: gate</h3>"), "{html}");
+    assert!(html.contains("❌ <strong>Failed</strong>: 2 of 3 thresholds"), "{html}");
+    assert_eq!(html.matches("<table>").count(), 2, "the steps and the thresholds:\n{html}");
+    assert!(html.contains("<td>broken</td>") && html.contains("<td><strong>total</strong></td>"), "{html}");
+    assert!(html.contains("<code>errors.rate &lt; 1%</code>"), "{html}");
+    assert!(html.contains("<td>not judged: no baseline run was given</td>"), "{html}");
+    assert!(html.contains("<li>s/broken: status is 200 — 40 of 40 failed</li>"), "{html}");
+}
