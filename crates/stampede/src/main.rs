@@ -24,6 +24,7 @@ mod history;
 
 mod launch;
 
+mod import;
 mod quick;
 
 #[derive(Parser)]
@@ -104,11 +105,30 @@ enum Command {
         #[arg(long, short = 'n')]
         namespace: Option<String>,
     },
+    /// Turn a test you already have into a Stampede scenario (YAML to review: comments say
+    /// where each part came from, secrets become `{{env.NAME}}`, what could not be converted is
+    /// listed). Exit codes: 0 (with warnings on stderr), 2 nothing usable.
+    Import {
+        /// What the input is.
+        #[arg(value_enum)]
+        format: ImportFormat,
+        /// The file to import (`-` or nothing: standard input).
+        input: Option<PathBuf>,
+        /// Write the scenario here instead of standard output.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Create a LoadTest from a manifest and wait for its verdict: the exit code is the gate
     /// for CI jobs, Argo CD hooks and Argo Rollouts analyses (uses the kubeconfig, or the
     /// in-cluster configuration).
     #[command(after_help = launch::EXIT_CODES)]
     Launch(launch::LaunchArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ImportFormat {
+    /// curl command lines (as browsers' "copy as cURL" writes them), one or more.
+    Curl,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -317,6 +337,7 @@ fn main() -> ExitCode {
             compare(&base, &new, namespace.as_deref(), details, &fail_on)
         }
         Command::History(args) => history::history(args),
+        Command::Import { format, input, out } => import(format, input.as_deref(), out.as_deref()),
         Command::Crd { which } => {
             match which {
                 Some(CrdKind::Loadtest) => print!("{}", stampede_api::crd_yaml()),
@@ -454,6 +475,49 @@ fn compare(
         eprintln!("FAILED: --fail-on {why}");
     }
     Ok(ExitCode::from(1))
+}
+
+/// `stampede import FORMAT [INPUT] [-o OUT]`: the scenario, checked before it is written.
+fn import(format: ImportFormat, input: Option<&Path>, out: Option<&Path>) -> Result<ExitCode, Failure> {
+    let (text, source) = match input.filter(|p| p.as_os_str() != "-") {
+        Some(p) => (
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))
+                .map_err(Failure::Invalid)?,
+            p.display().to_string(),
+        ),
+        None => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .context("cannot read standard input")
+                .map_err(Failure::Invalid)?;
+            (text, "standard input".to_string())
+        }
+    };
+    let imported = match format {
+        ImportFormat::Curl => import::curl(&text, &source),
+    }
+    .map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
+    // What it wrote must load and validate (its secrets' variables as placeholders).
+    let path = Path::new("imported.yaml");
+    let file = stampede_engine::parse_str(&imported.yaml, path).map_err(|e| Failure::CouldNotRun(e.into()))?;
+    let mut env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    env.extend(imported.env.keys().map(|k| (k.clone(), "x".to_string())));
+    stampede_engine::validate(&file, path, &CompileOptions { env: Some(env), ..CompileOptions::default() })
+        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the imported scenario does not validate")))?;
+    for w in &imported.warnings {
+        eprintln!("warning: {w}");
+    }
+    for (var, from) in &imported.env {
+        eprintln!("note: set {var} before running ({from})");
+    }
+    match out {
+        Some(p) => std::fs::write(p, &imported.yaml)
+            .with_context(|| format!("cannot write {}", p.display()))
+            .map_err(Failure::CouldNotRun)?,
+        None => print!("{}", imported.yaml),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `stampede report RUN -o report.html [--baseline BASE]`.

@@ -1211,11 +1211,8 @@ fn junit_and_markdown_summary_say_what_passed_and_what_failed_and_why() {
 
     let markdown = std::fs::read_to_string(&summary).unwrap();
     assert!(markdown.starts_with("## An earlier step's summary"), "appended:\n{markdown}");
-    let rendered = Command::new("cmark-gfm")
-        .args(["-e", "table"])
-        .arg(&summary)
-        .output()
-        .expect("cmark-gfm (bash tests/deps.sh)");
+    let rendered =
+        Command::new("cmark-gfm").args(["-e", "table"]).arg(&summary).output().expect("cmark-gfm (bash tests/deps.sh)");
     let html = text(&rendered.stdout);
     assert!(html.contains("<h3>Stampede: gate</h3>"), "{html}");
     assert!(html.contains("❌ <strong>Failed</strong>: 2 of 3 thresholds"), "{html}");
@@ -1224,4 +1221,59 @@ fn junit_and_markdown_summary_say_what_passed_and_what_failed_and_why() {
     assert!(html.contains("<code>errors.rate &lt; 1%</code>"), "{html}");
     assert!(html.contains("<td>not judged: no baseline run was given</td>"), "{html}");
     assert!(html.contains("<li>s/broken: status is 200 — 40 of 40 failed</li>"), "{html}");
+}
+
+/// #24: `stampede import curl` of command lines as a browser copies them: a scenario that
+/// validates, with each request a step, its secrets as `{{env.NAME}}` (never the recorded
+/// values), and what it could not convert listed; run against the built-in target with those
+/// variables set, every request answered.
+#[test]
+fn curl_commands_import_to_a_scenario_that_runs_clean() {
+    let target = stampede_target::TargetServer::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), 1).unwrap();
+    let port = target.base_url().rsplit(':').next().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::fs::read_to_string(repo_root().join("crates/stampede/tests/cli/fixtures/curl/shop.sh")).unwrap();
+    let input = dir.path().join("shop.sh");
+    std::fs::write(&input, fixture.replace("PORT", &port)).unwrap();
+    let scenario = dir.path().join("shop.yaml");
+    let import = stampede(&["import", "curl", input.to_str().unwrap(), "-o", scenario.to_str().unwrap()]);
+    let stderr = text(&import.stderr);
+    assert!(import.status.success(), "{stderr}");
+    assert!(stderr.contains("option `--retry` is not converted"), "listed, not dropped: {stderr}");
+    for var in ["AUTHORIZATION", "X_API_KEY", "PASSWORD"] {
+        assert!(stderr.contains(&format!("note: set {var}")), "{stderr}");
+    }
+    let yaml = std::fs::read_to_string(&scenario).unwrap();
+    assert!(!yaml.contains("recorded"), "no recorded secret in the file:\n{yaml}");
+    assert!(yaml.contains("# from curl command 1: POST http://127.0.0.1:"), "{yaml}");
+    assert!(yaml.contains("anné"), "ANSI-C quoting read as bash does:\n{yaml}");
+    assert!(yaml.contains("{{env.PASSWORD}}"), "the body's password from the environment:\n{yaml}");
+
+    let out = dir.path().join("r.json");
+    let run = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()])
+        .env("AUTHORIZATION", "Bearer from-env")
+        .env("X_API_KEY", "k-env")
+        .env("PASSWORD", "from-env")
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}{}", text(&run.stdout), text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!((report["total"]["requests"].as_u64(), report["total"]["errors"].as_u64()), (Some(4), Some(0)));
+    let steps: Vec<&str> = report["steps"].as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(steps, ["POST /shop/login", "GET /shop/products", "GET /shop/products/3", "PUT /put"]);
+    assert_eq!(target.stats().requests(), 4);
+    assert_eq!(target.stats().shop().counts().logins, 1);
+    target.stop();
+
+    // Nothing usable, or broken shell text: exit 2 naming the input.
+    for (text_in, says) in
+        [("echo hello\n", "no curl command with a URL"), ("curl 'http://x/\n", "quote is not closed")]
+    {
+        let bad = dir.path().join("bad.sh");
+        std::fs::write(&bad, text_in).unwrap();
+        let out = stampede(&["import", "curl", bad.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(says) && text(&out.stderr).contains("bad.sh"), "{}", text(&out.stderr));
+    }
 }

@@ -1,0 +1,462 @@
+//! `stampede import`: tests people already have, as Stampede YAML a person reviews in a pull
+//! request, with comments saying where each part came from, secrets turned into `{{env.NAME}}`,
+//! and what could not be converted listed (never dropped silently). Pure: text in, text out.
+//!
+//! Formats: `curl` (command lines as browsers' "copy as cURL" and people write them).
+
+use std::collections::BTreeMap;
+
+/// What an import gave: the scenario (YAML with comments), the environment variables its
+/// secrets became, and what could not be converted.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Imported {
+    pub(crate) yaml: String,
+    /// `NAME` → where the secret was (`command 2: header Authorization`); never the value.
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) warnings: Vec<String>,
+}
+
+/// One request of a curl command line.
+#[derive(Debug, Default, PartialEq)]
+struct CurlRequest {
+    method: Option<String>,
+    url: Option<String>,
+    headers: Vec<(String, String)>,
+    body: Vec<String>,
+    /// `-G`: the data goes in the query.
+    get: bool,
+    json: bool,
+    insecure: bool,
+    http2: bool,
+    user: Option<String>,
+    cookie: Option<String>,
+}
+
+/// Splits shell text into words as bash would for a simple command: single quotes, double quotes
+/// (with `\` before `"`, `\`, `$` and a newline), ANSI-C `$'…'` (as Chrome writes bodies),
+/// backslash escapes and line continuations. Words of each command (`;`, `&&`, a newline not
+/// continued) are a list of their own.
+fn shell_words(text: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut commands = vec![Vec::new()];
+    let mut word: Option<String> = None;
+    let mut chars = text.chars().peekable();
+    let push = |word: &mut Option<String>, commands: &mut Vec<Vec<String>>| {
+        if let Some(w) = word.take() {
+            commands.last_mut().unwrap().push(w);
+        }
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some('\r') if chars.peek() == Some(&'\n') => {
+                    chars.next();
+                }
+                Some(e) => word.get_or_insert_with(String::new).push(e),
+                None => {}
+            },
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err("a single quote is not closed".into()),
+                    }
+                }
+            }
+            '$' if chars.peek() == Some(&'\'') => {
+                chars.next();
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some('\\') => match chars.next() {
+                            Some('n') => w.push('\n'),
+                            Some('t') => w.push('\t'),
+                            Some('r') => w.push('\r'),
+                            Some('x') => {
+                                let hex: String = (0..2).filter_map(|_| chars.next()).collect();
+                                let byte = u8::from_str_radix(&hex, 16).map_err(|_| format!("bad escape \\x{hex}"))?;
+                                w.push(byte as char);
+                            }
+                            Some('u') => {
+                                let hex: String = (0..4).filter_map(|_| chars.next()).collect();
+                                let code = u32::from_str_radix(&hex, 16).map_err(|_| format!("bad escape \\u{hex}"))?;
+                                w.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                            }
+                            Some(e) => w.push(e),
+                            None => return Err("a $'…' quote is not closed".into()),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err("a $'…' quote is not closed".into()),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(e @ ('"' | '\\' | '$' | '`')) => w.push(e),
+                            Some('\n') => {}
+                            Some(e) => {
+                                w.push('\\');
+                                w.push(e);
+                            }
+                            None => return Err("a double quote is not closed".into()),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err("a double quote is not closed".into()),
+                    }
+                }
+            }
+            ' ' | '\t' | '\r' => push(&mut word, &mut commands),
+            '\n' | ';' => {
+                push(&mut word, &mut commands);
+                commands.push(Vec::new());
+            }
+            '&' if chars.peek() == Some(&'&') => {
+                chars.next();
+                push(&mut word, &mut commands);
+                commands.push(Vec::new());
+            }
+            '#' if word.is_none() => {
+                // A comment, to the end of the line.
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+                push(&mut word, &mut commands);
+                commands.push(Vec::new());
+            }
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    push(&mut word, &mut commands);
+    Ok(commands.into_iter().filter(|c| !c.is_empty()).collect())
+}
+
+/// Options that change nothing a load test sends (output, progress, verbosity).
+const QUIET_OPTIONS: [&str; 14] = [
+    "-s",
+    "--silent",
+    "-S",
+    "--show-error",
+    "-v",
+    "--verbose",
+    "-i",
+    "--include",
+    "--compressed",
+    "-L",
+    "--location",
+    "-#",
+    "--progress-bar",
+    "--no-progress-meter",
+];
+
+/// Options that take a value this importer does not use.
+const IGNORED_WITH_VALUE: [&str; 6] = ["-o", "--output", "-w", "--write-out", "--max-time", "-m"];
+
+fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<CurlRequest, String> {
+    let mut r = CurlRequest::default();
+    let mut i = 1;
+    let value = |i: &mut usize, flag: &str| -> Result<String, String> {
+        *i += 1;
+        words.get(*i).cloned().ok_or_else(|| format!("command {n}: {flag} needs a value"))
+    };
+    while i < words.len() {
+        let w = words[i].as_str();
+        // `--header=value` and `-XPOST` forms.
+        let (flag, inline) = match w.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ if w.len() > 2
+                && w.starts_with('-')
+                && !w.starts_with("--")
+                && w.is_char_boundary(2)
+                && b"XHdAebu".contains(&w.as_bytes()[1]) =>
+            {
+                (&w[..2], Some(w[2..].to_string()))
+            }
+            _ => (w, None),
+        };
+        let take = |i: &mut usize| match &inline {
+            Some(v) => Ok(v.clone()),
+            None => value(i, flag),
+        };
+        match flag {
+            "-X" | "--request" => r.method = Some(take(&mut i)?.to_ascii_uppercase()),
+            "-H" | "--header" => {
+                let h = take(&mut i)?;
+                match h.split_once(':') {
+                    Some((name, v)) => r.headers.push((name.trim().to_string(), v.trim().to_string())),
+                    None => warnings.push(format!("command {n}: header `{h}` has no value; left out")),
+                }
+            }
+            "-d" | "--data" | "--data-raw" | "--data-binary" | "--data-ascii" | "--data-urlencode" => {
+                let d = take(&mut i)?;
+                if d.starts_with('@') && flag != "--data-raw" {
+                    warnings
+                        .push(format!("command {n}: {flag} {d}: a body from a file is not read; put it in the step"));
+                } else {
+                    r.body.push(d);
+                }
+            }
+            "--json" => {
+                r.body.push(take(&mut i)?);
+                r.json = true;
+            }
+            "-b" | "--cookie" => r.cookie = Some(take(&mut i)?),
+            "-u" | "--user" => r.user = Some(take(&mut i)?),
+            "-A" | "--user-agent" => r.headers.push(("User-Agent".into(), take(&mut i)?)),
+            "-e" | "--referer" => r.headers.push(("Referer".into(), take(&mut i)?)),
+            "--url" => r.url = Some(take(&mut i)?),
+            "-G" | "--get" => r.get = true,
+            "-k" | "--insecure" => r.insecure = true,
+            "--http2" | "--http2-prior-knowledge" => r.http2 = true,
+            "-I" | "--head" => r.method = Some("HEAD".into()),
+            f if QUIET_OPTIONS.contains(&f) => {}
+            f if IGNORED_WITH_VALUE.contains(&f) => {
+                take(&mut i)?;
+            }
+            f if f.starts_with('-') => {
+                warnings.push(format!("command {n}: option `{f}` is not converted"));
+            }
+            url if r.url.is_none() => r.url = Some(url.to_string()),
+            other => warnings.push(format!("command {n}: `{other}` (a second URL) is not converted")),
+        }
+        i += 1;
+    }
+    Ok(r)
+}
+
+/// A header whose value is a secret (credentials, session): sent from the environment.
+fn is_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    matches!(n.as_str(), "authorization" | "cookie" | "proxy-authorization")
+        || ["token", "secret", "api-key", "apikey", "password", "session", "csrf", "xsrf"].iter().any(|w| n.contains(w))
+}
+
+/// A JSON object or form body with its secret fields (`password`, `token`…) sent from the
+/// environment instead of as recorded.
+fn secrets_out_of_body(data: &str, n: usize, env: &mut BTreeMap<String, String>) -> String {
+    let mut take = |key: &str| {
+        let var = env_name(key);
+        env.insert(var.clone(), format!("command {n}: body field {key}"));
+        format!("{{{{env.{var}}}}}")
+    };
+    if let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str::<serde_json::Value>(data) {
+        let secret: Vec<String> =
+            fields.iter().filter(|(k, v)| is_secret(k) && v.is_string()).map(|(k, _)| k.clone()).collect();
+        if secret.is_empty() {
+            return data.to_string();
+        }
+        for k in secret {
+            let value = take(&k);
+            fields.insert(k, value.into());
+        }
+        return serde_json::to_string(&fields).unwrap_or_else(|_| data.to_string());
+    }
+    let form = !data.contains(char::is_whitespace) && data.contains('=');
+    if !form {
+        return data.to_string();
+    }
+    data.split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if is_secret(k) => format!("{k}={}", take(k)),
+            _ => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// `X-Api-Key` → `X_API_KEY`.
+fn env_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
+}
+
+/// A YAML scalar: quoted when plain text would be read otherwise.
+fn scalar(text: &str) -> String {
+    serde_yaml::to_string(text).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| format!("{text:?}"))
+}
+
+/// The origin (`scheme://host[:port]`) and the rest (`/path?query`) of a URL.
+fn split_url(url: &str) -> Option<(String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, "/"),
+    };
+    let path = if path.starts_with('?') { format!("/{path}") } else { path.to_string() };
+    (!authority.is_empty()).then(|| (format!("{scheme}://{authority}"), path))
+}
+
+/// Imports curl command lines (`text`, from `source`). Nothing usable (no curl command with a
+/// URL) is an error.
+pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
+    let commands = shell_words(text).map_err(|e| format!("{source}: {e}"))?;
+    let mut warnings = Vec::new();
+    let mut requests = Vec::new();
+    for (i, words) in commands.iter().enumerate() {
+        let n = i + 1;
+        if words[0] != "curl" {
+            warnings.push(format!("command {n}: `{}` is not curl; left out", words[0]));
+            continue;
+        }
+        let r = parse_curl(words, n, &mut warnings).map_err(|e| format!("{source}: {e}"))?;
+        match r.url.as_deref().and_then(split_url) {
+            Some(_) => requests.push((n, r)),
+            None => warnings.push(format!("command {n}: no http(s) URL; left out")),
+        }
+    }
+    if requests.is_empty() {
+        return Err(format!("{source}: no curl command with a URL to import"));
+    }
+    let origins: Vec<String> =
+        requests.iter().filter_map(|(_, r)| split_url(r.url.as_deref()?).map(|(o, _)| o)).collect();
+    let base = origins.iter().all(|o| *o == origins[0]).then(|| origins[0].clone());
+    let mut env = BTreeMap::new();
+    let mut steps = String::new();
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, r) in &requests {
+        let url = r.url.clone().unwrap_or_default();
+        let (origin, mut path) = split_url(&url).unwrap_or_default();
+        let data = r.body.join("&");
+        let method = r.method.clone().unwrap_or_else(|| if data.is_empty() || r.get { "GET" } else { "POST" }.into());
+        if r.get && !data.is_empty() {
+            path.push(if path.contains('?') { '&' } else { '?' });
+            path.push_str(&data);
+        }
+        let route = path.split('?').next().unwrap_or("/").to_string();
+        let mut name = format!("{method} {route}");
+        let seen = names.entry(name.clone()).or_insert(0);
+        *seen += 1;
+        if *seen > 1 {
+            name = format!("{name} ({seen})");
+        }
+        let target = match &base {
+            Some(_) => format!("{{{{baseUrl}}}}{path}"),
+            None => format!("{origin}{path}"),
+        };
+        steps.push_str(&format!("      # from curl command {n}: {method} {url}\n"));
+        steps.push_str(&format!("      - name: {}\n        request:\n", scalar(&name)));
+        if method != "GET" {
+            steps.push_str(&format!("          method: {method}\n"));
+        }
+        steps.push_str(&format!("          url: {}\n", scalar(&target)));
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for (h, v) in &r.headers {
+            if is_secret(h) {
+                let var = env_name(h);
+                env.insert(var.clone(), format!("command {n}: header {h}"));
+                headers.push((h.clone(), format!("{{{{env.{var}}}}}")));
+            } else {
+                headers.push((h.clone(), v.clone()));
+            }
+        }
+        if r.cookie.is_some() {
+            env.insert("COOKIE".into(), format!("command {n}: -b (cookies)"));
+            headers.push(("Cookie".into(), "{{env.COOKIE}}".into()));
+        }
+        if r.user.is_some() {
+            env.insert("BASIC_AUTH".into(), format!("command {n}: -u (user:password, base64)"));
+            headers.push(("Authorization".into(), "Basic {{env.BASIC_AUTH}}".into()));
+        }
+        if r.json && !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("content-type")) {
+            headers.push(("Content-Type".into(), "application/json".into()));
+        }
+        if !headers.is_empty() {
+            steps.push_str("          headers:\n");
+            for (h, v) in &headers {
+                steps.push_str(&format!("            {}: {}\n", scalar(h), scalar(v)));
+            }
+        }
+        if !data.is_empty() && !r.get {
+            let data = secrets_out_of_body(&data, *n, &mut env);
+            steps.push_str(&format!("          body: {}\n", scalar(&data)));
+            if data.contains("{{") {
+                warnings.push(format!("command {n}: the body holds `{{{{`, which Stampede reads as a template"));
+            }
+        }
+    }
+    let insecure = requests.iter().any(|(_, r)| r.insecure);
+    let http2 = requests.iter().any(|(_, r)| r.http2);
+    let mut yaml = format!(
+        "# Imported from {source} by `stampede import curl`: {} request(s). Review it, then run it with\n\
+         # `stampede run FILE` (set the load below: one VU, one iteration to start with).\n",
+        requests.len()
+    );
+    if !env.is_empty() {
+        yaml.push_str("# Secrets became environment variables; set them before running:\n");
+        for (var, from) in &env {
+            yaml.push_str(&format!("#   {var}  ({from})\n"));
+        }
+    }
+    for w in &warnings {
+        yaml.push_str(&format!("# not converted: {w}\n"));
+    }
+    let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("imported", |(_, host)| host);
+    yaml.push_str(&format!("name: {}\n", scalar(name)));
+    if let Some(b) = &base {
+        yaml.push_str(&format!("baseUrl: {}\n", scalar(b)));
+    }
+    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+    if insecure || http2 {
+        yaml.push_str("http:\n");
+        if http2 {
+            yaml.push_str("  version: \"2\"\n");
+        }
+        if insecure {
+            yaml.push_str("  tls: {insecure: true}  # from curl -k: any certificate is accepted\n");
+        }
+    }
+    yaml.push_str("scenarios:\n  - name: imported\n    steps:\n");
+    yaml.push_str(&steps);
+    Ok(Imported { yaml, env, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_read_quotes_escapes_and_continuations_as_bash_does() {
+        let text = "curl 'http://h/a b' \\\n  -H \"X: \\\"q\\\"\" --data-raw $'{\"a\":\"line\\nnext\\u00e9\"}' && echo hi\n# c\ncurl x";
+        let words = shell_words(text).unwrap();
+        assert_eq!(words[0], ["curl", "http://h/a b", "-H", "X: \"q\"", "--data-raw", "{\"a\":\"line\nnexté\"}"]);
+        assert_eq!(words[1], ["echo", "hi"]);
+        assert_eq!(words[2], ["curl", "x"]);
+        assert!(shell_words("curl 'open").unwrap_err().contains("not closed"));
+    }
+
+    #[test]
+    fn curl_commands_become_steps_with_secrets_from_the_environment() {
+        let text = "curl 'http://127.0.0.1:8080/shop/login' -H 'Content-Type: application/json' \
+                    -H 'Authorization: Bearer abc' --data-raw '{\"user\":\"ann\"}' --compressed\n\
+                    curl -G http://127.0.0.1:8080/search -d q=kettle -b 'sid=1' --retry 3\n\
+                    wget http://127.0.0.1:8080/";
+        let out = curl(text, "flow.sh").unwrap();
+        let file: stampede_model::scenario::ScenarioFile = serde_yaml::from_str(&out.yaml).unwrap();
+        assert_eq!(file.base_url.as_deref(), Some("http://127.0.0.1:8080"));
+        let steps = &file.scenarios[0].steps;
+        assert_eq!(steps.len(), 2);
+        let login = steps[0].request.as_ref().unwrap();
+        assert_eq!((steps[0].name.as_str(), login.method.as_str()), ("POST /shop/login", "POST"));
+        assert_eq!(login.url, "{{baseUrl}}/shop/login");
+        assert_eq!(login.headers["Authorization"], "{{env.AUTHORIZATION}}");
+        assert_eq!(login.body.as_deref(), Some("{\"user\":\"ann\"}"));
+        let search = steps[1].request.as_ref().unwrap();
+        assert_eq!((steps[1].name.as_str(), search.url.as_str()), ("GET /search", "{{baseUrl}}/search?q=kettle"));
+        assert_eq!(search.headers["Cookie"], "{{env.COOKIE}}");
+        assert!(!out.yaml.contains("abc") && !out.yaml.contains("sid=1"), "no secret in the file:\n{}", out.yaml);
+        assert_eq!(out.env.keys().collect::<Vec<_>>(), ["AUTHORIZATION", "COOKIE"]);
+        assert!(out.yaml.contains("# from curl command 1: POST http://127.0.0.1:8080/shop/login"), "{}", out.yaml);
+        for w in ["option `--retry` is not converted", "`wget` is not curl"] {
+            assert!(out.warnings.iter().any(|x| x.contains(w)), "{:?}", out.warnings);
+            assert!(out.yaml.contains(w), "listed in the file too");
+        }
+        assert!(curl("echo nothing", "x").unwrap_err().contains("no curl command with a URL"));
+    }
+}
