@@ -129,6 +129,8 @@ enum Command {
 enum ImportFormat {
     /// curl command lines (as browsers' "copy as cURL" writes them), one or more.
     Curl,
+    /// A Postman collection (v2.1 JSON): its requests, folders, variables and auth.
+    Postman,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -495,7 +497,8 @@ fn import(format: ImportFormat, input: Option<&Path>, out: Option<&Path>) -> Res
         }
     };
     let imported = match format {
-        ImportFormat::Curl => import::curl(&text, &source),
+        ImportFormat::Curl => import::curl::curl(&text, &source),
+        ImportFormat::Postman => import::postman::postman(&text, &source),
     }
     .map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
     // What it wrote must load and validate (its secrets' variables as placeholders).

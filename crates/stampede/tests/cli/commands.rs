@@ -1277,3 +1277,55 @@ fn curl_commands_import_to_a_scenario_that_runs_clean() {
         assert!(text(&out.stderr).contains(says) && text(&out.stderr).contains("bad.sh"), "{}", text(&out.stderr));
     }
 }
+
+/// #24: `stampede import postman` of a v2.1 collection (folders, collection variables, bearer
+/// auth from a variable, a JSON and a form body, a disabled header, a test script): every request
+/// a step in order, secrets from the environment, the script listed as not converted; run against
+/// the built-in target, 0 errors.
+#[test]
+fn a_postman_collection_imports_to_a_scenario_that_runs_clean() {
+    let target = stampede_target::TargetServer::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), 1).unwrap();
+    let port = target.base_url().rsplit(':').next().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::fs::read_to_string(
+        repo_root().join("crates/stampede/tests/cli/fixtures/postman/shop.postman_collection.json"),
+    )
+    .unwrap();
+    let input = dir.path().join("shop.postman_collection.json");
+    std::fs::write(&input, fixture.replace("PORT", &port)).unwrap();
+    let scenario = dir.path().join("shop.yaml");
+    let import = stampede(&["import", "postman", input.to_str().unwrap(), "-o", scenario.to_str().unwrap()]);
+    let stderr = text(&import.stderr);
+    assert!(import.status.success(), "{stderr}");
+    assert!(stderr.contains("`Account / Log in`: its test script (2 line(s)) is not converted"), "{stderr}");
+    for var in ["SHOPTOKEN", "PASSWORD"] {
+        assert!(stderr.contains(&format!("note: set {var}")), "{stderr}");
+    }
+    let yaml = std::fs::read_to_string(&scenario).unwrap();
+    assert!(!yaml.contains("recorded"), "no recorded secret in the file:\n{yaml}");
+    assert!(!yaml.contains("X-Debug"), "a disabled header stays out:\n{yaml}");
+    let file: stampede_model::scenario::ScenarioFile = serde_yaml::from_str(&yaml).unwrap();
+    let steps: Vec<&str> = file.scenarios[0].steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        steps,
+        ["Account / Log in", "Catalogue / List products", "Catalogue / One product", "Catalogue / Search (form)"]
+    );
+    let login = file.scenarios[0].steps[0].request.as_ref().unwrap();
+    assert!(!login.headers.contains_key("Authorization"), "the request's noauth wins over the collection's bearer");
+    let list = file.scenarios[0].steps[1].request.as_ref().unwrap();
+    assert_eq!(list.headers["Authorization"], "Bearer {{shopToken}}");
+    assert_eq!(file.vars.len(), 2, "productId and shopToken: {:?}", file.vars);
+
+    let out = dir.path().join("r.json");
+    let run = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()])
+        .env("SHOPTOKEN", "t-from-env")
+        .env("PASSWORD", "from-env")
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}{}", text(&run.stdout), text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!((report["total"]["requests"].as_u64(), report["total"]["errors"].as_u64()), (Some(4), Some(0)));
+    assert_eq!((target.stats().requests(), target.stats().shop().counts().logins), (4, 1));
+    target.stop();
+}

@@ -1,20 +1,8 @@
-//! `stampede import`: tests people already have, as Stampede YAML a person reviews in a pull
-//! request, with comments saying where each part came from, secrets turned into `{{env.NAME}}`,
-//! and what could not be converted listed (never dropped silently). Pure: text in, text out.
-//!
-//! Formats: `curl` (command lines as browsers' "copy as cURL" and people write them).
+//! `stampede import curl`: curl command lines, as browsers' "copy as cURL" and people write them.
 
 use std::collections::BTreeMap;
 
-/// What an import gave: the scenario (YAML with comments), the environment variables its
-/// secrets became, and what could not be converted.
-#[derive(Debug, Default, PartialEq)]
-pub(crate) struct Imported {
-    pub(crate) yaml: String,
-    /// `NAME` → where the secret was (`command 2: header Authorization`); never the value.
-    pub(crate) env: BTreeMap<String, String>,
-    pub(crate) warnings: Vec<String>,
-}
+use super::{Imported, env_name, is_secret, scalar, secrets_out_of_body};
 
 /// One request of a curl command line.
 #[derive(Debug, Default, PartialEq)]
@@ -232,56 +220,6 @@ fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<
     Ok(r)
 }
 
-/// A header whose value is a secret (credentials, session): sent from the environment.
-fn is_secret(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    matches!(n.as_str(), "authorization" | "cookie" | "proxy-authorization")
-        || ["token", "secret", "api-key", "apikey", "password", "session", "csrf", "xsrf"].iter().any(|w| n.contains(w))
-}
-
-/// A JSON object or form body with its secret fields (`password`, `token`…) sent from the
-/// environment instead of as recorded.
-fn secrets_out_of_body(data: &str, n: usize, env: &mut BTreeMap<String, String>) -> String {
-    let mut take = |key: &str| {
-        let var = env_name(key);
-        env.insert(var.clone(), format!("command {n}: body field {key}"));
-        format!("{{{{env.{var}}}}}")
-    };
-    if let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str::<serde_json::Value>(data) {
-        let secret: Vec<String> =
-            fields.iter().filter(|(k, v)| is_secret(k) && v.is_string()).map(|(k, _)| k.clone()).collect();
-        if secret.is_empty() {
-            return data.to_string();
-        }
-        for k in secret {
-            let value = take(&k);
-            fields.insert(k, value.into());
-        }
-        return serde_json::to_string(&fields).unwrap_or_else(|_| data.to_string());
-    }
-    let form = !data.contains(char::is_whitespace) && data.contains('=');
-    if !form {
-        return data.to_string();
-    }
-    data.split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if is_secret(k) => format!("{k}={}", take(k)),
-            _ => pair.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// `X-Api-Key` → `X_API_KEY`.
-fn env_name(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
-}
-
-/// A YAML scalar: quoted when plain text would be read otherwise.
-fn scalar(text: &str) -> String {
-    serde_yaml::to_string(text).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| format!("{text:?}"))
-}
-
 /// The origin (`scheme://host[:port]`) and the rest (`/path?query`) of a URL.
 fn split_url(url: &str) -> Option<(String, String)> {
     let (scheme, rest) = url.split_once("://")?;
@@ -374,7 +312,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             }
         }
         if !data.is_empty() && !r.get {
-            let data = secrets_out_of_body(&data, *n, &mut env);
+            let data = secrets_out_of_body(&data, &format!("command {n}"), &mut env);
             steps.push_str(&format!("          body: {}\n", scalar(&data)));
             if data.contains("{{") {
                 warnings.push(format!("command {n}: the body holds `{{{{`, which Stampede reads as a template"));
@@ -383,20 +321,8 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     }
     let insecure = requests.iter().any(|(_, r)| r.insecure);
     let http2 = requests.iter().any(|(_, r)| r.http2);
-    let mut yaml = format!(
-        "# Imported from {source} by `stampede import curl`: {} request(s). Review it, then run it with\n\
-         # `stampede run FILE` (set the load below: one VU, one iteration to start with).\n",
-        requests.len()
-    );
-    if !env.is_empty() {
-        yaml.push_str("# Secrets became environment variables; set them before running:\n");
-        for (var, from) in &env {
-            yaml.push_str(&format!("#   {var}  ({from})\n"));
-        }
-    }
-    for w in &warnings {
-        yaml.push_str(&format!("# not converted: {w}\n"));
-    }
+    let mut imported = Imported { yaml: String::new(), env, warnings };
+    let mut yaml = imported.head(source, "curl", requests.len());
     let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("imported", |(_, host)| host);
     yaml.push_str(&format!("name: {}\n", scalar(name)));
     if let Some(b) = &base {
@@ -414,7 +340,8 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     }
     yaml.push_str("scenarios:\n  - name: imported\n    steps:\n");
     yaml.push_str(&steps);
-    Ok(Imported { yaml, env, warnings })
+    imported.yaml = yaml;
+    Ok(imported)
 }
 
 #[cfg(test)]

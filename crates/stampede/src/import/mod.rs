@@ -1,0 +1,91 @@
+//! `stampede import`: tests people already have, as Stampede YAML a person reviews in a pull
+//! request, with comments saying where each part came from, secrets turned into `{{env.NAME}}`,
+//! and what could not be converted listed (never dropped silently). Pure: text in, text out.
+//!
+//! Formats: [`curl`] (command lines as browsers' "copy as cURL" and people write them),
+//! [`postman`] (collections v2.1).
+
+use std::collections::BTreeMap;
+
+pub(crate) mod curl;
+pub(crate) mod postman;
+
+/// What an import gave: the scenario (YAML with comments), the environment variables its
+/// secrets became, and what could not be converted.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Imported {
+    pub(crate) yaml: String,
+    /// `NAME` → where the secret was (`command 2: header Authorization`); never the value.
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Imported {
+    /// The head of the file: where it came from, the variables to set, what was not converted.
+    fn head(&self, source: &str, what: &str, requests: usize) -> String {
+        let mut yaml = format!(
+            "# Imported from {source} by `stampede import {what}`: {requests} request(s). Review it, then run\n\
+             # it with `stampede run FILE` (set the load below: one VU, one iteration to start with).\n"
+        );
+        if !self.env.is_empty() {
+            yaml.push_str("# Secrets became environment variables; set them before running:\n");
+            for (var, from) in &self.env {
+                yaml.push_str(&format!("#   {var}  ({from})\n"));
+            }
+        }
+        for w in &self.warnings {
+            yaml.push_str(&format!("# not converted: {w}\n"));
+        }
+        yaml
+    }
+}
+
+/// A header whose value is a secret (credentials, session): sent from the environment.
+pub(crate) fn is_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    matches!(n.as_str(), "authorization" | "cookie" | "proxy-authorization")
+        || ["token", "secret", "api-key", "apikey", "password", "session", "csrf", "xsrf"].iter().any(|w| n.contains(w))
+}
+
+/// A JSON object or form body with its secret fields (`password`, `token`…) sent from the
+/// environment instead of as recorded.
+pub(crate) fn secrets_out_of_body(data: &str, at: &str, env: &mut BTreeMap<String, String>) -> String {
+    let mut take = |key: &str| {
+        let var = env_name(key);
+        env.insert(var.clone(), format!("{at}: body field {key}"));
+        format!("{{{{env.{var}}}}}")
+    };
+    if let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str::<serde_json::Value>(data) {
+        let secret: Vec<String> =
+            fields.iter().filter(|(k, v)| is_secret(k) && v.is_string()).map(|(k, _)| k.clone()).collect();
+        if secret.is_empty() {
+            return data.to_string();
+        }
+        for k in secret {
+            let value = take(&k);
+            fields.insert(k, value.into());
+        }
+        return serde_json::to_string(&fields).unwrap_or_else(|_| data.to_string());
+    }
+    let form = !data.contains(char::is_whitespace) && data.contains('=');
+    if !form {
+        return data.to_string();
+    }
+    data.split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if is_secret(k) => format!("{k}={}", take(k)),
+            _ => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// `X-Api-Key` → `X_API_KEY`.
+pub(crate) fn env_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
+}
+
+/// A YAML scalar: quoted when plain text would be read otherwise.
+pub(crate) fn scalar(text: &str) -> String {
+    serde_yaml::to_string(text).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| format!("{text:?}"))
+}

@@ -1,0 +1,302 @@
+//! `stampede import postman`: a Postman collection (format v2.1): each request a step, in
+//! order, folders flattened with their names before the request's; collection variables become
+//! `vars` (`baseUrl` the scenario's), variables it does not define `{{env.NAME}}`; auth (bearer,
+//! basic, API key) a header from the environment; Postman's dynamic variables (`{{$guid}}`,
+//! `{{$timestamp}}`, `{{$randomInt}}`) the expression language's functions. Scripts (pre-request
+//! and tests) are listed as not converted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::{Imported, env_name, is_secret, scalar, secrets_out_of_body};
+
+/// A request of the collection, flattened.
+struct Request<'a> {
+    /// `Folder / Request`.
+    name: String,
+    item: &'a Value,
+    /// The nearest auth: the request's, a folder's, the collection's.
+    auth: Option<&'a Value>,
+}
+
+fn flatten<'a>(
+    items: &'a [Value],
+    prefix: &str,
+    auth: Option<&'a Value>,
+    out: &mut Vec<Request<'a>>,
+    warnings: &mut Vec<String>,
+) {
+    for item in items {
+        let name = item["name"].as_str().unwrap_or("request");
+        let full = if prefix.is_empty() { name.to_string() } else { format!("{prefix} / {name}") };
+        let own_auth = item.get("auth").filter(|a| !a.is_null()).or(auth);
+        for event in item["event"].as_array().into_iter().flatten() {
+            let listen = event["listen"].as_str().unwrap_or("script");
+            let lines = event["script"]["exec"].as_array().map_or(0, |l| l.len());
+            if lines > 0 {
+                warnings.push(format!("`{full}`: its {listen} script ({lines} line(s)) is not converted"));
+            }
+        }
+        match item["item"].as_array() {
+            Some(children) => flatten(children, &full, own_auth, out, warnings),
+            None if item.get("request").is_some() => {
+                let auth = item["request"].get("auth").filter(|a| !a.is_null()).or(own_auth);
+                out.push(Request { name: full, item, auth });
+            }
+            None => warnings.push(format!("`{full}`: neither a request nor a folder; left out")),
+        }
+    }
+}
+
+/// Rewrites Postman's `{{name}}` references: collection variables stay (they are `vars`),
+/// `baseUrl` stays, dynamic variables become functions, anything else `{{env.NAME}}` (recorded in
+/// `env`).
+fn templates(
+    text: &str,
+    vars: &BTreeSet<String>,
+    at: &str,
+    env: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let name = after[..close].trim();
+        let replaced = match name {
+            "$guid" | "$randomUUID" => "{{ uuid() }}".to_string(),
+            "$timestamp" => "{{ unixMillis() / 1000 }}".to_string(),
+            "$isoTimestamp" => "{{ now() }}".to_string(),
+            "$randomInt" => "{{ randomInt(0, 1000) }}".to_string(),
+            n if n.starts_with('$') => {
+                warnings.push(format!("{at}: Postman's `{{{{{n}}}}}` has no equivalent; left as text"));
+                format!("{{{{ '{n}' }}}}")
+            }
+            // Ours already (a secret this import moved to the environment).
+            n if n == "baseUrl" || vars.contains(n) || n.starts_with("env.") => format!("{{{{{n}}}}}"),
+            n => {
+                let var = env_name(n);
+                env.entry(var.clone()).or_insert_with(|| format!("{at}: variable {n} (from a Postman environment)"));
+                format!("{{{{env.{var}}}}}")
+            }
+        };
+        out.push_str(&replaced);
+        rest = &after[close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The value of the auth `key` (`[{key, value}]` as v2.1 writes them).
+fn auth_value<'a>(auth: &'a Value, kind: &str, key: &str) -> Option<&'a str> {
+    auth[kind].as_array()?.iter().find(|e| e["key"] == key)?["value"].as_str()
+}
+
+/// Imports a Postman collection (v2.1 JSON) from `source`.
+pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
+    let collection: Value =
+        serde_json::from_str(text).map_err(|e| format!("{source}: not a Postman collection (JSON): {e}"))?;
+    let schema = collection["info"]["schema"].as_str().unwrap_or_default();
+    if !schema.contains("v2.1") && !schema.contains("v2.0") {
+        return Err(format!("{source}: info.schema `{schema}` is not a Postman collection v2.1 (export it as v2.1)"));
+    }
+    let mut warnings = Vec::new();
+    let mut env = BTreeMap::new();
+    let mut vars = BTreeMap::new();
+    let mut base_url = None;
+    for v in collection["variable"].as_array().into_iter().flatten() {
+        let (Some(key), value) = (v["key"].as_str(), v["value"].as_str().unwrap_or_default()) else { continue };
+        if key == "baseUrl" {
+            base_url = Some(value.to_string());
+        } else if is_secret(key) {
+            let var = env_name(key);
+            env.insert(var.clone(), format!("collection variable {key}"));
+            vars.insert(key.to_string(), format!("{{{{env.{var}}}}}"));
+        } else {
+            vars.insert(key.to_string(), value.to_string());
+        }
+    }
+    let names: BTreeSet<String> = vars.keys().cloned().collect();
+    let mut requests = Vec::new();
+    let items = collection["item"].as_array().ok_or_else(|| format!("{source}: the collection has no `item` list"))?;
+    flatten(items, "", collection.get("auth").filter(|a| !a.is_null()), &mut requests, &mut warnings);
+    let mut steps = String::new();
+    let mut count = 0;
+    for r in &requests {
+        let at = format!("request `{}`", r.name);
+        let req = &r.item["request"];
+        // A request may be a bare URL string.
+        let (method, url) = match req {
+            Value::String(url) => ("GET".to_string(), url.clone()),
+            _ => (
+                req["method"].as_str().unwrap_or("GET").to_ascii_uppercase(),
+                match &req["url"] {
+                    Value::String(u) => u.clone(),
+                    u => u["raw"].as_str().unwrap_or_default().to_string(),
+                },
+            ),
+        };
+        if url.is_empty() {
+            warnings.push(format!("{at}: no URL; left out"));
+            continue;
+        }
+        count += 1;
+        let url = templates(&url, &names, &at, &mut env, &mut warnings);
+        steps.push_str(&format!("      # from Postman: {}\n", r.name.replace('\n', " ")));
+        steps.push_str(&format!("      - name: {}\n        request:\n", scalar(&r.name)));
+        if method != "GET" {
+            steps.push_str(&format!("          method: {method}\n"));
+        }
+        steps.push_str(&format!("          url: {}\n", scalar(&url)));
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for h in req["header"].as_array().into_iter().flatten() {
+            if h["disabled"] == true {
+                continue;
+            }
+            let (Some(k), v) = (h["key"].as_str(), h["value"].as_str().unwrap_or_default()) else { continue };
+            let value = if is_secret(k) && !v.contains("{{") {
+                let var = env_name(k);
+                env.insert(var.clone(), format!("{at}: header {k}"));
+                format!("{{{{env.{var}}}}}")
+            } else {
+                templates(v, &names, &at, &mut env, &mut warnings)
+            };
+            headers.push((k.to_string(), value));
+        }
+        if let Some(auth) = r.auth {
+            match auth["type"].as_str().unwrap_or_default() {
+                "bearer" => {
+                    let token = auth_value(auth, "bearer", "token").unwrap_or_default();
+                    let token = if token.contains("{{") {
+                        templates(token, &names, &at, &mut env, &mut warnings)
+                    } else {
+                        env.insert("BEARER_TOKEN".into(), format!("{at}: bearer auth"));
+                        "{{env.BEARER_TOKEN}}".into()
+                    };
+                    headers.push(("Authorization".into(), format!("Bearer {token}")));
+                }
+                "basic" => {
+                    env.insert("BASIC_AUTH".into(), format!("{at}: basic auth (user:password, base64)"));
+                    headers.push(("Authorization".into(), "Basic {{env.BASIC_AUTH}}".into()));
+                }
+                "apikey" => {
+                    let key = auth_value(auth, "apikey", "key").unwrap_or("X-Api-Key");
+                    let var = env_name(key);
+                    env.insert(var.clone(), format!("{at}: API key"));
+                    if auth_value(auth, "apikey", "in") == Some("query") {
+                        warnings.push(format!("{at}: an API key in the query is sent as a header `{key}`"));
+                    }
+                    headers.push((key.to_string(), format!("{{{{env.{var}}}}}")));
+                }
+                "noauth" | "" => {}
+                other => warnings.push(format!("{at}: auth `{other}` is not converted")),
+            }
+        }
+        let body = &req["body"];
+        let mut body_text = None;
+        let mut form = Vec::new();
+        match body["mode"].as_str() {
+            Some("raw") => {
+                let raw = body["raw"].as_str().unwrap_or_default();
+                let raw = secrets_out_of_body(raw, &at, &mut env);
+                body_text = Some(templates(&raw, &names, &at, &mut env, &mut warnings));
+                if body["options"]["raw"]["language"] == "json"
+                    && !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("content-type"))
+                {
+                    headers.push(("Content-Type".into(), "application/json".into()));
+                }
+            }
+            Some("urlencoded") => {
+                for f in body["urlencoded"].as_array().into_iter().flatten().filter(|f| f["disabled"] != true) {
+                    let (Some(k), v) = (f["key"].as_str(), f["value"].as_str().unwrap_or_default()) else { continue };
+                    let v = if is_secret(k) {
+                        let var = env_name(k);
+                        env.insert(var.clone(), format!("{at}: form field {k}"));
+                        format!("{{{{env.{var}}}}}")
+                    } else {
+                        templates(v, &names, &at, &mut env, &mut warnings)
+                    };
+                    form.push((k.to_string(), v));
+                }
+            }
+            Some(mode @ ("formdata" | "file" | "graphql")) => {
+                warnings.push(format!("{at}: a `{mode}` body is not converted"));
+            }
+            _ => {}
+        }
+        if !headers.is_empty() {
+            steps.push_str("          headers:\n");
+            for (h, v) in &headers {
+                steps.push_str(&format!("            {}: {}\n", scalar(h), scalar(v)));
+            }
+        }
+        if let Some(b) = body_text.filter(|b| !b.is_empty()) {
+            steps.push_str(&format!("          body: {}\n", scalar(&b)));
+        }
+        if !form.is_empty() {
+            steps.push_str("          form:\n");
+            for (k, v) in &form {
+                steps.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
+            }
+        }
+    }
+    if count == 0 {
+        return Err(format!("{source}: no request with a URL to import"));
+    }
+    let mut imported = Imported { yaml: String::new(), env, warnings };
+    let mut yaml = imported.head(source, "postman", count);
+    let name = collection["info"]["name"].as_str().unwrap_or("imported");
+    yaml.push_str(&format!("name: {}\n", scalar(name)));
+    if let Some(b) = &base_url {
+        yaml.push_str(&format!("baseUrl: {}\n", scalar(b)));
+    }
+    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+    if !vars.is_empty() {
+        yaml.push_str("vars:  # the collection's variables\n");
+        for (k, v) in &vars {
+            yaml.push_str(&format!("  {}: {}\n", scalar(k), scalar(v)));
+        }
+    }
+    yaml.push_str("scenarios:\n  - name: imported\n    steps:\n");
+    yaml.push_str(&steps);
+    imported.yaml = yaml;
+    Ok(imported)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_become_vars_env_or_functions() {
+        let (mut env, mut warnings) = (BTreeMap::new(), Vec::new());
+        let vars: BTreeSet<String> = ["productId".to_string()].into();
+        let out = templates(
+            "{{baseUrl}}/p/{{productId}}?id={{$guid}}&t={{$timestamp}}&k={{apiHost}}&x={{$randomColor}}",
+            &vars,
+            "r",
+            &mut env,
+            &mut warnings,
+        );
+        assert_eq!(
+            out,
+            "{{baseUrl}}/p/{{productId}}?id={{ uuid() }}&t={{ unixMillis() / 1000 }}&k={{env.APIHOST}}&x={{ '$randomColor' }}"
+        );
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["APIHOST"]);
+        assert!(warnings[0].contains("`{{$randomColor}}` has no equivalent"), "{warnings:?}");
+    }
+
+    #[test]
+    fn not_a_collection_is_said() {
+        assert!(postman("[]", "x.json").unwrap_err().contains("is not a Postman collection v2.1"));
+        assert!(postman("{", "x.json").unwrap_err().contains("not a Postman collection (JSON)"));
+        let empty = r#"{"info": {"schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"}, "item": []}"#;
+        assert!(postman(empty, "x.json").unwrap_err().contains("no request with a URL"));
+    }
+}
