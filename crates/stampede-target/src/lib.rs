@@ -7,7 +7,8 @@
 //! `/redirect/{n}` redirects n times to `/get`; `/redirect-to?url=…&status_code=…` redirects
 //! once; `/response-headers?name=value` answers with those headers; `/stats` counts requests
 //! served. `/shop/…` is a small shop (log in, products, cart, checkout; see [`shop`]) for
-//! trying user flows.
+//! trying user flows. `/openapi.yaml` describes these routes (OpenAPI 3.1, with this server's
+//! address).
 //!
 //! By default it speaks plain HTTP/1.1. [`TargetOptions`] add TLS (with the caller's
 //! certificate) and HTTP/2 (via ALPN over TLS, by prior knowledge over cleartext), for
@@ -43,6 +44,9 @@ use tokio::sync::{Semaphore, watch};
 pub mod shop;
 
 /// The page served at `/`.
+/// This server's OpenAPI description, served at `/openapi.yaml` (`__SERVER__`: its address).
+const OPENAPI: &str = include_str!("openapi.yaml");
+
 pub const INDEX_HTML: &str = "<html>\n<body>\n<p><em>Hello,World!</em></p>\n</body>\n</html>\n";
 const MAX_DELAY_MS: u64 = 60_000;
 const MAX_SERVICE_TIME: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -477,6 +481,12 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, c
     }
     match (path.as_str(), &method) {
         ("/" | "/index.html", &Method::GET | &Method::HEAD) => respond(StatusCode::OK, "text/html", INDEX_HTML),
+        ("/openapi.yaml", &Method::GET) => {
+            // This server's own address, as the client reached it.
+            let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+            let scheme = if req.uri().scheme_str() == Some("https") { "https" } else { "http" };
+            respond(StatusCode::OK, "application/yaml", OPENAPI.replace("__SERVER__", &format!("{scheme}://{host}")))
+        }
         ("/get", &Method::GET | &Method::HEAD)
         | ("/post", &Method::POST)
         | ("/put", &Method::PUT)

@@ -131,6 +131,8 @@ enum ImportFormat {
     Curl,
     /// A Postman collection (v2.1 JSON): its requests, folders, variables and auth.
     Postman,
+    /// An OpenAPI 3.0 or 3.1 description (JSON or YAML): a step per operation.
+    Openapi,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -499,6 +501,7 @@ fn import(format: ImportFormat, input: Option<&Path>, out: Option<&Path>) -> Res
     let imported = match format {
         ImportFormat::Curl => import::curl::curl(&text, &source),
         ImportFormat::Postman => import::postman::postman(&text, &source),
+        ImportFormat::Openapi => import::openapi::openapi(&text, &source),
     }
     .map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
     // What it wrote must load and validate (its secrets' variables as placeholders).

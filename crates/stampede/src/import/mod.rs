@@ -3,11 +3,12 @@
 //! and what could not be converted listed (never dropped silently). Pure: text in, text out.
 //!
 //! Formats: [`curl`] (command lines as browsers' "copy as cURL" and people write them),
-//! [`postman`] (collections v2.1).
+//! [`postman`] (collections v2.1), [`openapi`] (3.0 and 3.1 descriptions).
 
 use std::collections::BTreeMap;
 
 pub(crate) mod curl;
+pub(crate) mod openapi;
 pub(crate) mod postman;
 
 /// What an import gave: the scenario (YAML with comments), the environment variables its

@@ -1329,3 +1329,82 @@ fn a_postman_collection_imports_to_a_scenario_that_runs_clean() {
     assert_eq!((target.stats().requests(), target.stats().shop().counts().logins), (4, 1));
     target.stop();
 }
+
+/// A GET of `path` from `addr` with HTTP/1.1 (`Connection: close`): the body.
+fn http_body(addr: &str, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
+/// #24: `stampede import openapi`: the built-in target's own description (served by it) imports
+/// to a scenario that runs against it with 0 errors, one request per operation; the Swagger
+/// Petstore 3 description (a fixture) imports to one that validates; a broken `$ref` is a
+/// warning naming it.
+#[test]
+fn openapi_descriptions_import_to_scenarios_that_validate_and_run_clean() {
+    let target = stampede_target::TargetServer::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), 1).unwrap();
+    let addr = target.base_url().trim_start_matches("http://").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let described = dir.path().join("target.openapi.yaml");
+    let text_in = http_body(&addr, "/openapi.yaml");
+    assert!(text_in.contains(&format!("url: http://{addr}")), "the server's own address");
+    std::fs::write(&described, &text_in).unwrap();
+    let operations = |doc: &str| -> usize {
+        let v: serde_yaml::Value = serde_yaml::from_str(doc).unwrap();
+        v["paths"].as_mapping().unwrap().values().map(|p| p.as_mapping().unwrap().len()).sum()
+    };
+    let scenario = dir.path().join("target.yaml");
+    let import = stampede(&["import", "openapi", described.to_str().unwrap(), "-o", scenario.to_str().unwrap()]);
+    assert!(import.status.success(), "{}", text(&import.stderr));
+    let out = dir.path().join("r.json");
+    let run = stampede(&["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(run.status.success(), "{}{}", text(&run.stdout), text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let n = operations(&text_in) as u64;
+    assert_eq!((report["total"]["requests"].as_u64(), report["total"]["errors"].as_u64()), (Some(n), Some(0)));
+    assert_eq!(target.stats().requests(), n + 1, "one request per operation, and the description's");
+    assert_eq!(target.stats().shop().counts().logins, 1);
+    target.stop();
+
+    // The Petstore: every operation a step; it validates with its secrets' variables set.
+    let petstore = repo_root().join("crates/stampede/tests/cli/fixtures/openapi/petstore3.yaml");
+    let pet_yaml = dir.path().join("petstore.yaml");
+    let import = stampede(&["import", "openapi", petstore.to_str().unwrap(), "-o", pet_yaml.to_str().unwrap()]);
+    let stderr = text(&import.stderr);
+    assert!(import.status.success(), "{stderr}");
+    assert!(stderr.contains("note: set ACCESS_TOKEN") && stderr.contains("note: set API_KEY"), "{stderr}");
+    let file: stampede_model::scenario::ScenarioFile =
+        serde_yaml::from_str(&std::fs::read_to_string(&pet_yaml).unwrap()).unwrap();
+    let fixture = std::fs::read_to_string(&petstore).unwrap();
+    assert_eq!(file.scenarios[0].steps.len(), operations(&fixture));
+    assert_eq!(file.base_url.as_deref(), Some("https://petstore3.swagger.io/api/v3"));
+    let add_pet = file.scenarios[0].steps.iter().find(|s| s.name == "addPet").unwrap().request.as_ref().unwrap();
+    assert_eq!(add_pet.json.as_ref().unwrap()["name"], "doggie", "the schema's example");
+    let valid = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["validate", pet_yaml.to_str().unwrap()])
+        .env("ACCESS_TOKEN", "x")
+        .env("API_KEY", "x")
+        .output()
+        .unwrap();
+    assert!(valid.status.success(), "{}", text(&valid.stderr));
+
+    // A broken `$ref`: a warning naming it, the rest imported.
+    let broken = dir.path().join("broken.yaml");
+    let broken_doc = "openapi: 3.0.3\ninfo: {title: b, version: '1'}\nservers: [{url: 'http://127.0.0.1:9'}]\npaths:\n  /a:\n    post:\n      requestBody: {content: {application/json: {schema: {$ref: '#/components/schemas/Gone'}}}}\n      responses: {'204': {description: ok}}\n  /b:\n    get:\n      responses: {'200': {description: ok}}\n";
+    std::fs::write(&broken, broken_doc).unwrap();
+    let import = stampede(&["import", "openapi", broken.to_str().unwrap()]);
+    assert!(import.status.success(), "{}", text(&import.stderr));
+    assert!(text(&import.stderr).contains("`$ref: #/components/schemas/Gone` leads nowhere"), "{}", text(&import.stderr));
+    assert_eq!(text(&import.stdout).matches("      - name: ").count(), 2);
+    // Not a description at all: exit 2 naming the file.
+    std::fs::write(&broken, "swagger: '2.0'\n").unwrap();
+    let import = stampede(&["import", "openapi", broken.to_str().unwrap()]);
+    assert_eq!(import.status.code(), Some(2));
+    assert!(text(&import.stderr).contains("broken.yaml: Swagger 2.0 is not supported"), "{}", text(&import.stderr));
+}

@@ -1,0 +1,398 @@
+//! `stampede import openapi`: an OpenAPI 3.0 or 3.1 description (JSON or YAML) becomes one step
+//! per operation, in the document's order: path and required query and header parameters from
+//! their examples (or made from their schemas), a JSON or form body from the example or the
+//! schema (`$ref`s resolved, `allOf` merged, the first of `oneOf`/`anyOf`), a check on the
+//! documented success status, and the security schemes as headers from the environment. A
+//! `$ref` that leads nowhere is a warning naming it, never a panic.
+
+use std::collections::BTreeMap;
+
+use serde_yaml::Value;
+
+use super::{Imported, env_name, scalar};
+
+const METHODS: [&str; 7] = ["get", "post", "put", "patch", "delete", "head", "options"];
+
+/// How deep a schema is followed (a recursive one stops there).
+const MAX_DEPTH: usize = 6;
+
+struct Doc<'a> {
+    root: &'a Value,
+    warnings: Vec<String>,
+}
+
+impl<'a> Doc<'a> {
+    /// `value`, or what its `$ref` points to (`#/components/...`); `None` (with a warning) for a
+    /// reference that leads nowhere.
+    fn resolve(&mut self, value: &'a Value, at: &str) -> Option<&'a Value> {
+        let mut v = value;
+        for _ in 0..16 {
+            let Some(r) = v.get("$ref").and_then(Value::as_str) else { return Some(v) };
+            let Some(path) = r.strip_prefix("#/") else {
+                self.warnings.push(format!("{at}: `$ref: {r}` points outside this document; left out"));
+                return None;
+            };
+            let mut target = self.root;
+            for part in path.split('/') {
+                let part = part.replace("~1", "/").replace("~0", "~");
+                match target.get(part.as_str()) {
+                    Some(t) => target = t,
+                    None => {
+                        self.warnings.push(format!("{at}: `$ref: {r}` leads nowhere; left out"));
+                        return None;
+                    }
+                }
+            }
+            v = target;
+        }
+        self.warnings.push(format!("{at}: `$ref`s refer to each other in a circle; left out"));
+        None
+    }
+
+    /// A JSON value for `schema`: its example, default or first enum value, else one made from its
+    /// type and format.
+    fn sample(&mut self, schema: &'a Value, at: &str, depth: usize) -> serde_json::Value {
+        let Some(s) = self.resolve(schema, at) else { return serde_json::Value::Null };
+        for key in ["example", "default"] {
+            if let Some(v) = s.get(key) {
+                return serde_json::to_value(v).unwrap_or_default();
+            }
+        }
+        if let Some(v) = s.get("examples").and_then(Value::as_sequence).and_then(|e| e.first()) {
+            return serde_json::to_value(v).unwrap_or_default();
+        }
+        if let Some(v) = s.get("enum").and_then(Value::as_sequence).and_then(|e| e.first()) {
+            return serde_json::to_value(v).unwrap_or_default();
+        }
+        if depth >= MAX_DEPTH {
+            return serde_json::Value::Null;
+        }
+        if let Some(all) = s.get("allOf").and_then(Value::as_sequence) {
+            let mut merged = serde_json::Map::new();
+            for part in all {
+                if let serde_json::Value::Object(o) = self.sample(part, at, depth + 1) {
+                    merged.extend(o);
+                }
+            }
+            return serde_json::Value::Object(merged);
+        }
+        for key in ["oneOf", "anyOf"] {
+            if let Some(first) = s.get(key).and_then(Value::as_sequence).and_then(|e| e.first()) {
+                return self.sample(first, at, depth + 1);
+            }
+        }
+        // 3.1: `type` may be a list (`[string, "null"]`).
+        let ty = match s.get("type") {
+            Some(Value::Sequence(types)) => types.iter().filter_map(Value::as_str).find(|t| *t != "null"),
+            Some(t) => t.as_str(),
+            None if s.get("properties").is_some() => Some("object"),
+            None => None,
+        };
+        let format = s.get("format").and_then(Value::as_str).unwrap_or_default();
+        match ty {
+            Some("object") => {
+                let mut o = serde_json::Map::new();
+                if let Some(props) = s.get("properties").and_then(Value::as_mapping) {
+                    for (k, v) in props {
+                        if let Some(k) = k.as_str() {
+                            o.insert(k.to_string(), self.sample(v, at, depth + 1));
+                        }
+                    }
+                }
+                serde_json::Value::Object(o)
+            }
+            Some("array") => match s.get("items") {
+                Some(items) => serde_json::Value::Array(vec![self.sample(items, at, depth + 1)]),
+                None => serde_json::Value::Array(vec![]),
+            },
+            Some("integer") => s.get("minimum").and_then(Value::as_i64).unwrap_or(1).into(),
+            Some("number") => s.get("minimum").and_then(Value::as_f64).unwrap_or(1.5).into(),
+            Some("boolean") => true.into(),
+            Some("string") => match format {
+                "uuid" => "{{ uuid() }}".into(),
+                "date-time" => "{{ now() }}".into(),
+                "date" => "2026-01-01".into(),
+                "email" => "user@example.com".into(),
+                "uri" | "url" => "https://example.com/".into(),
+                _ => "string".into(),
+            },
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+/// Text for a path, query or header value.
+fn text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The security requirement in force (the operation's, else the document's) as headers and
+/// query parameters from the environment.
+fn security(
+    doc: &mut Doc<'_>,
+    op: &Value,
+    env: &mut BTreeMap<String, String>,
+    at: &str,
+) -> Vec<(bool, String, String)> {
+    let requirement = op.get("security").or_else(|| doc.root.get("security")).and_then(Value::as_sequence);
+    let Some(first) = requirement.and_then(|r| r.first()).and_then(Value::as_mapping) else { return Vec::new() };
+    let mut out = Vec::new();
+    for name in first.keys().filter_map(Value::as_str) {
+        let Some(scheme) = doc.root.get("components").and_then(|c| c.get("securitySchemes")).and_then(|s| s.get(name))
+        else {
+            doc.warnings.push(format!("{at}: security scheme `{name}` is not defined; left out"));
+            continue;
+        };
+        let kind = scheme.get("type").and_then(Value::as_str).unwrap_or_default();
+        let http = scheme.get("scheme").and_then(Value::as_str).unwrap_or_default().to_ascii_lowercase();
+        match (kind, http.as_str()) {
+            ("http", "bearer") | ("oauth2" | "openIdConnect", _) => {
+                env.insert("ACCESS_TOKEN".into(), format!("security scheme {name} ({kind})"));
+                out.push((true, "Authorization".into(), "Bearer {{env.ACCESS_TOKEN}}".into()));
+            }
+            ("http", "basic") => {
+                env.insert("BASIC_AUTH".into(), format!("security scheme {name} (user:password, base64)"));
+                out.push((true, "Authorization".into(), "Basic {{env.BASIC_AUTH}}".into()));
+            }
+            ("apiKey", _) => {
+                let key = scheme.get("name").and_then(Value::as_str).unwrap_or(name);
+                let var = env_name(key);
+                env.insert(var.clone(), format!("security scheme {name} (API key)"));
+                match scheme.get("in").and_then(Value::as_str) {
+                    Some("query") => out.push((false, key.to_string(), format!("{{{{env.{var}}}}}"))),
+                    Some("cookie") => out.push((true, "Cookie".into(), format!("{key}={{{{env.{var}}}}}"))),
+                    _ => out.push((true, key.to_string(), format!("{{{{env.{var}}}}}"))),
+                }
+            }
+            _ => doc.warnings.push(format!("{at}: security scheme `{name}` ({kind} {http}) is not converted")),
+        }
+    }
+    out
+}
+
+/// Imports an OpenAPI 3.0 or 3.1 description from `source`.
+pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
+    let root: Value = serde_yaml::from_str(text_in)
+        .map_err(|e| format!("{source}: not an OpenAPI description (JSON or YAML): {e}"))?;
+    if root.get("swagger").is_some() {
+        return Err(format!("{source}: Swagger 2.0 is not supported; convert it to OpenAPI 3 first"));
+    }
+    let version = root.get("openapi").and_then(Value::as_str).unwrap_or_default().to_string();
+    if !version.starts_with("3.0") && !version.starts_with("3.1") {
+        return Err(format!("{source}: `openapi: {version}` is not 3.0 or 3.1"));
+    }
+    let mut doc = Doc { root: &root, warnings: Vec::new() };
+    let mut env = BTreeMap::new();
+    // The first server, its variables at their defaults.
+    let server = root.get("servers").and_then(Value::as_sequence).and_then(|s| s.first());
+    let mut base = server.and_then(|s| s.get("url")).and_then(Value::as_str).unwrap_or("/").to_string();
+    if let Some(vars) = server.and_then(|s| s.get("variables")).and_then(Value::as_mapping) {
+        for (k, v) in vars {
+            let (Some(k), Some(d)) = (k.as_str(), v.get("default").and_then(Value::as_str)) else { continue };
+            base = base.replace(&format!("{{{k}}}"), d);
+        }
+    }
+    let base = base.trim_end_matches('/').to_string();
+    let relative = !base.contains("://");
+    if relative {
+        env.insert("BASE_URL".into(), format!("the API's host: servers[0] is the relative `{base}`"));
+    }
+    let mut steps = String::new();
+    let mut count = 0;
+    let paths = root.get("paths").and_then(Value::as_mapping).ok_or_else(|| format!("{source}: no `paths`"))?;
+    for (path, item) in paths {
+        let Some(path) = path.as_str() else { continue };
+        let Some(item) = doc.resolve(item, &format!("paths.{path}")) else { continue };
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            let at = format!("{} {path}", method.to_ascii_uppercase());
+            let name = op.get("operationId").and_then(Value::as_str).map_or_else(|| at.clone(), str::to_string);
+            let params: Vec<&Value> = item
+                .get("parameters")
+                .and_then(Value::as_sequence)
+                .into_iter()
+                .flatten()
+                .chain(op.get("parameters").and_then(Value::as_sequence).into_iter().flatten())
+                .collect();
+            let mut url_path = path.to_string();
+            let mut query = Vec::new();
+            let mut headers: Vec<(String, String)> = Vec::new();
+            for p in params {
+                let Some(p) = doc.resolve(p, &at) else { continue };
+                let pname = p.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                let place = p.get("in").and_then(Value::as_str).unwrap_or_default();
+                let required = p.get("required").and_then(Value::as_bool).unwrap_or(place == "path");
+                if !required {
+                    continue;
+                }
+                let value = match p.get("example") {
+                    Some(e) => serde_json::to_value(e).unwrap_or_default(),
+                    None => match p.get("schema") {
+                        Some(s) => doc.sample(s, &at, 0),
+                        None => serde_json::Value::String("1".into()),
+                    },
+                };
+                let value = text(&value);
+                match place {
+                    "path" => url_path = url_path.replace(&format!("{{{pname}}}"), &value),
+                    "query" => query.push((pname, value)),
+                    "header" => headers.push((pname, value)),
+                    other => {
+                        doc.warnings.push(format!("{at}: a required {other} parameter `{pname}` is not converted"))
+                    }
+                }
+            }
+            for (header, h, v) in security(&mut doc, op, &mut env, &at) {
+                if header {
+                    headers.push((h, v));
+                } else {
+                    query.push((h, v));
+                }
+            }
+            let mut json = None;
+            let mut form = None;
+            if let Some(body) = op.get("requestBody").and_then(|b| doc.resolve(b, &at)) {
+                let content = body.get("content").and_then(Value::as_mapping);
+                let media = |t: &str| content.and_then(|c| c.get(t));
+                if let Some(m) = media("application/json").or_else(|| {
+                    content.and_then(|c| {
+                        c.iter().find(|(k, _)| k.as_str().is_some_and(|k| k.ends_with("+json"))).map(|(_, v)| v)
+                    })
+                }) {
+                    json = Some(match (m.get("example"), m.get("schema")) {
+                        (Some(e), _) => serde_json::to_value(e).unwrap_or_default(),
+                        (None, Some(s)) => doc.sample(s, &at, 0),
+                        (None, None) => serde_json::json!({}),
+                    });
+                } else if let Some(m) = media("application/x-www-form-urlencoded") {
+                    let sample = m.get("schema").map(|s| doc.sample(s, &at, 0)).unwrap_or_default();
+                    form = sample.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), text(v))).collect::<Vec<_>>());
+                } else if let Some(types) = content {
+                    let types: Vec<&str> = types.keys().filter_map(Value::as_str).collect();
+                    doc.warnings.push(format!("{at}: a `{}` body is not converted", types.join("`, `")));
+                }
+            }
+            let success: Vec<u16> = op
+                .get("responses")
+                .and_then(Value::as_mapping)
+                .into_iter()
+                .flatten()
+                .filter_map(|(code, _)| match code {
+                    Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+                    Value::String(s) => s.parse().ok(),
+                    _ => None,
+                })
+                .filter(|c| (200..300).contains(c))
+                .collect();
+            count += 1;
+            let summary = op
+                .get("summary")
+                .and_then(Value::as_str)
+                .map(|s| format!(": {}", s.replace('\n', " ")))
+                .unwrap_or_default();
+            steps.push_str(&format!("      # from {at}{summary}\n"));
+            steps.push_str(&format!("      - name: {}\n        request:\n", scalar(&name)));
+            if method != "get" {
+                steps.push_str(&format!("          method: {}\n", method.to_ascii_uppercase()));
+            }
+            steps.push_str(&format!("          url: {}\n", scalar(&format!("{{{{baseUrl}}}}{url_path}"))));
+            for (label, pairs) in [("query", &query), ("headers", &headers)] {
+                if !pairs.is_empty() {
+                    steps.push_str(&format!("          {label}:\n"));
+                    for (k, v) in pairs.iter() {
+                        steps.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
+                    }
+                }
+            }
+            if let Some(j) = &json {
+                let flow = serde_json::to_string(j).unwrap_or_default();
+                steps.push_str(&format!("          json: {flow}\n"));
+            }
+            if let Some(f) = form.filter(|f| !f.is_empty()) {
+                steps.push_str("          form:\n");
+                for (k, v) in &f {
+                    steps.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
+                }
+            }
+            if let [only] = success[..] {
+                steps.push_str(&format!("        check: {{status: {only}}}\n"));
+            }
+        }
+    }
+    if count == 0 {
+        return Err(format!("{source}: no operation to import"));
+    }
+    let mut imported = Imported { yaml: String::new(), env, warnings: doc.warnings };
+    let mut yaml = imported.head(source, "openapi", count);
+    let title = root.get("info").and_then(|i| i.get("title")).and_then(Value::as_str).unwrap_or("imported");
+    yaml.push_str(&format!("name: {}\n", scalar(title)));
+    let base_url = if relative { format!("{{{{env.BASE_URL}}}}{base}") } else { base };
+    yaml.push_str(&format!("baseUrl: {}\n", scalar(&base_url)));
+    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+    yaml.push_str("scenarios:\n  - name: imported\n    steps:\n");
+    yaml.push_str(&steps);
+    imported.yaml = yaml;
+    Ok(imported)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_give_samples_and_broken_refs_are_named_not_fatal() {
+        let doc = r##"
+openapi: 3.1.0
+info: {title: t, version: "1"}
+servers: [{url: "http://{host}:8080/v1", variables: {host: {default: 127.0.0.1}}}]
+paths:
+  /items/{id}:
+    parameters: [{name: id, in: path, required: true, schema: {type: integer, minimum: 7}}]
+    post:
+      operationId: addItem
+      parameters: [{name: dry, in: query, required: true, example: "yes"}, {name: opt, in: query, schema: {type: string}}]
+      requestBody:
+        content:
+          application/json:
+            schema:
+              allOf:
+                - $ref: "#/components/schemas/Base"
+                - {type: object, properties: {when: {type: string, format: date-time}, tags: {type: array, items: {type: string, enum: [a, b]}}}}
+      responses: {"201": {description: created}, "400": {description: bad}}
+  /broken:
+    get:
+      requestBody: {content: {application/json: {schema: {$ref: "#/components/schemas/Missing"}}}}
+      responses: {"200": {description: ok}}
+components:
+  schemas:
+    Base: {type: object, properties: {name: {type: [string, "null"], example: kettle}, id: {type: string, format: uuid}}}
+"##;
+        let out = openapi(doc, "t.yaml").unwrap();
+        let file: stampede_model::scenario::ScenarioFile = serde_yaml::from_str(&out.yaml).unwrap();
+        assert_eq!(file.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
+        let add = &file.scenarios[0].steps[0];
+        let req = add.request.as_ref().unwrap();
+        assert_eq!(
+            (add.name.as_str(), req.method.as_str(), req.url.as_str()),
+            ("addItem", "POST", "{{baseUrl}}/items/7")
+        );
+        assert_eq!(req.query.keys().collect::<Vec<_>>(), ["dry"], "required parameters only");
+        assert_eq!(
+            req.json.as_ref().unwrap(),
+            &serde_json::json!({"name": "kettle", "id": "{{ uuid() }}", "when": "{{ now() }}", "tags": ["a"]})
+        );
+        assert!(out.yaml.contains("check: {status: 201}"), "{}", out.yaml);
+        assert!(
+            out.warnings.iter().any(|w| w.contains("`$ref: #/components/schemas/Missing` leads nowhere")),
+            "{:?}",
+            out.warnings
+        );
+        assert!(openapi("swagger: '2.0'", "s.yaml").unwrap_err().contains("Swagger 2.0"));
+        assert!(openapi("openapi: 3.0.0\ninfo: {title: t}\npaths: {}", "e.yaml").unwrap_err().contains("no operation"));
+        assert!(openapi("{", "x.json").unwrap_err().contains("not an OpenAPI description"));
+    }
+}
