@@ -7,8 +7,8 @@
 //! `/redirect/{n}` redirects n times to `/get`; `/redirect-to?url=…&status_code=…` redirects
 //! once; `/response-headers?name=value` answers with those headers; `/stats` counts requests
 //! served. `/shop/…` is a small shop (log in, products, cart, checkout; see [`shop`]) for
-//! trying user flows. `/openapi.yaml` describes these routes (OpenAPI 3.1, with this server's
-//! address).
+//! trying user flows, `/shop/app` a page that calls it as a person clicks. `/openapi.yaml`
+//! describes these routes (OpenAPI 3.1, with this server's address).
 //!
 //! By default it speaks plain HTTP/1.1. [`TargetOptions`] add TLS (with the caller's
 //! certificate) and HTTP/2 (via ALPN over TLS, by prior knowledge over cleartext), for
@@ -44,6 +44,10 @@ use tokio::sync::{Semaphore, watch};
 pub mod shop;
 
 /// The page served at `/`.
+/// A page that calls the shop's API (log in, products, cart, checkout) as a person clicks: what a
+/// browser recording (HAR) records. Served at `/shop/app`.
+const SHOP_APP: &str = include_str!("shop.html");
+
 /// This server's OpenAPI description, served at `/openapi.yaml` (`__SERVER__`: its address).
 const OPENAPI: &str = include_str!("openapi.yaml");
 
@@ -481,6 +485,7 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, c
     }
     match (path.as_str(), &method) {
         ("/" | "/index.html", &Method::GET | &Method::HEAD) => respond(StatusCode::OK, "text/html", INDEX_HTML),
+        ("/shop/app", &Method::GET) => respond(StatusCode::OK, "text/html; charset=utf-8", SHOP_APP),
         ("/openapi.yaml", &Method::GET) => {
             // This server's own address, as the client reached it.
             let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");

@@ -117,6 +117,9 @@ enum Command {
         /// Write the scenario here instead of standard output.
         #[arg(long, short)]
         out: Option<PathBuf>,
+        /// HAR: keep the requests for scripts, styles, images and fonts.
+        #[arg(long)]
+        keep_static: bool,
     },
     /// Create a LoadTest from a manifest and wait for its verdict: the exit code is the gate
     /// for CI jobs, Argo CD hooks and Argo Rollouts analyses (uses the kubeconfig, or the
@@ -133,6 +136,9 @@ enum ImportFormat {
     Postman,
     /// An OpenAPI 3.0 or 3.1 description (JSON or YAML): a step per operation.
     Openapi,
+    /// A browser's recording (HAR): a step per request, static assets left out, values earlier
+    /// responses returned (tokens, ids) correlated.
+    Har,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -341,7 +347,9 @@ fn main() -> ExitCode {
             compare(&base, &new, namespace.as_deref(), details, &fail_on)
         }
         Command::History(args) => history::history(args),
-        Command::Import { format, input, out } => import(format, input.as_deref(), out.as_deref()),
+        Command::Import { format, input, out, keep_static } => {
+            import(format, input.as_deref(), out.as_deref(), keep_static)
+        }
         Command::Crd { which } => {
             match which {
                 Some(CrdKind::Loadtest) => print!("{}", stampede_api::crd_yaml()),
@@ -482,7 +490,12 @@ fn compare(
 }
 
 /// `stampede import FORMAT [INPUT] [-o OUT]`: the scenario, checked before it is written.
-fn import(format: ImportFormat, input: Option<&Path>, out: Option<&Path>) -> Result<ExitCode, Failure> {
+fn import(
+    format: ImportFormat,
+    input: Option<&Path>,
+    out: Option<&Path>,
+    keep_static: bool,
+) -> Result<ExitCode, Failure> {
     let (text, source) = match input.filter(|p| p.as_os_str() != "-") {
         Some(p) => (
             std::fs::read_to_string(p)
@@ -502,6 +515,7 @@ fn import(format: ImportFormat, input: Option<&Path>, out: Option<&Path>) -> Res
         ImportFormat::Curl => import::curl::curl(&text, &source),
         ImportFormat::Postman => import::postman::postman(&text, &source),
         ImportFormat::Openapi => import::openapi::openapi(&text, &source),
+        ImportFormat::Har => import::har::har(&text, &source, keep_static),
     }
     .map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
     // What it wrote must load and validate (its secrets' variables as placeholders).

@@ -3,11 +3,13 @@
 //! and what could not be converted listed (never dropped silently). Pure: text in, text out.
 //!
 //! Formats: [`curl`] (command lines as browsers' "copy as cURL" and people write them),
-//! [`postman`] (collections v2.1), [`openapi`] (3.0 and 3.1 descriptions).
+//! [`postman`] (collections v2.1), [`openapi`] (3.0 and 3.1 descriptions), [`har`] (browser
+//! recordings, with correlation).
 
 use std::collections::BTreeMap;
 
 pub(crate) mod curl;
+pub(crate) mod har;
 pub(crate) mod openapi;
 pub(crate) mod postman;
 

@@ -1400,7 +1400,11 @@ fn openapi_descriptions_import_to_scenarios_that_validate_and_run_clean() {
     std::fs::write(&broken, broken_doc).unwrap();
     let import = stampede(&["import", "openapi", broken.to_str().unwrap()]);
     assert!(import.status.success(), "{}", text(&import.stderr));
-    assert!(text(&import.stderr).contains("`$ref: #/components/schemas/Gone` leads nowhere"), "{}", text(&import.stderr));
+    assert!(
+        text(&import.stderr).contains("`$ref: #/components/schemas/Gone` leads nowhere"),
+        "{}",
+        text(&import.stderr)
+    );
     assert_eq!(text(&import.stdout).matches("      - name: ").count(), 2);
     // Not a description at all: exit 2 naming the file.
     std::fs::write(&broken, "swagger: '2.0'\n").unwrap();

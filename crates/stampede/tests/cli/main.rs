@@ -7,3 +7,4 @@ mod dashboards;
 mod html_browser;
 mod launch;
 mod loopback_ports;
+mod recording;
