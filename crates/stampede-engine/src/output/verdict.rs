@@ -7,7 +7,9 @@
 //! - for the tail (p99, p99.9, max), how far the next figure up lies in either run: a handful of
 //!   samples sets the tail, and one more or one fewer slow request moves it that far;
 //! - a floor relative to the base: 5 % (p50 to p95, req/s), 10 % (p99), 20 % (p99.9), and 0.5
-//!   percentage points for the error rate; and 50 µs for any latency (the timer's grain).
+//!   percentage points for the error rate; and 50 µs for any latency (the timer's grain);
+//! - for a tail figure that rests on fewer than 5 samples beyond it (the max on one), the base
+//!   itself: one slow request more or less moves it anywhere short of doubling.
 //!
 //! Pure: the same two reports give the same verdict.
 
@@ -155,12 +157,15 @@ fn judge_figure(
     let values = |r: &Report| {
         let lengths: Vec<f64> = r.timeline.iter().scan(0.0, |at, p| Some(p.t - std::mem::replace(at, p.t))).collect();
         let longest = lengths.iter().copied().fold(0.0_f64, f64::max);
-        r.timeline
-            .iter()
-            .zip(&lengths)
-            .filter(|(_, l)| **l >= longest / 2.0)
-            .filter_map(|(p, _)| interval_value(p, key, metric))
-            .collect::<Vec<f64>>()
+        let whole = || r.timeline.iter().zip(&lengths).filter(|(_, l)| **l >= longest / 2.0).map(|(p, _)| p);
+        let of_step: Vec<f64> = whole().filter_map(|p| interval_value(p, key, metric)).collect();
+        // A report without per-step points (one step): the total's, which are the step's then
+        // or of the same order.
+        if of_step.len() >= 2 || key.is_none() {
+            of_step
+        } else {
+            whole().filter_map(|p| interval_value(p, None, metric)).collect()
+        }
     };
     let within_runs = match (spread(&values(base)), spread(&values(new))) {
         (Some((vb, kb)), Some((vn, kn))) => 2.0 * (vb / kb as f64 + vn / kn as f64).sqrt(),
@@ -170,7 +175,16 @@ fn judge_figure(
         .iter()
         .filter_map(|(s, v)| next_up(s, metric).map(|up| (up - v).max(0.0)))
         .fold(0.0_f64, f64::max);
-    let noise = within_runs.max(tail).max(floor(metric, bv));
+    // A tail figure that rests on a handful of samples (fewer than 5 beyond it, in either run;
+    // the max on one) is one slow request more or less: only doubling (or halving) counts.
+    let beyond = |s: &StepSummary| match metric {
+        "p99" => s.requests as f64 * 0.01,
+        "p99.9" => s.requests as f64 * 0.001,
+        "max" => 0.0,
+        _ => f64::INFINITY,
+    };
+    let sparse = beyond(b).min(beyond(n)) < 5.0;
+    let noise = within_runs.max(tail).max(floor(metric, bv)).max(if sparse { bv } else { 0.0 });
     let direction = if (nv - bv).abs() <= noise {
         Direction::Noise
     } else if (nv > bv) == higher_better {
@@ -186,7 +200,9 @@ fn judge_figure(
 pub fn judge(base: &Report, new: &Report) -> Vec<Figure> {
     let mut out: Vec<Figure> =
         FIGURES.iter().map(|&f| judge_figure("total", None, f, (&base.total, &new.total), (base, new))).collect();
-    for n in &new.steps {
+    // One step is the total: said once.
+    let steps = if new.steps.len() == 1 && base.steps.len() == 1 { &[][..] } else { &new.steps[..] };
+    for n in steps {
         let (Some(sc), Some(st)) = (&n.scenario, &n.step) else { continue };
         let Some(b) = base.steps.iter().find(|b| b.scenario == n.scenario && b.step == n.step) else { continue };
         let name = format!("{sc}/{st}");

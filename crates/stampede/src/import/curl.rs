@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Imported, env_name, is_secret, scalar, secrets_out_of_body};
+use super::{Imported, Step, env_name, is_secret, scalar, secrets_out_of_body, unique_name, write_steps};
 
 /// One request of a curl command line.
 #[derive(Debug, Default, PartialEq)]
@@ -256,7 +256,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
         requests.iter().filter_map(|(_, r)| split_url(r.url.as_deref()?).map(|(o, _)| o)).collect();
     let base = origins.iter().all(|o| *o == origins[0]).then(|| origins[0].clone());
     let mut env = BTreeMap::new();
-    let mut steps = String::new();
+    let mut steps = Vec::new();
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for (n, r) in &requests {
         let url = r.url.clone().unwrap_or_default();
@@ -268,22 +268,11 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             path.push_str(&data);
         }
         let route = path.split('?').next().unwrap_or("/").to_string();
-        let mut name = format!("{method} {route}");
-        let seen = names.entry(name.clone()).or_insert(0);
-        *seen += 1;
-        if *seen > 1 {
-            name = format!("{name} ({seen})");
-        }
+        let name = unique_name(&mut names, format!("{method} {route}"));
         let target = match &base {
             Some(_) => format!("{{{{baseUrl}}}}{path}"),
             None => format!("{origin}{path}"),
         };
-        steps.push_str(&format!("      # from curl command {n}: {method} {url}\n"));
-        steps.push_str(&format!("      - name: {}\n        request:\n", scalar(&name)));
-        if method != "GET" {
-            steps.push_str(&format!("          method: {method}\n"));
-        }
-        steps.push_str(&format!("          url: {}\n", scalar(&target)));
         let mut headers: Vec<(String, String)> = Vec::new();
         for (h, v) in &r.headers {
             if is_secret(h) {
@@ -305,19 +294,21 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
         if r.json && !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("content-type")) {
             headers.push(("Content-Type".into(), "application/json".into()));
         }
-        if !headers.is_empty() {
-            steps.push_str("          headers:\n");
-            for (h, v) in &headers {
-                steps.push_str(&format!("            {}: {}\n", scalar(h), scalar(v)));
-            }
-        }
-        if !data.is_empty() && !r.get {
-            let data = secrets_out_of_body(&data, &format!("command {n}"), &mut env);
-            steps.push_str(&format!("          body: {}\n", scalar(&data)));
+        let body = (!data.is_empty() && !r.get).then(|| {
             if data.contains("{{") {
                 warnings.push(format!("command {n}: the body holds `{{{{`, which Stampede reads as a template"));
             }
-        }
+            secrets_out_of_body(&data, &format!("command {n}"), &mut env)
+        });
+        steps.push(Step {
+            comment: format!("from curl command {n}: {method} {url}"),
+            name,
+            method,
+            url: target,
+            headers,
+            body,
+            ..Step::default()
+        });
     }
     let insecure = requests.iter().any(|(_, r)| r.insecure);
     let http2 = requests.iter().any(|(_, r)| r.http2);
@@ -338,8 +329,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             yaml.push_str("  tls: {insecure: true}  # from curl -k: any certificate is accepted\n");
         }
     }
-    yaml.push_str("scenarios:\n  - name: imported\n    steps:\n");
-    yaml.push_str(&steps);
+    write_steps(&mut yaml, "imported", &steps);
     imported.yaml = yaml;
     Ok(imported)
 }

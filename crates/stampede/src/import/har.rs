@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Imported, env_name, is_secret, scalar};
+use super::{Imported, Step, env_name, is_secret, scalar, unique_name, write_steps};
 
 /// Headers a browser or the transport sets, which a step does not send as recorded.
 const DROPPED_HEADERS: [&str; 10] = [
@@ -78,18 +78,6 @@ fn var_name(path: &str, taken: &mut BTreeMap<String, usize>) -> String {
     let n = taken.entry(base.clone()).or_insert(0);
     *n += 1;
     if *n == 1 { base } else { format!("{base}{n}") }
-}
-
-/// One step as it will be written.
-struct Step {
-    comment: String,
-    name: String,
-    method: String,
-    url: String,
-    headers: Vec<(String, String)>,
-    body: Option<String>,
-    status: u16,
-    extract: Vec<(String, String)>,
 }
 
 /// Imports a HAR recording from `source`; `keep_static` keeps scripts, styles and images.
@@ -205,12 +193,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             }
         }
         let path = url.trim_start_matches("{{baseUrl}}").split('?').next().unwrap_or("/").to_string();
-        let mut name = format!("{method} {path}");
-        let seen = names.entry(name.clone()).or_insert(0);
-        *seen += 1;
-        if *seen > 1 {
-            name = format!("{name} ({seen})");
-        }
+        let name = unique_name(&mut names, format!("{method} {path}"));
         let status = e["response"]["status"].as_u64().unwrap_or(0) as u16;
         let started = e["startedDateTime"].as_str().unwrap_or_default();
         steps.push(Step {
@@ -220,8 +203,8 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             url,
             headers,
             body,
-            status,
-            extract: Vec::new(),
+            status: (100..600).contains(&status).then_some(status),
+            ..Step::default()
         });
         let content = &e["response"]["content"];
         if content["mimeType"].as_str().is_some_and(|m| m.contains("json"))
@@ -262,33 +245,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
         yaml.push_str(&format!("baseUrl: {}\n", scalar(b)));
     }
     yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
-    yaml.push_str("scenarios:\n  - name: recorded\n    steps:\n");
-    for s in &steps {
-        yaml.push_str(&format!("      # {}\n", s.comment));
-        yaml.push_str(&format!("      - name: {}\n        request:\n", scalar(&s.name)));
-        if s.method != "GET" {
-            yaml.push_str(&format!("          method: {}\n", s.method));
-        }
-        yaml.push_str(&format!("          url: {}\n", scalar(&s.url)));
-        if !s.headers.is_empty() {
-            yaml.push_str("          headers:\n");
-            for (h, v) in &s.headers {
-                yaml.push_str(&format!("            {}: {}\n", scalar(h), scalar(v)));
-            }
-        }
-        if let Some(b) = &s.body {
-            yaml.push_str(&format!("          body: {}\n", scalar(b)));
-        }
-        if (100..600).contains(&s.status) {
-            yaml.push_str(&format!("        check: {{status: {}}}\n", s.status));
-        }
-        if !s.extract.is_empty() {
-            yaml.push_str("        extract:  # correlated: later requests send these\n");
-            for (var, path) in &s.extract {
-                yaml.push_str(&format!("          {var}: {{json: {}}}\n", scalar(path)));
-            }
-        }
-    }
+    write_steps(&mut yaml, "recorded", &steps);
     imported.yaml = yaml;
     Ok(imported)
 }

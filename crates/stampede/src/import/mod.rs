@@ -43,6 +43,76 @@ impl Imported {
     }
 }
 
+/// One step as an importer writes it, under a comment saying where it came from.
+#[derive(Debug, Default)]
+pub(crate) struct Step {
+    pub(crate) comment: String,
+    pub(crate) name: String,
+    pub(crate) method: String,
+    pub(crate) url: String,
+    pub(crate) query: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
+    /// A raw body.
+    pub(crate) body: Option<String>,
+    /// A JSON body (written as one flow line).
+    pub(crate) json: Option<serde_json::Value>,
+    /// A form body.
+    pub(crate) form: Vec<(String, String)>,
+    /// The status to check.
+    pub(crate) status: Option<u16>,
+    /// Correlated values: variable → the JSON path of the response that returns it.
+    pub(crate) extract: Vec<(String, String)>,
+}
+
+impl Step {
+    fn write(&self, yaml: &mut String) {
+        yaml.push_str(&format!("      # {}\n", self.comment.replace('\n', " ")));
+        yaml.push_str(&format!("      - name: {}\n        request:\n", scalar(&self.name)));
+        if self.method != "GET" {
+            yaml.push_str(&format!("          method: {}\n", self.method));
+        }
+        yaml.push_str(&format!("          url: {}\n", scalar(&self.url)));
+        for (label, pairs) in [("query", &self.query), ("headers", &self.headers), ("form", &self.form)] {
+            if !pairs.is_empty() {
+                yaml.push_str(&format!("          {label}:\n"));
+                for (k, v) in pairs {
+                    yaml.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
+                }
+            }
+        }
+        if let Some(b) = self.body.as_ref().filter(|b| !b.is_empty()) {
+            yaml.push_str(&format!("          body: {}\n", scalar(b)));
+        }
+        if let Some(j) = &self.json {
+            yaml.push_str(&format!("          json: {}\n", serde_json::to_string(j).unwrap_or_default()));
+        }
+        if let Some(status) = self.status {
+            yaml.push_str(&format!("        check: {{status: {status}}}\n"));
+        }
+        if !self.extract.is_empty() {
+            yaml.push_str("        extract:  # correlated: later requests send these\n");
+            for (var, path) in &self.extract {
+                yaml.push_str(&format!("          {var}: {{json: {}}}\n", scalar(path)));
+            }
+        }
+    }
+}
+
+/// `name`, or `name (2)`, `name (3)`… when an earlier step has it.
+pub(crate) fn unique_name(taken: &mut BTreeMap<String, usize>, name: String) -> String {
+    let seen = taken.entry(name.clone()).or_insert(0);
+    *seen += 1;
+    if *seen > 1 { format!("{name} ({seen})") } else { name }
+}
+
+/// The scenario's one scenario, `name`, with `steps`.
+pub(crate) fn write_steps(yaml: &mut String, name: &str, steps: &[Step]) {
+    yaml.push_str(&format!("scenarios:\n  - name: {name}\n    steps:\n"));
+    for s in steps {
+        s.write(yaml);
+    }
+}
+
 /// A header whose value is a secret (credentials, session): sent from the environment.
 pub(crate) fn is_secret(name: &str) -> bool {
     let n = name.to_ascii_lowercase();

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_yaml::Value;
 
-use super::{Imported, env_name, scalar};
+use super::{Imported, Step, env_name, scalar, write_steps};
 
 const METHODS: [&str; 7] = ["get", "post", "put", "patch", "delete", "head", "options"];
 
@@ -201,7 +201,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
     if relative {
         env.insert("BASE_URL".into(), format!("the API's host: servers[0] is the relative `{base}`"));
     }
-    let mut steps = String::new();
+    let mut steps = Vec::new();
     let mut count = 0;
     let paths = root.get("paths").and_then(Value::as_mapping).ok_or_else(|| format!("{source}: no `paths`"))?;
     for (path, item) in paths {
@@ -294,33 +294,18 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                 .and_then(Value::as_str)
                 .map(|s| format!(": {}", s.replace('\n', " ")))
                 .unwrap_or_default();
-            steps.push_str(&format!("      # from {at}{summary}\n"));
-            steps.push_str(&format!("      - name: {}\n        request:\n", scalar(&name)));
-            if method != "get" {
-                steps.push_str(&format!("          method: {}\n", method.to_ascii_uppercase()));
-            }
-            steps.push_str(&format!("          url: {}\n", scalar(&format!("{{{{baseUrl}}}}{url_path}"))));
-            for (label, pairs) in [("query", &query), ("headers", &headers)] {
-                if !pairs.is_empty() {
-                    steps.push_str(&format!("          {label}:\n"));
-                    for (k, v) in pairs.iter() {
-                        steps.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
-                    }
-                }
-            }
-            if let Some(j) = &json {
-                let flow = serde_json::to_string(j).unwrap_or_default();
-                steps.push_str(&format!("          json: {flow}\n"));
-            }
-            if let Some(f) = form.filter(|f| !f.is_empty()) {
-                steps.push_str("          form:\n");
-                for (k, v) in &f {
-                    steps.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
-                }
-            }
-            if let [only] = success[..] {
-                steps.push_str(&format!("        check: {{status: {only}}}\n"));
-            }
+            steps.push(Step {
+                comment: format!("from {at}{summary}"),
+                name,
+                method: method.to_ascii_uppercase(),
+                url: format!("{{{{baseUrl}}}}{url_path}"),
+                query,
+                headers,
+                json,
+                form: form.unwrap_or_default(),
+                status: if let [only] = success[..] { Some(only) } else { None },
+                ..Step::default()
+            });
         }
     }
     if count == 0 {
@@ -333,8 +318,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
     let base_url = if relative { format!("{{{{env.BASE_URL}}}}{base}") } else { base };
     yaml.push_str(&format!("baseUrl: {}\n", scalar(&base_url)));
     yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
-    yaml.push_str("scenarios:\n  - name: imported\n    steps:\n");
-    yaml.push_str(&steps);
+    write_steps(&mut yaml, "imported", &steps);
     imported.yaml = yaml;
     Ok(imported)
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Imported, env_name, is_secret, scalar, secrets_out_of_body};
+use super::{Imported, Step, env_name, is_secret, scalar, secrets_out_of_body, write_steps};
 
 /// A request of the collection, flattened.
 struct Request<'a> {
@@ -126,7 +126,7 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
     let mut requests = Vec::new();
     let items = collection["item"].as_array().ok_or_else(|| format!("{source}: the collection has no `item` list"))?;
     flatten(items, "", collection.get("auth").filter(|a| !a.is_null()), &mut requests, &mut warnings);
-    let mut steps = String::new();
+    let mut steps = Vec::new();
     let mut count = 0;
     for r in &requests {
         let at = format!("request `{}`", r.name);
@@ -148,12 +148,6 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
         }
         count += 1;
         let url = templates(&url, &names, &at, &mut env, &mut warnings);
-        steps.push_str(&format!("      # from Postman: {}\n", r.name.replace('\n', " ")));
-        steps.push_str(&format!("      - name: {}\n        request:\n", scalar(&r.name)));
-        if method != "GET" {
-            steps.push_str(&format!("          method: {method}\n"));
-        }
-        steps.push_str(&format!("          url: {}\n", scalar(&url)));
         let mut headers: Vec<(String, String)> = Vec::new();
         for h in req["header"].as_array().into_iter().flatten() {
             if h["disabled"] == true {
@@ -230,21 +224,16 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
             }
             _ => {}
         }
-        if !headers.is_empty() {
-            steps.push_str("          headers:\n");
-            for (h, v) in &headers {
-                steps.push_str(&format!("            {}: {}\n", scalar(h), scalar(v)));
-            }
-        }
-        if let Some(b) = body_text.filter(|b| !b.is_empty()) {
-            steps.push_str(&format!("          body: {}\n", scalar(&b)));
-        }
-        if !form.is_empty() {
-            steps.push_str("          form:\n");
-            for (k, v) in &form {
-                steps.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
-            }
-        }
+        steps.push(Step {
+            comment: format!("from Postman: {}", r.name),
+            name: r.name.clone(),
+            method,
+            url,
+            headers,
+            body: body_text,
+            form,
+            ..Step::default()
+        });
     }
     if count == 0 {
         return Err(format!("{source}: no request with a URL to import"));
@@ -263,8 +252,7 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
             yaml.push_str(&format!("  {}: {}\n", scalar(k), scalar(v)));
         }
     }
-    yaml.push_str("scenarios:\n  - name: imported\n    steps:\n");
-    yaml.push_str(&steps);
+    write_steps(&mut yaml, "imported", &steps);
     imported.yaml = yaml;
     Ok(imported)
 }

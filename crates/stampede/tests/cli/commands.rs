@@ -626,16 +626,31 @@ fn compare_gives_a_verdict_within_noise_for_the_same_scenario_and_names_a_slowdo
         write_scenario(
             dir.path(),
             &format!(
-                "name: cmp\nbaseUrl: builtin\nload: {{executor: constant-vus, vus: 4, duration: 3s}}\n\
+                "name: cmp\nbaseUrl: builtin\nload: {{executor: constant-vus, vus: 20, duration: 3s}}\n\
                  scenarios:\n  - name: s\n    steps:\n      - {{name: get, request: {{url: \"{{{{baseUrl}}}}/delay/{delay}\"}}}}\n"
             ),
         )
     };
     let runs: Vec<PathBuf> = ["a", "b", "slow"].iter().map(|n| dir.path().join(format!("{n}.json"))).collect();
-    for (delay, out) in [(50, &runs[0]), (50, &runs[1]), (70, &runs[2])] {
-        let run = stampede(&["run", scenario(delay).to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
-        assert!(run.status.success(), "{}", text(&run.stderr));
+    // The two runs of the same scenario side by side, so that both meet the same machine (a
+    // busy CI box slows both alike); the slowed one after them.
+    let same = scenario(50);
+    let side_by_side: Vec<std::process::Child> = runs[..2]
+        .iter()
+        .map(|out| {
+            Command::new(env!("CARGO_BIN_EXE_stampede"))
+                .args(["run", same.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()])
+                .current_dir(repo_root())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in side_by_side {
+        assert!(child.wait().unwrap().success());
     }
+    let run = stampede(&["run", scenario(70).to_str().unwrap(), "--quiet", "--out", runs[2].to_str().unwrap()]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
     let compare = |base: &Path, new: &Path| {
         stampede(&[
             "compare",
