@@ -72,8 +72,8 @@ pub fn read_once(text: &str, run: &str) -> Option<OnceStatus> {
     (report.run.as_deref() == Some(run)).then_some(OnceStatus { run: None, ..report })
 }
 
-/// How long a setup or teardown pod may take before the test stops waiting for it, unless
-/// `spec.startTimeout` says otherwise (setup) .
+/// How long a teardown pod may take before the test stops waiting for it (a setup pod has the
+/// test's start timeout).
 pub const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The LoadTest's scenario, as far as the shell read it.

@@ -11,6 +11,10 @@
 //!    `spec.abort`, a finished phase or the LoadTest's deletion stop it, keeping partial results;
 //! 5. reports `Done` with its per-step counters and histograms.
 //!
+//! With `STAMPEDE_ONCE=setup|teardown` the pod runs the scenario's `setup` or `teardown` once
+//! for the whole LoadTest instead (see `once`); a runner given `STAMPEDE_SETUP_VALUES` runs
+//! neither, and its VUs read those values as `setup.NAME`.
+//!
 //! A runner whose report already says `Done` (its pod restarted after the final report) exits 0
 //! at once. SIGTERM, from the runner's first moment on, stops the start-up, the wait or the
 //! run; the runner reports `Failed` ("terminated"), keeping partial results, and exits 143.
