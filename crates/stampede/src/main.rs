@@ -248,11 +248,11 @@ struct RunArgs {
 }
 
 const RUN_EXAMPLES: &str = "Examples:
-  stampede run examples/quickstart.yaml            a scenario file
-  stampede run http://127.0.0.1:8080/ -c 50 -z 10s  one URL, 50 connections for 10 s
-  stampede run http://127.0.0.1:8080/ -q 2000 -z 5s one URL at 2000 requests/s (open model)
+  stampede run examples/quickstart.yaml                a scenario file
+  stampede run http://127.0.0.1:8080/ -c 50 -z 10s     one URL, 50 connections for 10 s
+  stampede run http://127.0.0.1:8080/ -q 2000 -z 5s    one URL at 2000 requests/s (open model)
+  cat scenario.yaml | stampede run - --vus 10          a scenario from standard input
   stampede run URL -m POST -H 'Content-Type: application/json' -d '{\"a\":1}' --print-scenario
-  cat scenario.yaml | stampede run - --vus 10       a scenario from standard input
 
 Exit codes: 0 passed, 1 a threshold failed, the run was aborted, its setup failed or its load
 was not delivered, 2 invalid input, 3 could not run.";
