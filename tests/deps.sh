@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What `make unit` needs beyond the Rust toolchain: Debian's chromium (headless), for the HTML
-# report's browser test; xmllint (libxml2-utils) and GitHub's Markdown renderer (cmark-gfm), for
+# report's browser test and the HAR recording; a JMeter home from Maven Central
+# (tests/jmeter/home.sh), for the JMeter import's test; xmllint (libxml2-utils) and GitHub's Markdown renderer (cmark-gfm), for
 # the CI outputs' tests; and the JUnit XML schema Jenkins' xUnit plugin publishes, as pytest's
 # source ships it (testing/example_scripts/junit-10.xsd, MIT), cached under
 # ~/.cache/stampede/junit-xsd. Installed when missing (as root, from Debian's packages and PyPI);
@@ -18,6 +19,7 @@ if [[ ! -s "$xsd" ]]; then
   mkdir -p "$(dirname "$xsd")"
   mv "$tmp/pytest-$pytest_version/testing/example_scripts/junit-10.xsd" "$xsd.tmp" && mv "$xsd.tmp" "$xsd"
 fi
+bash "$(dirname "$0")/jmeter/home.sh" >/dev/null
 missing=()
 for pkg in chromium libxml2-utils cmark-gfm; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

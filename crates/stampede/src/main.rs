@@ -139,6 +139,9 @@ enum ImportFormat {
     /// A browser's recording (HAR): a step per request, static assets left out, values earlier
     /// responses returned (tokens, ids) correlated.
     Har,
+    /// A JMeter plan (.jmx): thread groups, HTTP samplers and defaults, header managers, CSV
+    /// data, JSON and regex extractors, response assertions, timers, transaction controllers.
+    Jmx,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -516,10 +519,13 @@ fn import(
         ImportFormat::Postman => import::postman::postman(&text, &source),
         ImportFormat::Openapi => import::openapi::openapi(&text, &source),
         ImportFormat::Har => import::har::har(&text, &source, keep_static),
+        ImportFormat::Jmx => import::jmx::jmx(&text, &source),
     }
     .map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
-    // What it wrote must load and validate (its secrets' variables as placeholders).
-    let path = Path::new("imported.yaml");
+    // What it wrote must load and validate (its secrets' variables as placeholders), its data
+    // files found where it goes (or beside the input when it goes to standard output).
+    let beside_input = input.and_then(Path::parent).unwrap_or(Path::new(".")).join("imported.yaml");
+    let path = out.unwrap_or(&beside_input);
     let file = stampede_engine::parse_str(&imported.yaml, path).map_err(|e| Failure::CouldNotRun(e.into()))?;
     let mut env: std::collections::HashMap<String, String> = std::env::vars().collect();
     env.extend(imported.env.keys().map(|k| (k.clone(), "x".to_string())));

@@ -4,14 +4,16 @@
 //!
 //! Formats: [`curl`] (command lines as browsers' "copy as cURL" and people write them),
 //! [`postman`] (collections v2.1), [`openapi`] (3.0 and 3.1 descriptions), [`har`] (browser
-//! recordings, with correlation).
+//! recordings, with correlation), [`jmx`] (JMeter plans).
 
 use std::collections::BTreeMap;
 
 pub(crate) mod curl;
 pub(crate) mod har;
+pub(crate) mod jmx;
 pub(crate) mod openapi;
 pub(crate) mod postman;
+mod xml;
 
 /// What an import gave: the scenario (YAML with comments), the environment variables its
 /// secrets became, and what could not be converted.
@@ -26,9 +28,14 @@ pub(crate) struct Imported {
 impl Imported {
     /// The head of the file: where it came from, the variables to set, what was not converted.
     fn head(&self, source: &str, what: &str, requests: usize) -> String {
+        let load = if what == "jmx" {
+            "each thread group is a scenario with its own load: threads × loops iterations"
+        } else {
+            "set the load below: one VU, one iteration to start with"
+        };
         let mut yaml = format!(
             "# Imported from {source} by `stampede import {what}`: {requests} request(s). Review it, then run\n\
-             # it with `stampede run FILE` (set the load below: one VU, one iteration to start with).\n"
+             # it with `stampede run FILE` ({load}).\n"
         );
         if !self.env.is_empty() {
             yaml.push_str("# Secrets became environment variables; set them before running:\n");

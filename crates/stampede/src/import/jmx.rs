@@ -1,0 +1,529 @@
+//! `stampede import jmx`: a JMeter plan. Each thread group becomes a scenario with its own load
+//! (threads × loops iterations, or its duration), `setUp`/`tearDown` thread groups the test's
+//! `setup`/`teardown`; HTTP samplers become steps (HTTP Request Defaults filling what a sampler
+//! leaves out), with the header managers, timers, response assertions, JSON and regular
+//! expression extractors in their scope; transaction controllers become `group` blocks, loop
+//! controllers `repeat` blocks, simple controllers plain blocks; CSV Data Set Configs `data`;
+//! user-defined variables `vars`; JMeter functions (`${__UUID()}`, `${__Random(a,b)}`,
+//! `${__time()}`, `${__threadNum}`, `${__P(name)}`) the expression language's. What it cannot
+//! convert (scripts, other samplers, an If Controller's condition…) is listed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::Imported;
+use super::xml::{self, Node};
+
+/// What the walk knows of the whole plan.
+#[derive(Default)]
+struct Plan {
+    warnings: Vec<String>,
+    env: BTreeMap<String, String>,
+    /// CSV column → its data set's name.
+    columns: BTreeMap<String, String>,
+    data: serde_json::Map<String, Value>,
+    vars: serde_json::Map<String, Value>,
+    /// Names extracted by post-processors (they stay `{{name}}`).
+    extracted: BTreeSet<String>,
+    origins: Vec<String>,
+}
+
+/// What applies to the samplers of a level and below.
+#[derive(Clone, Default)]
+struct Scope {
+    headers: Vec<(String, String)>,
+    /// HTTP Request Defaults: protocol, domain, port.
+    defaults: (Option<String>, Option<String>, Option<String>),
+    /// Timers in scope, added up as JMeter runs every one before a sampler: (least, most) ms.
+    think: Option<(u64, u64)>,
+    checks: serde_json::Map<String, Value>,
+    extract: serde_json::Map<String, Value>,
+}
+
+/// `(element, its hashTree)` pairs of a hashTree.
+fn pairs(tree: &Node) -> Vec<(&Node, Option<&Node>)> {
+    let mut out = Vec::new();
+    let mut it = tree.children.iter().peekable();
+    while let Some(e) = it.next() {
+        if e.name == "hashTree" {
+            continue;
+        }
+        let sub = it.next_if(|n| n.name == "hashTree");
+        out.push((e, sub));
+    }
+    out
+}
+
+fn enabled(e: &Node) -> bool {
+    e.attr("enabled") != Some("false")
+}
+
+fn label(e: &Node) -> String {
+    e.attr("testname").unwrap_or(&e.name).to_string()
+}
+
+/// The `name`/`value` pairs of an Arguments-like collection (`Arguments.arguments`).
+fn arguments(e: &Node) -> Vec<(String, String)> {
+    let collection = e
+        .children
+        .iter()
+        .find(|c| c.name == "collectionProp" && c.attr("name") == Some("Arguments.arguments"))
+        .or_else(|| {
+            e.children.iter().find_map(|c| {
+                (c.name == "elementProp").then(|| c.children.iter().find(|d| d.name == "collectionProp")).flatten()
+            })
+        });
+    collection
+        .into_iter()
+        .flat_map(|c| c.children.iter())
+        .filter(|a| a.name == "elementProp")
+        .map(|a| {
+            (
+                a.prop_text("Argument.name").unwrap_or_default().to_string(),
+                a.prop_text("Argument.value").unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+impl Plan {
+    /// JMeter's `${…}` in `text` as Stampede templates.
+    fn templates(&mut self, text: &str, at: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(open) = rest.find("${") {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 2..];
+            // The matching `}` (functions may hold parentheses, not braces).
+            let Some(close) = after.find('}') else {
+                out.push_str(&rest[open..]);
+                return out;
+            };
+            let inner = after[..close].trim();
+            let (func, args) = match inner.split_once('(') {
+                Some((f, a)) => (f.trim(), a.trim_end_matches(')').split(',').map(str::trim).collect::<Vec<_>>()),
+                None => (inner, Vec::new()),
+            };
+            let converted = match func {
+                "__UUID" => "{{ uuid() }}".to_string(),
+                "__Random" if args.len() >= 2 => format!("{{{{ randomInt({}, {}) }}}}", args[0], args[1]),
+                "__time" => "{{ unixMillis() }}".to_string(),
+                "__threadNum" => "{{ vu.id }}".to_string(),
+                "__P" | "__property" if !args.is_empty() => {
+                    let var = args[0].to_ascii_uppercase().replace(['.', '-'], "_");
+                    self.env.entry(var.clone()).or_insert_with(|| format!("{at}: JMeter property {}", args[0]));
+                    format!("{{{{env.{var}}}}}")
+                }
+                f if f.starts_with("__") => {
+                    self.warnings.push(format!("{at}: JMeter function `${{{inner}}}` is not converted; left as text"));
+                    format!("{{{{ '{}' }}}}", inner.replace('\'', ""))
+                }
+                name => match self.columns.get(name) {
+                    Some(set) => format!("{{{{{set}.{name}}}}}"),
+                    None => format!("{{{{{name}}}}}"),
+                },
+            };
+            out.push_str(&converted);
+            rest = &after[close + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Folds a level's configuration into `scope`; registers data sets and variables.
+    fn configure(&mut self, level: &[(&Node, Option<&Node>)], scope: &mut Scope) {
+        for (e, _) in level.iter().filter(|(e, _)| enabled(e)) {
+            let at = format!("`{}`", label(e));
+            match e.name.as_str() {
+                "HeaderManager" => {
+                    let headers =
+                        e.children.iter().find(|c| c.name == "collectionProp").into_iter().flat_map(|c| &c.children);
+                    for h in headers {
+                        let name = h.prop_text("Header.name").unwrap_or_default().to_string();
+                        let value = h.prop_text("Header.value").unwrap_or_default().to_string();
+                        let value = self.templates(&value, &at);
+                        scope.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+                        scope.headers.push((name, value));
+                    }
+                }
+                "ConfigTestElement" if e.attr("guiclass") == Some("HttpDefaultsGui") => {
+                    let p = |k: &str| e.prop_text(k).filter(|v| !v.is_empty()).map(str::to_string);
+                    scope.defaults = (p("HTTPSampler.protocol"), p("HTTPSampler.domain"), p("HTTPSampler.port"));
+                }
+                "CookieManager" => {}
+                "CSVDataSet" => {
+                    let file = e.prop_text("filename").unwrap_or_default();
+                    let set: String = std::path::Path::new(file)
+                        .file_stem()
+                        .and_then(|s| s.to_str())
+                        .unwrap_or("data")
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                        .collect();
+                    let names = e.prop_text("variableNames").unwrap_or_default();
+                    let skips_header = e.prop_text("ignoreFirstLine") == Some("true");
+                    if names.is_empty() {
+                        self.warnings.push(format!("{at}: the CSV's columns are its header row; their `${{name}}`s stay `{{{{name}}}}`: write them `{{{{{set}.name}}}}`"));
+                    } else if !skips_header {
+                        self.warnings.push(format!("{at}: Stampede reads a CSV's column names from its first row: add the header `{names}` to {file}"));
+                    }
+                    for n in
+                        names.split(e.prop_text("delimiter").unwrap_or(",")).map(str::trim).filter(|n| !n.is_empty())
+                    {
+                        self.columns.insert(n.to_string(), set.clone());
+                    }
+                    if e.prop_text("shareMode").is_some_and(|m| !m.contains("all")) {
+                        self.warnings.push(format!(
+                            "{at}: share mode `{}` is not converted: every VU shares the rows",
+                            e.prop_text("shareMode").unwrap_or_default()
+                        ));
+                    }
+                    self.data.insert(set, json!({"csv": file}));
+                }
+                "Arguments" => {
+                    for (k, v) in arguments(e) {
+                        let v = self.templates(&v, &at);
+                        self.vars.insert(k, v.into());
+                    }
+                }
+                "ConstantTimer" | "UniformRandomTimer" => {
+                    let delay: u64 =
+                        e.prop_text("ConstantTimer.delay").and_then(|d| d.trim().parse().ok()).unwrap_or(0);
+                    let range: f64 =
+                        e.prop_text("RandomTimer.range").and_then(|d| d.trim().parse().ok()).unwrap_or(0.0);
+                    let extra = if e.name == "ConstantTimer" { 0 } else { range.max(0.0) as u64 };
+                    let (least, most) = scope.think.unwrap_or((0, 0));
+                    scope.think = Some((least + delay, most + delay + extra));
+                }
+                "ResponseAssertion" => self.assertion(e, &at, scope),
+                "JSONPostProcessor" => {
+                    let names: Vec<&str> =
+                        e.prop_text("JSONPostProcessor.referenceNames").unwrap_or_default().split(';').collect();
+                    let paths: Vec<&str> =
+                        e.prop_text("JSONPostProcessor.jsonPathExprs").unwrap_or_default().split(';').collect();
+                    let numbers: Vec<&str> =
+                        e.prop_text("JSONPostProcessor.match_numbers").unwrap_or_default().split(';').collect();
+                    for (i, (n, p)) in names.iter().zip(&paths).enumerate() {
+                        let mut spec = json!({"json": p.trim()});
+                        match numbers.get(i).map(|m| m.trim()) {
+                            Some("-1") => spec["all"] = true.into(),
+                            Some("0") => self.warnings.push(format!("{at}: a random match of `{n}` is its first here")),
+                            _ => {}
+                        }
+                        self.extracted.insert(n.trim().to_string());
+                        scope.extract.insert(n.trim().to_string(), spec);
+                    }
+                }
+                "RegexExtractor" => {
+                    let n = e.prop_text("RegexExtractor.refname").unwrap_or_default().trim().to_string();
+                    let regex = e.prop_text("RegexExtractor.regex").unwrap_or_default();
+                    let template = e.prop_text("RegexExtractor.template").unwrap_or("$1$");
+                    let group: usize = template.trim_matches('$').parse().unwrap_or(1);
+                    if e.prop_text("RegexExtractor.useHeaders").is_some_and(|h| h != "false") {
+                        self.warnings.push(format!("{at}: a regular expression over headers is applied to the body"));
+                    }
+                    self.extracted.insert(n.clone());
+                    scope.extract.insert(n, json!({"regex": regex, "group": group}));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn assertion(&mut self, e: &Node, at: &str, scope: &mut Scope) {
+        let field = e.prop_text("Assertion.test_field").unwrap_or("Assertion.response_data");
+        let kind: u32 = e.prop_text("Assertion.test_type").and_then(|t| t.parse().ok()).unwrap_or(16);
+        let strings: Vec<String> = e
+            .children
+            .iter()
+            .find(|c| c.name == "collectionProp")
+            .into_iter()
+            .flat_map(|c| &c.children)
+            .map(|s| s.text.clone())
+            .collect();
+        if kind & 4 != 0 || strings.is_empty() {
+            self.warnings.push(format!("{at}: a negated or empty response assertion is not converted"));
+            return;
+        }
+        let op = match kind & !4 {
+            1 => "matches",
+            8 => "equals",
+            _ => "contains",
+        };
+        match field {
+            "Assertion.response_code" => match strings[0].trim().parse::<u16>() {
+                Ok(code) => {
+                    scope.checks.insert("status".into(), code.into());
+                }
+                Err(_) => self.warnings.push(format!("{at}: response code `{}` is not converted", strings[0])),
+            },
+            "Assertion.response_data" => {
+                let value = self.templates(&strings[0], at);
+                scope.checks.insert("body".into(), json!({ op: value }));
+                if strings.len() > 1 {
+                    self.warnings.push(format!("{at}: only the first of {} patterns is checked", strings.len()));
+                }
+            }
+            other => self.warnings.push(format!("{at}: an assertion on `{other}` is not converted")),
+        }
+    }
+
+    /// The steps of a hashTree, with what `outer` applies.
+    fn steps(&mut self, tree: Option<&Node>, outer: &Scope) -> Vec<Value> {
+        let Some(tree) = tree else { return Vec::new() };
+        let level = pairs(tree);
+        let mut scope = outer.clone();
+        self.configure(&level, &mut scope);
+        let mut out = Vec::new();
+        for (e, sub) in level.iter().filter(|(e, _)| enabled(e)) {
+            let at = format!("`{}`", label(e));
+            match e.name.as_str() {
+                "HTTPSamplerProxy" => out.push(self.sampler(e, *sub, &scope)),
+                "TransactionController" => {
+                    let steps = self.steps(*sub, &scope);
+                    out.push(json!({"name": label(e), "group": label(e), "steps": steps}));
+                }
+                "LoopController" => {
+                    let loops = e.prop_text("LoopController.loops").unwrap_or("1").trim().to_string();
+                    let steps = self.steps(*sub, &scope);
+                    match loops.parse::<i64>() {
+                        Ok(n) if n >= 0 => out.push(json!({"name": label(e), "repeat": {"count": n}, "steps": steps})),
+                        _ => {
+                            self.warnings.push(format!("{at}: a loop of `{loops}` runs once"));
+                            out.push(json!({"name": label(e), "steps": steps}));
+                        }
+                    }
+                }
+                "GenericController" => {
+                    let steps = self.steps(*sub, &scope);
+                    out.push(json!({"name": label(e), "steps": steps}));
+                }
+                "IfController" => {
+                    self.warnings.push(format!(
+                        "{at}: its condition `{}` is not converted; the block always runs",
+                        e.prop_text("IfController.condition").unwrap_or_default()
+                    ));
+                    let steps = self.steps(*sub, &scope);
+                    out.push(json!({"name": label(e), "steps": steps}));
+                }
+                "HeaderManager" | "ConfigTestElement" | "CookieManager" | "CSVDataSet" | "Arguments"
+                | "ConstantTimer" | "UniformRandomTimer" | "ResponseAssertion" | "JSONPostProcessor"
+                | "RegexExtractor" => {}
+                "ResultCollector" | "Summariser" => {}
+                other => self.warnings.push(format!("{at}: element `{other}` is not converted")),
+            }
+        }
+        out
+    }
+
+    fn sampler(&mut self, e: &Node, sub: Option<&Node>, outer: &Scope) -> Value {
+        let at = format!("`{}`", label(e));
+        // What is attached to the sampler applies to it alone.
+        let mut scope = outer.clone();
+        if let Some(sub) = sub {
+            let own = pairs(sub);
+            self.configure(&own, &mut scope);
+            for (c, _) in own.iter().filter(|(c, _)| enabled(c)) {
+                if !matches!(
+                    c.name.as_str(),
+                    "HeaderManager"
+                        | "ConfigTestElement"
+                        | "CookieManager"
+                        | "CSVDataSet"
+                        | "Arguments"
+                        | "ConstantTimer"
+                        | "UniformRandomTimer"
+                        | "ResponseAssertion"
+                        | "JSONPostProcessor"
+                        | "RegexExtractor"
+                ) {
+                    self.warnings.push(format!("`{}` in {at}: element `{}` is not converted", label(c), c.name));
+                }
+            }
+        }
+        let p = |k: &str| e.prop_text(k).filter(|v| !v.trim().is_empty()).map(|v| v.trim().to_string());
+        let (dp, dd, dport) = scope.defaults.clone();
+        let method = p("HTTPSampler.method").unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
+        let path = p("HTTPSampler.path").unwrap_or_else(|| "/".into());
+        let url = if path.starts_with("http://") || path.starts_with("https://") {
+            self.templates(&path, &at)
+        } else {
+            let protocol = p("HTTPSampler.protocol").or(dp).unwrap_or_else(|| "http".into());
+            let domain = p("HTTPSampler.domain").or(dd).unwrap_or_default();
+            let port = p("HTTPSampler.port").or(dport);
+            let origin = match port {
+                Some(port) => format!("{protocol}://{domain}:{port}"),
+                None => format!("{protocol}://{domain}"),
+            };
+            let origin = self.templates(&origin, &at);
+            self.origins.push(origin.clone());
+            let path = if path.starts_with('/') { path } else { format!("/{path}") };
+            format!("{origin}{}", self.templates(&path, &at))
+        };
+        let mut request = json!({"method": method, "url": url});
+        let args = e
+            .children
+            .iter()
+            .find(|c| c.name == "elementProp" && c.attr("name") == Some("HTTPsampler.Arguments"))
+            .map(arguments)
+            .unwrap_or_default();
+        if e.prop_text("HTTPSampler.postBodyRaw") == Some("true") {
+            let body = args.first().map(|(_, v)| v.clone()).unwrap_or_default();
+            request["body"] = self.templates(&body, &at).into();
+        } else if !args.is_empty() {
+            let mut map = serde_json::Map::new();
+            for (k, v) in &args {
+                map.insert(k.clone(), self.templates(v, &at).into());
+            }
+            let key = if matches!(method.as_str(), "GET" | "HEAD" | "DELETE") { "query" } else { "form" };
+            request[key] = Value::Object(map);
+        }
+        if !scope.headers.is_empty() {
+            let headers: serde_json::Map<String, Value> =
+                scope.headers.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
+            request["headers"] = Value::Object(headers);
+        }
+        let mut step = json!({"name": label(e), "request": request});
+        if !scope.checks.is_empty() {
+            step["check"] = Value::Object(scope.checks.clone());
+        }
+        if !scope.extract.is_empty() {
+            step["extract"] = Value::Object(scope.extract.clone());
+        }
+        match scope.think {
+            Some((least, most)) if least == most => step["think"] = format!("{least}ms").into(),
+            Some((least, most)) => step["think"] = json!({"min": format!("{least}ms"), "max": format!("{most}ms")}),
+            None => {}
+        }
+        step
+    }
+
+    /// A thread group's load: threads × loops iterations, or threads for its duration.
+    fn load(&mut self, g: &Node) -> Value {
+        let at = format!("`{}`", label(g));
+        let int = |k: &str| g.prop_text(k).and_then(|v| v.trim().parse::<i64>().ok());
+        let threads = int("ThreadGroup.num_threads").unwrap_or(1).max(1);
+        let main = g.children.iter().find(|c| c.attr("name") == Some("ThreadGroup.main_controller"));
+        let loops = main
+            .and_then(|m| m.prop_text("LoopController.loops"))
+            .and_then(|l| l.trim().parse::<i64>().ok())
+            .unwrap_or(1);
+        let duration =
+            (g.prop_text("ThreadGroup.scheduler") == Some("true")).then(|| int("ThreadGroup.duration")).flatten();
+        if int("ThreadGroup.ramp_time").unwrap_or(0) > 0 {
+            self.warnings.push(format!("{at}: its ramp-up is not converted: every VU starts at once"));
+        }
+        match (duration, loops) {
+            (Some(d), _) => json!({"executor": "constant-vus", "vus": threads, "duration": format!("{d}s")}),
+            (None, l) if l >= 0 => json!({"executor": "constant-vus", "vus": threads, "iterations": threads * l}),
+            (None, _) => {
+                self.warnings.push(format!("{at}: it loops forever without a duration: one iteration per thread here"));
+                json!({"executor": "constant-vus", "vus": threads, "iterations": threads})
+            }
+        }
+    }
+}
+
+/// Imports a JMeter plan (`.jmx`) from `source`.
+pub(crate) fn jmx(text: &str, source: &str) -> Result<Imported, String> {
+    let root = xml::parse(text).map_err(|e| format!("{source}: not a JMeter plan (XML): {e}"))?;
+    if root.name != "jmeterTestPlan" {
+        return Err(format!("{source}: the root element is `<{}>`, not `<jmeterTestPlan>`", root.name));
+    }
+    let top = root.children.iter().find(|c| c.name == "hashTree").ok_or_else(|| format!("{source}: no test plan"))?;
+    let level = pairs(top);
+    let (plan_node, plan_tree) =
+        level.iter().find(|(e, _)| e.name == "TestPlan").ok_or_else(|| format!("{source}: no `<TestPlan>`"))?;
+    let mut plan = Plan::default();
+    // The plan's user-defined variables.
+    if let Some(udv) = plan_node.children.iter().find(|c| c.attr("name") == Some("TestPlan.user_defined_variables")) {
+        for (k, v) in arguments(udv) {
+            let v = plan.templates(&v, "the test plan");
+            plan.vars.insert(k, v.into());
+        }
+    }
+    let groups = plan_tree.map(pairs).unwrap_or_default();
+    let mut scope = Scope::default();
+    plan.configure(&groups, &mut scope);
+    let mut scenarios = Vec::new();
+    let (mut setup, mut teardown) = (Vec::new(), Vec::new());
+    for (g, sub) in groups.iter().filter(|(g, _)| enabled(g)) {
+        match g.name.as_str() {
+            "ThreadGroup" => {
+                let load = plan.load(g);
+                let steps = plan.steps(*sub, &scope);
+                scenarios.push(json!({"name": label(g), "load": load, "steps": steps}));
+            }
+            "SetupThreadGroup" => setup.extend(plan.steps(*sub, &scope)),
+            "PostThreadGroup" => teardown.extend(plan.steps(*sub, &scope)),
+            "HeaderManager" | "ConfigTestElement" | "CookieManager" | "CSVDataSet" | "Arguments" | "ConstantTimer"
+            | "UniformRandomTimer" | "ResponseAssertion" | "JSONPostProcessor" | "RegexExtractor"
+            | "ResultCollector" => {}
+            other => plan.warnings.push(format!("`{}`: element `{other}` is not converted", label(g))),
+        }
+    }
+    if scenarios.iter().all(|s| s["steps"].as_array().is_none_or(Vec::is_empty)) {
+        return Err(format!("{source}: no thread group with an HTTP sampler to import"));
+    }
+    // One origin for every sampler: the scenario's baseUrl.
+    let base = plan.origins.first().filter(|o| plan.origins.iter().all(|x| x == *o)).cloned();
+    let mut file = json!({"name": label(plan_node), "scenarios": scenarios});
+    if let Some(b) = &base {
+        file["baseUrl"] = b.clone().into();
+        let text = serde_json::to_string(&file).unwrap_or_default().replace(&format!("\"{b}/"), "\"{{baseUrl}}/");
+        file = serde_json::from_str(&text).unwrap_or(file);
+    }
+    for (key, value) in [("setup", setup), ("teardown", teardown)] {
+        if !value.is_empty() {
+            file[key] = value.into();
+        }
+    }
+    if !plan.data.is_empty() {
+        file["data"] = Value::Object(plan.data.clone());
+    }
+    if !plan.vars.is_empty() {
+        file["vars"] = Value::Object(plan.vars.clone());
+    }
+    let scenario: stampede_model::scenario::ScenarioFile =
+        serde_json::from_value(file).map_err(|e| format!("{source}: the plan does not make a scenario: {e}"))?;
+    let requests = count_requests(&scenario);
+    let mut imported = Imported { yaml: String::new(), env: plan.env, warnings: plan.warnings };
+    let mut yaml = imported.head(source, "jmx", requests);
+    yaml.push_str(&crate::quick::scenario_yaml(&scenario)?);
+    imported.yaml = yaml;
+    Ok(imported)
+}
+
+fn count_requests(file: &stampede_model::scenario::ScenarioFile) -> usize {
+    fn count(steps: &[stampede_model::scenario::Step]) -> usize {
+        steps.iter().map(|s| usize::from(s.request.is_some()) + count(&s.steps)).sum()
+    }
+    file.scenarios.iter().map(|s| count(&s.steps)).sum::<usize>() + count(&file.setup) + count(&file.teardown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn functions_and_variables_become_templates() {
+        let mut plan = Plan::default();
+        plan.columns.insert("user".into(), "users".into());
+        let out = plan
+            .templates("${user}-${token}-${__UUID()}-${__Random(1,5)}-${__threadNum}-${__P(host)}-${__jexl3(1)}", "s");
+        assert_eq!(
+            out,
+            "{{users.user}}-{{token}}-{{ uuid() }}-{{ randomInt(1, 5) }}-{{ vu.id }}-{{env.HOST}}-{{ '__jexl3(1)' }}"
+        );
+        assert!(plan.warnings[0].contains("`${__jexl3(1)}` is not converted"), "{:?}", plan.warnings);
+    }
+
+    #[test]
+    fn malformed_plans_are_named() {
+        assert!(jmx("<jmeterTestPlan><hashTree>", "p.jmx").unwrap_err().contains("p.jmx: not a JMeter plan (XML)"));
+        assert!(jmx("<project/>", "p.jmx").unwrap_err().contains("not `<jmeterTestPlan>`"));
+        let empty = "<jmeterTestPlan><hashTree><TestPlan testname=\"t\"/><hashTree/></hashTree></jmeterTestPlan>";
+        assert!(jmx(empty, "p.jmx").unwrap_err().contains("no thread group with an HTTP sampler"));
+    }
+}
