@@ -121,7 +121,15 @@ impl Plan {
                 }
                 name => match self.columns.get(name) {
                     Some(set) => format!("{{{{{set}.{name}}}}}"),
-                    None => format!("{{{{{name}}}}}"),
+                    None if self.vars.contains_key(name) || self.extracted.contains(name) => format!("{{{{{name}}}}}"),
+                    // Defined nowhere in the plan (a `-J` property, an element not converted).
+                    None => {
+                        let var = name.to_ascii_uppercase().replace(['.', '-', ' '], "_");
+                        self.env
+                            .entry(var.clone())
+                            .or_insert_with(|| format!("{at}: `${{{name}}}`, defined nowhere in the plan"));
+                        format!("{{{{env.{var}}}}}")
+                    }
                 },
             };
             out.push_str(&converted);
@@ -510,12 +518,16 @@ mod tests {
     fn functions_and_variables_become_templates() {
         let mut plan = Plan::default();
         plan.columns.insert("user".into(), "users".into());
-        let out = plan
-            .templates("${user}-${token}-${__UUID()}-${__Random(1,5)}-${__threadNum}-${__P(host)}-${__jexl3(1)}", "s");
+        plan.extracted.insert("token".into());
+        let out = plan.templates(
+            "${user}-${token}-${__UUID()}-${__Random(1,5)}-${__threadNum}-${__P(host)}-${__jexl3(1)}-${nowhere}",
+            "s",
+        );
         assert_eq!(
             out,
-            "{{users.user}}-{{token}}-{{ uuid() }}-{{ randomInt(1, 5) }}-{{ vu.id }}-{{env.HOST}}-{{ '__jexl3(1)' }}"
+            "{{users.user}}-{{token}}-{{ uuid() }}-{{ randomInt(1, 5) }}-{{ vu.id }}-{{env.HOST}}-{{ '__jexl3(1)' }}-{{env.NOWHERE}}"
         );
+        assert!(plan.env["NOWHERE"].contains("defined nowhere in the plan"));
         assert!(plan.warnings[0].contains("`${__jexl3(1)}` is not converted"), "{:?}", plan.warnings);
     }
 
