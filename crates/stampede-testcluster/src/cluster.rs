@@ -116,6 +116,15 @@ impl TestCluster {
             ..Default::default()
         };
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+        // What the controller-manager adds to every namespace and every pod needs (the
+        // ServiceAccount `default`, the ConfigMap `kube-root-ca.crt` of the token volume): a pod
+        // created before them is `CreateContainerConfigError` for a moment, as on a real node.
+        use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        wait_for(&accounts, "default", Duration::from_secs(30), |o: Option<&ServiceAccount>| o.is_some()).await?;
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+        wait_for(&config_maps, "kube-root-ca.crt", Duration::from_secs(30), |o: Option<&ConfigMap>| o.is_some())
+            .await?;
         Ok(name)
     }
 
