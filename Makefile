@@ -33,7 +33,9 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# deps: Debian's chromium for the HTML report's browser test (tests/deps.sh; installed when missing).
+# deps (tests/deps.sh; installed or built when missing): Debian's chromium (the HTML report's
+# browser test, the HAR recording), xmllint and cmark-gfm (CI outputs), the JUnit schema, and a
+# JMeter home from Maven Central (the JMeter import).
 unit:
 	bash tests/deps.sh
 	$(CARGO) test --workspace
