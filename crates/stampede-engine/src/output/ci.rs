@@ -154,14 +154,8 @@ pub fn render_summary_markdown(report: &Report) -> String {
     );
     out.push_str("| step | requests | req/s | p50 ms | p95 ms | p99 ms | max ms | errors |\n");
     out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    let multi = report.scenarios.len() > 1;
     for s in &report.steps {
-        let name = match (&s.scenario, &s.step) {
-            (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
-            (_, Some(st)) => st.clone(),
-            _ => String::new(),
-        };
-        row(&mut out, &name, s);
+        row(&mut out, &super::report::step_label(report, s), s);
     }
     row(&mut out, "**total**", &report.total);
     if !report.thresholds.is_empty() {

@@ -280,6 +280,15 @@ fn pool_exhausted_hint(rate: f64, max_vus: u32, mean_ms: f64, m: &WorkerMetrics)
     )
 }
 
+/// A step's name in a table: `scenario/step` when the report has more than one scenario.
+pub(crate) fn step_label(report: &Report, s: &StepSummary) -> String {
+    match (&s.scenario, &s.step) {
+        (Some(sc), Some(st)) if report.scenarios.len() > 1 => format!("{sc}/{st}"),
+        (_, Some(st)) => st.clone(),
+        _ => String::new(),
+    }
+}
+
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
     let r = &report.run;
@@ -355,12 +364,7 @@ pub fn render_table(report: &Report) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let multi = report.scenarios.len() > 1;
     for s in &report.steps {
-        let name = match (&s.scenario, &s.step) {
-            (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
-            (_, Some(st)) => st.clone(),
-            _ => String::new(),
-        };
-        rows.push(table_row(name, s));
+        rows.push(table_row(step_label(report, s), s));
     }
     rows.push(table_row("TOTAL".into(), &report.total));
     let total_at = rows.len() - 1;
@@ -574,7 +578,6 @@ pub fn render_phases(report: &Report) -> String {
         "receive p50",
         "receive p99",
     ];
-    let multi = report.scenarios.len() > 1;
     let row = |name: String, s: &StepSummary| {
         let p = &s.phases_ms;
         let mut cells = vec![name, p.connect.as_ref().map_or(0, |c| c.samples).to_string()];
@@ -586,18 +589,7 @@ pub fn render_phases(report: &Report) -> String {
         }
         cells
     };
-    let mut rows: Vec<Vec<String>> = report
-        .steps
-        .iter()
-        .map(|s| {
-            let name = match (&s.scenario, &s.step) {
-                (Some(sc), Some(st)) if multi => format!("{sc}/{st}"),
-                (_, Some(st)) => st.clone(),
-                _ => String::new(),
-            };
-            row(name, s)
-        })
-        .collect();
+    let mut rows: Vec<Vec<String>> = report.steps.iter().map(|s| row(step_label(report, s), s)).collect();
     rows.push(row("TOTAL".into(), &report.total));
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for r in &rows {

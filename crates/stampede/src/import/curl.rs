@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Imported, Step, env_name, is_secret, scalar, secrets_out_of_body, unique_name, write_steps};
+use super::{Imported, Step, env_name, is_secret, secrets_out_of_body, unique_name, write_steps, write_top};
 
 /// One request of a curl command line.
 #[derive(Debug, Default, PartialEq)]
@@ -315,11 +315,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     let mut imported = Imported { yaml: String::new(), env, warnings };
     let mut yaml = imported.head(source, "curl", requests.len());
     let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("imported", |(_, host)| host);
-    yaml.push_str(&format!("name: {}\n", scalar(name)));
-    if let Some(b) = &base {
-        yaml.push_str(&format!("baseUrl: {}\n", scalar(b)));
-    }
-    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+    write_top(&mut yaml, name, base.as_deref());
     if insecure || http2 {
         yaml.push_str("http:\n");
         if http2 {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Imported, Step, env_name, is_secret, scalar, unique_name, write_steps};
+use super::{Imported, Step, env_name, is_secret, unique_name, write_steps, write_top};
 
 /// Headers a browser or the transport sets, which a step does not send as recorded.
 const DROPPED_HEADERS: [&str; 10] = [
@@ -240,11 +240,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
         yaml.push_str(&format!("# generated: {g}\n"));
     }
     let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("recorded", |(_, h)| h);
-    yaml.push_str(&format!("name: {}\n", scalar(name)));
-    if let Some(b) = &base {
-        yaml.push_str(&format!("baseUrl: {}\n", scalar(b)));
-    }
-    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+    write_top(&mut yaml, name, base.as_deref());
     write_steps(&mut yaml, "recorded", &steps);
     imported.yaml = yaml;
     Ok(imported)

@@ -112,6 +112,16 @@ pub(crate) fn unique_name(taken: &mut BTreeMap<String, usize>, name: String) -> 
     if *seen > 1 { format!("{name} ({seen})") } else { name }
 }
 
+/// The file's `name`, `baseUrl` (when there is one) and a load of one VU, one iteration: what
+/// an import starts from.
+pub(crate) fn write_top(yaml: &mut String, name: &str, base: Option<&str>) {
+    yaml.push_str(&format!("name: {}\n", scalar(name)));
+    if let Some(b) = base {
+        yaml.push_str(&format!("baseUrl: {}\n", scalar(b)));
+    }
+    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+}
+
 /// The scenario's one scenario, `name`, with `steps`.
 pub(crate) fn write_steps(yaml: &mut String, name: &str, steps: &[Step]) {
     yaml.push_str(&format!("scenarios:\n  - name: {name}\n    steps:\n"));

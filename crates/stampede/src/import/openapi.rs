@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_yaml::Value;
 
-use super::{Imported, Step, env_name, scalar, write_steps};
+use super::{Imported, Step, env_name, write_steps, write_top};
 
 const METHODS: [&str; 7] = ["get", "post", "put", "patch", "delete", "head", "options"];
 
@@ -314,10 +314,8 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
     let mut imported = Imported { yaml: String::new(), env, warnings: doc.warnings };
     let mut yaml = imported.head(source, "openapi", count);
     let title = root.get("info").and_then(|i| i.get("title")).and_then(Value::as_str).unwrap_or("imported");
-    yaml.push_str(&format!("name: {}\n", scalar(title)));
     let base_url = if relative { format!("{{{{env.BASE_URL}}}}{base}") } else { base };
-    yaml.push_str(&format!("baseUrl: {}\n", scalar(&base_url)));
-    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+    write_top(&mut yaml, title, Some(&base_url));
     write_steps(&mut yaml, "imported", &steps);
     imported.yaml = yaml;
     Ok(imported)

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Imported, Step, env_name, is_secret, scalar, secrets_out_of_body, write_steps};
+use super::{Imported, Step, env_name, is_secret, scalar, secrets_out_of_body, write_steps, write_top};
 
 /// A request of the collection, flattened.
 struct Request<'a> {
@@ -241,11 +241,7 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
     let mut imported = Imported { yaml: String::new(), env, warnings };
     let mut yaml = imported.head(source, "postman", count);
     let name = collection["info"]["name"].as_str().unwrap_or("imported");
-    yaml.push_str(&format!("name: {}\n", scalar(name)));
-    if let Some(b) = &base_url {
-        yaml.push_str(&format!("baseUrl: {}\n", scalar(b)));
-    }
-    yaml.push_str("load: {executor: constant-vus, vus: 1, iterations: 1}\n");
+    write_top(&mut yaml, name, base_url.as_deref());
     if !vars.is_empty() {
         yaml.push_str("vars:  # the collection's variables\n");
         for (k, v) in &vars {
