@@ -20,6 +20,7 @@ if [[ ! -s "$xsd" ]]; then
   mv "$tmp/pytest-$pytest_version/testing/example_scripts/junit-10.xsd" "$xsd.tmp" && mv "$xsd.tmp" "$xsd"
 fi
 bash "$(dirname "$0")/jmeter/home.sh" >/dev/null
+bash "$(dirname "$0")/grpc/interop.sh" >/dev/null
 missing=()
 for pkg in chromium libxml2-utils cmark-gfm; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

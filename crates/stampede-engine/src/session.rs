@@ -68,6 +68,16 @@ fn located(err: ScenarioError, text: &str, parsed: &ScenarioFile) -> ScenarioErr
     }
 }
 
+/// Whether the scenario sends gRPC calls or asks for HTTP/2: the built-in target then speaks it.
+fn speaks_http2(file: &ScenarioFile) -> bool {
+    fn any_grpc(steps: &[stampede_model::scenario::Step]) -> bool {
+        steps.iter().any(|s| s.grpc.is_some() || any_grpc(&s.steps))
+    }
+    file.http.version != stampede_model::scenario::HttpVersion::Http11
+        || [&file.init, &file.setup, &file.teardown].iter().any(|s| any_grpc(s))
+        || file.scenarios.iter().any(|s| any_grpc(&s.steps))
+}
+
 /// Compiles the file, starting the built-in target first when `baseUrl: builtin`.
 pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Result<Prepared, PrepareError> {
     if opts.base_dir.is_none() {
@@ -82,6 +92,8 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
             service_time: spec.service_time.map(stampede_model::Dur::get),
             concurrency: spec.concurrency.map(|n| n as usize),
             queue_limit: spec.queue_limit.map(|n| n as usize),
+            // gRPC needs HTTP/2 (by prior knowledge over cleartext).
+            http2: speaks_http2(file),
             ..Default::default()
         };
         let server = TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options)

@@ -26,10 +26,47 @@ pub enum ErrorKind {
     Extract,
     /// Any other local I/O error.
     Io,
+    /// The server refused a WebSocket upgrade (the message says its HTTP status).
+    Upgrade,
+    /// A WebSocket closed before the session ended, or with a code other than the expected.
+    Close,
+    /// A gRPC call ended with this status code (gRPC's own names: `UNIMPLEMENTED`…).
+    #[serde(rename = "CANCELLED")]
+    Cancelled,
+    #[serde(rename = "UNKNOWN")]
+    Unknown,
+    #[serde(rename = "INVALID_ARGUMENT")]
+    InvalidArgument,
+    #[serde(rename = "DEADLINE_EXCEEDED")]
+    DeadlineExceeded,
+    #[serde(rename = "NOT_FOUND")]
+    NotFound,
+    #[serde(rename = "ALREADY_EXISTS")]
+    AlreadyExists,
+    #[serde(rename = "PERMISSION_DENIED")]
+    PermissionDenied,
+    #[serde(rename = "RESOURCE_EXHAUSTED")]
+    ResourceExhausted,
+    #[serde(rename = "FAILED_PRECONDITION")]
+    FailedPrecondition,
+    #[serde(rename = "ABORTED")]
+    Aborted,
+    #[serde(rename = "OUT_OF_RANGE")]
+    OutOfRange,
+    #[serde(rename = "UNIMPLEMENTED")]
+    Unimplemented,
+    #[serde(rename = "INTERNAL")]
+    Internal,
+    #[serde(rename = "UNAVAILABLE")]
+    Unavailable,
+    #[serde(rename = "DATA_LOSS")]
+    DataLoss,
+    #[serde(rename = "UNAUTHENTICATED")]
+    Unauthenticated,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 27] = [
         ErrorKind::Connect,
         ErrorKind::Dns,
         ErrorKind::Tls,
@@ -39,6 +76,24 @@ impl ErrorKind {
         ErrorKind::Check,
         ErrorKind::Extract,
         ErrorKind::Io,
+        ErrorKind::Upgrade,
+        ErrorKind::Close,
+        ErrorKind::Cancelled,
+        ErrorKind::Unknown,
+        ErrorKind::InvalidArgument,
+        ErrorKind::DeadlineExceeded,
+        ErrorKind::NotFound,
+        ErrorKind::AlreadyExists,
+        ErrorKind::PermissionDenied,
+        ErrorKind::ResourceExhausted,
+        ErrorKind::FailedPrecondition,
+        ErrorKind::Aborted,
+        ErrorKind::OutOfRange,
+        ErrorKind::Unimplemented,
+        ErrorKind::Internal,
+        ErrorKind::Unavailable,
+        ErrorKind::DataLoss,
+        ErrorKind::Unauthenticated,
     ];
 
     pub fn index(self) -> usize {
@@ -56,7 +111,53 @@ impl ErrorKind {
             ErrorKind::Check => "check",
             ErrorKind::Extract => "extract",
             ErrorKind::Io => "io",
+            ErrorKind::Upgrade => "upgrade",
+            ErrorKind::Close => "close",
+            ErrorKind::Cancelled => "CANCELLED",
+            ErrorKind::Unknown => "UNKNOWN",
+            ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorKind::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            ErrorKind::NotFound => "NOT_FOUND",
+            ErrorKind::AlreadyExists => "ALREADY_EXISTS",
+            ErrorKind::PermissionDenied => "PERMISSION_DENIED",
+            ErrorKind::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            ErrorKind::FailedPrecondition => "FAILED_PRECONDITION",
+            ErrorKind::Aborted => "ABORTED",
+            ErrorKind::OutOfRange => "OUT_OF_RANGE",
+            ErrorKind::Unimplemented => "UNIMPLEMENTED",
+            ErrorKind::Internal => "INTERNAL",
+            ErrorKind::Unavailable => "UNAVAILABLE",
+            ErrorKind::DataLoss => "DATA_LOSS",
+            ErrorKind::Unauthenticated => "UNAUTHENTICATED",
         }
+    }
+
+    /// The kind of a gRPC status code other than OK (0); `None` for 0 and unknown codes.
+    pub fn grpc(code: u32) -> Option<ErrorKind> {
+        match code {
+            1 => Some(ErrorKind::Cancelled),
+            2 => Some(ErrorKind::Unknown),
+            3 => Some(ErrorKind::InvalidArgument),
+            4 => Some(ErrorKind::DeadlineExceeded),
+            5 => Some(ErrorKind::NotFound),
+            6 => Some(ErrorKind::AlreadyExists),
+            7 => Some(ErrorKind::PermissionDenied),
+            8 => Some(ErrorKind::ResourceExhausted),
+            9 => Some(ErrorKind::FailedPrecondition),
+            10 => Some(ErrorKind::Aborted),
+            11 => Some(ErrorKind::OutOfRange),
+            12 => Some(ErrorKind::Unimplemented),
+            13 => Some(ErrorKind::Internal),
+            14 => Some(ErrorKind::Unavailable),
+            15 => Some(ErrorKind::DataLoss),
+            16 => Some(ErrorKind::Unauthenticated),
+            _ => None,
+        }
+    }
+
+    /// The gRPC status code of a gRPC kind.
+    pub fn grpc_code(self) -> Option<u32> {
+        (1..=16).find(|c| ErrorKind::grpc(*c) == Some(self))
     }
 }
 

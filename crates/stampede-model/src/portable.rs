@@ -23,6 +23,11 @@ pub struct PortableStep {
     pub status: BTreeMap<String, u64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// gRPC and WebSocket messages sent and received (absent for HTTP steps).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub messages_sent: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub messages_received: u64,
     /// Exact smallest latency, µs (absent without samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_us: Option<u64>,

@@ -327,6 +327,19 @@ pub struct StepSummary {
     pub bytes_sent: u64,
     pub received_per_sec: f64,
     pub sent_per_sec: f64,
+    /// gRPC and WebSocket steps: messages sent and received, and received per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<MessagesSummary>,
+}
+
+/// Messages of gRPC calls and WebSocket sessions.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MessagesSummary {
+    pub sent: u64,
+    pub received: u64,
+    /// Received per second over the run.
+    pub received_per_sec: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -31,6 +31,10 @@ pub struct ScenarioFile {
     /// HTTP client defaults for every request.
     #[serde(default)]
     pub http: HttpDefaults,
+    /// Where `grpc:` steps find their services: `.proto` files compiled when the scenario is
+    /// loaded (no `protoc` needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcDefaults>,
     /// Data files: each iteration takes a row, whose fields are template variables
     /// (`{{users.email}}` for column `email` of data source `users`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -452,9 +456,15 @@ pub struct Step {
     /// names it).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// The HTTP request (a step has it, a block has `steps` instead).
+    /// The HTTP request (a step has it, or `grpc`, or `ws`; a block has `steps` instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<RequestSpec>,
+    /// A gRPC call instead of an HTTP request: unary or streaming, over HTTP/2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcSpec>,
+    /// A WebSocket session instead of an HTTP request: connect, send, wait for answers, close.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws: Option<WsSpec>,
     /// What a good answer looks like. Without it, any status below 400 passes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckSpec>,
@@ -653,6 +663,125 @@ pub struct RequestSpec {
     /// Redirects to follow for this request, overriding `http.redirects` (0: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirects: Option<u32>,
+}
+
+/// Where `grpc:` steps find their services.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GrpcDefaults {
+    /// `.proto` files (relative to the scenario file, or names in a LoadTest's `spec.data`),
+    /// compiled in process when the scenario is loaded. Imports are looked up beside them,
+    /// in `importPaths`, and among Google's well-known types.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proto_files: Vec<String>,
+    /// Folders (relative to the scenario file) that imports are looked up in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub import_paths: Vec<String>,
+}
+
+/// A gRPC call. Every string may use `{{name}}` templates.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GrpcSpec {
+    /// The server: `http://host:port` (HTTP/2 in cleartext) or `https://host:port` (TLS with
+    /// ALPN h2). Default `{{baseUrl}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The method, `package.Service/Method`, from `grpc.protoFiles`.
+    pub method: String,
+    /// The request message as JSON (YAML), in protobuf's JSON mapping; a string that is one
+    /// expression alone (`"{{ randomInt(1, 9) }}"`) gives a typed value. For unary and
+    /// server-streaming calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<serde_json::Value>,
+    /// The messages a client-streaming or bidirectional call sends, in order, before it
+    /// half-closes (its answers are read as they come).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<serde_json::Value>>,
+    /// Metadata (request headers): name → value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+    /// The call's deadline (sent as `grpc-timeout`); past it the call is `DEADLINE_EXCEEDED`.
+    /// Default `http.timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Dur>,
+}
+
+/// A WebSocket session: connect, then the `actions` in order, then close (or keep the socket
+/// for a later step of the iteration with the same `url`).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WsSpec {
+    /// `ws://` or `wss://` URL (an `http(s)://` one works too, e.g. `{{baseUrl}}/ws/echo`).
+    #[serde(default)]
+    pub url: String,
+    /// Handshake request headers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Subprotocols offered in the handshake (`Sec-WebSocket-Protocol`); the server must pick one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subprotocols: Vec<String>,
+    /// What the session does, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<WsAction>,
+    /// Leave the socket open at the end of the step: a later `ws` step of the iteration with
+    /// the same URL goes on with it (no new handshake). It closes when the iteration ends.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub keep_open: bool,
+    /// Close with this code (default 1000, normal closure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_code: Option<u16>,
+    /// How long the whole session may take (default `http.timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+}
+
+/// One thing a WebSocket session does: exactly one of its fields.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WsAction {
+    /// Send a text frame (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send: Option<String>,
+    /// Send a JSON text frame: any YAML structure, strings as templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_json: Option<serde_json::Value>,
+    /// Send a binary frame: base64 of its bytes (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_binary: Option<String>,
+    /// Wait for a message that matches; timed from the last send. Messages that do not match
+    /// are counted and skipped. The step's `check` and `extract` read the last matching
+    /// message as the answer's body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive: Option<WsReceive>,
+    /// Keep the socket open this long (answers that come meanwhile are counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Dur>,
+}
+
+/// Which message a `receive` waits for, and what it takes from it.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WsReceive {
+    /// The message's text equals this (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<String>,
+    /// The message's text contains this (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    /// The message's text matches this regular expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
+    /// The message is JSON and the value at these JSONPaths meets the expectations, e.g.
+    /// `$.type: {equals: joined}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub json: BTreeMap<String, Expect>,
+    /// How long to wait (default 5s); past it the step fails with `timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    /// Wait for this many matching messages (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
 }
 
 /// One part of a multipart body: a field (`value`) or a file (`file`).

@@ -41,7 +41,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
+pub mod grpc;
 pub mod shop;
+pub mod ws;
+
+use grpc::TargetBody;
 
 /// The page served at `/`.
 /// A page that calls the shop's API (log in, products, cart, checkout) as a person clicks: what a
@@ -69,9 +73,21 @@ pub struct TargetStats {
     waiting: AtomicU64,
     queue_full_rejections: AtomicU64,
     shop: shop::Shop,
+    grpc: grpc::GrpcStats,
+    ws: ws::WsStats,
 }
 
 impl TargetStats {
+    /// The gRPC service's counters.
+    pub fn grpc(&self) -> &grpc::GrpcStats {
+        &self.grpc
+    }
+
+    /// The WebSocket endpoints' counters.
+    pub fn ws(&self) -> &ws::WsStats {
+        &self.ws
+    }
+
     /// The shop's state and counters.
     pub fn shop(&self) -> &shop::Shop {
         &self.shop
@@ -436,18 +452,28 @@ async fn serve_connection<I>(
     let service = service_fn(move |req| {
         let stats = stats.clone();
         let capacity = capacity.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer, &stats, &capacity).await) }
+        async move {
+            if grpc::is_grpc(&req) {
+                count(&req, &stats);
+                return Ok::<_, Infallible>(grpc::serve(req, stats).await);
+            }
+            if ws::is_upgrade(&req) {
+                count(&req, &stats);
+                return Ok(ws::upgrade(req, stats));
+            }
+            Ok(handle(req, peer, &stats, &capacity).await)
+        }
     });
     if http2 {
         let builder = auto::Builder::new(TokioExecutor::new());
-        let conn = builder.serve_connection(TokioIo::new(io), service);
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
         tokio::pin!(conn);
         tokio::select! {
             _ = conn.as_mut() => {}
             _ = stop.changed() => {}
         }
     } else {
-        let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service);
+        let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service).with_upgrades();
         tokio::pin!(conn);
         tokio::select! {
             _ = conn.as_mut() => {}
@@ -456,10 +482,18 @@ async fn serve_connection<I>(
     }
 }
 
-type Resp = Response<Full<Bytes>>;
+type Resp = Response<TargetBody>;
+
+/// Counts a request that every route counts (gRPC calls and upgrades skip [`handle`]).
+fn count(req: &Request<Incoming>, stats: &TargetStats) {
+    stats.requests.fetch_add(1, Ordering::Relaxed);
+    if req.version() == http::Version::HTTP_2 {
+        stats.http2_requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Resp {
-    let mut r = Response::new(Full::new(body.into()));
+    let mut r = Response::new(TargetBody::Full(Full::new(body.into())));
     *r.status_mut() = status;
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r.headers_mut().insert(header::SERVER, HeaderValue::from_static("stampede-target"));
@@ -473,10 +507,7 @@ fn json_response(status: StatusCode, v: &Value) -> Resp {
 }
 
 async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, capacity: &Capacity) -> Resp {
-    stats.requests.fetch_add(1, Ordering::Relaxed);
-    if req.version() == http::Version::HTTP_2 {
-        stats.http2_requests.fetch_add(1, Ordering::Relaxed);
-    }
+    count(&req, stats);
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     // `/stats` stays answerable while the target is saturated.
@@ -511,6 +542,8 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, c
                 "maxInService": stats.max_in_service(),
                 "waiting": stats.waiting(),
                 "queueFullRejections": stats.queue_full_rejections(),
+                "grpc": stats.grpc.to_json(),
+                "websocket": stats.ws.to_json(),
             }),
         ),
         ("/cookies", _) => {

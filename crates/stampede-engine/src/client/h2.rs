@@ -409,10 +409,21 @@ async fn send(
     let mut body_len = 0u64;
     while let Some(frame) = stream.frame().await {
         let frame = frame.map_err(|e| hyper_error(&e, true))?;
-        if let Ok(data) = frame.into_data() {
-            body_len += data.len() as u64;
-            if let Some(b) = body.as_deref_mut() {
-                b.extend_from_slice(&data);
+        match frame.into_data() {
+            Ok(data) => {
+                body_len += data.len() as u64;
+                if let Some(b) = body.as_deref_mut() {
+                    b.extend_from_slice(&data);
+                }
+            }
+            // Trailers (gRPC's status) join the headers.
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    for (name, value) in &trailers {
+                        received += (name.as_str().len() + value.len() + 4) as u64;
+                        headers.keep(name.as_str(), value.as_bytes());
+                    }
+                }
             }
         }
     }

@@ -62,6 +62,11 @@ impl VuConn {
         self.opened.drain(..)
     }
 
+    /// Counts a connection the VU opened for itself (a WebSocket's).
+    pub(crate) fn opened_one(&mut self, times: ConnectTimes) {
+        self.opened.push(times);
+    }
+
     /// Whether a connection was opened since the last [`VuConn::take_opened`].
     pub(crate) fn opened_any(&self) -> bool {
         !self.opened.is_empty()
@@ -117,6 +122,29 @@ pub(crate) async fn exchange(
         }
     }
     exchange_http1(vc, plan, target, bytes, head, body, headers, connect_timeout).await
+}
+
+/// Sends one request over HTTP/2 whatever `http.version` says (gRPC): TLS asks for `h2`,
+/// cleartext goes by prior knowledge.
+pub(crate) async fn exchange_h2(
+    vc: &mut VuConn,
+    wt: &WorkerTransport,
+    target: &HttpUrl,
+    bytes: &[u8],
+    body: Option<&mut Vec<u8>>,
+    headers: &mut Headers,
+    connect_timeout: Duration,
+) -> Result<ResponseInfo, ExchangeError> {
+    let plan = &*wt.plan;
+    let outcome =
+        Box::pin(wt.h2.exchange(target, bytes, plan, Alpn::H2, connect_timeout, body, headers, &mut vc.opened)).await?;
+    match outcome {
+        Outcome::Answer(info) => Ok(info),
+        Outcome::Http1(_) => Err(ExchangeError::protocol(format!(
+            "{}:{} speaks HTTP/1.1 only; gRPC needs HTTP/2",
+            target.host, target.port
+        ))),
+    }
 }
 
 /// One request and its answer on the VU's HTTP/1.1 connection (opening one when needed).

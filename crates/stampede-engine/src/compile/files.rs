@@ -44,6 +44,16 @@ impl<'a> Files<'a> {
         }
     }
 
+    /// The folder relative names start from.
+    pub(crate) fn base_dir(&self) -> &'a Path {
+        self.base_dir
+    }
+
+    /// The contents given instead of the disk (`spec.data`).
+    pub(crate) fn contents(&self) -> Option<&'a BTreeMap<String, Vec<u8>>> {
+        self.contents
+    }
+
     /// How messages show the file: its path on disk, or its name in `spec.data`.
     pub(crate) fn shown(&self, name: &str) -> PathBuf {
         if self.contents.is_some() { PathBuf::from(name) } else { self.base_dir.join(name) }

@@ -367,7 +367,10 @@ pub struct StepPlan {
     pub name: String,
     /// Index into per-step metrics.
     pub metric: usize,
+    /// The HTTP request; for gRPC and WebSocket steps the call's or the handshake's request.
     pub request: RequestPlan,
+    /// What the step speaks.
+    pub protocol: Protocol,
     /// Statuses that count as answers rather than `check` errors (the explicit status
     /// check, else 200–399).
     pub accept: StatusCheck,
@@ -394,6 +397,14 @@ impl StepPlan {
         extract.iter().any(crate::compile::extract::Extractor::needs_headers)
             || checks.iter().any(CheckPlan::needs_headers)
     }
+}
+
+/// What a step speaks.
+#[derive(Debug)]
+pub enum Protocol {
+    Http,
+    Grpc(Box<crate::compile::grpc::GrpcPlan>),
+    Ws(Box<crate::compile::ws::WsPlan>),
 }
 
 /// Think time.
@@ -468,6 +479,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         slot_count: 0,
         seed,
         vars: Vec::new(),
+        protos: Default::default(),
     };
     let shared_load = c.shared_load();
     let base_url = c.base_url_and_vars(opts.base_url.as_deref());
@@ -564,6 +576,8 @@ struct Compiler<'a> {
     /// The generators' seed (`test`-scoped variables are computed with it, now).
     seed: u64,
     vars: Vec<ScopedVar>,
+    /// The `.proto` files' services, compiled at the first `grpc` step.
+    protos: crate::compile::grpc::Protos,
 }
 
 impl Compiler<'_> {
@@ -829,6 +843,8 @@ impl Compiler<'_> {
         let before = self.problems.len();
         for (field, set) in [
             ("request", spec.request.is_some()),
+            ("grpc", spec.grpc.is_some()),
+            ("ws", spec.ws.is_some()),
             ("check", spec.check.is_some()),
             ("think", spec.think.is_some()),
             ("extract", !spec.extract.is_empty()),
@@ -938,18 +954,28 @@ impl Compiler<'_> {
     fn step(&mut self, scenario: &str, step: &StepSpec, loc: &str, first_own_slot: usize) -> Option<StepPlan> {
         let metric = self.step_keys.len();
         self.step_keys.push(StepKey { scenario: scenario.to_string(), step: step.name.clone() });
-        let Some(request) = &step.request else {
-            self.problems.add(loc, "a step needs a `request` (or `steps`, making it a block)");
+        let given = [step.request.is_some(), step.grpc.is_some(), step.ws.is_some()];
+        if given.iter().filter(|g| **g).count() > 1 {
+            self.problems.add(loc, "a step has one of `request`, `grpc` and `ws`, not several");
             return None;
-        };
+        }
         let when = step.when.as_deref().and_then(|src| self.condition(src, &format!("{loc}: if")));
-        let request = compile_request(request, self.file, &self.scope, self.files, loc, &mut self.problems);
-        let explicit = step
-            .check
-            .as_ref()
-            .and_then(|c| c.status.as_ref())
-            .map(|spec| compile_status(spec, &format!("{loc}: check.status"), &mut self.problems));
-        let accept = explicit.clone().unwrap_or(StatusCheck { ranges: vec![(200, 399)] });
+        let (request, protocol) = self.action(step, loc)?;
+        let grpc = matches!(protocol, Protocol::Grpc(_));
+        let explicit = step.check.as_ref().and_then(|c| c.status.as_ref()).map(|spec| {
+            let at = format!("{loc}: check.status");
+            if grpc {
+                crate::compile::grpc::compile_status(spec, &at, &mut self.problems)
+            } else {
+                compile_status(spec, &at, &mut self.problems)
+            }
+        });
+        let default = match protocol {
+            Protocol::Grpc(_) => (0, 0),
+            Protocol::Ws(_) => (101, 101),
+            Protocol::Http => (200, 399),
+        };
+        let accept = explicit.clone().unwrap_or(StatusCheck { ranges: vec![default] });
         let think = step.think.as_ref().map(|t| match t {
             Think::Fixed(d) => ThinkPlan::Fixed(d.get()),
             Think::Range(r) => {
@@ -972,7 +998,8 @@ impl Compiler<'_> {
         Some(StepPlan {
             name: step.name.clone(),
             metric,
-            request: request?,
+            request,
+            protocol,
             accept,
             needs_body: StepPlan::reads_body(&extract, &checks),
             needs_headers: StepPlan::reads_headers(&extract, &checks),
@@ -982,6 +1009,35 @@ impl Compiler<'_> {
             on_error: step.on_error,
             when,
         })
+    }
+
+    /// A step's request: HTTP, a gRPC call or a WebSocket session. `None` when it has problems
+    /// (they are recorded).
+    fn action(&mut self, step: &StepSpec, loc: &str) -> Option<(RequestPlan, Protocol)> {
+        if let Some(spec) = &step.grpc {
+            let pool = self.protos.pool(self.file, self.files, &mut self.problems)?;
+            let (request, plan) = crate::compile::grpc::compile_call(
+                spec,
+                pool,
+                self.file,
+                &self.scope,
+                self.files,
+                loc,
+                &mut self.problems,
+            )?;
+            return Some((request, Protocol::Grpc(Box::new(plan))));
+        }
+        if let Some(spec) = &step.ws {
+            let (request, plan) =
+                crate::compile::ws::compile_session(spec, self.file, &self.scope, self.files, loc, &mut self.problems)?;
+            return Some((request, Protocol::Ws(Box::new(plan))));
+        }
+        let Some(request) = &step.request else {
+            self.problems.add(loc, "a step needs a `request`, `grpc` or `ws` (or `steps`, making it a block)");
+            return None;
+        };
+        let request = compile_request(request, self.file, &self.scope, self.files, loc, &mut self.problems)?;
+        Some((request, Protocol::Http))
     }
 
     /// A step's extractors, each into a VU value slot: a new one, or the same one when this

@@ -186,6 +186,30 @@ impl RequestPlan {
         Ok(target)
     }
 
+    /// Serializes the request with `body` (made by the caller: a gRPC call's framed messages)
+    /// for one VU into `out`, returning where it goes.
+    pub fn render_with_body(&self, slots: &[String], body: &[u8], out: &mut Vec<u8>) -> Result<HttpUrl, RenderError> {
+        let target = match &self.target {
+            Some(fixed) => fixed.clone(),
+            None => {
+                let mut url = self.url.render(slots);
+                append_query(&mut url, &self.query, slots);
+                if let Some(message) = take_render_error() {
+                    return Err(RenderError::Expression(message));
+                }
+                match self.origin.as_ref().and_then(|o| o.join(&url)) {
+                    Some(joined) => joined,
+                    None => HttpUrl::parse(&url)?,
+                }
+            }
+        };
+        self.write(&self.method, &target, slots, Some(body), |_| true, out);
+        if let Some(message) = take_render_error() {
+            return Err(RenderError::Expression(message));
+        }
+        Ok(target)
+    }
+
     /// Serializes a redirected request: `method` to `target`, with this request's headers
     /// (minus the body's when `body` is `None`, and minus credentials on another host).
     pub fn render_redirect(

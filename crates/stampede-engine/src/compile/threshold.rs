@@ -606,6 +606,7 @@ mod tests {
             bytes_sent: 0,
             received_per_sec: 0.0,
             sent_per_sec: 0.0,
+            messages: None,
         };
         let text = serde_json::json!({
             "schemaVersion": 1, "name": "base", "startedAt": "2026-01-01T00:00:00Z",

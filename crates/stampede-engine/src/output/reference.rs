@@ -63,6 +63,35 @@ pub fn language_reference() -> String {
     for field in ["count", "forEach", "while", "max", "as"] {
         let _ = writeln!(out, "| `{field}` | {} |", describe("RepeatSpec", field));
     }
+    out.push_str("\n## gRPC steps\n\nA step with `grpc:` instead of a `request:` makes one call. The file's `grpc:` says where its services are:\n\n| field | meaning |\n| --- | --- |\n");
+    for field in ["protoFiles", "importPaths"] {
+        let _ = writeln!(out, "| `{field}` | {} |", describe("GrpcDefaults", field));
+    }
+    out.push_str("\nThe call:\n\n| field | meaning |\n| --- | --- |\n");
+    for field in ["url", "method", "message", "messages", "metadata", "deadline"] {
+        let _ = writeln!(out, "| `{field}` | {} |", describe("GrpcSpec", field));
+    }
+    out.push_str(
+        "\nIts `check.status` takes gRPC status names (`OK`, default) or codes; a status not accepted is an error \
+         of that status's name (`UNIMPLEMENTED`, `DEADLINE_EXCEEDED`…). `check.json` and `extract` read the answer \
+         in protobuf's JSON mapping: the message, or the list of a streamed answer's messages.\n",
+    );
+    out.push_str("\n## WebSocket steps\n\nA step with `ws:` instead of a `request:` runs one session.\n\n| field | meaning |\n| --- | --- |\n");
+    for field in ["url", "headers", "subprotocols", "actions", "keepOpen", "closeCode", "timeout"] {
+        let _ = writeln!(out, "| `{field}` | {} |", describe("WsSpec", field));
+    }
+    out.push_str("\nEach action is one of:\n\n| field | meaning |\n| --- | --- |\n");
+    for field in ["send", "sendJson", "sendBinary", "receive", "hold"] {
+        let _ = writeln!(out, "| `{field}` | {} |", describe("WsAction", field));
+    }
+    out.push_str("\n`receive` takes:\n\n| field | meaning |\n| --- | --- |\n");
+    for field in ["equals", "contains", "matches", "json", "timeout", "count"] {
+        let _ = writeln!(out, "| `{field}` | {} |", describe("WsReceive", field));
+    }
+    out.push_str(
+        "\nA refused upgrade is an error of kind `upgrade` (its HTTP status counted), a socket the server closes \
+         mid-session one of kind `close`.\n",
+    );
     out.push_str("\n## Steps outside the iterations\n\n| field | runs |\n| --- | --- |\n");
     for field in ["setup", "init", "teardown"] {
         let _ = writeln!(out, "| `{field}` | {} |", describe("", field));

@@ -88,6 +88,11 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
         bytes_sent: stats.bytes_sent,
         received_per_sec: per_sec(stats.bytes_received),
         sent_per_sec: per_sec(stats.bytes_sent),
+        messages: (stats.messages_sent + stats.messages_received > 0).then(|| MessagesSummary {
+            sent: stats.messages_sent,
+            received: stats.messages_received,
+            received_per_sec: per_sec(stats.messages_received),
+        }),
     }
 }
 

@@ -52,7 +52,11 @@ pub(super) async fn run_iteration(
     let sc = shared.plan.groups[group].pick(&mut vu.rng);
     let scenario = &shared.plan.scenarios[sc];
     let mut walk = Walk { scenario, shared, local, intended, open: intended.is_some(), failed: None };
-    if run_nodes(vu, &scenario.flow, &mut walk).await == Next::Stop {
+    let next = run_nodes(vu, &scenario.flow, &mut walk).await;
+    if !vu.sockets.is_empty() {
+        super::ws::close_kept(&mut vu.sockets).await;
+    }
+    if next == Next::Stop {
         return false;
     }
     vu.conn.end_iteration(&shared.plan.transport);

@@ -3,6 +3,7 @@
 mod closed;
 pub(crate) mod executor;
 mod flow;
+mod grpc;
 mod iteration;
 pub(crate) mod once;
 mod open;
@@ -13,3 +14,4 @@ mod shared;
 mod step;
 mod vu;
 mod worker;
+mod ws;

@@ -10,6 +10,7 @@ use super::outcome::{ErrorSample, SAMPLE_BYTES};
 use super::send::send;
 use super::shared::{ERROR_SAMPLES_PER_WORKER, WorkerLocal};
 use super::vu::Vu;
+use crate::compile::plan::Protocol;
 
 /// Runs one step; the kind of its failure when it failed (no answer, a failed check or
 /// extraction). With `intended` (an open model's first step), latency counts from that
@@ -24,7 +25,22 @@ pub(super) async fn run_step(
 ) -> Result<(), ErrorKind> {
     let started = Instant::now();
     vu.headers.all = step.needs_headers;
-    let result = send(vu, &step.request, step.needs_body, &local.transport, started).await;
+    let result = match &step.protocol {
+        Protocol::Http => send(vu, &step.request, step.needs_body, &local.transport, started)
+            .await
+            .map(|(info, sent, received)| Answer {
+                status: info.status,
+                http_status: Some(info.status),
+                sent,
+                received,
+                first_byte: info.first_byte,
+                messages: None,
+                detail: None,
+            })
+            .map_err(|(error, sent)| Failure { error, sent, messages: None }),
+        Protocol::Grpc(g) => super::grpc::call(vu, step, g, &local.transport, started).await,
+        Protocol::Ws(w) => super::ws::session(vu, step, w, &local.transport, started).await,
+    };
     let ended = Instant::now();
     vu.ended = Some(ended);
     let service = ended.saturating_duration_since(started).as_micros() as u64;
@@ -43,20 +59,29 @@ pub(super) async fn run_step(
     }
     let mut status = None;
     let failure = match result {
-        Ok((info, sent, received)) => {
-            status = Some(info.status);
-            s.bytes_sent += sent;
-            s.bytes_received += received;
+        Ok(answer) => {
+            status = answer.http_status;
+            s.bytes_sent += answer.sent;
+            s.bytes_received += answer.received;
+            if let Some((out, back)) = answer.messages {
+                s.messages_sent += out;
+                s.messages_received += back;
+            }
             s.record_latency_us(micros);
             if open {
                 s.record_service_us(service);
             }
             // No first-byte instant: the whole answer came in one read, at the end.
-            let ttfb = info.first_byte.map_or(service, |at| at.saturating_duration_since(started).as_micros() as u64);
-            s.phases.record_answer(ttfb, service);
+            let ttfb = answer.first_byte.map_or(service, |at| at.saturating_duration_since(started).as_micros() as u64);
+            s.phases.record_answer(ttfb.min(service), service);
             m.interval.record_latency(step.metric, micros.max(1));
-            s.record_status(info.status);
-            let resp = ResponseView { status: info.status, headers: &vu.headers.list, body: &vu.body };
+            if let Some(code) = answer.http_status {
+                s.record_status(code);
+            }
+            let resp = ResponseView { status: answer.status, headers: &vu.headers.list, body: &vu.body };
+            // An answer the step does not accept: for gRPC its status is the error's kind, for
+            // a WebSocket a refused upgrade; for HTTP a failed check.
+            let denied = (!step.accept.passes(answer.status)).then(|| denied(step, &answer));
             let mut json = None;
             let mut failed_check = None;
             // The generator is lent once for all the checks (their expected values may use it).
@@ -73,20 +98,24 @@ pub(super) async fn run_step(
                     }
                 }
             });
-            if failed_check.is_none() && !step.accept.passes(info.status) {
-                failed_check =
-                    Some(format!("status {} is not accepted (2xx or 3xx without a status check)", info.status));
-            }
-            let extracted = extract(step, &resp, &mut json, &mut vu.slots);
-            match (failed_check, extracted) {
-                (Some(why), _) => Some((ErrorKind::Check, why)),
-                (None, Err(why)) => Some((ErrorKind::Extract, why)),
-                (None, Ok(())) => None,
+            let extracted = if denied.is_some() { Ok(()) } else { extract(step, &resp, &mut json, &mut vu.slots) };
+            // HTTP: a failed explicit status check says why in its own words.
+            let http = matches!(step.protocol, Protocol::Http);
+            match (denied, failed_check, extracted) {
+                (Some(_), Some(why), _) if http => Some((ErrorKind::Check, why)),
+                (Some(d), _, _) => Some(d),
+                (None, Some(why), _) => Some((ErrorKind::Check, why)),
+                (None, None, Err(why)) => Some((ErrorKind::Extract, why)),
+                (None, None, Ok(())) => None,
             }
         }
-        Err((e, sent)) => {
+        Err(Failure { error, sent, messages }) => {
             s.bytes_sent += sent;
-            Some((e.kind, e.message))
+            if let Some((out, back)) = messages {
+                s.messages_sent += out;
+                s.messages_received += back;
+            }
+            Some((error.kind, error.message))
         }
     };
     vu.generator.status = status.unwrap_or(0);
@@ -94,6 +123,46 @@ pub(super) async fn run_step(
     drop(guard);
     record_failure(vu, step, kind, message, status, local);
     Err(kind)
+}
+
+/// What a sent step got back, whatever it speaks.
+pub(super) struct Answer {
+    /// What checks see as the status: the HTTP status, or a gRPC call's status code.
+    pub(super) status: u16,
+    /// The HTTP status, counted in the report's statuses.
+    pub(super) http_status: Option<u16>,
+    pub(super) sent: u64,
+    pub(super) received: u64,
+    pub(super) first_byte: Option<Instant>,
+    /// gRPC and WebSocket: messages sent and received.
+    pub(super) messages: Option<(u64, u64)>,
+    /// What the server said about its status (`grpc-message`, a refused upgrade).
+    pub(super) detail: Option<String>,
+}
+
+/// A step that got no answer it could use: why, and what it had sent and received by then.
+pub(super) struct Failure {
+    pub(super) error: crate::client::exchange::ExchangeError,
+    /// Bytes sent.
+    pub(super) sent: u64,
+    /// gRPC and WebSocket: messages sent and received before the failure.
+    pub(super) messages: Option<(u64, u64)>,
+}
+
+/// The failure of an answer whose status `step` does not accept.
+fn denied(step: &StepPlan, answer: &Answer) -> (ErrorKind, String) {
+    let detail = answer.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+    match &step.protocol {
+        Protocol::Http => {
+            (ErrorKind::Check, format!("status {} is not accepted (2xx or 3xx without a status check)", answer.status))
+        }
+        Protocol::Grpc(_) => {
+            let name = crate::compile::grpc::status_name(answer.status);
+            let kind = ErrorKind::grpc(u32::from(answer.status)).unwrap_or(ErrorKind::Check);
+            (kind, format!("gRPC status {name}{detail}"))
+        }
+        Protocol::Ws(_) => (ErrorKind::Upgrade, format!("the server refused the upgrade: HTTP {}", answer.status)),
+    }
 }
 
 /// Counts a failure of `step` (its request is already counted) and keeps a sample of it, the

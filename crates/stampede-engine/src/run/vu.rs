@@ -35,6 +35,8 @@ pub(super) struct Vu {
     /// When its last step ended, if it has not waited since: "now" for deciding whether to
     /// start another iteration, without reading the clock again.
     pub(super) ended: Option<Instant>,
+    /// WebSockets kept open by `keepOpen` steps until the iteration ends.
+    pub(super) sockets: Vec<super::ws::Socket>,
 }
 
 impl Vu {
@@ -53,6 +55,7 @@ impl Vu {
             sent_head: Vec::new(),
             timer: None,
             ended: None,
+            sockets: Vec::new(),
         };
         for (slot, value) in &shared.setup_values {
             vu.slots[*slot].clone_from(value);

@@ -30,6 +30,9 @@ pub struct StepStats {
     pub errors: [u64; KINDS],
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// gRPC and WebSocket messages sent and received.
+    pub messages_sent: u64,
+    pub messages_received: u64,
     /// Exact smallest and largest latency, µs (the histogram rounds within its precision).
     pub min_us: u64,
     pub max_us: u64,
@@ -51,6 +54,8 @@ impl Default for StepStats {
             errors: [0; KINDS],
             bytes_sent: 0,
             bytes_received: 0,
+            messages_sent: 0,
+            messages_received: 0,
             min_us: u64::MAX,
             max_us: 0,
             checks: Vec::new(),
@@ -151,6 +156,8 @@ impl StepStats {
         }
         d.bytes_sent = self.bytes_sent.saturating_sub(earlier.bytes_sent);
         d.bytes_received = self.bytes_received.saturating_sub(earlier.bytes_received);
+        d.messages_sent = self.messages_sent.saturating_sub(earlier.messages_sent);
+        d.messages_received = self.messages_received.saturating_sub(earlier.messages_received);
         for (a, b) in d.status.iter_mut().zip(earlier.status.iter()) {
             *a = a.saturating_sub(*b);
         }
@@ -174,6 +181,8 @@ impl StepStats {
         }
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
+        self.messages_sent += other.messages_sent;
+        self.messages_received += other.messages_received;
         self.min_us = self.min_us.min(other.min_us);
         self.max_us = self.max_us.max(other.max_us);
         for (a, b) in self.status.iter_mut().zip(other.status.iter()) {

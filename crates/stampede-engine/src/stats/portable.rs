@@ -48,6 +48,8 @@ pub fn step_from_interval(scenario: &str, step: &str, stats: &IntervalStats) -> 
         status: BTreeMap::new(),
         bytes_sent: 0,
         bytes_received: 0,
+        messages_sent: 0,
+        messages_received: 0,
         min_us: (!empty).then(|| stats.latency.min()),
         max_us: if empty { 0 } else { stats.latency.max() },
         histogram: STANDARD.encode(raw),
@@ -120,6 +122,8 @@ fn encode_steps(keys: &[StepKey], stats: &[StepStats]) -> Vec<PortableStep> {
                 status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
                 bytes_sent: s.bytes_sent,
                 bytes_received: s.bytes_received,
+                messages_sent: s.messages_sent,
+                messages_received: s.messages_received,
                 min_us: (!s.latency.is_empty()).then_some(s.min_us),
                 max_us: s.max_us,
                 histogram: STANDARD.encode(raw),
@@ -472,6 +476,8 @@ fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
     }
     s.bytes_sent = p.bytes_sent;
     s.bytes_received = p.bytes_received;
+    s.messages_sent = p.messages_sent;
+    s.messages_received = p.messages_received;
     s.min_us = p.min_us.unwrap_or(u64::MAX);
     s.max_us = p.max_us;
     s.checks = p.checks.clone();

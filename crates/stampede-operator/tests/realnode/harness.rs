@@ -138,7 +138,8 @@ spec:
       - name: target
         image: {image}
         imagePullPolicy: IfNotPresent
-        args: [target, --host, 0.0.0.0, --port, "{TARGET_PORT}"]
+        # HTTP/2 too (by prior knowledge): the target's gRPC service.
+        args: [target, --host, 0.0.0.0, --port, "{TARGET_PORT}", --http2]
         ports: [{{name: http, containerPort: {TARGET_PORT}}}]
         # A TCP probe: an HTTP one would add to the requests the target counts.
         readinessProbe: {{tcpSocket: {{port: http}}, periodSeconds: 1}}
@@ -172,6 +173,11 @@ spec:
 
 /// The target's request count (`/stats` counts itself: subtract 1 from a later reading's delta).
 pub(crate) fn target_requests(pod_ip: &str) -> u64 {
+    target_stats(pod_ip)["requests"].as_u64().unwrap()
+}
+
+/// The target's `/stats` (it counts itself as one request).
+pub(crate) fn target_stats(pod_ip: &str) -> serde_json::Value {
     let addr: SocketAddr = format!("{pod_ip}:{TARGET_PORT}").parse().unwrap();
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -179,8 +185,7 @@ pub(crate) fn target_requests(pod_ip: &str) -> u64 {
     let mut response = String::new();
     s.read_to_string(&mut response).unwrap();
     let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("/stats: {e}: {response}"));
-    v["requests"].as_u64().unwrap()
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("/stats: {e}: {response}"))
 }
 
 /// Creates a LoadTest from YAML (`kubectl apply`, as a user would).

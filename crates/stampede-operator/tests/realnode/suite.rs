@@ -387,3 +387,71 @@ async fn realnode_a_runner_throttled_below_its_asked_rate_is_not_passed() {
     eprintln!("not passed: {why}");
     delete_namespace(&client, &ns).await;
 }
+
+#[tokio::test]
+#[ignore = "needs the real node: make e2e-node"]
+async fn realnode_three_runners_call_the_targets_grpc_service_and_the_status_equals_its_counters() {
+    let client = client().await;
+    ensure_operator(&client).await;
+    let ns = test_namespace(&client, "rn-grpc").await;
+    let target_ip = deploy_target(&client, &ns).await;
+    // The target's service definition, from a ConfigMap, as a user would give it.
+    let proto = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/target.proto");
+    let from = format!("--from-file=target.proto={}", proto.display());
+    let out = kubectl(&["-n", &ns, "create", "configmap", "protos", &from], None);
+    assert!(out.status.success(), "{}", text(&out));
+    let before = target_stats(&target_ip);
+    apply_loadtest(
+        &ns,
+        &format!(
+            r#"apiVersion: stampede.dev/v1alpha1
+kind: LoadTest
+metadata: {{name: grpc}}
+spec:
+  runners: 3
+  cleanup: {{onSuccess: none, onFailure: none}}
+  data: [{{name: target.proto, configMap: {{name: protos, key: target.proto}}}}]
+  scenario:
+    name: grpc
+    baseUrl: http://target.{ns}.svc:{TARGET_PORT}
+    load: {{executor: constant-vus, vus: 6, iterations: 300}}
+    grpc: {{protoFiles: [target.proto]}}
+    scenarios:
+      - name: s
+        steps:
+          - name: echo
+            grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: "vu {{{{ vu.id }}}}"}}}}
+            check: {{json: {{$.text: {{equals: "vu {{{{ vu.id }}}}"}}}}}}
+          - name: count
+            grpc: {{method: stampede.target.v1.Target/Count, message: {{count: 2}}}}
+          - name: sum
+            grpc: {{method: stampede.target.v1.Target/Sum, messages: [{{value: 1}}, {{value: 2}}]}}
+          - name: chat
+            grpc: {{method: stampede.target.v1.Target/Chat, messages: [{{text: a}}, {{text: b}}]}}
+    thresholds: ["errors.rate == 0%"]
+"#
+        ),
+    );
+    let lt = wait_finished(&client, &ns, "grpc", Duration::from_secs(240)).await;
+    let st = lt.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    assert_eq!(st.runners.succeeded, 3);
+    let summary = st.summary.unwrap();
+    assert_eq!(summary.requests, 4 * 300, "{summary:?}");
+    assert_eq!(summary.error_rate, 0.0);
+    let after = target_stats(&target_ip);
+    let delta = |path: &[&str]| {
+        let at = |v: &serde_json::Value| path.iter().fold(v.clone(), |v, k| v[*k].clone()).as_u64().unwrap_or(0);
+        at(&after) - at(&before)
+    };
+    // Every step's merged count is what the target served of its method; all were OK.
+    for (step, method) in [("echo", "Echo"), ("count", "Count"), ("sum", "Sum"), ("chat", "Chat")] {
+        let merged = summary.steps.iter().find(|s| s.step == step).unwrap_or_else(|| panic!("no {step}"));
+        assert_eq!((merged.requests, merged.errors), (delta(&["grpc", "calls", method]), 0), "{step}");
+    }
+    assert_eq!(delta(&["grpc", "statuses", "OK"]), summary.requests);
+    assert_eq!(delta(&["http2Requests"]), summary.requests, "every call went over HTTP/2");
+    // Messages the runners sent: one each for echo and count, two for sum and chat.
+    assert_eq!(delta(&["grpc", "messagesReceived"]), 300 * (1 + 1 + 2 + 2));
+    delete_namespace(&client, &ns).await;
+}

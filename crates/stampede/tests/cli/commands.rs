@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-fn stampede(args: &[&str]) -> Output {
+pub(crate) fn stampede(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stampede")).args(args).current_dir(repo_root()).output().expect("stampede runs")
 }
 
@@ -14,12 +14,12 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// The cells of the table row whose first cell is `name`.
-fn table_row(stdout: &str, name: &str) -> Vec<String> {
+pub(crate) fn table_row(stdout: &str, name: &str) -> Vec<String> {
     stdout
         .lines()
         .find(|l| l.split_whitespace().next() == Some(name))
@@ -73,7 +73,7 @@ fn quickstart_runs_clean_and_its_json_matches_the_table() {
     assert!((10.0..11.0).contains(&duration), "ran {duration}s");
 }
 
-fn write_scenario(dir: &Path, yaml: &str) -> PathBuf {
+pub(crate) fn write_scenario(dir: &Path, yaml: &str) -> PathBuf {
     let path = dir.join("scenario.yaml");
     std::fs::write(&path, yaml).unwrap();
     path
@@ -306,7 +306,7 @@ fn a_duration_override_keeps_an_arrival_rate() {
 }
 
 /// `stampede target` as a separate process; killed when dropped.
-struct TargetProcess(std::process::Child);
+pub(crate) struct TargetProcess(std::process::Child);
 
 impl Drop for TargetProcess {
     fn drop(&mut self) {
@@ -315,7 +315,7 @@ impl Drop for TargetProcess {
     }
 }
 
-fn start_target(extra: &[&str]) -> (TargetProcess, u16) {
+pub(crate) fn start_target(extra: &[&str]) -> (TargetProcess, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new(env!("CARGO_BIN_EXE_stampede"))
         .args(["target", "--port", &port.to_string()])

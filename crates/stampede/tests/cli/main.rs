@@ -7,4 +7,5 @@ mod dashboards;
 mod html_browser;
 mod launch;
 mod loopback_ports;
+mod protocols;
 mod recording;

@@ -1,0 +1,542 @@
+//! gRPC steps: the `.proto` files compiled in process (protox, no `protoc`), the method found
+//! by name, its request messages as JSON templates checked field by field against the
+//! descriptor, and the call's HTTP/2 request head (a [`RequestPlan`] of its own).
+//!
+//! At run time each message is rendered to JSON, read into a message of its descriptor
+//! (protobuf's JSON mapping, unknown fields refused), encoded and framed; a call whose
+//! messages never vary is encoded once, here. Answers are decoded back to JSON only when a
+//! check or extractor reads them.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes};
+use prost::Message as _;
+use prost_reflect::{DescriptorPool, DynamicMessage, Kind, MessageDescriptor, MethodDescriptor};
+use stampede_model::scenario::{GrpcSpec, RequestSpec, ScenarioFile};
+
+use crate::compile::files::Files;
+use crate::compile::request::{RequestPlan, compile_request};
+use crate::compile::template::{Scope, Template};
+use crate::error::Problems;
+
+/// How the call's messages flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    Unary,
+    ServerStreaming,
+    ClientStreaming,
+    Bidirectional,
+}
+
+impl CallKind {
+    fn of(method: &MethodDescriptor) -> CallKind {
+        match (method.is_client_streaming(), method.is_server_streaming()) {
+            (false, false) => CallKind::Unary,
+            (false, true) => CallKind::ServerStreaming,
+            (true, false) => CallKind::ClientStreaming,
+            (true, true) => CallKind::Bidirectional,
+        }
+    }
+
+    /// Whether the answer is a stream (read as a JSON list).
+    pub fn streams_answers(self) -> bool {
+        matches!(self, CallKind::ServerStreaming | CallKind::Bidirectional)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CallKind::Unary => "unary",
+            CallKind::ServerStreaming => "server-streaming",
+            CallKind::ClientStreaming => "client-streaming",
+            CallKind::Bidirectional => "bidirectional",
+        }
+    }
+}
+
+/// A compiled gRPC call.
+#[derive(Debug)]
+pub struct GrpcPlan {
+    /// `package.Service/Method`.
+    pub method: String,
+    pub kind: CallKind,
+    input: MessageDescriptor,
+    output: MessageDescriptor,
+    /// The request messages, as JSON templates.
+    messages: Vec<Template>,
+    /// The framed messages, when none of them varies.
+    fixed_body: Option<Bytes>,
+    /// The call's deadline.
+    pub deadline: Duration,
+}
+
+impl GrpcPlan {
+    /// The framed request messages for one call into `out`.
+    pub(crate) fn encode(&self, slots: &[String], out: &mut Vec<u8>) -> Result<(), String> {
+        if let Some(fixed) = &self.fixed_body {
+            out.extend_from_slice(fixed);
+            return Ok(());
+        }
+        let mut json = Vec::new();
+        for (i, template) in self.messages.iter().enumerate() {
+            json.clear();
+            template.render_into(slots, &mut json);
+            if let Some(message) = crate::compile::template::take_render_error() {
+                return Err(format!("expression {message}"));
+            }
+            let message = read_message(&self.input, &json).map_err(|e| {
+                let which = if self.messages.len() > 1 { format!("message {}", i + 1) } else { "the message".into() };
+                format!("{which} does not fit {}: {e}", self.input.full_name())
+            })?;
+            frame(&message, out);
+        }
+        Ok(())
+    }
+
+    /// Counts the answer's messages in `body` (framed), and with `json` writes them there as
+    /// JSON: the message, or a list of them for a streamed answer.
+    pub(crate) fn decode(&self, body: &[u8], json: Option<&mut Vec<u8>>) -> Result<u64, String> {
+        let mut rest = body;
+        let mut frames = Vec::new();
+        while !rest.is_empty() {
+            if rest.len() < 5 {
+                return Err("the answer ends inside a message's length prefix".into());
+            }
+            if rest[0] != 0 {
+                return Err("the answer is compressed, which this client did not ask for".into());
+            }
+            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            if rest.len() < 5 + len {
+                return Err(format!("the answer ends inside a message ({} of its {len} bytes)", rest.len() - 5));
+            }
+            frames.push(&rest[5..5 + len]);
+            rest = &rest[5 + len..];
+        }
+        let Some(out) = json else { return Ok(frames.len() as u64) };
+        let mut decoded = Vec::with_capacity(frames.len());
+        for bytes in &frames {
+            let message = DynamicMessage::decode(self.output.clone(), *bytes)
+                .map_err(|e| format!("cannot decode the answer as {}: {e}", self.output.full_name()))?;
+            decoded.push(message);
+        }
+        let options = prost_reflect::SerializeOptions::new().skip_default_fields(false);
+        let mut ser = serde_json::Serializer::new(std::mem::take(out));
+        let written = if self.kind.streams_answers() {
+            use serde::Serializer as _;
+            use serde::ser::SerializeSeq;
+            let mut seq = (&mut ser).serialize_seq(Some(decoded.len())).map_err(|e| e.to_string())?;
+            for m in &decoded {
+                seq.serialize_element(&WithOptions(m, &options)).map_err(|e| e.to_string())?;
+            }
+            seq.end().map_err(|e| e.to_string())
+        } else {
+            match decoded.first() {
+                Some(m) => m.serialize_with_options(&mut ser, &options).map_err(|e| e.to_string()),
+                None => Err("the call ended OK without an answer".to_string()),
+            }
+        };
+        *out = ser.into_inner();
+        written.map(|()| frames.len() as u64)
+    }
+
+    /// Request messages per call.
+    pub(crate) fn messages_per_call(&self) -> u64 {
+        self.messages.len() as u64
+    }
+}
+
+struct WithOptions<'a>(&'a DynamicMessage, &'a prost_reflect::SerializeOptions);
+
+impl serde::Serialize for WithOptions<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize_with_options(s, self.1)
+    }
+}
+
+fn read_message(desc: &MessageDescriptor, json: &[u8]) -> Result<DynamicMessage, String> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let message = DynamicMessage::deserialize(desc.clone(), &mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(message)
+}
+
+fn frame(message: &DynamicMessage, out: &mut Vec<u8>) {
+    let len = message.encoded_len();
+    out.reserve(5 + len);
+    out.put_u8(0);
+    out.put_u32(len as u32);
+    message.encode(out).expect("a Vec grows");
+}
+
+/// The services a scenario's `.proto` files define, compiled once per scenario.
+#[derive(Debug, Default)]
+pub(crate) struct Protos {
+    pool: Option<DescriptorPool>,
+    /// Compiled (or failed) already.
+    tried: bool,
+}
+
+/// Reads `.proto` files through [`Files`] (the disk beside the scenario, or `spec.data`),
+/// trying each include root in turn; Google's well-known types come built in.
+struct Resolver {
+    roots: Vec<String>,
+    base_dir: PathBuf,
+    contents: Option<BTreeMap<String, Vec<u8>>>,
+    /// The sources read, by name: error positions are computed from them.
+    sources: Rc<RefCell<BTreeMap<String, String>>>,
+    google: protox::file::GoogleFileResolver,
+}
+
+impl protox::file::FileResolver for Resolver {
+    fn resolve_path(&self, path: &Path) -> Option<String> {
+        Some(path.to_string_lossy().into_owned())
+    }
+
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        if name.starts_with("google/protobuf/") {
+            return self.google.open_file(name);
+        }
+        let files = Files::new(&self.base_dir, self.contents.as_ref());
+        for root in &self.roots {
+            let path = if root.is_empty() || root == "." { name.to_string() } else { format!("{root}/{name}") };
+            if let Ok(bytes) = files.read(&path) {
+                let source =
+                    String::from_utf8(bytes).map_err(|_| protox::Error::new(format!("{name} is not UTF-8")))?;
+                self.sources.borrow_mut().insert(name.to_string(), source.clone());
+                return protox::file::File::from_source(name, &source);
+            }
+        }
+        Err(protox::Error::file_not_found(name))
+    }
+}
+
+impl Protos {
+    /// The compiled pool of `file`'s `grpc.protoFiles`, compiled at the first call; problems
+    /// (a file that does not compile: its name, line and column) go to `problems`.
+    pub(crate) fn pool(
+        &mut self,
+        file: &ScenarioFile,
+        files: Files<'_>,
+        problems: &mut Problems,
+    ) -> Option<&DescriptorPool> {
+        if !self.tried {
+            self.tried = true;
+            self.pool = compile_protos(file, files, problems);
+        }
+        self.pool.as_ref()
+    }
+}
+
+fn compile_protos(file: &ScenarioFile, files: Files<'_>, problems: &mut Problems) -> Option<DescriptorPool> {
+    let Some(grpc) = file.grpc.as_ref().filter(|g| !g.proto_files.is_empty()) else {
+        problems
+            .add("grpc.protoFiles", "a `grpc` step needs the services' `.proto` files: `grpc: {protoFiles: [...]}`");
+        return None;
+    };
+    let mut roots: Vec<String> = grpc.import_paths.iter().map(|p| p.trim_end_matches('/').to_string()).collect();
+    roots.push(String::new());
+    for p in &grpc.proto_files {
+        if let Some((dir, _)) = p.rsplit_once('/')
+            && !roots.iter().any(|r| r == dir)
+        {
+            roots.push(dir.to_string());
+        }
+    }
+    let sources = Rc::new(RefCell::new(BTreeMap::new()));
+    let resolver = Resolver {
+        roots,
+        base_dir: files.base_dir().to_path_buf(),
+        contents: files.contents().cloned(),
+        sources: sources.clone(),
+        google: protox::file::GoogleFileResolver::new(),
+    };
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
+    compiler.include_imports(true);
+    let before = problems.len();
+    for (i, name) in grpc.proto_files.iter().enumerate() {
+        if let Err(e) = compiler.open_file(name) {
+            let at = format!("grpc.protoFiles[{i}]");
+            let message = if e.is_file_not_found() && e.file() == Some(name.as_str()) {
+                match files.read(name) {
+                    Err(read) => read.to_string(),
+                    Ok(_) => e.to_string(),
+                }
+            } else {
+                describe(&e, &sources.borrow(), &files)
+            };
+            problems.add(at, message);
+        }
+    }
+    (problems.len() == before).then(|| compiler.descriptor_pool())
+}
+
+/// A protox error as `FILE:LINE:COLUMN: message`, from its first labelled span.
+fn describe(e: &protox::Error, sources: &BTreeMap<String, String>, files: &Files<'_>) -> String {
+    use miette::Diagnostic;
+    let file = e.file().map(str::to_string);
+    let offset = e.labels().and_then(|mut l| l.next()).map(|l| l.offset());
+    let mut message = e.to_string();
+    if let Some(help) = e.help() {
+        message.push_str(&format!(" ({help})"));
+    }
+    match (file, offset) {
+        (Some(name), Some(offset)) => {
+            let shown = files.shown(&name).display().to_string();
+            match sources.get(&name) {
+                Some(text) => {
+                    let (line, column) = line_column(text, offset);
+                    format!("{shown}:{line}:{column}: {message}")
+                }
+                None => format!("{shown}: {message}"),
+            }
+        }
+        (Some(name), None) => format!("{}: {message}", files.shown(&name).display()),
+        _ => message,
+    }
+}
+
+/// Line and column (from 1, in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Compiles one `grpc:` step: its method, messages and request head.
+pub(crate) fn compile_call(
+    spec: &GrpcSpec,
+    pool: &DescriptorPool,
+    file: &ScenarioFile,
+    scope: &Scope,
+    files: Files<'_>,
+    loc: &str,
+    problems: &mut Problems,
+) -> Option<(RequestPlan, GrpcPlan)> {
+    let at = |field: &str| format!("{loc}: grpc.{field}");
+    let before = problems.len();
+    let method = find_method(pool, &spec.method).map_err(|e| problems.add(at("method"), e)).ok()?;
+    let kind = CallKind::of(&method);
+    let input = method.input();
+    let values: Vec<(String, &serde_json::Value)> = match (&spec.message, &spec.messages, kind) {
+        (Some(_), Some(_), _) => {
+            problems.add(at("messages"), "set `message` or `messages`, not both");
+            return None;
+        }
+        (_, Some(_), CallKind::Unary | CallKind::ServerStreaming) => {
+            problems.add(at("messages"), format!("{} is {}: it takes one request `message`", spec.method, kind.name()));
+            return None;
+        }
+        (Some(m), None, _) => vec![(at("message"), m)],
+        (None, Some(list), _) => list.iter().enumerate().map(|(i, m)| (at(&format!("messages[{i}]")), m)).collect(),
+        (None, None, _) => Vec::new(),
+    };
+    let empty = serde_json::Value::Object(Default::default());
+    let values = if values.is_empty() { vec![(at("message"), &empty)] } else { values };
+    let mut messages = Vec::new();
+    for (path, value) in &values {
+        check_fields(value, &input, path, problems);
+        match Template::json(value, scope) {
+            Ok(t) => messages.push(t),
+            Err(e) => problems.add(path.clone(), e),
+        }
+    }
+    let deadline = spec.deadline.unwrap_or(file.http.timeout).get();
+    if deadline.is_zero() {
+        problems.add(at("deadline"), "must be longer than 0s");
+    }
+    if problems.len() != before {
+        return None;
+    }
+    // Messages that never vary: encoded once, now, so that a wrong value is found now.
+    let mut fixed_body = None;
+    if messages.iter().all(|t| t.as_const().is_some()) {
+        let mut body = Vec::new();
+        for ((path, _), t) in values.iter().zip(&messages) {
+            match read_message(&input, t.as_const().unwrap_or_default().as_bytes()) {
+                Ok(m) => frame(&m, &mut body),
+                Err(e) => problems.add(path.clone(), format!("does not fit {}: {e}", input.full_name())),
+            }
+        }
+        fixed_body = Some(Bytes::from(body));
+    }
+    let url = spec.url.clone().unwrap_or_else(|| "{{baseUrl}}".into());
+    let (service, name) = spec.method.trim().rsplit_once('/').unwrap_or_default();
+    let mut headers = BTreeMap::from([
+        ("content-type".to_string(), "application/grpc".to_string()),
+        ("te".to_string(), "trailers".to_string()),
+        ("grpc-timeout".to_string(), grpc_timeout(deadline)),
+    ]);
+    for (k, v) in &spec.metadata {
+        headers.insert(k.to_ascii_lowercase(), v.clone());
+    }
+    let request = RequestSpec {
+        method: "POST".into(),
+        url: format!("{}/{}/{}", url.trim_end_matches('/'), service.trim_start_matches('/'), name),
+        headers,
+        query: BTreeMap::new(),
+        body: None,
+        json: None,
+        form: None,
+        multipart: None,
+        timeout: Some(stampede_model::Dur::from(deadline)),
+        redirects: Some(0),
+    };
+    let head = compile_request(&request, file, scope, files, loc, problems)?;
+    let plan = GrpcPlan {
+        method: spec.method.trim().to_string(),
+        kind,
+        output: method.output(),
+        input,
+        messages,
+        fixed_body,
+        deadline,
+    };
+    (problems.len() == before).then_some((head, plan))
+}
+
+/// `grpc-timeout`: the deadline in milliseconds (at most 8 digits, so seconds past that).
+fn grpc_timeout(d: Duration) -> String {
+    let ms = d.as_millis().max(1);
+    if ms < 100_000_000 { format!("{ms}m") } else { format!("{}S", d.as_secs().min(99_999_999)) }
+}
+
+/// The method `package.Service/Method`, or why it is not there.
+fn find_method(pool: &DescriptorPool, name: &str) -> Result<MethodDescriptor, String> {
+    let name = name.trim();
+    let Some((service, method)) = name.trim_start_matches('/').rsplit_once('/') else {
+        return Err(format!("`{name}` is not `package.Service/Method`"));
+    };
+    let known = || pool.services().map(|s| s.full_name().to_string()).collect::<Vec<_>>().join(", ");
+    let Some(svc) = pool.get_service_by_name(service) else {
+        return Err(format!("no service `{service}` in the .proto files (they define: {})", known()));
+    };
+    svc.methods().find(|m| m.name() == method).ok_or_else(|| {
+        let methods: Vec<String> = svc.methods().map(|m| m.name().to_string()).collect();
+        format!("service `{service}` has no method `{method}` (it has: {})", methods.join(", "))
+    })
+}
+
+/// Problems for the fields of `value` that `desc` does not have, each at its own path.
+fn check_fields(value: &serde_json::Value, desc: &MessageDescriptor, at: &str, problems: &mut Problems) {
+    // Well-known types have JSON forms of their own (a Timestamp is a string).
+    if desc.full_name().starts_with("google.protobuf.") {
+        return;
+    }
+    let serde_json::Value::Object(fields) = value else {
+        if !is_template(value) {
+            problems.add(at, format!("{} is a message: give it as an object of its fields", desc.full_name()));
+        }
+        return;
+    };
+    for (key, item) in fields {
+        let Some(field) = desc.get_field_by_name(key).or_else(|| desc.get_field_by_json_name(key)) else {
+            let names: Vec<String> = desc.fields().map(|f| f.json_name().to_string()).collect();
+            problems.add(
+                format!("{at}.{key}"),
+                format!("{} has no field `{key}` (its fields: {})", desc.full_name(), names.join(", ")),
+            );
+            continue;
+        };
+        let Kind::Message(inner) = field.kind() else { continue };
+        let path = format!("{at}.{key}");
+        match item {
+            serde_json::Value::Array(items) if field.is_list() => {
+                for (i, item) in items.iter().enumerate() {
+                    check_fields(item, &inner, &format!("{path}[{i}]"), problems);
+                }
+            }
+            serde_json::Value::Object(entries) if field.is_map() => {
+                let value_kind = inner.map_entry_value_field().kind();
+                if let Kind::Message(v) = value_kind {
+                    for (k, item) in entries {
+                        check_fields(item, &v, &format!("{path}.{k}"), problems);
+                    }
+                }
+            }
+            item if !field.is_list() && !field.is_map() => check_fields(item, &inner, &path, problems),
+            _ => {}
+        }
+    }
+}
+
+/// A string that is all template (`"{{ order }}"`): its value is only known when sent.
+fn is_template(value: &serde_json::Value) -> bool {
+    matches!(value, serde_json::Value::String(s) if s.contains("{{")) || value.is_null()
+}
+
+/// A `check.status` of a gRPC step: gRPC status names (`OK`, `NOT_FOUND`) or codes (0–16).
+pub(crate) fn compile_status(
+    spec: &stampede_model::scenario::StatusSpec,
+    loc: &str,
+    problems: &mut Problems,
+) -> crate::compile::check::StatusCheck {
+    use stampede_model::scenario::{StatusItem, StatusSpec};
+    let items: Vec<&StatusItem> = match spec {
+        StatusSpec::One(i) => vec![i],
+        StatusSpec::Many(v) => v.iter().collect(),
+    };
+    if items.is_empty() {
+        problems.add(loc, "the list of accepted statuses is empty");
+    }
+    let mut ranges = Vec::new();
+    for item in items {
+        let code = match item {
+            StatusItem::Code(c) if *c <= 16 => Some(*c),
+            StatusItem::Code(_) => None,
+            StatusItem::Pattern(p) => status_code(p.trim()),
+        };
+        match code {
+            Some(c) => ranges.push((c, c)),
+            None => problems.add(
+                loc,
+                format!(
+                    "`{}` is not a gRPC status: a name such as OK, NOT_FOUND, UNAVAILABLE, or a code 0-16",
+                    serde_json::to_value(item).map(|v| crate::compile::extract::value_text(&v)).unwrap_or_default()
+                ),
+            ),
+        }
+    }
+    crate::compile::check::StatusCheck { ranges }
+}
+
+/// The code of a gRPC status name (`OK` is 0).
+pub(crate) fn status_code(name: &str) -> Option<u16> {
+    if name.eq_ignore_ascii_case("OK") {
+        return Some(0);
+    }
+    (1..=16u16)
+        .find(|c| stampede_model::ErrorKind::grpc(u32::from(*c)).is_some_and(|k| k.name().eq_ignore_ascii_case(name)))
+}
+
+/// The name of gRPC status `code`.
+pub(crate) fn status_name(code: u16) -> &'static str {
+    match code {
+        0 => "OK",
+        c => stampede_model::ErrorKind::grpc(u32::from(c)).map_or("UNKNOWN", stampede_model::ErrorKind::name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_count_lines_and_characters_from_one() {
+        let text = "syntax = \"proto3\";\nmessage A {\n  strin x = 1;\n}\n";
+        let offset = text.find("strin").unwrap();
+        assert_eq!(line_column(text, offset), (3, 3));
+        assert_eq!(line_column(text, 0), (1, 1));
+    }
+
+    #[test]
+    fn deadlines_become_grpc_timeouts() {
+        assert_eq!(grpc_timeout(Duration::from_millis(250)), "250m");
+        assert_eq!(grpc_timeout(Duration::from_secs(10)), "10000m");
+        assert_eq!(grpc_timeout(Duration::from_micros(10)), "1m");
+        assert_eq!(grpc_timeout(Duration::from_secs(200_000)), "200000S");
+    }
+}

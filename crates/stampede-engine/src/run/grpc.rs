@@ -1,0 +1,120 @@
+//! Sending one gRPC call: its messages rendered and framed, sent over the worker's HTTP/2
+//! pool (the connections HTTP/2 requests use), and its answer read: the messages, and the
+//! status from the trailers (or the headers of a trailers-only answer).
+
+use std::time::Instant;
+
+use crate::client::exchange::ExchangeError;
+use crate::client::transport::{self, WorkerTransport};
+use crate::compile::grpc::GrpcPlan;
+use crate::compile::plan::StepPlan;
+use stampede_model::ErrorKind;
+
+use super::outcome::SAMPLE_BYTES;
+use super::send::WithDeadline;
+use super::step::{Answer, Failure};
+use super::vu::Vu;
+
+/// One call of `step`; the answer's status is the gRPC status code.
+pub(super) async fn call(
+    vu: &mut Vu,
+    step: &StepPlan,
+    g: &GrpcPlan,
+    wt: &WorkerTransport,
+    started: Instant,
+) -> Result<Answer, Failure> {
+    let Vu { conn, slots, request_buf, extra_buf, body, headers, sent_head, timer, generator, .. } = vu;
+    extra_buf.clear();
+    request_buf.clear();
+    let rendered = generator.lend(|| {
+        g.encode(slots, extra_buf)?;
+        step.request.render_with_body(slots, extra_buf, request_buf).map_err(|e| e.to_string())
+    });
+    let target = match rendered {
+        Ok(t) => t,
+        Err(message) => {
+            sent_head.clear();
+            let error = ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false };
+            return Err(Failure { error, sent: 0, messages: None });
+        }
+    };
+    sent_head.clear();
+    sent_head.extend_from_slice(&request_buf[..request_buf.len().min(SAMPLE_BYTES + 1)]);
+    let sent = request_buf.len() as u64;
+    headers.all = true;
+    let exchange = transport::exchange_h2(
+        conn,
+        wt,
+        &target,
+        request_buf,
+        Some(&mut *body),
+        &mut *headers,
+        step.request.connect_timeout,
+    );
+    let deadline = tokio::time::Instant::from_std(started + g.deadline);
+    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+    if timer.is_elapsed() || timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    let outcome = {
+        let exchange = std::pin::pin!(exchange);
+        WithDeadline { inner: exchange, timer: timer.as_mut(), deadline }.await
+    };
+    // The request's messages went out whole once it was sent (one body).
+    let failed = |error: ExchangeError| {
+        let messages = error.sent.then_some((g.messages_per_call(), 0));
+        Failure { error, sent, messages }
+    };
+    let info = match outcome {
+        Some(Ok(info)) => info,
+        // Past the deadline, a server's reset of the stream (grpc-go cancels it as its own
+        // deadline passes) is the deadline too, as gRPC clients report it.
+        Some(Err(e)) if Instant::now() >= started + g.deadline => {
+            let message = format!("no answer within the deadline of {:?} ({})", g.deadline, e.message);
+            return Err(failed(ExchangeError { kind: ErrorKind::DeadlineExceeded, message, ..e }));
+        }
+        Some(Err(e)) => return Err(failed(e)),
+        None => {
+            let message = format!("no answer within the deadline of {:?}", g.deadline);
+            return Err(failed(ExchangeError {
+                kind: ErrorKind::DeadlineExceeded,
+                message,
+                sent: true,
+                answered: false,
+            }));
+        }
+    };
+    let answered = |message: String| failed(ExchangeError::protocol(message));
+    if info.status != 200 {
+        return Err(answered(format!("HTTP status {}: not a gRPC answer", info.status)));
+    }
+    let Some(code) = headers.get("grpc-status").map(str::trim) else {
+        return Err(answered("the answer has no grpc-status (is this a gRPC server?)".into()));
+    };
+    let Ok(code) = code.parse::<u16>() else {
+        return Err(answered(format!("grpc-status `{code}` is not a status code")));
+    };
+    let detail = headers.get("grpc-message").map(percent_decode).filter(|m| !m.is_empty());
+    let received_messages = if step.needs_body && code == 0 {
+        let mut json = Vec::new();
+        let n = g.decode(body, Some(&mut json)).map_err(answered)?;
+        *body = json;
+        n
+    } else {
+        g.decode(body, None).map_err(answered)?
+    };
+    Ok(Answer {
+        status: code,
+        http_status: Some(info.status),
+        sent,
+        received: info.bytes_received,
+        first_byte: info.first_byte,
+        messages: Some((g.messages_per_call(), received_messages)),
+        detail,
+    })
+}
+
+/// `grpc-message` is percent-encoded.
+fn percent_decode(v: &str) -> String {
+    percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned()
+}

@@ -1,0 +1,442 @@
+//! The target's gRPC service, `stampede.target.v1.Target` (its `.proto` is
+//! `examples/target.proto`): one method of each call kind, over the server's HTTP/2.
+//!
+//! - `Echo` (unary): the text back, after `delay_ms`; with `status` set, that gRPC status.
+//!   A `grpc-timeout` shorter than the delay ends the call with `DEADLINE_EXCEEDED`.
+//! - `Count` (server streaming): `count` ticks, `interval_ms` apart.
+//! - `Sum` (client streaming): the sum and number of the numbers sent.
+//! - `Chat` (bidirectional): each message answered as it comes.
+//!
+//! Any other path under a gRPC content type is `UNIMPLEMENTED`. The counters (calls by
+//! method, messages each way, statuses by name) are what tests compare reports with.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use prost::Message;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// The most ticks one `Count` call sends.
+const MAX_TICKS: u32 = 100_000;
+/// The longest message accepted.
+const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+const SERVICE: &str = "/stampede.target.v1.Target/";
+const METHODS: [&str; 4] = ["Echo", "Count", "Sum", "Chat"];
+
+/// gRPC status names by code.
+pub const STATUS_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+#[derive(Clone, PartialEq, Message)]
+pub struct EchoRequest {
+    #[prost(string, tag = "1")]
+    pub text: String,
+    #[prost(uint32, tag = "2")]
+    pub delay_ms: u32,
+    #[prost(uint32, tag = "3")]
+    pub status: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct EchoReply {
+    #[prost(string, tag = "1")]
+    pub text: String,
+    #[prost(uint64, tag = "2")]
+    pub seq: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct CountRequest {
+    #[prost(uint32, tag = "1")]
+    pub count: u32,
+    #[prost(uint32, tag = "2")]
+    pub interval_ms: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Tick {
+    #[prost(uint32, tag = "1")]
+    pub index: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Number {
+    #[prost(int64, tag = "1")]
+    pub value: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Total {
+    #[prost(int64, tag = "1")]
+    pub sum: i64,
+    #[prost(uint32, tag = "2")]
+    pub count: u32,
+}
+
+/// The gRPC counters.
+#[derive(Debug, Default)]
+pub struct GrpcStats {
+    calls: [AtomicU64; 4],
+    messages_received: AtomicU64,
+    messages_sent: AtomicU64,
+    statuses: [AtomicU64; 17],
+    echoed: AtomicU64,
+}
+
+impl GrpcStats {
+    /// Calls of `method` (`Echo`, `Count`, `Sum`, `Chat`) begun.
+    pub fn calls(&self, method: &str) -> u64 {
+        METHODS.iter().position(|m| *m == method).map_or(0, |i| self.calls[i].load(Ordering::Relaxed))
+    }
+
+    /// Calls that ended with `status` (a gRPC status name).
+    pub fn status(&self, status: &str) -> u64 {
+        STATUS_NAMES.iter().position(|s| *s == status).map_or(0, |i| self.statuses[i].load(Ordering::Relaxed))
+    }
+
+    pub fn messages_received(&self) -> u64 {
+        self.messages_received.load(Ordering::Relaxed)
+    }
+
+    pub fn messages_sent(&self) -> u64 {
+        self.messages_sent.load(Ordering::Relaxed)
+    }
+
+    /// The counters as JSON, for `/stats`.
+    pub fn to_json(&self) -> Value {
+        let calls: serde_json::Map<String, Value> =
+            METHODS.iter().zip(&self.calls).map(|(m, c)| (m.to_string(), json!(c.load(Ordering::Relaxed)))).collect();
+        let statuses: serde_json::Map<String, Value> = STATUS_NAMES
+            .iter()
+            .zip(&self.statuses)
+            .map(|(s, c)| (s.to_string(), json!(c.load(Ordering::Relaxed))))
+            .filter(|(_, c)| c != &json!(0))
+            .collect();
+        json!({
+            "calls": calls,
+            "messagesReceived": self.messages_received(),
+            "messagesSent": self.messages_sent(),
+            "statuses": statuses,
+        })
+    }
+
+    fn ended(&self, code: u32) {
+        self.statuses[code.min(16) as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body: whole, or frames (data, then trailers) as the call makes them.
+#[derive(Debug)]
+pub enum TargetBody {
+    Full(Full<Bytes>),
+    Frames(mpsc::Receiver<Frame<Bytes>>),
+}
+
+impl hyper::body::Body for TargetBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            TargetBody::Full(full) => Pin::new(full).poll_frame(cx),
+            TargetBody::Frames(rx) => rx.poll_recv(cx).map(|f| f.map(Ok)),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            TargetBody::Full(full) => full.is_end_stream(),
+            TargetBody::Frames(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            TargetBody::Full(full) => full.size_hint(),
+            TargetBody::Frames(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+/// Whether `req` is a gRPC call (its content type says so).
+pub fn is_grpc(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct == "application/grpc" || ct.starts_with("application/grpc+proto"))
+}
+
+/// Serves one gRPC call.
+pub async fn serve(req: Request<Incoming>, stats: std::sync::Arc<crate::TargetStats>) -> Response<TargetBody> {
+    let deadline = req.headers().get("grpc-timeout").and_then(|v| parse_timeout(v.as_bytes()));
+    let method = req.uri().path().strip_prefix(SERVICE).and_then(|m| METHODS.iter().position(|x| *x == m));
+    let (tx, rx) = mpsc::channel(16);
+    let mut response = Response::new(TargetBody::Frames(rx));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    let Some(method) = method else {
+        let path = req.uri().path().to_string();
+        stats.grpc.ended(12);
+        return trailers_only(12, &format!("unknown method {path}"));
+    };
+    stats.grpc.calls[method].fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        let g = &stats.grpc;
+        let call = Call { tx: &tx, stats: g };
+        let work = async {
+            match method {
+                0 => call.echo(req.into_body()).await,
+                1 => call.count(req.into_body()).await,
+                2 => call.sum(req.into_body()).await,
+                _ => call.chat(req.into_body()).await,
+            }
+        };
+        let (code, message) = match deadline {
+            Some(d) => tokio::time::timeout(d, work).await.unwrap_or((4, "deadline exceeded".into())),
+            None => work.await,
+        };
+        g.ended(code);
+        let _ = tx.send(Frame::trailers(status_trailers(code, &message))).await;
+    });
+    response
+}
+
+/// A call's sending half and the counters.
+struct Call<'a> {
+    tx: &'a mpsc::Sender<Frame<Bytes>>,
+    stats: &'a GrpcStats,
+}
+
+type Status = (u32, String);
+
+impl Call<'_> {
+    async fn send(&self, message: &impl Message) {
+        let mut buf = BytesMut::with_capacity(5 + message.encoded_len());
+        buf.put_u8(0);
+        buf.put_u32(message.encoded_len() as u32);
+        message.encode(&mut buf).expect("capacity reserved");
+        self.stats.messages_sent.fetch_add(1, Ordering::Relaxed);
+        let _ = self.tx.send(Frame::data(buf.freeze())).await;
+    }
+
+    async fn echo(&self, body: Incoming) -> Status {
+        let mut messages = Messages::new(body);
+        let req: EchoRequest = match messages.one(self.stats).await {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        if req.delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(u64::from(req.delay_ms).min(60_000))).await;
+        }
+        if req.status != 0 {
+            return (req.status.min(16), format!("asked for status {}", req.status));
+        }
+        let seq = self.stats.echoed.fetch_add(1, Ordering::Relaxed) + 1;
+        self.send(&EchoReply { text: req.text, seq }).await;
+        (0, String::new())
+    }
+
+    async fn count(&self, body: Incoming) -> Status {
+        let mut messages = Messages::new(body);
+        let req: CountRequest = match messages.one(self.stats).await {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        if req.count > MAX_TICKS {
+            return (11, format!("count is at most {MAX_TICKS}"));
+        }
+        for index in 0..req.count {
+            if index > 0 && req.interval_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(u64::from(req.interval_ms).min(60_000))).await;
+            }
+            self.send(&Tick { index }).await;
+        }
+        (0, String::new())
+    }
+
+    async fn sum(&self, body: Incoming) -> Status {
+        let mut messages = Messages::new(body);
+        let mut total = Total::default();
+        loop {
+            match messages.next::<Number>(self.stats).await {
+                Ok(Some(n)) => {
+                    total.sum = total.sum.wrapping_add(n.value);
+                    total.count += 1;
+                }
+                Ok(None) => break,
+                Err(e) => return e,
+            }
+        }
+        self.send(&total).await;
+        (0, String::new())
+    }
+
+    async fn chat(&self, body: Incoming) -> Status {
+        let mut messages = Messages::new(body);
+        let mut seq = 0;
+        loop {
+            match messages.next::<EchoRequest>(self.stats).await {
+                Ok(Some(req)) if req.status != 0 => {
+                    return (req.status.min(16), format!("asked for status {}", req.status));
+                }
+                Ok(Some(req)) => {
+                    seq += 1;
+                    self.send(&EchoReply { text: req.text, seq }).await;
+                }
+                Ok(None) => return (0, String::new()),
+                Err(e) => return e,
+            }
+        }
+    }
+}
+
+/// Length-prefixed messages read from a request body as they come.
+struct Messages {
+    body: Incoming,
+    buf: BytesMut,
+    ended: bool,
+}
+
+impl Messages {
+    fn new(body: Incoming) -> Messages {
+        Messages { body, buf: BytesMut::new(), ended: false }
+    }
+
+    /// The next message; `None` at the end of the stream.
+    async fn next<M: Message + Default>(&mut self, stats: &GrpcStats) -> Result<Option<M>, Status> {
+        loop {
+            if self.buf.len() >= 5 {
+                if self.buf[0] != 0 {
+                    return Err((12, "compressed messages are not supported".into()));
+                }
+                let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+                if len > MAX_MESSAGE {
+                    return Err((8, format!("a message of {len} bytes is over the limit of {MAX_MESSAGE}")));
+                }
+                if self.buf.len() >= 5 + len {
+                    self.buf.advance(5);
+                    let bytes = self.buf.split_to(len);
+                    stats.messages_received.fetch_add(1, Ordering::Relaxed);
+                    return M::decode(bytes).map(Some).map_err(|e| (13, format!("cannot decode the message: {e}")));
+                }
+            }
+            if self.ended {
+                return if self.buf.is_empty() { Ok(None) } else { Err((13, "the stream ended mid-message".into())) };
+            }
+            match self.body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(e)) => return Err((1, format!("the request stream failed: {e}"))),
+                None => self.ended = true,
+            }
+        }
+    }
+
+    /// Exactly one message (unary and server-streaming requests).
+    async fn one<M: Message + Default>(&mut self, stats: &GrpcStats) -> Result<M, Status> {
+        match self.next(stats).await? {
+            Some(m) => Ok(m),
+            None => Err((13, "no request message".into())),
+        }
+    }
+}
+
+fn status_trailers(code: u32, message: &str) -> HeaderMap {
+    let mut t = HeaderMap::new();
+    t.insert("grpc-status", HeaderValue::from(code));
+    if !message.is_empty() {
+        let encoded: String = percent_encode(message);
+        if let Ok(v) = HeaderValue::from_str(&encoded) {
+            t.insert("grpc-message", v);
+        }
+    }
+    t
+}
+
+/// A response with no messages: the status in the headers.
+fn trailers_only(code: u32, message: &str) -> Response<TargetBody> {
+    let mut r = Response::new(TargetBody::Full(Full::new(Bytes::new())));
+    *r.status_mut() = StatusCode::OK;
+    r.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    r.headers_mut().extend(status_trailers(code, message));
+    r
+}
+
+/// gRPC's percent-encoding of `grpc-message`: printable ASCII but `%` as is.
+fn percent_encode(message: &str) -> String {
+    let mut out = String::new();
+    for b in message.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A `grpc-timeout` value: digits and a unit (`H`, `M`, `S`, `m`, `u`, `n`).
+pub fn parse_timeout(v: &[u8]) -> Option<Duration> {
+    let (unit, digits) = v.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_in_every_unit_and_bad_ones_do_not() {
+        assert_eq!(parse_timeout(b"100m"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_timeout(b"2S"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_timeout(b"1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_timeout(b"5u"), Some(Duration::from_micros(5)));
+        assert_eq!(parse_timeout(b"123456789m"), None, "at most 8 digits");
+        assert_eq!(parse_timeout(b"m"), None);
+        assert_eq!(parse_timeout(b"10x"), None);
+    }
+
+    #[test]
+    fn status_messages_are_percent_encoded() {
+        assert_eq!(percent_encode("50% off: ü"), "50%25 off: %C3%BC");
+    }
+}

@@ -1,0 +1,375 @@
+//! gRPC and WebSocket steps as a user runs them: against `stampede target --http2` in its own
+//! process, every figure of the report equals what the target counted; errors come out under
+//! their gRPC status names, a refused upgrade under its HTTP status; malformed input exits 2
+//! naming the file, line, column and field.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::commands::{stampede, start_target, table_row, text, write_scenario};
+
+/// The target's `/stats`, read over a plain HTTP/1.1 connection.
+fn target_stats(port: u16) -> Value {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /stats HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap()
+}
+
+/// The report's summary of `step`.
+fn step<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["steps"].as_array().unwrap().iter().find(|s| s["step"] == name).unwrap_or_else(|| panic!("no step {name}"))
+}
+
+fn run_report(file: &Path, dir: &Path) -> (std::process::Output, Value) {
+    let out = dir.join("report.json");
+    let html = dir.join("report.html");
+    let run =
+        stampede(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    let report = serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default()).unwrap_or(Value::Null);
+    (run, report)
+}
+
+/// The built-in target's service with one more method, which the target does not implement.
+fn proto_with_a_missing_method(dir: &Path) {
+    let proto = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/target.proto"))
+        .unwrap()
+        .replace("service Target {", "service Target {\n  rpc Missing(EchoRequest) returns (EchoReply);");
+    std::fs::write(dir.join("target.proto"), proto).unwrap();
+}
+
+#[test]
+fn grpc_calls_of_every_kind_count_exactly_what_the_target_served() {
+    let dir = tempfile::tempdir().unwrap();
+    proto_with_a_missing_method(dir.path());
+    let (_target, port) = start_target(&["--http2"]);
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            r#"
+name: grpc
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 4, iterations: 40}}
+grpc: {{protoFiles: [target.proto]}}
+scenarios:
+  - name: s
+    steps:
+      - name: echo
+        grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: "vu {{{{ vu.id }}}}"}}, metadata: {{x-trace: "{{{{ uuid() }}}}"}}}}
+        check: {{status: OK, json: {{$.text: {{equals: "vu {{{{ vu.id }}}}"}}}}}}
+        extract: {{seq: {{json: $.seq}}}}
+      - name: count
+        grpc: {{method: stampede.target.v1.Target/Count, message: {{count: 3, intervalMs: 1}}}}
+        check: {{json: {{"$[2].index": {{equals: 2}}}}}}
+      - name: sum
+        grpc: {{method: stampede.target.v1.Target/Sum, messages: [{{value: 1}}, {{value: 2}}, {{value: "{{{{ int(seq) }}}}"}}]}}
+        check: {{json: {{$.count: {{equals: 3}}}}}}
+        extract: {{total: {{json: $.sum}}}}
+      - name: total
+        if: int(total) == int(seq) + 3
+        grpc: {{method: stampede.target.v1.Target/Chat, messages: [{{text: a}}, {{text: "{{{{ total }}}}"}}]}}
+        check: {{json: {{"$[1].text": {{equals: "{{{{ total }}}}"}}, "$[1].seq": {{equals: 2}}}}}}
+      - name: missing
+        grpc: {{method: stampede.target.v1.Target/Missing, message: {{text: x}}}}
+      - name: slow
+        grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: x, delayMs: 2000}}, deadline: 100ms}}
+      - name: not found
+        grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: x, status: 5}}}}
+      - name: not found accepted
+        grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: x, status: 5}}}}
+        check: {{status: [OK, NOT_FOUND]}}
+"#
+        ),
+    );
+    let (run, report) = run_report(&file, dir.path());
+    let stdout = text(&run.stdout);
+    // No thresholds: errors are reported, not judged.
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    let stats = target_stats(port);
+    let grpc = &stats["grpc"];
+    // Calls: what each step sent, as the target counted them.
+    let figures = |name: &str| {
+        let s = step(&report, name);
+        (s["requests"].as_u64().unwrap(), s["errors"].as_u64().unwrap())
+    };
+    assert_eq!(figures("echo"), (40, 0), "{stdout}");
+    assert_eq!(figures("count"), (40, 0), "{stdout}");
+    assert_eq!(figures("sum"), (40, 0), "{stdout}");
+    assert_eq!(figures("total"), (40, 0), "every iteration's sum was its echo's seq + 3: {stdout}");
+    assert_eq!(grpc["calls"]["Echo"], 40 * 4, "echo, slow, not found twice");
+    assert_eq!((grpc["calls"]["Count"].as_u64(), grpc["calls"]["Sum"].as_u64()), (Some(40), Some(40)));
+    assert_eq!(grpc["calls"]["Chat"], 40);
+    // Messages each way: the report's sent = the target's received, and the other way round.
+    let messages = |name: &str| {
+        let m = &step(&report, name)["messages"];
+        (m["sent"].as_u64().unwrap_or(0), m["received"].as_u64().unwrap_or(0))
+    };
+    assert_eq!(messages("echo"), (40, 40));
+    assert_eq!(messages("count"), (40, 120), "three ticks per call");
+    assert_eq!(messages("sum"), (120, 40));
+    assert_eq!(messages("total"), (80, 80));
+    let steps = report["steps"].as_array().unwrap();
+    let sent: u64 = steps.iter().map(|s| s["messages"]["sent"].as_u64().unwrap_or(0)).sum();
+    let received: u64 = steps.iter().map(|s| s["messages"]["received"].as_u64().unwrap_or(0)).sum();
+    // A call to a method the server does not have is answered before its message is read.
+    assert_eq!(messages("missing"), (40, 0));
+    assert_eq!(grpc["messagesReceived"].as_u64(), Some(sent - 40), "{grpc}");
+    assert_eq!(grpc["messagesSent"].as_u64(), Some(received), "{grpc}");
+    // Statuses: errors by their gRPC names, as the target ended the calls.
+    assert_eq!(step(&report, "missing")["errorsByKind"]["UNIMPLEMENTED"], 40);
+    assert_eq!(step(&report, "slow")["errorsByKind"]["DEADLINE_EXCEEDED"], 40);
+    assert_eq!(step(&report, "not found")["errorsByKind"]["NOT_FOUND"], 40);
+    assert_eq!(figures("not found accepted"), (40, 0), "an accepted status is no error");
+    assert_eq!(grpc["statuses"]["UNIMPLEMENTED"], 40);
+    assert_eq!(grpc["statuses"]["DEADLINE_EXCEEDED"], 40);
+    assert_eq!(grpc["statuses"]["NOT_FOUND"], 80);
+    assert_eq!(grpc["statuses"]["OK"], 40 * 4, "echo, count, sum, total");
+    assert_eq!(
+        report["total"]["errorsByKind"],
+        serde_json::json!({"DEADLINE_EXCEEDED": 40, "NOT_FOUND": 40, "UNIMPLEMENTED": 40})
+    );
+    // The table and the HTML report say the same.
+    assert!(stdout.contains("errors by kind: DEADLINE_EXCEEDED 40, NOT_FOUND 40, UNIMPLEMENTED 40"), "{stdout}");
+    assert!(
+        stdout.contains("gRPC status UNIMPLEMENTED: unknown method /stampede.target.v1.Target/Missing"),
+        "{stdout}"
+    );
+    assert_eq!(table_row(&stdout, "echo")[1], "40");
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("DEADLINE_EXCEEDED") && html.contains("UNIMPLEMENTED"));
+}
+
+#[test]
+fn websocket_sessions_count_exactly_what_the_target_saw_and_name_what_went_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_target, port) = start_target(&[]);
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            r#"
+name: ws
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 3, iterations: 30}}
+scenarios:
+  - name: s
+    steps:
+      - name: echo
+        ws:
+          url: "ws://127.0.0.1:{port}/ws/echo"
+          subprotocols: [chat]
+          actions:
+            - send: "hi {{{{ vu.id }}}}"
+            - receive: {{equals: "hi {{{{ vu.id }}}}"}}
+            - sendJson: {{id: "{{{{ uuid() }}}}", n: 2}}
+            - sendBinary: AAEC
+            - receive: {{json: {{$.n: {{equals: 2}}}}}}
+            - receive: {{matches: "^\\x00\\x01\\x02$"}}
+        extract: {{bin: {{regex: "(.+)"}}}}
+      - name: open
+        ws:
+          url: "{{{{baseUrl}}}}/ws/echo"
+          keepOpen: true
+          actions: [{{send: one}}, {{receive: {{equals: one}}}}]
+      - name: same socket
+        ws:
+          url: "{{{{baseUrl}}}}/ws/echo"
+          closeCode: 4000
+          actions: [{{send: two}}, {{receive: {{equals: two}}}}]
+      - name: refused
+        ws: {{url: "{{{{baseUrl}}}}/ws/echo?refuse=403"}}
+      - name: closed
+        ws:
+          url: "{{{{baseUrl}}}}/ws/echo?close=4001"
+          actions: [{{send: x}}, {{receive: {{equals: x}}}}]
+"#
+        ),
+    );
+    let (run, report) = run_report(&file, dir.path());
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    let ws = &target_stats(port)["websocket"];
+    let figures = |name: &str| {
+        let s = step(&report, name);
+        (s["requests"].as_u64().unwrap(), s["errors"].as_u64().unwrap())
+    };
+    assert_eq!(figures("echo"), (30, 0), "{stdout}");
+    assert_eq!(figures("open"), (30, 0), "{stdout}");
+    assert_eq!(figures("same socket"), (30, 0), "{stdout}");
+    // One upgrade for `open` and `same socket` together: the socket was kept.
+    assert_eq!(ws["upgrades"], 30 * 3, "{ws}");
+    assert_eq!(ws["refused"], 30);
+    assert_eq!(step(&report, "refused")["errorsByKind"]["upgrade"], 30);
+    assert_eq!(step(&report, "refused")["statusCodes"]["403"], 30);
+    assert_eq!(step(&report, "closed")["errorsByKind"]["close"], 30);
+    assert!(stdout.contains("the server closed the socket (code 4001: asked to close)"), "{stdout}");
+    assert!(stdout.contains("step `refused`: the server refused the upgrade: HTTP 403"), "{stdout}");
+    // Messages: the report's sent = the target's received; every echo came back.
+    let steps = report["steps"].as_array().unwrap();
+    let sent: u64 = steps.iter().map(|s| s["messages"]["sent"].as_u64().unwrap_or(0)).sum();
+    let received: u64 = steps.iter().map(|s| s["messages"]["received"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(sent, 30 * (3 + 1 + 1 + 1), "the failed sessions' sends count too");
+    assert_eq!(ws["messagesReceived"].as_u64(), Some(sent), "{ws}");
+    assert_eq!(ws["messagesSent"].as_u64(), Some(received), "{ws}");
+    assert_eq!(received, 30 * 5);
+    // Closes: normal for `echo`, 4000 for the kept socket's last step.
+    assert_eq!(ws["closes"]["1000"], 30, "{ws}");
+    assert_eq!(ws["closes"]["4000"], 30, "{ws}");
+    // Every socket was closed (the target's side of the last close may still be under way).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while target_stats(port)["websocket"]["open"] != 0 {
+        assert!(std::time::Instant::now() < deadline, "sockets left open: {}", target_stats(port));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The problem lines `stampede validate` prints for `yaml` (next to a proto `proto`).
+fn problems(yaml: &str, proto: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("svc.proto"), proto).unwrap();
+    let file = write_scenario(dir.path(), yaml);
+    let run = stampede(&["validate", file.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(2), "{}{}", text(&run.stdout), text(&run.stderr));
+    text(&run.stderr)
+}
+
+const PROTO: &str = "syntax = \"proto3\";\npackage p;\nservice S {\n  rpc Get(Req) returns (Req);\n}\nmessage Req {\n  string name = 1;\n  Inner inner = 2;\n}\nmessage Inner {\n  int32 n = 1;\n}\n";
+
+#[test]
+fn malformed_grpc_and_websocket_steps_exit_2_naming_file_line_column_and_field() {
+    let head = "name: x\nbaseUrl: http://127.0.0.1:1\nload: {executor: constant-vus, vus: 1, iterations: 1}\ngrpc: {protoFiles: [svc.proto]}\nscenarios:\n  - name: s\n    steps:\n";
+    // A .proto that does not compile: its own file, line and column.
+    let broken = PROTO.replace("string name = 1;", "string name = ;");
+    let err = problems(&format!("{head}      - name: a\n        grpc: {{method: p.S/Get}}\n"), &broken);
+    assert!(err.contains("svc.proto:7:"), "{err}");
+    assert!(err.contains("scenario.yaml:4:") && err.contains("grpc.protoFiles[0]"), "{err}");
+    // An unknown service, an unknown method.
+    let err = problems(&format!("{head}      - name: a\n        grpc: {{method: p.T/Get}}\n"), PROTO);
+    assert!(
+        err.contains("scenario.yaml:9:") && err.contains("grpc.method") && err.contains("no service `p.T`"),
+        "{err}"
+    );
+    assert!(err.contains("they define: p.S"), "{err}");
+    let err = problems(&format!("{head}      - name: a\n        grpc: {{method: p.S/Put}}\n"), PROTO);
+    assert!(err.contains("has no method `Put` (it has: Get)"), "{err}");
+    // A message field that does not exist, nested too: its path, line and column.
+    let yaml = format!(
+        "{head}      - name: a\n        grpc:\n          method: p.S/Get\n          message:\n            name: x\n            inner:\n              m: 1\n"
+    );
+    let err = problems(&yaml, PROTO);
+    assert!(err.contains("scenario.yaml:14:15") && err.contains("grpc.message.inner.m"), "{err}");
+    assert!(err.contains("p.Inner has no field `m` (its fields: n)"), "{err}");
+    // A value of the wrong type in a message that never varies.
+    let err = problems(
+        &format!("{head}      - name: a\n        grpc: {{method: p.S/Get, message: {{inner: {{n: lots}}}}}}\n"),
+        PROTO,
+    );
+    assert!(err.contains("grpc.message") && err.contains("does not fit p.Req"), "{err}");
+    // A ws step without a URL.
+    let err = problems(&format!("{head}      - name: w\n        ws: {{actions: [{{send: x}}]}}\n"), PROTO);
+    assert!(err.contains("scenario.yaml:9:") && err.contains("ws.url") && err.contains("needs a `url`"), "{err}");
+}
+
+/// grpc-go's interop server (built and cached by `tests/grpc/interop.sh`), on a free loopback
+/// port; killed when dropped. With the folder of its `.proto` files.
+struct Interop(std::process::Child, u16, std::path::PathBuf);
+
+impl Drop for Interop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn interop_server() -> Interop {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let built = std::process::Command::new("bash").arg(root.join("tests/grpc/interop.sh")).output().unwrap();
+    assert!(built.status.success(), "tests/grpc/interop.sh: {}", text(&built.stderr));
+    let dir = std::path::PathBuf::from(text(&built.stdout).trim());
+    let mut child = std::process::Command::new(dir.join("server"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("address: {line}"));
+    Interop(child, port, dir.join("protos"))
+}
+
+#[test]
+fn grpc_steps_talk_to_grpc_gos_own_server_built_from_the_module_proxy() {
+    let server = interop_server();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            r#"
+name: interop
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 2, iterations: 20}}
+grpc: {{protoFiles: [grpc/testing/test.proto], importPaths: ["{protos}"]}}
+scenarios:
+  - name: s
+    steps:
+      - name: unary
+        grpc:
+          method: grpc.testing.TestService/UnaryCall
+          message: {{responseSize: 4, payload: {{body: "{{{{ base64('vu-' + string(vu.id)) }}}}"}}, fillUsername: false}}
+        check: {{status: OK, json: {{$.payload.body: {{equals: AAAAAA==}}}}}}
+      - name: server stream
+        grpc:
+          method: grpc.testing.TestService/StreamingOutputCall
+          message: {{responseParameters: [{{size: 1}}, {{size: 2}}, {{size: 3}}]}}
+        check: {{json: {{"$[2].payload.body": {{equals: AAAA}}}}}}
+      - name: client stream
+        grpc:
+          method: grpc.testing.TestService/StreamingInputCall
+          messages: [{{payload: {{body: AAA=}}}}, {{payload: {{body: AAAAAA==}}}}]
+        check: {{json: {{$.aggregatedPayloadSize: {{equals: 6}}}}}}
+      - name: duplex
+        grpc:
+          method: grpc.testing.TestService/FullDuplexCall
+          messages: [{{responseParameters: [{{size: 1}}]}}, {{responseParameters: [{{size: 2}}, {{size: 2}}]}}]
+      - name: unimplemented
+        grpc: {{method: grpc.testing.TestService/UnimplementedCall}}
+      - name: status
+        grpc:
+          method: grpc.testing.TestService/UnaryCall
+          message: {{responseStatus: {{code: 9, message: "not now"}}}}
+      - name: deadline
+        grpc:
+          method: grpc.testing.TestService/StreamingOutputCall
+          message: {{responseParameters: [{{size: 1, intervalUs: 2000000}}]}}
+          deadline: 200ms
+"#,
+            port = server.1,
+            protos = server.2.display()
+        ),
+    );
+    let (run, report) = run_report(&file, dir.path());
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    let figures = |name: &str| {
+        let s = step(&report, name);
+        (s["requests"].as_u64().unwrap(), s["errors"].as_u64().unwrap())
+    };
+    let messages = |name: &str| {
+        let m = &step(&report, name)["messages"];
+        (m["sent"].as_u64().unwrap_or(0), m["received"].as_u64().unwrap_or(0))
+    };
+    for name in ["unary", "server stream", "client stream", "duplex"] {
+        assert_eq!(figures(name), (20, 0), "{name}: {stdout}");
+    }
+    assert_eq!(messages("unary"), (20, 20));
+    assert_eq!(messages("server stream"), (20, 60), "one answer per response parameter");
+    assert_eq!(messages("client stream"), (40, 20));
+    assert_eq!(messages("duplex"), (40, 60));
+    assert_eq!(step(&report, "unimplemented")["errorsByKind"]["UNIMPLEMENTED"], 20, "{stdout}");
+    assert_eq!(step(&report, "status")["errorsByKind"]["FAILED_PRECONDITION"], 20, "{stdout}");
+    assert!(stdout.contains("gRPC status FAILED_PRECONDITION: not now"), "grpc-message is shown: {stdout}");
+    assert_eq!(step(&report, "deadline")["errorsByKind"]["DEADLINE_EXCEEDED"], 20, "{stdout}");
+}
