@@ -51,8 +51,12 @@ pub(super) async fn run_iteration(
     }
     let sc = shared.plan.groups[group].pick(&mut vu.rng);
     let scenario = &shared.plan.scenarios[sc];
-    let mut walk = Walk { scenario, shared, local, intended, open: intended.is_some(), failed: None };
-    let next = run_nodes(vu, &scenario.flow, &mut walk).await;
+    // The walk ends before the kept sockets close: a VU task keeps no more state across that
+    // await than it must.
+    let next = {
+        let mut walk = Walk { scenario, shared, local, intended, open: intended.is_some(), failed: None };
+        run_nodes(vu, &scenario.flow, &mut walk).await
+    };
     if !vu.sockets.is_empty() {
         super::ws::close_kept(&mut vu.sockets).await;
     }

@@ -25,7 +25,7 @@ pub(super) async fn run_step(
 ) -> Result<(), ErrorKind> {
     let started = Instant::now();
     vu.headers.all = step.needs_headers;
-    let result = match &step.protocol {
+    let result = match step.protocol {
         Protocol::Http => send(vu, &step.request, step.needs_body, &local.transport, started)
             .await
             .map(|(info, sent, received)| Answer {
@@ -38,8 +38,8 @@ pub(super) async fn run_step(
                 detail: None,
             })
             .map_err(|(error, sent)| Failure { error, sent, messages: None }),
-        Protocol::Grpc(g) => super::grpc::call(vu, step, g, &local.transport, started).await,
-        Protocol::Ws(w) => super::ws::session(vu, step, w, &local.transport, started).await,
+        // Boxed: their states are large, and inline they would weigh on every VU's task.
+        _ => Box::pin(other_protocol(vu, step, local, started)).await,
     };
     let ended = Instant::now();
     vu.ended = Some(ended);
@@ -123,6 +123,20 @@ pub(super) async fn run_step(
     drop(guard);
     record_failure(vu, step, kind, message, status, local);
     Err(kind)
+}
+
+/// A gRPC call or a WebSocket session.
+async fn other_protocol(
+    vu: &mut Vu,
+    step: &StepPlan,
+    local: &WorkerLocal,
+    started: Instant,
+) -> Result<Answer, Failure> {
+    match &step.protocol {
+        Protocol::Grpc(g) => super::grpc::call(vu, step, g, &local.transport, started).await,
+        Protocol::Ws(w) => super::ws::session(vu, step, w, &local.transport, started).await,
+        Protocol::Http => unreachable!("HTTP steps are sent inline"),
+    }
 }
 
 /// What a sent step got back, whatever it speaks.
