@@ -3,7 +3,8 @@
 //!
 //! Grammar: `METRIC[{KEY:VALUE,...}].STAT OP NUMBER[UNIT]` where METRIC is `latency`,
 //! `errors`, `requests` or `checks`; KEY is `scenario`, `step` or `group` (a `group` block's
-//! transactions: `requests` counts them, `errors` the failed ones); OP is one of
+//! transactions: `requests` counts them, `errors` the failed ones), and for `errors` also `kind`
+//! (one kind of error: `errors{kind:UNAVAILABLE}.rate < 0.1%`, `errors{kind:timeout}.count == 0`); OP is one of
 //! `< <= > >= == !=`; UNIT is `us`, `ms`, `s` (latency) or `%` (rates).
 //! Thresholds are evaluated on merged histograms and counters, never on averaged percentiles.
 //!
@@ -85,6 +86,8 @@ pub struct Threshold {
     pub step: Option<String>,
     /// A `group` block's transactions instead of steps.
     pub group: Option<String>,
+    /// `errors` of this kind only (a gRPC status, `timeout`…).
+    pub kind: Option<ErrorKind>,
     pub stat: Stat,
     pub op: Op,
     /// Limit in the stat's base unit: ms for latency, 0–1 for rates, per second for request rate.
@@ -152,6 +155,7 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
     let mut scenario = None;
     let mut step = None;
     let mut group = None;
+    let mut kind = None;
     for pair in sel_pairs(selectors) {
         let (k, v) =
             pair.split_once(':').ok_or_else(|| err(format!("`{pair}`: expected key:value, e.g. step:login")))?;
@@ -160,8 +164,19 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
             "scenario" => scenario = Some(v),
             "step" => step = Some(v),
             "group" => group = Some(v),
-            other => return Err(err(format!("unknown selector `{other}` (use scenario, step or group)"))),
+            "kind" => {
+                let known = ErrorKind::ALL.iter().find(|k| k.name().eq_ignore_ascii_case(&v)).copied();
+                let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+                kind =
+                    Some(known.ok_or_else(|| {
+                        err(format!("`{v}` is not a kind of error (the kinds: {})", names.join(", ")))
+                    })?);
+            }
+            other => return Err(err(format!("unknown selector `{other}` (use scenario, step, group or kind)"))),
         }
+    }
+    if kind.is_some() && metric != "errors" {
+        return Err(err(format!("`kind` selects errors: `errors{{kind:…}}.rate`, not `{metric}`")));
     }
     if step.is_some() && group.is_some() {
         return Err(err("select a `step` or a `group`, not both".into()));
@@ -196,6 +211,7 @@ pub(crate) fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         scenario,
         step,
         group,
+        kind,
         stat,
         op,
         limit,
@@ -322,10 +338,10 @@ impl Threshold {
                 if merged.requests == 0 {
                     0.0
                 } else {
-                    merged.error_total() as f64 / merged.requests as f64
+                    self.errors_of(&merged) as f64 / merged.requests as f64
                 }
             }
-            Stat::ErrorCount => merged.error_total() as f64,
+            Stat::ErrorCount => self.errors_of(&merged) as f64,
             Stat::RequestRate => {
                 if seconds > 0.0 {
                     merged.requests as f64 / seconds
@@ -372,6 +388,11 @@ impl Threshold {
             },
         }
         verdict
+    }
+
+    /// The selected errors: of the threshold's kind, or all.
+    fn errors_of(&self, merged: &StepStats) -> u64 {
+        self.kind.map_or_else(|| merged.error_total(), |k| merged.errors[k.index()])
     }
 
     fn is_latency(&self) -> bool {
@@ -423,7 +444,10 @@ impl Threshold {
             return Err(format!("the baseline has no {}", what()));
         }
         let requests: u64 = selected.iter().map(|s| s.requests).sum();
-        let errors: u64 = selected.iter().map(|s| s.errors).sum();
+        let errors: u64 = match self.kind {
+            Some(k) => selected.iter().map(|s| s.errors_by_kind.get(k.name()).copied().unwrap_or(0)).sum(),
+            None => selected.iter().map(|s| s.errors).sum(),
+        };
         let latency = || -> Result<&LatencySummary, String> {
             match selected.as_slice() {
                 [one] => Ok(&one.latency_ms),
@@ -517,6 +541,27 @@ mod tests {
         assert!(t.check_selectors(&keys(), &group_keys).unwrap_err().0.contains("no group named `nope`"));
         assert!(parse("latency{group:checkout}.p95 < 1s").unwrap().check_selectors(&keys(), &group_keys).is_ok());
         assert!(parse("latency{step:login, group:checkout}.p95 < 1s").is_err());
+    }
+
+    #[test]
+    fn a_kind_selector_judges_one_kind_of_error_such_as_a_grpc_status() {
+        let mut s = stats(&[1; 90], 4, 0);
+        for _ in 0..6 {
+            s.record_error(ErrorKind::Unavailable);
+        }
+        s.requests += 6;
+        let steps = [s, stats(&[1], 0, 0), stats(&[1], 0, 0)];
+        let keys = keys();
+        let m = on(&keys, &steps);
+        // 102 requests: 4 connect errors and 6 UNAVAILABLE.
+        let v = parse("errors{kind:UNAVAILABLE}.count == 6").unwrap().evaluate(&m, 10.0);
+        assert!(v.passed, "{v:?}");
+        let v = parse("errors{step:login, kind:unavailable}.rate < 5%").unwrap().evaluate(&m, 10.0);
+        assert_eq!((v.passed, v.actual), (false, 6.0), "6 of the step's 100 requests");
+        let v = parse("errors{kind:DEADLINE_EXCEEDED}.count == 0").unwrap().evaluate(&m, 10.0);
+        assert!(v.passed);
+        assert!(parse("errors{kind:nope}.rate < 1%").unwrap_err().0.contains("`nope` is not a kind of error"));
+        assert!(parse("latency{kind:timeout}.p99 < 1s").unwrap_err().0.contains("`kind` selects errors"));
     }
 
     fn stats(latencies_ms: &[u64], errors: u64, check_failures: u64) -> StepStats {

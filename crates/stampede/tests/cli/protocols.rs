@@ -82,13 +82,21 @@ scenarios:
       - name: not found accepted
         grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: x, status: 5}}}}
         check: {{status: [OK, NOT_FOUND]}}
+thresholds:
+  - "errors{{kind:UNIMPLEMENTED}}.count == 40"
+  - "errors{{step:slow, kind:DEADLINE_EXCEEDED}}.rate == 100%"
+  - "errors{{kind:UNAVAILABLE}}.count == 0"
+  - "errors{{step:echo}}.rate == 0%"
 "#
         ),
     );
     let (run, report) = run_report(&file, dir.path());
     let stdout = text(&run.stdout);
-    // No thresholds: errors are reported, not judged.
+    // The thresholds judge each kind of error on its own, and all hold.
     assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    let verdicts = report["thresholds"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 4);
+    assert!(verdicts.iter().all(|v| v["passed"] == true), "{verdicts:?}");
     let stats = target_stats(port);
     let grpc = &stats["grpc"];
     // Calls: what each step sent, as the target counted them.
