@@ -155,7 +155,11 @@ pub fn upgrade(mut req: Request<Incoming>, stats: std::sync::Arc<crate::TargetSt
     stats.ws.upgrades.fetch_add(1, Ordering::Relaxed);
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else { return };
-        let socket = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        // Small buffers (the defaults are 128 KiB each way per socket): thousands of idle sockets.
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .read_buffer_size(4096)
+            .write_buffer_size(0);
+        let socket = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
         stats.ws.open.fetch_add(1, Ordering::Relaxed);
         serve(socket, &stats.ws, broadcast, close_after).await;
         stats.ws.open.fetch_sub(1, Ordering::Relaxed);

@@ -42,6 +42,13 @@ impl std::fmt::Debug for Socket {
     }
 }
 
+/// Small buffers: tungstenite's defaults (128 KiB each way, allocated per socket) would make
+/// 10,000 open sockets cost 2.5 GB. Reads grow their buffer for a larger message; writes go out
+/// at once.
+pub(crate) fn config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(4096).write_buffer_size(0)
+}
+
 /// Closes the sockets kept for the iteration that ended.
 pub(super) async fn close_kept(sockets: &mut Vec<Socket>) {
     for mut s in sockets.drain(..) {
@@ -236,7 +243,7 @@ async fn handshake(
             )));
         }
     }
-    let stream = WebSocketStream::from_partially_read(io, buf[head_len..].to_vec(), Role::Client, None).await;
+    let stream = WebSocketStream::from_partially_read(io, buf[head_len..].to_vec(), Role::Client, Some(config())).await;
     Ok(Handshake::Open(Box::new(stream)))
 }
 
