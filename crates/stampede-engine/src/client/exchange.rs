@@ -79,6 +79,8 @@ pub(crate) struct Headers {
     /// Keep every header; otherwise only `set-cookie` and `location` (for the cookie jar and
     /// redirects), which most responses lack, so the common case stores nothing.
     pub all: bool,
+    /// Keep `grpc-*` headers and trailers too (a gRPC call's status).
+    pub grpc: bool,
     /// Kept headers of the last response: lowercase name, value.
     pub list: Vec<(String, String)>,
 }
@@ -90,7 +92,10 @@ impl Headers {
     }
 
     pub(crate) fn keep(&mut self, name: &str, value: &[u8]) {
-        let wanted = self.all || name.eq_ignore_ascii_case("set-cookie") || name.eq_ignore_ascii_case("location");
+        let wanted = self.all
+            || name.eq_ignore_ascii_case("set-cookie")
+            || name.eq_ignore_ascii_case("location")
+            || (self.grpc && name.len() > 5 && name[..5].eq_ignore_ascii_case("grpc-"));
         if wanted {
             self.list.push((name.to_ascii_lowercase(), String::from_utf8_lossy(value).into_owned()));
         }

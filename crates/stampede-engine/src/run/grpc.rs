@@ -41,7 +41,6 @@ pub(super) async fn call(
     sent_head.clear();
     sent_head.extend_from_slice(&request_buf[..request_buf.len().min(SAMPLE_BYTES + 1)]);
     let sent = request_buf.len() as u64;
-    headers.all = true;
     let exchange = transport::exchange_h2(
         conn,
         wt,

@@ -25,6 +25,8 @@ pub(super) async fn run_step(
 ) -> Result<(), ErrorKind> {
     let started = Instant::now();
     vu.headers.all = step.needs_headers;
+    // A gRPC call's status is in `grpc-*` headers or trailers.
+    vu.headers.grpc = matches!(step.protocol, Protocol::Grpc(_));
     let result = match step.protocol {
         Protocol::Http => send(vu, &step.request, step.needs_body, &local.transport, started)
             .await
