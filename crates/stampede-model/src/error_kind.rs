@@ -155,6 +155,12 @@ impl ErrorKind {
         }
     }
 
+    /// A kind only gRPC or WebSocket steps have (a gRPC status, `upgrade`, `close`): metrics show
+    /// it once it happened, where HTTP's kinds are always there (at 0).
+    pub fn is_protocol_specific(self) -> bool {
+        matches!(self, ErrorKind::Upgrade | ErrorKind::Close) || self.grpc_code().is_some()
+    }
+
     /// The gRPC status code of a gRPC kind.
     pub fn grpc_code(self) -> Option<u32> {
         (1..=16).find(|c| ErrorKind::grpc(*c) == Some(self))

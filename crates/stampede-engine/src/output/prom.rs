@@ -155,6 +155,16 @@ impl Exporter {
         );
         let mut sent = self.family("stampede_sent_bytes_total", "Request bytes written.", MetricType::COUNTER);
         let mut received = self.family("stampede_received_bytes_total", "Response bytes read.", MetricType::COUNTER);
+        let mut messages_sent = self.family(
+            "stampede_messages_sent_total",
+            "gRPC and WebSocket messages sent, by step.",
+            MetricType::COUNTER,
+        );
+        let mut messages_received = self.family(
+            "stampede_messages_received_total",
+            "gRPC and WebSocket messages received, by step.",
+            MetricType::COUNTER,
+        );
         for (i, key) in self.keys.iter().enumerate() {
             let s = step(i);
             let labels = step_labels(key);
@@ -164,7 +174,8 @@ impl Exporter {
                 l.push(("status", status.to_string()));
                 self.push_value(&mut responses, &l, n as f64);
             }
-            for kind in ErrorKind::ALL {
+            // gRPC statuses, `upgrade` and `close` once they happened; HTTP's kinds always.
+            for kind in ErrorKind::ALL.into_iter().filter(|k| !k.is_protocol_specific() || s.errors[k.index()] > 0) {
                 let mut l = labels.clone();
                 l.push(("kind", kind.name().to_string()));
                 self.push_value(&mut errors, &l, s.errors[kind.index()] as f64);
@@ -179,6 +190,10 @@ impl Exporter {
             }
             self.push_value(&mut sent, &labels, s.bytes_sent as f64);
             self.push_value(&mut received, &labels, s.bytes_received as f64);
+            if s.messages_sent + s.messages_received > 0 {
+                self.push_value(&mut messages_sent, &labels, s.messages_sent as f64);
+                self.push_value(&mut messages_received, &labels, s.messages_received as f64);
+            }
         }
         let mut transactions = self.family(
             "stampede_group_transactions_total",
@@ -275,6 +290,11 @@ impl Exporter {
         ];
         if !phases.get_metric().is_empty() {
             families.push(phases);
+        }
+        for m in [messages_sent, messages_received] {
+            if !m.get_metric().is_empty() {
+                families.push(m);
+            }
         }
         families.push(self.gauge(
             "stampede_active_vus",
@@ -517,6 +537,46 @@ mod tests {
         e.scraped(one);
         e.finish();
         assert_eq!(e.final_scrape_deadline(cap), Some(one + cap));
+    }
+
+    /// gRPC statuses are error kinds like any other; protocol kinds appear once they happened,
+    /// and a step's messages have their own counters.
+    #[test]
+    fn grpc_statuses_and_messages_are_series_of_their_steps() {
+        let keys = vec![
+            StepKey { scenario: "s".into(), step: "call".into() },
+            StepKey { scenario: "s".into(), step: "get".into() },
+        ];
+        let mut call = StepStats::default();
+        (call.requests, call.messages_sent, call.messages_received) = (10, 10, 30);
+        for _ in 0..3 {
+            call.record_error(ErrorKind::Unimplemented);
+        }
+        let mut get = StepStats::default();
+        get.requests = 5;
+        let totals = Totals {
+            steps: vec![call, get],
+            groups: Vec::new(),
+            iterations: vec![10],
+            schedule_lag: None,
+            dropped: vec![0],
+            dropped_by_reason: Default::default(),
+            queue_wait: None,
+        };
+        let e = Exporter { keys, scenarios: vec!["s".into()], groups: vec!["g".into()], ..bare() };
+        e.state.lock().unwrap().totals = Some(Arc::new(totals));
+        let text = e.render();
+        let line = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).map(str::to_string);
+        assert_eq!(
+            line(r#"stampede_errors_total{scenario="s",step="call",kind="UNIMPLEMENTED"}"#).as_deref(),
+            Some(r#"stampede_errors_total{scenario="s",step="call",kind="UNIMPLEMENTED"} 3"#),
+            "{text}"
+        );
+        assert!(line(r#"stampede_errors_total{scenario="s",step="get",kind="timeout"} 0"#).is_some(), "{text}");
+        assert!(!text.contains("kind=\"CANCELLED\""), "a gRPC status that never happened has no series");
+        assert!(line(r#"stampede_messages_sent_total{scenario="s",step="call"} 10"#).is_some(), "{text}");
+        assert!(line(r#"stampede_messages_received_total{scenario="s",step="call"} 30"#).is_some(), "{text}");
+        assert!(!text.contains(r#"stampede_messages_sent_total{scenario="s",step="get"}"#), "HTTP steps have none");
     }
 
     #[test]
