@@ -381,3 +381,47 @@ scenarios:
     assert!(stdout.contains("gRPC status FAILED_PRECONDITION: not now"), "grpc-message is shown: {stdout}");
     assert_eq!(step(&report, "deadline")["errorsByKind"]["DEADLINE_EXCEEDED"], 20, "{stdout}");
 }
+
+#[test]
+fn an_open_model_schedules_grpc_calls_and_websocket_sessions_like_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_target, port) = start_target(&["--http2"]);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/target.proto"),
+        dir.path().join("target.proto"),
+    )
+    .unwrap();
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            r#"
+name: open
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-arrival-rate, rate: 100, duration: 2s, preAllocatedVUs: 10, maxVUs: 50}}
+undeliveredLoad: warn
+grpc: {{protoFiles: [target.proto]}}
+scenarios:
+  - name: s
+    steps:
+      - name: call
+        grpc: {{method: stampede.target.v1.Target/Count, message: {{count: 2}}}}
+      - name: socket
+        ws: {{url: "{{{{baseUrl}}}}/ws/echo", actions: [{{send: x}}, {{receive: {{equals: x}}}}]}}
+"#
+        ),
+    );
+    let (run, report) = run_report(&file, dir.path());
+    assert_eq!(run.status.code(), Some(0), "{}{}", text(&run.stdout), text(&run.stderr));
+    // 200 iterations due: each started on schedule or dropped; each started one made one call
+    // and one session, which the target counted.
+    let iterations = report["run"]["iterations"].as_u64().unwrap();
+    let dropped = report["run"]["schedule"]["droppedIterations"].as_u64().unwrap();
+    assert_eq!(iterations + dropped, 200, "{iterations} + {dropped} dropped");
+    let stats = target_stats(port);
+    assert_eq!(step(&report, "call")["requests"].as_u64(), Some(iterations));
+    assert_eq!(stats["grpc"]["calls"]["Count"].as_u64(), Some(iterations));
+    assert_eq!(stats["websocket"]["upgrades"].as_u64(), Some(iterations));
+    assert_eq!(step(&report, "call")["messages"]["received"].as_u64(), Some(2 * iterations));
+    // Open models keep every step's service time too.
+    assert!(step(&report, "socket")["serviceMs"]["p50"].as_f64().is_some(), "{}", step(&report, "socket"));
+}
