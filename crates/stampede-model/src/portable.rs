@@ -34,6 +34,9 @@ pub struct PortableStep {
     pub max_us: u64,
     /// Total latency histogram (µs), HdrHistogram V2 + deflate, base64.
     pub histogram: String,
+    /// WebSocket steps: round trips (a send to its matching message), µs, encoded the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip: Option<String>,
     /// Passes and failures of each named check, by the check's index in its step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<[u64; 2]>,

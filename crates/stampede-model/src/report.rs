@@ -317,6 +317,9 @@ pub struct StepSummary {
     /// Open models: latency from the actual send (service time), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_ms: Option<LatencySummary>,
+    /// WebSocket steps: each send to its matching message, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_ms: Option<LatencySummary>,
     /// Latency phases, ms: DNS, connect and TLS (once per new connection), time to first
     /// byte (from the start of the request) and receive (the rest of it).
     #[serde(default)]

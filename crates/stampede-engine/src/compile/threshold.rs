@@ -645,6 +645,7 @@ mod tests {
             status_codes: Default::default(),
             latency_ms: LatencySummary { p50: p99_ms / 2.0, p99: p99_ms, ..LatencySummary::default() },
             service_ms: None,
+            round_trip_ms: None,
             phases_ms: Default::default(),
             rps: requests as f64 / 10.0,
             bytes_received: 0,

@@ -82,6 +82,7 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
         status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
         latency_ms: latency_summary(stats),
         service_ms: stats.service.as_ref().map(|h| histogram_summary(h)),
+        round_trip_ms: stats.round_trip.as_ref().map(|h| histogram_summary(h)),
         phases_ms: phases_summary(&stats.phases),
         rps: per_sec(stats.requests),
         bytes_received: stats.bytes_received,
@@ -93,6 +94,31 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
             received: stats.messages_received,
             received_per_sec: per_sec(stats.messages_received),
         }),
+    }
+}
+
+/// gRPC and WebSocket steps: messages each way, and a WebSocket's round trips (a send to its
+/// matching message).
+fn write_messages(report: &Report, out: &mut String) {
+    let steps: Vec<&StepSummary> = report.steps.iter().filter(|s| s.messages.is_some()).collect();
+    if steps.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nmessages:");
+    for s in steps {
+        let m = s.messages.as_ref().expect("filtered");
+        let _ = write!(
+            out,
+            "  {}: sent {}, received {} ({:.1}/s)",
+            step_label(report, s),
+            m.sent,
+            m.received,
+            m.received_per_sec
+        );
+        if let Some(rt) = &s.round_trip_ms {
+            let _ = write!(out, "; round trip ms p50 {:.3}, p95 {:.3}, p99 {:.3}", rt.p50, rt.p95, rt.p99);
+        }
+        out.push('\n');
     }
 }
 
@@ -417,6 +443,7 @@ pub fn render_table(report: &Report) -> String {
              step, think times included), its errors the transactions with a failed step"
         );
     }
+    write_messages(report, &mut out);
     if !report.total.errors_by_kind.is_empty() {
         let kinds: Vec<String> = report.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));

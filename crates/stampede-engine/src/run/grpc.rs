@@ -110,6 +110,7 @@ pub(super) async fn call(
         first_byte: info.first_byte,
         messages: Some((g.messages_per_call(), received_messages)),
         detail,
+        round_trips: Vec::new(),
     })
 }
 

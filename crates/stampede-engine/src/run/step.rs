@@ -38,6 +38,7 @@ pub(super) async fn run_step(
                 first_byte: info.first_byte,
                 messages: None,
                 detail: None,
+                round_trips: Vec::new(),
             })
             .map_err(|(error, sent)| Failure { error, sent, messages: None }),
         // Boxed: their states are large, and inline they would weigh on every VU's task.
@@ -68,6 +69,9 @@ pub(super) async fn run_step(
             if let Some((out, back)) = answer.messages {
                 s.messages_sent += out;
                 s.messages_received += back;
+            }
+            for &us in &answer.round_trips {
+                s.record_round_trip_us(us);
             }
             s.record_latency_us(micros);
             if open {
@@ -152,8 +156,10 @@ pub(super) struct Answer {
     pub(super) first_byte: Option<Instant>,
     /// gRPC and WebSocket: messages sent and received.
     pub(super) messages: Option<(u64, u64)>,
-    /// What the server said about its status (`grpc-message`, a refused upgrade).
+    /// What the server said about its status (`grpc-message`).
     pub(super) detail: Option<String>,
+    /// WebSocket: each send to its matching message, µs.
+    pub(super) round_trips: Vec<u64>,
 }
 
 /// A step that got no answer it could use: why, and what it had sent and received by then.

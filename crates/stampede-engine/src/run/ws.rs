@@ -64,6 +64,10 @@ struct Tally {
     received: u64,
     bytes_sent: u64,
     bytes_received: u64,
+    /// Each send to its matching message, µs.
+    round_trips: Vec<u64>,
+    /// The last send.
+    last_send: Option<Instant>,
 }
 
 /// Runs `step`'s session.
@@ -112,6 +116,7 @@ pub(super) async fn session(
                         first_byte: Some(Instant::now()),
                         messages: Some((0, 0)),
                         detail: None,
+                        round_trips: Vec::new(),
                     });
                 }
                 Ok(Ok(Handshake::Open(stream))) => (*stream, Some(Instant::now())),
@@ -143,6 +148,7 @@ pub(super) async fn session(
         first_byte,
         messages: Some((tally.sent, tally.received)),
         detail: None,
+        round_trips: std::mem::take(&mut tally.round_trips),
     })
 }
 
@@ -275,6 +281,7 @@ async fn act(
                 tally.bytes_sent += frame.len() as u64;
                 stream.send(frame).await.map_err(|e| ws_error(&e))?;
                 tally.sent += 1;
+                tally.last_send = Some(Instant::now());
             }
             WsActionPlan::Hold(d) => {
                 let until = tokio::time::Instant::now() + *d;
@@ -308,6 +315,9 @@ async fn act(
                         vu.generator.lend(|| matchers.iter().all(|m| m.evaluate(&view, slots, &mut json).is_ok()));
                     if pass {
                         matched += 1;
+                        if let Some(at) = tally.last_send {
+                            tally.round_trips.push(at.elapsed().as_micros() as u64);
+                        }
                         if step.needs_body {
                             vu.body = data;
                         }

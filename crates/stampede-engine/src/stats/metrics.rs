@@ -43,6 +43,8 @@ pub struct StepStats {
     /// Open models: latency from the actual send (service time), while `latency` counts from
     /// the intended start. Absent for closed models, where the two are the same.
     pub service: Option<Box<Histogram<u64>>>,
+    /// WebSocket steps: each send to its matching message, µs.
+    pub round_trip: Option<Box<Histogram<u64>>>,
     status: Vec<u64>,
 }
 
@@ -61,6 +63,7 @@ impl Default for StepStats {
             checks: Vec::new(),
             phases: Phases::default(),
             service: None,
+            round_trip: None,
             status: vec![0; STATUS_SLOTS],
         }
     }
@@ -79,6 +82,11 @@ impl StepStats {
     #[inline]
     pub fn record_service_us(&mut self, us: u64) {
         self.service.get_or_insert_with(|| Box::new(new_histogram())).saturating_record(us.max(1));
+    }
+
+    /// Records a WebSocket round trip: a send to its matching message.
+    pub fn record_round_trip_us(&mut self, us: u64) {
+        self.round_trip.get_or_insert_with(|| Box::new(new_histogram())).saturating_record(us.max(1));
     }
 
     /// Latency at quantile `q` (0–1) in µs, never above the exact maximum.
@@ -168,6 +176,9 @@ impl StepStats {
         if let (Some(mine), Some(before)) = (d.service.as_mut(), earlier.service.as_ref()) {
             let _ = mine.subtract(before.as_ref());
         }
+        if let (Some(mine), Some(before)) = (d.round_trip.as_mut(), earlier.round_trip.as_ref()) {
+            let _ = mine.subtract(before.as_ref());
+        }
         (d.min_us, d.max_us) =
             if d.latency.is_empty() { (u64::MAX, 0) } else { (d.latency.min().max(1), d.latency.max()) };
         d
@@ -194,6 +205,10 @@ impl StepStats {
         self.phases.merge(&other.phases);
         if let Some(o) = &other.service {
             let mine = self.service.get_or_insert_with(|| Box::new(new_histogram()));
+            mine.add(o.as_ref()).expect("histograms share bounds");
+        }
+        if let Some(o) = &other.round_trip {
+            let mine = self.round_trip.get_or_insert_with(|| Box::new(new_histogram()));
             mine.add(o.as_ref()).expect("histograms share bounds");
         }
     }

@@ -53,6 +53,7 @@ pub fn step_from_interval(scenario: &str, step: &str, stats: &IntervalStats) -> 
         min_us: (!empty).then(|| stats.latency.min()),
         max_us: if empty { 0 } else { stats.latency.max() },
         histogram: STANDARD.encode(raw),
+        round_trip: None,
         checks: Vec::new(),
         phases: BTreeMap::new(),
     }
@@ -127,6 +128,7 @@ fn encode_steps(keys: &[StepKey], stats: &[StepStats]) -> Vec<PortableStep> {
                 min_us: (!s.latency.is_empty()).then_some(s.min_us),
                 max_us: s.max_us,
                 histogram: STANDARD.encode(raw),
+                round_trip: s.round_trip.as_deref().map(encode_histogram),
                 checks: s.checks.clone(),
                 phases: encode_phases(&s.phases),
             }
@@ -481,6 +483,9 @@ fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
     s.min_us = p.min_us.unwrap_or(u64::MAX);
     s.max_us = p.max_us;
     s.checks = p.checks.clone();
+    if let Some(h) = p.round_trip.as_deref().map(|e| decode_histogram(p, e)).transpose()?.flatten() {
+        s.round_trip = Some(Box::new(h));
+    }
     for (name, portable) in &p.phases {
         // A phase this version does not know (from a newer runner) is left out.
         let Some(&phase) = Phase::ALL.iter().find(|ph| ph.name() == name) else { continue };
@@ -522,6 +527,10 @@ mod tests {
                 tls_us: Some(900 + runner),
             });
             m.steps[0].phases.record_answer(300, 400);
+            // gRPC/WebSocket figures: messages and round trips.
+            m.steps[0].messages_sent += 3;
+            m.steps[0].messages_received += 4;
+            m.steps[0].record_round_trip_us(1_000 * (runner + 1));
             m.iterations[0] = 10 + runner;
             m.schedule_lag.record(50 + runner * 1_000).unwrap();
             // Open models: each runner had iterations wait for a VU, and dropped some.
@@ -561,6 +570,9 @@ mod tests {
         assert_eq!(s.phases.get(Phase::Tls).unwrap().count(), 5);
         assert_eq!(s.phases.get(Phase::Ttfb).unwrap().count(), 5);
         assert!(s.phases.get(Phase::Dns).is_none());
+        assert_eq!((s.messages_sent, s.messages_received), (15, 20));
+        let rt = s.round_trip.as_deref().expect("round trips merge");
+        assert_eq!((rt.len(), rt.max()), (5, rt.highest_equivalent(5_000)));
     }
 
     /// A runner's running total (interval stats) travels as one step and decodes to the

@@ -223,6 +223,12 @@ scenarios:
     assert_eq!(ws["messagesReceived"].as_u64(), Some(sent), "{ws}");
     assert_eq!(ws["messagesSent"].as_u64(), Some(received), "{ws}");
     assert_eq!(received, 30 * 5);
+    // Each send to its matching message is timed, within its session's time.
+    let echo = step(&report, "echo");
+    let rt_max = echo["roundTripMs"]["max"].as_f64().unwrap();
+    assert!(rt_max > 0.0 && rt_max <= echo["latencyMs"]["max"].as_f64().unwrap(), "{echo}");
+    assert!(stdout.contains("  echo: sent 90, received 90 ("), "{stdout}");
+    assert!(step(&report, "refused")["roundTripMs"].is_null());
     // Closes: normal for `echo`, 4000 for the kept socket's last step.
     assert_eq!(ws["closes"]["1000"], 30, "{ws}");
     assert_eq!(ws["closes"]["4000"], 30, "{ws}");
