@@ -69,6 +69,8 @@ pub struct GrpcPlan {
     messages: Vec<Template>,
     /// The framed messages, when none of them varies.
     fixed_body: Option<Bytes>,
+    /// The whole request (head and messages) and where it goes, when nothing in it varies.
+    fixed_request: Option<(crate::client::url::HttpUrl, Vec<u8>)>,
     /// The call's deadline.
     pub deadline: Duration,
 }
@@ -140,6 +142,11 @@ impl GrpcPlan {
         };
         *out = ser.into_inner();
         written.map(|()| frames.len() as u64)
+    }
+
+    /// The whole request and its target, when nothing in it varies.
+    pub(crate) fn fixed_request(&self) -> Option<(&crate::client::url::HttpUrl, &[u8])> {
+        self.fixed_request.as_ref().map(|(t, b)| (t, b.as_slice()))
     }
 
     /// Request messages per call.
@@ -386,6 +393,13 @@ pub(crate) fn compile_call(
         redirects: Some(0),
     };
     let head = compile_request(&request, file, scope, files, loc, problems)?;
+    let fixed_request = match (&fixed_body, &head.fixed) {
+        (Some(body), Some(_)) => {
+            let mut bytes = Vec::new();
+            head.render_with_body(&[], body, &mut bytes).ok().map(|target| (target, bytes))
+        }
+        _ => None,
+    };
     let plan = GrpcPlan {
         method: spec.method.trim().to_string(),
         kind,
@@ -393,6 +407,7 @@ pub(crate) fn compile_call(
         input,
         messages,
         fixed_body,
+        fixed_request,
         deadline,
     };
     (problems.len() == before).then_some((head, plan))

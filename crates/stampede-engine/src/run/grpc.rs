@@ -2,7 +2,10 @@
 //! pool (the connections HTTP/2 requests use), and its answer read: the messages, and the
 //! status from the trailers (or the headers of a trailers-only answer).
 
+use std::borrow::Cow;
 use std::time::Instant;
+
+use crate::client::url::HttpUrl;
 
 use crate::client::exchange::ExchangeError;
 use crate::client::transport::{self, WorkerTransport};
@@ -24,32 +27,31 @@ pub(super) async fn call(
     started: Instant,
 ) -> Result<Answer, Failure> {
     let Vu { conn, slots, request_buf, extra_buf, body, headers, sent_head, timer, generator, .. } = vu;
-    extra_buf.clear();
-    request_buf.clear();
-    let rendered = generator.lend(|| {
-        g.encode(slots, extra_buf)?;
-        step.request.render_with_body(slots, extra_buf, request_buf).map_err(|e| e.to_string())
-    });
-    let target = match rendered {
-        Ok(t) => t,
-        Err(message) => {
-            sent_head.clear();
-            let error = ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false };
-            return Err(Failure { error, sent: 0, messages: None });
+    // A call that never varies was written once, when the scenario compiled.
+    let (target, bytes): (Cow<'_, HttpUrl>, &[u8]) = match g.fixed_request() {
+        Some((target, bytes)) => (Cow::Borrowed(target), bytes),
+        None => {
+            extra_buf.clear();
+            request_buf.clear();
+            let rendered = generator.lend(|| {
+                g.encode(slots, extra_buf)?;
+                step.request.render_with_body(slots, extra_buf, request_buf).map_err(|e| e.to_string())
+            });
+            match rendered {
+                Ok(t) => (Cow::Owned(t), request_buf.as_slice()),
+                Err(message) => {
+                    sent_head.clear();
+                    let error = ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false };
+                    return Err(Failure { error, sent: 0, messages: None });
+                }
+            }
         }
     };
     sent_head.clear();
-    sent_head.extend_from_slice(&request_buf[..request_buf.len().min(SAMPLE_BYTES + 1)]);
-    let sent = request_buf.len() as u64;
-    let exchange = transport::exchange_h2(
-        conn,
-        wt,
-        &target,
-        request_buf,
-        Some(&mut *body),
-        &mut *headers,
-        step.request.connect_timeout,
-    );
+    sent_head.extend_from_slice(&bytes[..bytes.len().min(SAMPLE_BYTES + 1)]);
+    let sent = bytes.len() as u64;
+    let exchange =
+        transport::exchange_h2(conn, wt, &target, bytes, Some(&mut *body), &mut *headers, step.request.connect_timeout);
     let deadline = tokio::time::Instant::from_std(started + g.deadline);
     let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
     if timer.is_elapsed() || timer.deadline() > deadline {
