@@ -431,3 +431,76 @@ scenarios:
     // Open models keep every step's service time too.
     assert!(step(&report, "socket")["serviceMs"]["p50"].as_f64().is_some(), "{}", step(&report, "socket"));
 }
+
+#[test]
+fn grpc_and_websocket_go_over_tls_with_the_scenarios_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let (_target, port) =
+        start_target(&["--http2", "--tls-cert", cert_file.to_str().unwrap(), "--tls-key", key_file.to_str().unwrap()]);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/target.proto"),
+        dir.path().join("target.proto"),
+    )
+    .unwrap();
+    let scenario = |ca: &str| {
+        format!(
+            r#"
+name: tls
+baseUrl: https://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 2, iterations: 10}}
+http: {{tls: {{{ca}}}}}
+grpc: {{protoFiles: [target.proto]}}
+scenarios:
+  - name: s
+    steps:
+      - name: call
+        grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: secure}}}}
+        check: {{json: {{$.text: {{equals: secure}}}}}}
+      - name: socket
+        ws: {{url: "wss://127.0.0.1:{port}/ws/echo", actions: [{{send: x}}, {{receive: {{equals: x}}}}]}}
+"#
+        )
+    };
+    let file = write_scenario(dir.path(), &scenario(&format!("caFile: {}", cert_file.display())));
+    let (run, report) = run_report(&file, dir.path());
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    assert_eq!(
+        (report["total"]["requests"].as_u64(), report["total"]["errors"].as_u64()),
+        (Some(20), Some(0)),
+        "{stdout}"
+    );
+    // The target's counters, read over HTTPS by a scenario of one checked request.
+    let stats = dir.path().join("stats.yaml");
+    std::fs::write(
+        &stats,
+        format!(
+            r#"
+name: stats
+baseUrl: https://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 1, iterations: 1}}
+http: {{tls: {{caFile: {}}}}}
+scenarios:
+  - name: s
+    steps:
+      - name: stats
+        request: {{url: "{{{{baseUrl}}}}/stats"}}
+        check: {{json: {{grpc.calls.Echo: {{equals: 10}}, websocket.upgrades: {{equals: 10}}, grpc.statuses.OK: {{equals: 10}}}}}}
+"#,
+            cert_file.display()
+        ),
+    )
+    .unwrap();
+    let (_, counted) = run_report(&stats, dir.path());
+    assert_eq!(counted["total"]["errors"], 0, "the target counted 10 calls and 10 upgrades: {}", counted["checks"]);
+    // Without the CA, both fail their TLS handshake.
+    let file = write_scenario(dir.path(), &scenario(""));
+    let (_, report) = run_report(&file, dir.path());
+    assert_eq!(report["total"]["errorsByKind"]["tls"], 20, "{}", report["total"]);
+}
