@@ -229,6 +229,11 @@ scenarios:
     assert!(rt_max > 0.0 && rt_max <= echo["latencyMs"]["max"].as_f64().unwrap(), "{echo}");
     assert!(stdout.contains("  echo: sent 90, received 90 ("), "{stdout}");
     assert!(step(&report, "refused")["roundTripMs"].is_null());
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("<h2>Messages</h2>") && html.contains("<td>s / echo</td><td class=\"num\">90</td>"),
+        "the Messages table"
+    );
     // Closes: normal for `echo`, 4000 for the kept socket's last step.
     assert_eq!(ws["closes"]["1000"], 30, "{ws}");
     assert_eq!(ws["closes"]["4000"], 30, "{ws}");
