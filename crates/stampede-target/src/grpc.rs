@@ -191,6 +191,12 @@ pub fn is_grpc(req: &Request<Incoming>) -> bool {
         .is_some_and(|ct| ct == "application/grpc" || ct.starts_with("application/grpc+proto"))
 }
 
+/// A call the target has no room for (its queue is full): `RESOURCE_EXHAUSTED`.
+pub fn refused(stats: &crate::TargetStats) -> Response<TargetBody> {
+    stats.grpc.ended(8);
+    trailers_only(8, "queue full")
+}
+
 /// Serves one gRPC call.
 pub async fn serve(req: Request<Incoming>, stats: std::sync::Arc<crate::TargetStats>) -> Response<TargetBody> {
     let deadline = req.headers().get("grpc-timeout").and_then(|v| parse_timeout(v.as_bytes()));
@@ -234,13 +240,17 @@ struct Call<'a> {
 type Status = (u32, String);
 
 impl Call<'_> {
-    async fn send(&self, message: &impl Message) {
+    /// Sends one message; `false` when the client is gone.
+    async fn send(&self, message: &impl Message) -> bool {
         let mut buf = BytesMut::with_capacity(5 + message.encoded_len());
         buf.put_u8(0);
         buf.put_u32(message.encoded_len() as u32);
         message.encode(&mut buf).expect("capacity reserved");
-        self.stats.messages_sent.fetch_add(1, Ordering::Relaxed);
-        let _ = self.tx.send(Frame::data(buf.freeze())).await;
+        let sent = self.tx.send(Frame::data(buf.freeze())).await.is_ok();
+        if sent {
+            self.stats.messages_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        sent
     }
 
     async fn echo(&self, body: Incoming) -> Status {
@@ -260,6 +270,10 @@ impl Call<'_> {
         (0, String::new())
     }
 
+    fn gone() -> Status {
+        (1, "the client went away".into())
+    }
+
     async fn count(&self, body: Incoming) -> Status {
         let mut messages = Messages::new(body);
         let req: CountRequest = match messages.one(self.stats).await {
@@ -273,7 +287,9 @@ impl Call<'_> {
             if index > 0 && req.interval_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(u64::from(req.interval_ms).min(60_000))).await;
             }
-            self.send(&Tick { index }).await;
+            if !self.send(&Tick { index }).await {
+                return Call::gone();
+            }
         }
         (0, String::new())
     }
@@ -305,7 +321,9 @@ impl Call<'_> {
                 }
                 Ok(Some(req)) => {
                     seq += 1;
-                    self.send(&EchoReply { text: req.text, seq }).await;
+                    if !self.send(&EchoReply { text: req.text, seq }).await {
+                        return Call::gone();
+                    }
                 }
                 Ok(None) => return (0, String::new()),
                 Err(e) => return e,

@@ -455,7 +455,11 @@ async fn serve_connection<I>(
         async move {
             if grpc::is_grpc(&req) {
                 count(&req, &stats);
-                return Ok::<_, Infallible>(grpc::serve(req, stats).await);
+                // Calls take their service time too (a capacity search over gRPC).
+                if !capacity.serve(&stats).await {
+                    return Ok::<_, Infallible>(grpc::refused(&stats));
+                }
+                return Ok(grpc::serve(req, stats).await);
             }
             if ws::is_upgrade(&req) {
                 count(&req, &stats);

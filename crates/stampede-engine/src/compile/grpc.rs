@@ -99,8 +99,9 @@ impl GrpcPlan {
     }
 
     /// Counts the answer's messages in `body` (framed), and with `json` writes them there as
-    /// JSON: the message, or a list of them for a streamed answer.
-    pub(crate) fn decode(&self, body: &[u8], json: Option<&mut Vec<u8>>) -> Result<u64, String> {
+    /// JSON: the message, or a list of them for a streamed answer (a unary answer without a
+    /// message, as a failed call has, writes nothing).
+    pub(crate) fn decode(&self, body: &[u8], json: Option<&mut Vec<u8>>, ok: bool) -> Result<u64, String> {
         let mut rest = body;
         let mut frames = Vec::new();
         while !rest.is_empty() {
@@ -137,7 +138,8 @@ impl GrpcPlan {
         } else {
             match decoded.first() {
                 Some(m) => m.serialize_with_options(&mut ser, &options).map_err(|e| e.to_string()),
-                None => Err("the call ended OK without an answer".to_string()),
+                None if ok => Err("the call ended OK without an answer".to_string()),
+                None => Ok(()),
             }
         };
         *out = ser.into_inner();

@@ -96,13 +96,13 @@ pub(super) async fn call(
         return Err(answered(format!("grpc-status `{code}` is not a status code")));
     };
     let detail = headers.get("grpc-message").map(percent_decode).filter(|m| !m.is_empty());
-    let received_messages = if step.needs_body && code == 0 {
+    let received_messages = if step.needs_body {
         let mut json = Vec::new();
-        let n = g.decode(body, Some(&mut json)).map_err(answered)?;
+        let n = g.decode(body, Some(&mut json), code == 0).map_err(answered)?;
         *body = json;
         n
     } else {
-        g.decode(body, None).map_err(answered)?
+        g.decode(body, None, code == 0).map_err(answered)?
     };
     Ok(Answer {
         status: code,
