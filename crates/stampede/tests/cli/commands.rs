@@ -331,17 +331,24 @@ pub(crate) fn start_target(extra: &[&str]) -> (TargetProcess, u16) {
     (TargetProcess(child), port)
 }
 
-#[test]
-fn the_target_command_serves_https_and_http2_from_given_pem_files() {
-    let dir = tempfile::tempdir().unwrap();
+/// `stampede target --http2` serving HTTPS with a self-signed certificate written into `dir`;
+/// with the certificate's file (the CA a scenario trusts).
+pub(crate) fn start_https_target(dir: &Path) -> (TargetProcess, u16, PathBuf) {
     let key = rcgen::KeyPair::generate().unwrap();
     let params = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
     let cert = params.self_signed(&key).unwrap();
-    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let (cert_file, key_file) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert_file, cert.pem()).unwrap();
     std::fs::write(&key_file, key.serialize_pem()).unwrap();
-    let (_target, port) =
+    let (target, port) =
         start_target(&["--http2", "--tls-cert", cert_file.to_str().unwrap(), "--tls-key", key_file.to_str().unwrap()]);
+    (target, port, cert_file)
+}
+
+#[test]
+fn the_target_command_serves_https_and_http2_from_given_pem_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_target, port, cert_file) = start_https_target(dir.path());
     // 40 requests over HTTP/2 (ALPN h2), trusting the self-signed certificate as a CA; then
     // one more asks the target how many it served over HTTP/2 (itself included).
     let file = write_scenario(

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::commands::{stampede, start_target, table_row, text, write_scenario};
+use super::commands::{stampede, start_https_target, start_target, table_row, text, write_scenario};
 
 /// The target's `/stats`, read over a plain HTTP/1.1 connection.
 fn target_stats(port: u16) -> Value {
@@ -23,6 +23,18 @@ fn target_stats(port: u16) -> Value {
 /// The report's summary of `step`.
 fn step<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["steps"].as_array().unwrap().iter().find(|s| s["step"] == name).unwrap_or_else(|| panic!("no step {name}"))
+}
+
+/// A step's requests and errors.
+fn figures(report: &Value, name: &str) -> (u64, u64) {
+    let s = step(report, name);
+    (s["requests"].as_u64().unwrap(), s["errors"].as_u64().unwrap())
+}
+
+/// A step's messages sent and received.
+fn messages(report: &Value, name: &str) -> (u64, u64) {
+    let m = &step(report, name)["messages"];
+    (m["sent"].as_u64().unwrap_or(0), m["received"].as_u64().unwrap_or(0))
 }
 
 fn run_report(file: &Path, dir: &Path) -> (std::process::Output, Value) {
@@ -100,38 +112,30 @@ thresholds:
     let stats = target_stats(port);
     let grpc = &stats["grpc"];
     // Calls: what each step sent, as the target counted them.
-    let figures = |name: &str| {
-        let s = step(&report, name);
-        (s["requests"].as_u64().unwrap(), s["errors"].as_u64().unwrap())
-    };
-    assert_eq!(figures("echo"), (40, 0), "{stdout}");
-    assert_eq!(figures("count"), (40, 0), "{stdout}");
-    assert_eq!(figures("sum"), (40, 0), "{stdout}");
-    assert_eq!(figures("total"), (40, 0), "every iteration's sum was its echo's seq + 3: {stdout}");
+    assert_eq!(figures(&report, "echo"), (40, 0), "{stdout}");
+    assert_eq!(figures(&report, "count"), (40, 0), "{stdout}");
+    assert_eq!(figures(&report, "sum"), (40, 0), "{stdout}");
+    assert_eq!(figures(&report, "total"), (40, 0), "every iteration's sum was its echo's seq + 3: {stdout}");
     assert_eq!(grpc["calls"]["Echo"], 40 * 4, "echo, slow, not found twice");
     assert_eq!((grpc["calls"]["Count"].as_u64(), grpc["calls"]["Sum"].as_u64()), (Some(40), Some(40)));
     assert_eq!(grpc["calls"]["Chat"], 40);
     // Messages each way: the report's sent = the target's received, and the other way round.
-    let messages = |name: &str| {
-        let m = &step(&report, name)["messages"];
-        (m["sent"].as_u64().unwrap_or(0), m["received"].as_u64().unwrap_or(0))
-    };
-    assert_eq!(messages("echo"), (40, 40));
-    assert_eq!(messages("count"), (40, 120), "three ticks per call");
-    assert_eq!(messages("sum"), (120, 40));
-    assert_eq!(messages("total"), (80, 80));
+    assert_eq!(messages(&report, "echo"), (40, 40));
+    assert_eq!(messages(&report, "count"), (40, 120), "three ticks per call");
+    assert_eq!(messages(&report, "sum"), (120, 40));
+    assert_eq!(messages(&report, "total"), (80, 80));
     let steps = report["steps"].as_array().unwrap();
     let sent: u64 = steps.iter().map(|s| s["messages"]["sent"].as_u64().unwrap_or(0)).sum();
     let received: u64 = steps.iter().map(|s| s["messages"]["received"].as_u64().unwrap_or(0)).sum();
     // A call to a method the server does not have is answered before its message is read.
-    assert_eq!(messages("missing"), (40, 0));
+    assert_eq!(messages(&report, "missing"), (40, 0));
     assert_eq!(grpc["messagesReceived"].as_u64(), Some(sent - 40), "{grpc}");
     assert_eq!(grpc["messagesSent"].as_u64(), Some(received), "{grpc}");
     // Statuses: errors by their gRPC names, as the target ended the calls.
     assert_eq!(step(&report, "missing")["errorsByKind"]["UNIMPLEMENTED"], 40);
     assert_eq!(step(&report, "slow")["errorsByKind"]["DEADLINE_EXCEEDED"], 40);
     assert_eq!(step(&report, "not found")["errorsByKind"]["NOT_FOUND"], 40);
-    assert_eq!(figures("not found accepted"), (40, 0), "an accepted status is no error");
+    assert_eq!(figures(&report, "not found accepted"), (40, 0), "an accepted status is no error");
     assert_eq!(grpc["statuses"]["UNIMPLEMENTED"], 40);
     assert_eq!(grpc["statuses"]["DEADLINE_EXCEEDED"], 40);
     assert_eq!(grpc["statuses"]["NOT_FOUND"], 80);
@@ -200,13 +204,9 @@ scenarios:
     let stdout = text(&run.stdout);
     assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
     let ws = &target_stats(port)["websocket"];
-    let figures = |name: &str| {
-        let s = step(&report, name);
-        (s["requests"].as_u64().unwrap(), s["errors"].as_u64().unwrap())
-    };
-    assert_eq!(figures("echo"), (30, 0), "{stdout}");
-    assert_eq!(figures("open"), (30, 0), "{stdout}");
-    assert_eq!(figures("same socket"), (30, 0), "{stdout}");
+    assert_eq!(figures(&report, "echo"), (30, 0), "{stdout}");
+    assert_eq!(figures(&report, "open"), (30, 0), "{stdout}");
+    assert_eq!(figures(&report, "same socket"), (30, 0), "{stdout}");
     // One upgrade for `open` and `same socket` together: the socket was kept.
     assert_eq!(ws["upgrades"], 30 * 3, "{ws}");
     assert_eq!(ws["refused"], 30);
@@ -372,21 +372,13 @@ scenarios:
     let (run, report) = run_report(&file, dir.path());
     let stdout = text(&run.stdout);
     assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
-    let figures = |name: &str| {
-        let s = step(&report, name);
-        (s["requests"].as_u64().unwrap(), s["errors"].as_u64().unwrap())
-    };
-    let messages = |name: &str| {
-        let m = &step(&report, name)["messages"];
-        (m["sent"].as_u64().unwrap_or(0), m["received"].as_u64().unwrap_or(0))
-    };
     for name in ["unary", "server stream", "client stream", "duplex"] {
-        assert_eq!(figures(name), (20, 0), "{name}: {stdout}");
+        assert_eq!(figures(&report, name), (20, 0), "{name}: {stdout}");
     }
-    assert_eq!(messages("unary"), (20, 20));
-    assert_eq!(messages("server stream"), (20, 60), "one answer per response parameter");
-    assert_eq!(messages("client stream"), (40, 20));
-    assert_eq!(messages("duplex"), (40, 60));
+    assert_eq!(messages(&report, "unary"), (20, 20));
+    assert_eq!(messages(&report, "server stream"), (20, 60), "one answer per response parameter");
+    assert_eq!(messages(&report, "client stream"), (40, 20));
+    assert_eq!(messages(&report, "duplex"), (40, 60));
     assert_eq!(step(&report, "unimplemented")["errorsByKind"]["UNIMPLEMENTED"], 20, "{stdout}");
     assert_eq!(step(&report, "status")["errorsByKind"]["FAILED_PRECONDITION"], 20, "{stdout}");
     assert!(stdout.contains("gRPC status FAILED_PRECONDITION: not now"), "grpc-message is shown: {stdout}");
@@ -440,14 +432,7 @@ scenarios:
 #[test]
 fn grpc_and_websocket_go_over_tls_with_the_scenarios_ca() {
     let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert_file, cert.pem()).unwrap();
-    std::fs::write(&key_file, key.serialize_pem()).unwrap();
-    let (_target, port) =
-        start_target(&["--http2", "--tls-cert", cert_file.to_str().unwrap(), "--tls-key", key_file.to_str().unwrap()]);
+    let (_target, port, cert_file) = start_https_target(dir.path());
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/target.proto"),
         dir.path().join("target.proto"),
