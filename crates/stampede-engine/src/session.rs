@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub(crate) mod capacity;
+mod reflection;
 
 use crate::compile::plan::{self, CompileOptions, Plan};
 use crate::error::{RunError, ScenarioError};
@@ -101,13 +102,22 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
         opts.base_url = Some(server.base_url());
         target = Some(server);
     }
-    match validate(file, path, &opts) {
+    // With `grpc.reflect`, the server's services: asked of a valid file only (a scenario with
+    // problems is reported as such, not as a server that could not be asked).
+    let compiled = (|| -> Result<Plan, PrepareError> {
+        if file.grpc.as_ref().is_some_and(|g| g.reflect) && opts.reflected.is_none() {
+            validate(file, path, &opts)?;
+            opts.reflected = Some(reflection::ask(file, &opts)?);
+        }
+        Ok(validate(file, path, &opts)?)
+    })();
+    match compiled {
         Ok(plan) => Ok(Prepared { plan: Arc::new(plan), target }),
         Err(e) => {
             if let Some(server) = target {
                 server.stop();
             }
-            Err(e.into())
+            Err(e)
         }
     }
 }

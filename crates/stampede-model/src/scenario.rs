@@ -677,6 +677,12 @@ pub struct GrpcDefaults {
     /// Folders (relative to the scenario file) that imports are looked up in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub import_paths: Vec<String>,
+    /// `true`: ask the server at `baseUrl` for the services the steps call (gRPC server
+    /// reflection, `grpc.reflection.v1` or `v1alpha`) when the test starts, instead of (or
+    /// beside) `protoFiles`. `stampede validate` and the operator check everything else then;
+    /// the methods and messages are checked against the server's answer before any load.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reflect: bool,
 }
 
 /// A gRPC call. Every string may use `{{name}}` templates.
@@ -687,7 +693,7 @@ pub struct GrpcSpec {
     /// ALPN h2). Default `{{baseUrl}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// The method, `package.Service/Method`, from `grpc.protoFiles`.
+    /// The method, `package.Service/Method`, from `grpc.protoFiles` or the server (`grpc.reflect`).
     pub method: String,
     /// The request message as JSON (YAML), in protobuf's JSON mapping; a string that is one
     /// expression alone (`"{{ randomInt(1, 9) }}"`) gives a typed value. For unary and

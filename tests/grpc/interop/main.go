@@ -1,7 +1,8 @@
 // A gRPC server that is not ours, for the gRPC steps' tests: grpc-go's interop TestService
 // (google.golang.org/grpc/interop), as grpc-go itself serves it. With -write-protos DIR it
 // writes the service's .proto files there (printed from the descriptors grpc-go compiled in)
-// and exits; otherwise it serves on -addr and prints the address it listens on.
+// and exits; otherwise it serves on -addr and prints the address it listens on. It offers
+// server reflection (grpc-go's reflection package) for the steps that ask for it.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
@@ -35,6 +37,7 @@ func main() {
 	os.Stdout.Sync()
 	s := grpc.NewServer()
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
+	reflection.Register(s)
 	log.Fatal(s.Serve(lis))
 }
 

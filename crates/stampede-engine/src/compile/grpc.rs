@@ -180,12 +180,15 @@ fn frame(message: &DynamicMessage, out: &mut Vec<u8>) {
     message.encode(out).expect("a Vec grows");
 }
 
-/// The services a scenario's `.proto` files define, compiled once per scenario.
+/// The services a scenario's `.proto` files define, compiled once per scenario, with those
+/// its server described by reflection.
 #[derive(Debug, Default)]
 pub(crate) struct Protos {
     pool: Option<DescriptorPool>,
     /// Compiled (or failed) already.
     tried: bool,
+    /// The server's answer to reflection, when asked.
+    reflected: Option<DescriptorPool>,
 }
 
 /// Reads `.proto` files through [`Files`] (the disk beside the scenario, or `spec.data`),
@@ -223,8 +226,14 @@ impl protox::file::FileResolver for Resolver {
 }
 
 impl Protos {
-    /// The compiled pool of `file`'s `grpc.protoFiles`, compiled at the first call; problems
-    /// (a file that does not compile: its name, line and column) go to `problems`.
+    pub(crate) fn new(reflected: Option<DescriptorPool>) -> Protos {
+        Protos { reflected, ..Protos::default() }
+    }
+
+    /// The services of `file`'s `grpc.protoFiles`, compiled at the first call, with those the
+    /// server described (`grpc.reflect`). Problems (a file that does not compile: its name,
+    /// line and column) go to `problems`. Reflection not asked yet (validating), the methods
+    /// the steps name stand in, taking and giving any message.
     pub(crate) fn pool(
         &mut self,
         file: &ScenarioFile,
@@ -233,16 +242,132 @@ impl Protos {
     ) -> Option<&DescriptorPool> {
         if !self.tried {
             self.tried = true;
-            self.pool = compile_protos(file, files, problems);
+            let reflect = file.grpc.as_ref().is_some_and(|g| g.reflect);
+            let compiled = compile_protos(file, files, reflect, problems);
+            self.pool = match (reflect, compiled) {
+                (false, compiled) => compiled,
+                (true, None) => None,
+                (true, Some(compiled)) => {
+                    let served = match self.reflected.take() {
+                        Some(pool) => Some(pool),
+                        None => stand_ins(file, &compiled, problems),
+                    };
+                    served.and_then(|served| merged(served, &compiled, problems))
+                }
+            };
         }
         self.pool.as_ref()
     }
 }
 
-fn compile_protos(file: &ScenarioFile, files: Files<'_>, problems: &mut Problems) -> Option<DescriptorPool> {
+/// `served` with the files of `compiled` it lacks (a file of both is taken from the server).
+fn merged(mut served: DescriptorPool, compiled: &DescriptorPool, problems: &mut Problems) -> Option<DescriptorPool> {
+    let missing: Vec<_> = compiled
+        .files()
+        .filter(|f| served.get_file_by_name(f.name()).is_none())
+        .map(|f| f.file_descriptor_proto().clone())
+        .collect();
+    match served.add_file_descriptor_protos(missing) {
+        Ok(()) => Some(served),
+        Err(e) => {
+            problems.add("grpc.protoFiles", format!("do not fit the services the server described: {e}"));
+            None
+        }
+    }
+}
+
+/// A service for each one the steps name that `compiled` lacks, whose methods take and give any message
+/// (`google.protobuf.Struct`, streams both ways): what validation checks a `grpc.reflect`
+/// scenario against before the server is asked.
+fn stand_ins(file: &ScenarioFile, compiled: &DescriptorPool, problems: &mut Problems) -> Option<DescriptorPool> {
+    let mut services: BTreeMap<&str, BTreeMap<&str, std::collections::BTreeSet<&str>>> = BTreeMap::new();
+    for name in grpc_methods(file) {
+        let Some((service, method)) = name.trim().trim_start_matches('/').rsplit_once('/') else { continue };
+        if compiled.get_service_by_name(service).is_some() {
+            continue;
+        }
+        let (package, service) = service.rsplit_once('.').unwrap_or(("", service));
+        services.entry(package).or_default().entry(service).or_default().insert(method);
+    }
+    let mut sources = BTreeMap::new();
+    for (i, (package, services)) in services.iter().enumerate() {
+        let mut text = String::from("syntax = \"proto3\";\nimport \"google/protobuf/struct.proto\";\n");
+        if !package.is_empty() {
+            text.push_str(&format!("package {package};\n"));
+        }
+        for (service, methods) in services {
+            text.push_str(&format!("service {service} {{\n"));
+            for m in methods {
+                text.push_str(&format!(
+                    "  rpc {m}(stream google.protobuf.Struct) returns (stream google.protobuf.Struct);\n"
+                ));
+            }
+            text.push_str("}\n");
+        }
+        sources.insert(format!("stampede-stand-in-{i}.proto"), text.into_bytes());
+    }
+    let names: Vec<String> = sources.keys().cloned().collect();
+    match compile_sources(sources, &names) {
+        Ok(pool) => Some(pool),
+        Err(e) => {
+            problems.add("grpc.reflect", format!("the steps' methods are not `package.Service/Method` names: {e}"));
+            None
+        }
+    }
+}
+
+/// The methods `file`'s `grpc` steps name (setup, init, scenarios and teardown, in blocks too).
+pub(crate) fn grpc_methods(file: &ScenarioFile) -> Vec<&str> {
+    fn walk<'a>(steps: &'a [stampede_model::scenario::Step], out: &mut Vec<&'a str>) {
+        for s in steps {
+            if let Some(g) = &s.grpc {
+                out.push(g.method.as_str());
+            }
+            walk(&s.steps, out);
+        }
+    }
+    let mut out = Vec::new();
+    for steps in [&file.setup, &file.init, &file.teardown] {
+        walk(steps, &mut out);
+    }
+    for s in &file.scenarios {
+        walk(&s.steps, &mut out);
+    }
+    out
+}
+
+/// Compiles `.proto` sources held in memory (Google's well-known types come built in).
+pub(crate) fn compile_sources(sources: BTreeMap<String, Vec<u8>>, names: &[String]) -> Result<DescriptorPool, String> {
+    let resolver = Resolver {
+        roots: vec![String::new()],
+        base_dir: PathBuf::from("."),
+        contents: Some(sources),
+        sources: Rc::default(),
+        google: protox::file::GoogleFileResolver::new(),
+    };
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
+    compiler.include_imports(true);
+    for name in names {
+        compiler.open_file(name).map_err(|e| e.to_string())?;
+    }
+    Ok(compiler.descriptor_pool())
+}
+
+fn compile_protos(
+    file: &ScenarioFile,
+    files: Files<'_>,
+    reflect: bool,
+    problems: &mut Problems,
+) -> Option<DescriptorPool> {
     let Some(grpc) = file.grpc.as_ref().filter(|g| !g.proto_files.is_empty()) else {
-        problems
-            .add("grpc.protoFiles", "a `grpc` step needs the services' `.proto` files: `grpc: {protoFiles: [...]}`");
+        if reflect {
+            return Some(DescriptorPool::new());
+        }
+        problems.add(
+            "grpc.protoFiles",
+            "a `grpc` step needs the services' `.proto` files (`grpc: {protoFiles: [...]}`), or \
+             `grpc: {reflect: true}` to ask the server for them",
+        );
         return None;
     };
     let mut roots: Vec<String> = grpc.import_paths.iter().map(|p| p.trim_end_matches('/').to_string()).collect();
@@ -429,7 +554,7 @@ fn find_method(pool: &DescriptorPool, name: &str) -> Result<MethodDescriptor, St
     };
     let known = || pool.services().map(|s| s.full_name().to_string()).collect::<Vec<_>>().join(", ");
     let Some(svc) = pool.get_service_by_name(service) else {
-        return Err(format!("no service `{service}` in the .proto files (they define: {})", known()));
+        return Err(format!("no service `{service}` (the services known: {})", known()));
     };
     svc.methods().find(|m| m.name() == method).ok_or_else(|| {
         let methods: Vec<String> = svc.methods().map(|m| m.name().to_string()).collect();
@@ -547,6 +672,44 @@ mod tests {
         let offset = text.find("strin").unwrap();
         assert_eq!(line_column(text, offset), (3, 3));
         assert_eq!(line_column(text, 0), (1, 1));
+    }
+
+    fn compiled(yaml: &str, reflected: Option<DescriptorPool>) -> Result<crate::Plan, Vec<crate::Problem>> {
+        let file = crate::parse_str(yaml, Path::new("s.yaml")).unwrap();
+        crate::compile(&file, &crate::CompileOptions { reflected, ..Default::default() })
+    }
+
+    const REFLECTING: &str = "name: r\nbaseUrl: http://127.0.0.1:9\ngrpc: {reflect: true}\n\
+        load: {executor: constant-vus, vus: 1, iterations: 1}\nscenarios:\n  - name: s\n    steps:\n\
+        \x20     - {name: a, grpc: {method: p.v1.S/Get, message: {id: 1, any: [x]}}}\n\
+        \x20     - {name: b, grpc: {method: p.v1.S/Put, messages: [{}, {}]}}\n\
+        \x20     - {name: c, grpc: {method: q.T/Get}}\n";
+
+    #[test]
+    fn before_the_server_is_asked_the_named_methods_stand_in_taking_any_message() {
+        let plan = compiled(REFLECTING, None).unwrap_or_else(|p| panic!("{p:?}"));
+        let names: Vec<&str> = plan.step_keys.iter().map(|k| k.step.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        // With the server's answer, its descriptors judge the same steps.
+        let served = compile_sources(
+            BTreeMap::from([(
+                "p.proto".to_string(),
+                b"syntax = \"proto3\";\npackage p.v1;\nmessage M { int32 id = 1; }\n\
+                  service S { rpc Get(M) returns (M); }\n"
+                    .to_vec(),
+            )]),
+            &["p.proto".to_string()],
+        )
+        .unwrap();
+        let problems = compiled(REFLECTING, Some(served)).err().unwrap();
+        let said: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.location, p.message)).collect();
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(said[0].contains("step `a`: grpc.message.any: p.v1.M has no field `any`"), "{said:?}");
+        assert!(said[1].contains("step `b`: grpc.method: service `p.v1.S` has no method `Put`"), "{said:?}");
+        assert!(said[2].contains("step `c`: grpc.method: no service `q.T` (the services known: p.v1.S)"), "{said:?}");
+        // Reflection asks `baseUrl`'s server: a file without one is told so.
+        let problems = compiled(&REFLECTING.replace("baseUrl: http://127.0.0.1:9\n", ""), None).err().unwrap();
+        assert!(problems.iter().any(|p| p.location == "grpc.reflect" && p.message.contains("needs a `baseUrl`")));
     }
 
     #[test]

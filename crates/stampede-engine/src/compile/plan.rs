@@ -444,6 +444,12 @@ pub struct CompileOptions {
     pub seed: Option<u64>,
     /// This runner's index and the number of runners, for `runner.index` and `uniqueId()`.
     pub runner: Option<(u32, u32)>,
+    /// The services a server described by reflection (`grpc.reflect`, asked by [`prepare`]).
+    /// Without them such a scenario's methods and messages are not checked (`stampede
+    /// validate`, the operator): they are when it runs.
+    ///
+    /// [`prepare`]: crate::prepare
+    pub reflected: Option<prost_reflect::DescriptorPool>,
 }
 
 /// The flow being compiled: its scenario, the names taken in it, and its steps so far.
@@ -479,10 +485,13 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         slot_count: 0,
         seed,
         vars: Vec::new(),
-        protos: Default::default(),
+        protos: crate::compile::grpc::Protos::new(opts.reflected.clone()),
     };
     let shared_load = c.shared_load();
     let base_url = c.base_url_and_vars(opts.base_url.as_deref());
+    if file.grpc.as_ref().is_some_and(|g| g.reflect) && base_url.is_none() {
+        c.problems.add("grpc.reflect", "asks the server at `baseUrl` for its services: the scenario needs a `baseUrl`");
+    }
     c.data_sources(opts.data_partition);
     let (setup, setup_outputs) = c.setup_steps();
     let init = c.once_steps(INIT, &file.init);

@@ -562,6 +562,38 @@ scenarios:
     );
 }
 
+/// #25: with `grpc.reflect` each runner asks the server for its services when it starts; the
+/// operator does not call the service, and validates the rest of the scenario without them.
+#[test]
+fn a_grpc_scenario_that_asks_its_server_for_the_services_is_validated_without_them() {
+    let scenario = r#"
+name: reflect
+baseUrl: http://my-grpc-service.default.svc:50051
+grpc: {reflect: true}
+load: {executor: constant-vus, vus: 2, duration: 1m}
+scenarios:
+  - name: s
+    steps:
+      - name: get
+        grpc: {method: shop.v1.Catalog/GetProduct, message: {id: "{{ randomInt(1, 9) }}"}}
+thresholds:
+  - "latency{step:get}.p99 < 200ms"
+"#;
+    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({
+        "runners": 3,
+        "scenario": serde_yaml::from_str::<serde_json::Value>(scenario).unwrap(),
+    }))
+    .unwrap();
+    let lt = LoadTest::new("catalog", spec);
+    let plan = validate(&lt, scenario, "test").expect("the methods are checked by the runners");
+    assert_eq!(plan.step_keys.len(), 1);
+    // What does not depend on the server is still refused, by field.
+    let err = validate(&lt, &scenario.replace("step:get", "step:gte"), "test").unwrap_err().0;
+    assert!(err.contains("gte"), "{err}");
+    let err = validate(&lt, &scenario.replace("randomInt(1, 9)", "randomInt(1)"), "test").unwrap_err().0;
+    assert!(err.contains("step `get`: grpc.message:") && err.contains("`randomInt` takes 2"), "{err}");
+}
+
 /// Found on the real node: a runner pod deleted mid-run reported its partial results on
 /// SIGTERM, but the test ended at that first report, before the other runner (stopped by the
 /// Job controller a moment later) reported, and kept no figures at all. Now the other runners

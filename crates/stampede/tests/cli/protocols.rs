@@ -271,7 +271,7 @@ fn malformed_grpc_and_websocket_steps_exit_2_naming_file_line_column_and_field()
         err.contains("scenario.yaml:9:") && err.contains("grpc.method") && err.contains("no service `p.T`"),
         "{err}"
     );
-    assert!(err.contains("they define: p.S"), "{err}");
+    assert!(err.contains("the services known: p.S"), "{err}");
     let err = problems(&format!("{head}      - name: a\n        grpc: {{method: p.S/Put}}\n"), PROTO);
     assert!(err.contains("has no method `Put` (it has: Get)"), "{err}");
     // A message field that does not exist, nested too: its path, line and column.
@@ -383,6 +383,84 @@ scenarios:
     assert_eq!(step(&report, "status")["errorsByKind"]["FAILED_PRECONDITION"], 20, "{stdout}");
     assert!(stdout.contains("gRPC status FAILED_PRECONDITION: not now"), "grpc-message is shown: {stdout}");
     assert_eq!(step(&report, "deadline")["errorsByKind"]["DEADLINE_EXCEEDED"], 20, "{stdout}");
+}
+
+#[test]
+fn grpc_reflect_takes_the_services_from_the_servers_reflection_and_names_what_it_lacks() {
+    let server = interop_server();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = |base: &str, method: &str, message: &str| {
+        format!(
+            r#"
+name: reflection
+baseUrl: {base}
+load: {{executor: constant-vus, vus: 2, iterations: 10}}
+grpc: {{reflect: true}}
+scenarios:
+  - name: s
+    steps:
+      - name: unary
+        grpc:
+          method: grpc.testing.TestService/{method}
+          message: {message}
+        check: {{json: {{$.payload.body: {{equals: AAAAAA==}}}}}}
+        extract: {{size: {{json: $.payload.body}}}}
+      - name: server stream
+        grpc:
+          method: grpc.testing.TestService/StreamingOutputCall
+          message: {{responseParameters: [{{size: 1}}, {{size: 2}}]}}
+        check: {{json: {{"$[1].payload.body": {{equals: AAA=}}}}}}
+"#
+        )
+    };
+    let base = format!("http://127.0.0.1:{}", server.1);
+    // No .proto file: the server's reflection describes the service, its messages and imports.
+    let file = write_scenario(dir.path(), &scenario(&base, "UnaryCall", "{responseSize: 4}"));
+    let (run, report) = run_report(&file, dir.path());
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    assert_eq!(figures(&report, "unary"), (10, 0), "{stdout}");
+    assert_eq!(figures(&report, "server stream"), (10, 0), "{stdout}");
+    assert_eq!(messages(&report, "server stream"), (10, 20));
+    assert!(stdout.contains("(10 passed, 0 failed)"), "{stdout}");
+    // What only the server knows is checked when the run starts, at the step's field: exit 2.
+    for (method, message, wanted) in [
+        (
+            "NoSuchCall",
+            "{responseSize: 4}",
+            "grpc.method: service `grpc.testing.TestService` has no method `NoSuchCall`",
+        ),
+        ("UnaryCall", "{responseSize: 4, colour: red}", "grpc.message.colour: grpc.testing.SimpleRequest has no field"),
+    ] {
+        let file = write_scenario(dir.path(), &scenario(&base, method, message));
+        let run = stampede(&["run", file.to_str().unwrap()]);
+        let err = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{err}");
+        assert!(err.contains("scenario.yaml:") && err.contains(wanted), "{err}");
+        // Validation alone cannot ask the server: the rest of the file is checked, and passes.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let file = write_scenario(dir.path(), &scenario(&format!("http://127.0.0.1:{closed}"), method, message));
+        let validated = stampede(&["validate", file.to_str().unwrap()]);
+        assert_eq!(validated.status.code(), Some(0), "{}", text(&validated.stderr));
+    }
+    // A server without reflection (the built-in target) or none at all: the run cannot start.
+    let (_target, port) = start_target(&["--http2"]);
+    for (base, wanted) in [
+        (format!("http://127.0.0.1:{port}"), "offers no reflection service"),
+        ("http://127.0.0.1:9".to_string(), "connect to 127.0.0.1:9"),
+    ] {
+        let file = write_scenario(dir.path(), &scenario(&base, "UnaryCall", "{responseSize: 4}"));
+        let run = stampede(&["run", file.to_str().unwrap()]);
+        let err = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(3), "{err}");
+        assert!(
+            err.contains(&format!("asking {base} for its gRPC services by reflection")) && err.contains(wanted),
+            "{err}"
+        );
+    }
+    // The target was asked twice (reflection v1, then v1alpha), and sent nothing else.
+    let statuses = &target_stats(port)["grpc"]["statuses"];
+    assert_eq!(statuses, &serde_json::json!({"UNIMPLEMENTED": 2}));
 }
 
 #[test]
