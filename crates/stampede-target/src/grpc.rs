@@ -7,7 +7,8 @@
 //! - `Sum` (client streaming): the sum and number of the numbers sent.
 //! - `Chat` (bidirectional): each message answered as it comes.
 //!
-//! Any other path under a gRPC content type is `UNIMPLEMENTED`. The counters (calls by
+//! It offers server reflection too (`reflection.rs`). Any other path under a gRPC content type
+//! is `UNIMPLEMENTED`. The counters (calls by
 //! method, messages each way, statuses by name) are what tests compare reports with.
 
 use std::pin::Pin;
@@ -106,6 +107,8 @@ pub struct GrpcStats {
     messages_sent: AtomicU64,
     statuses: [AtomicU64; 17],
     echoed: AtomicU64,
+    /// Server reflection calls (counted apart from the service's calls, messages and statuses).
+    reflections: AtomicU64,
 }
 
 impl GrpcStats {
@@ -142,6 +145,7 @@ impl GrpcStats {
             "messagesReceived": self.messages_received(),
             "messagesSent": self.messages_sent(),
             "statuses": statuses,
+            "reflection": self.reflections.load(Ordering::Relaxed),
         })
     }
 
@@ -204,6 +208,15 @@ pub async fn serve(req: Request<Incoming>, stats: std::sync::Arc<crate::TargetSt
     let (tx, rx) = mpsc::channel(16);
     let mut response = Response::new(TargetBody::Frames(rx));
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    if crate::reflection::is_reflection(req.uri().path()) {
+        stats.grpc.reflections.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            let apart = GrpcStats::default();
+            let (code, message) = crate::reflection::serve(&Call { tx: &tx, stats: &apart }, req.into_body()).await;
+            let _ = tx.send(Frame::trailers(status_trailers(code, &message))).await;
+        });
+        return response;
+    }
     let Some(method) = method else {
         let path = req.uri().path().to_string();
         stats.grpc.ended(12);
@@ -232,16 +245,16 @@ pub async fn serve(req: Request<Incoming>, stats: std::sync::Arc<crate::TargetSt
 }
 
 /// A call's sending half and the counters.
-struct Call<'a> {
+pub(crate) struct Call<'a> {
     tx: &'a mpsc::Sender<Frame<Bytes>>,
-    stats: &'a GrpcStats,
+    pub(crate) stats: &'a GrpcStats,
 }
 
-type Status = (u32, String);
+pub(crate) type Status = (u32, String);
 
 impl Call<'_> {
     /// Sends one message; `false` when the client is gone.
-    async fn send(&self, message: &impl Message) -> bool {
+    pub(crate) async fn send(&self, message: &impl Message) -> bool {
         let mut buf = BytesMut::with_capacity(5 + message.encoded_len());
         buf.put_u8(0);
         buf.put_u32(message.encoded_len() as u32);
@@ -333,19 +346,19 @@ impl Call<'_> {
 }
 
 /// Length-prefixed messages read from a request body as they come.
-struct Messages {
+pub(crate) struct Messages {
     body: Incoming,
     buf: BytesMut,
     ended: bool,
 }
 
 impl Messages {
-    fn new(body: Incoming) -> Messages {
+    pub(crate) fn new(body: Incoming) -> Messages {
         Messages { body, buf: BytesMut::new(), ended: false }
     }
 
     /// The next message; `None` at the end of the stream.
-    async fn next<M: Message + Default>(&mut self, stats: &GrpcStats) -> Result<Option<M>, Status> {
+    pub(crate) async fn next<M: Message + Default>(&mut self, stats: &GrpcStats) -> Result<Option<M>, Status> {
         loop {
             if self.buf.len() >= 5 {
                 if self.buf[0] != 0 {

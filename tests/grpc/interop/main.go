@@ -2,7 +2,8 @@
 // (google.golang.org/grpc/interop), as grpc-go itself serves it. With -write-protos DIR it
 // writes the service's .proto files there (printed from the descriptors grpc-go compiled in)
 // and exits; otherwise it serves on -addr and prints the address it listens on. It offers
-// server reflection (grpc-go's reflection package) for the steps that ask for it.
+// server reflection (grpc-go's reflection package) for the steps that ask for it, unless
+// -no-reflection.
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on (loopback)")
 	protos := flag.String("write-protos", "", "write the TestService's .proto files into this folder and exit")
+	noReflection := flag.Bool("no-reflection", false, "do not offer server reflection")
 	flag.Parse()
 	if *protos != "" {
 		writeProtos(*protos)
@@ -37,7 +39,9 @@ func main() {
 	os.Stdout.Sync()
 	s := grpc.NewServer()
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
-	reflection.Register(s)
+	if !*noReflection {
+		reflection.Register(s)
+	}
 	log.Fatal(s.Serve(lis))
 }
 

@@ -674,9 +674,13 @@ mod tests {
         assert_eq!(line_column(text, 0), (1, 1));
     }
 
-    fn compiled(yaml: &str, reflected: Option<DescriptorPool>) -> Result<crate::Plan, Vec<crate::Problem>> {
-        let file = crate::parse_str(yaml, Path::new("s.yaml")).unwrap();
-        crate::compile(&file, &crate::CompileOptions { reflected, ..Default::default() })
+    fn compiled(
+        yaml: &str,
+        reflected: Option<DescriptorPool>,
+    ) -> Result<crate::compile::plan::Plan, Vec<crate::error::Problem>> {
+        let file = crate::compile::parse::parse_str(yaml, Path::new("s.yaml")).unwrap();
+        let opts = crate::compile::plan::CompileOptions { reflected, ..Default::default() };
+        crate::compile::plan::compile(&file, &opts)
     }
 
     const REFLECTING: &str = "name: r\nbaseUrl: http://127.0.0.1:9\ngrpc: {reflect: true}\n\

@@ -444,11 +444,9 @@ pub struct CompileOptions {
     pub seed: Option<u64>,
     /// This runner's index and the number of runners, for `runner.index` and `uniqueId()`.
     pub runner: Option<(u32, u32)>,
-    /// The services a server described by reflection (`grpc.reflect`, asked by [`prepare`]).
-    /// Without them such a scenario's methods and messages are not checked (`stampede
-    /// validate`, the operator): they are when it runs.
-    ///
-    /// [`prepare`]: crate::prepare
+    /// The services a server described by reflection (`grpc.reflect`, asked when a run is
+    /// prepared). Without them such a scenario's methods and messages are not checked
+    /// (`stampede validate`, the operator): they are when it runs.
     pub reflected: Option<prost_reflect::DescriptorPool>,
 }
 

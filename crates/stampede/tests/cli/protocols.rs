@@ -304,11 +304,16 @@ impl Drop for Interop {
 }
 
 fn interop_server() -> Interop {
+    interop_server_with(&[])
+}
+
+fn interop_server_with(args: &[&str]) -> Interop {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let built = std::process::Command::new("bash").arg(root.join("tests/grpc/interop.sh")).output().unwrap();
     assert!(built.status.success(), "tests/grpc/interop.sh: {}", text(&built.stderr));
     let dir = std::path::PathBuf::from(text(&built.stdout).trim());
     let mut child = std::process::Command::new(dir.join("server"))
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -443,10 +448,11 @@ scenarios:
         let validated = stampede(&["validate", file.to_str().unwrap()]);
         assert_eq!(validated.status.code(), Some(0), "{}", text(&validated.stderr));
     }
-    // A server without reflection (the built-in target) or none at all: the run cannot start.
-    let (_target, port) = start_target(&["--http2"]);
+    // A server without reflection (grpc-go's, told not to offer it) or none at all: the run
+    // cannot start, and says why.
+    let bare = interop_server_with(&["-no-reflection"]);
     for (base, wanted) in [
-        (format!("http://127.0.0.1:{port}"), "offers no reflection service"),
+        (format!("http://127.0.0.1:{}", bare.1), "offers no reflection service"),
         ("http://127.0.0.1:9".to_string(), "connect to 127.0.0.1:9"),
     ] {
         let file = write_scenario(dir.path(), &scenario(&base, "UnaryCall", "{responseSize: 4}"));
@@ -458,9 +464,46 @@ scenarios:
             "{err}"
         );
     }
-    // The target was asked twice (reflection v1, then v1alpha), and sent nothing else.
-    let statuses = &target_stats(port)["grpc"]["statuses"];
-    assert_eq!(statuses, &serde_json::json!({"UNIMPLEMENTED": 2}));
+}
+
+#[test]
+fn the_built_in_target_describes_its_service_by_reflection_and_counts_exactly() {
+    let (_target, port) = start_target(&["--http2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            r#"
+name: reflected target
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 3, iterations: 12}}
+grpc: {{reflect: true}}
+scenarios:
+  - name: s
+    steps:
+      - name: echo
+        grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: "vu {{{{ vu.id }}}}"}}}}
+        check: {{json: {{$.text: {{equals: "vu {{{{ vu.id }}}}"}}}}}}
+      - name: chat
+        grpc: {{method: stampede.target.v1.Target/Chat, messages: [{{text: a}}, {{text: b}}]}}
+        check: {{json: {{"$[1].seq": {{equals: 2}}}}}}
+"#
+        ),
+    );
+    let (run, report) = run_report(&file, dir.path());
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+    let grpc = target_stats(port)["grpc"].clone();
+    // One reflection call (v1, answered), and apart from it exactly the load's calls.
+    assert_eq!(grpc["reflection"], 1, "{grpc}");
+    assert_eq!((figures(&report, "echo"), figures(&report, "chat")), ((12, 0), (12, 0)), "{stdout}");
+    assert_eq!((grpc["calls"]["Echo"].as_u64(), grpc["calls"]["Chat"].as_u64()), (Some(12), Some(12)));
+    assert_eq!(grpc["statuses"], serde_json::json!({"OK": 24}));
+    let sent = messages(&report, "echo").0 + messages(&report, "chat").0;
+    let received = messages(&report, "echo").1 + messages(&report, "chat").1;
+    assert_eq!((sent, received), (36, 36));
+    assert_eq!((grpc["messagesReceived"].as_u64(), grpc["messagesSent"].as_u64()), (Some(sent), Some(received)));
+    assert!(stdout.contains("(12 passed, 0 failed)"), "{stdout}");
 }
 
 #[test]
