@@ -215,6 +215,54 @@ thresholds: ["latency.p99 < 150ms"]
     assert_eq!(&rates[..3], [120.0, 150.0, 187.5], "each rising plateau 1.25 times the one before");
 }
 
+/// #25: a capacity search of gRPC calls finds the same known capacity (the target's gRPC
+/// service takes its service time and concurrency too: 3 at once × 10 ms = 300/s), with the
+/// service described by the target's reflection.
+#[test]
+fn a_grpc_services_known_capacity_is_found_like_an_http_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("grpc.yaml");
+    std::fs::write(
+        &scenario,
+        r#"
+name: grpc-capacity
+baseUrl: builtin
+builtinTarget: {serviceTime: 10ms, concurrency: 3}
+grpc: {reflect: true}
+load:
+  executor: capacity
+  startRate: 120
+  stepFactor: 1.25
+  plateau: 3s
+  warmup: 1s
+  maxRate: 1000
+  stopAfter: 1
+  refine: 3
+  preAllocatedVUs: 20
+  maxVUs: 200
+  gracefulStop: 1s
+scenarios:
+  - name: s
+    steps:
+      - {name: echo, grpc: {method: stampede.target.v1.Target/Echo, message: {text: hi}}}
+thresholds: ["latency{step:echo}.p99 < 150ms"]
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr, report) = run(&scenario);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let c = &report["capacity"];
+    let found = c["capacity"].as_f64().expect("a capacity");
+    assert!((found - 300.0).abs() <= 30.0, "found {found}/s, known 300/s\n{stdout}");
+    assert_eq!(c["limit"].as_str(), Some("service"), "{stdout}");
+    assert!(c["limitedBy"].as_str().unwrap().contains("`latency{step:echo}.p99 < 150ms`"), "{}", c["limitedBy"]);
+    // Every call the plateaus measured is one of the report's gRPC calls.
+    let measured: u64 = c["plateaus"].as_array().unwrap().iter().map(|p| p["requests"].as_u64().unwrap()).sum();
+    let echo = report["steps"].as_array().unwrap().iter().find(|s| s["step"] == "echo").unwrap();
+    assert!(echo["requests"].as_u64().unwrap() >= measured && measured > 0, "{echo}");
+    assert_eq!(echo["messages"]["sent"], echo["requests"], "one message per unary call");
+}
+
 /// #24: a refining plateau a tick long (`plateau: 2s` refines for 1 s after a 500 ms warm-up,
 /// and the first tick past it comes at its end) is measured, never judged on a window of nothing
 /// ("achieved 0.0/s", and counted).

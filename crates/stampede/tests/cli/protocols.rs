@@ -615,3 +615,58 @@ scenarios:
     let (_, report) = run_report(&file, dir.path());
     assert_eq!(report["total"]["errorsByKind"]["tls"], 20, "{}", report["total"]);
 }
+
+/// gRPC runs as baselines: a threshold on one gRPC status is judged against the earlier run's
+/// count of it, and `stampede compare` lays the gRPC steps side by side like HTTP ones.
+#[test]
+fn grpc_runs_are_baselines_and_compare_like_http_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_scenario(
+        dir.path(),
+        r#"
+name: grpc-baseline
+baseUrl: builtin
+grpc: {reflect: true}
+load: {executor: constant-vus, vus: 2, iterations: 40}
+scenarios:
+  - name: s
+    steps:
+      - {name: echo, grpc: {method: stampede.target.v1.Target/Echo, message: {text: hi}}}
+      - {name: failing, grpc: {method: stampede.target.v1.Target/Echo, message: {text: hi, status: 14}}}
+thresholds:
+  - "errors{kind:UNAVAILABLE}.count <= baseline"
+  - "errors{kind:UNAVAILABLE}.count < baseline"
+  - "latency{step:echo}.p99 < baseline * 1000"
+"#,
+    );
+    let (base, new) = (dir.path().join("base.json"), dir.path().join("new.json"));
+    let first = stampede(&["run", file.to_str().unwrap(), "--quiet", "--out", base.to_str().unwrap()]);
+    assert_eq!(first.status.code(), Some(1), "no baseline: the relative thresholds are not judged");
+    let run = stampede(&[
+        "run",
+        file.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        new.to_str().unwrap(),
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(1), "one threshold fails: {}", text(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&new).unwrap()).unwrap();
+    let verdicts = report["thresholds"].as_array().unwrap();
+    let judged: Vec<(bool, Option<f64>)> =
+        verdicts.iter().map(|v| (v["passed"].as_bool().unwrap(), v["baseline"].as_f64())).collect();
+    assert_eq!(judged[..2], [(true, Some(40.0)), (false, Some(40.0))], "{verdicts:?}");
+    assert!(judged[2].0 && judged[2].1.is_some(), "{verdicts:?}");
+    let compared = stampede(&["compare", base.to_str().unwrap(), new.to_str().unwrap(), "--details"]);
+    let table = text(&compared.stdout);
+    assert_eq!(compared.status.code(), Some(0), "{table}{}", text(&compared.stderr));
+    for step in ["s/echo", "s/failing"] {
+        let rows: Vec<&str> = table.lines().skip_while(|l| !l.starts_with(step)).take(9).collect();
+        let requests = rows.iter().find(|l| l.contains("requests")).unwrap_or_else(|| panic!("{step}: {table}"));
+        assert_eq!(requests.split_whitespace().collect::<Vec<_>>()[1..4], ["40", "40", "+0.0"], "{table}");
+        let errors = rows.iter().find(|l| l.contains("error %")).unwrap();
+        let wanted = if step == "s/echo" { "0.000" } else { "100.000" };
+        assert_eq!(errors.split_whitespace().collect::<Vec<_>>()[2..4], [wanted, wanted], "{table}");
+    }
+}
