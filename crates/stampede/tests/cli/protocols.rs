@@ -670,3 +670,26 @@ thresholds:
         assert_eq!(errors.split_whitespace().collect::<Vec<_>>()[2..4], [wanted, wanted], "{table}");
     }
 }
+
+/// The README's one-command examples run clean against the built-in target (shortened to a
+/// fixed number of iterations): no error, every check and threshold passed, every step ran.
+#[test]
+fn the_grpc_and_websocket_examples_run_clean_in_one_command() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    for (example, steps) in
+        [("grpc", ["echo", "count", "sum", "chat"].as_slice()), ("websocket", &["echo", "join", "leave"])]
+    {
+        let file = root.join(format!("examples/{example}.yaml"));
+        let out = dir.path().join(format!("{example}.json"));
+        let run = stampede(&["run", file.to_str().unwrap(), "-n", "30", "--quiet", "--out", out.to_str().unwrap()]);
+        assert_eq!(run.status.code(), Some(0), "{example}: {}{}", text(&run.stdout), text(&run.stderr));
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        for name in steps {
+            assert_eq!(figures(&report, name), (30, 0), "{example}: {name}");
+        }
+        let checks = report["checks"].as_array().unwrap();
+        assert!(!checks.is_empty() && checks.iter().all(|c| c["passes"] == 30 && c["fails"] == 0), "{checks:?}");
+        assert!(report["thresholds"].as_array().unwrap().iter().all(|v| v["passed"] == true), "{example}");
+    }
+}
