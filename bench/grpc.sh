@@ -217,7 +217,7 @@ ratio = s["cpu"] / g["cpu"] if g["cpu"] else float("nan")
 goal = "meets" if ratio <= 0.5 else "misses"
 lines += [
     "",
-    f"CPU per call, stampede / ghz: **{ratio:.2f}×** (goal ≤ 0.5×: {goal} it).",
+    f"CPU per call, stampede / ghz: **{ratio:.2f}×** (goal ≤ 0.5×: {goal} it). ghz's errors, if any, are the calls in flight when its duration ends (`Unavailable: transport is closing`), not the server's; CPU per call counts OK calls only.",
     "",
     f"WebSocket, idle sockets: one runner (`--threads 1`) holding {sockets:,} sockets to `stampede target` for {hold} s: "
     f"peak RSS {rssn / 1e6:.1f} MB against {rss1 / 1e6:.1f} MB with one socket: **{(rssn - rss1) / max(sockets - 1, 1) / 1024:.1f} KiB per socket** "
