@@ -71,12 +71,8 @@ fn located(err: ScenarioError, text: &str, parsed: &ScenarioFile) -> ScenarioErr
 
 /// Whether the scenario sends gRPC calls or asks for HTTP/2: the built-in target then speaks it.
 fn speaks_http2(file: &ScenarioFile) -> bool {
-    fn any_grpc(steps: &[stampede_model::scenario::Step]) -> bool {
-        steps.iter().any(|s| s.grpc.is_some() || any_grpc(&s.steps))
-    }
     file.http.version != stampede_model::scenario::HttpVersion::Http11
-        || [&file.init, &file.setup, &file.teardown].iter().any(|s| any_grpc(s))
-        || file.scenarios.iter().any(|s| any_grpc(&s.steps))
+        || !crate::compile::grpc::grpc_methods(file).is_empty()
 }
 
 /// Compiles the file, starting the built-in target first when `baseUrl: builtin`.

@@ -276,13 +276,13 @@ fn merged(mut served: DescriptorPool, compiled: &DescriptorPool, problems: &mut 
     }
 }
 
-/// A service for each one the steps name that `compiled` lacks, whose methods take and give any message
-/// (`google.protobuf.Struct`, streams both ways): what validation checks a `grpc.reflect`
-/// scenario against before the server is asked.
+/// A service for each one the steps name that `compiled` lacks, whose methods take and give
+/// any message (`google.protobuf.Struct`, streams both ways): what validation checks a
+/// `grpc.reflect` scenario against before the server is asked.
 fn stand_ins(file: &ScenarioFile, compiled: &DescriptorPool, problems: &mut Problems) -> Option<DescriptorPool> {
     let mut services: BTreeMap<&str, BTreeMap<&str, std::collections::BTreeSet<&str>>> = BTreeMap::new();
     for name in grpc_methods(file) {
-        let Some((service, method)) = name.trim().trim_start_matches('/').rsplit_once('/') else { continue };
+        let Some((service, method)) = service_and_method(name) else { continue };
         if compiled.get_service_by_name(service).is_some() {
             continue;
         }
@@ -314,6 +314,11 @@ fn stand_ins(file: &ScenarioFile, compiled: &DescriptorPool, problems: &mut Prob
             None
         }
     }
+}
+
+/// `package.Service` and `Method` of a step's `method`.
+pub(crate) fn service_and_method(name: &str) -> Option<(&str, &str)> {
+    name.trim().trim_start_matches('/').rsplit_once('/')
 }
 
 /// The methods `file`'s `grpc` steps name (setup, init, scenarios and teardown, in blocks too).
@@ -548,9 +553,8 @@ fn grpc_timeout(d: Duration) -> String {
 
 /// The method `package.Service/Method`, or why it is not there.
 fn find_method(pool: &DescriptorPool, name: &str) -> Result<MethodDescriptor, String> {
-    let name = name.trim();
-    let Some((service, method)) = name.trim_start_matches('/').rsplit_once('/') else {
-        return Err(format!("`{name}` is not `package.Service/Method`"));
+    let Some((service, method)) = service_and_method(name) else {
+        return Err(format!("`{}` is not `package.Service/Method`", name.trim()));
     };
     let known = || pool.services().map(|s| s.full_name().to_string()).collect::<Vec<_>>().join(", ");
     let Some(svc) = pool.get_service_by_name(service) else {

@@ -14,7 +14,7 @@ use prost_reflect::prost_types::FileDescriptorProto;
 use stampede_model::ErrorKind;
 use stampede_model::scenario::ScenarioFile;
 
-use crate::compile::grpc::{compile_sources, grpc_methods};
+use crate::compile::grpc::{compile_sources, grpc_methods, service_and_method};
 use crate::compile::plan::{CompileOptions, compile};
 use crate::error::RunError;
 use crate::run::once::{Once, run_once};
@@ -79,10 +79,8 @@ pub(crate) fn ask(file: &ScenarioFile, opts: &CompileOptions) -> Result<Descript
 
 fn ask_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<DescriptorPool, RunError> {
     let base = opts.base_url.clone().or_else(|| file.base_url.clone()).unwrap_or_default();
-    let services: BTreeSet<String> = grpc_methods(file)
-        .into_iter()
-        .filter_map(|m| m.trim().trim_start_matches('/').rsplit_once('/').map(|(s, _)| s.to_string()))
-        .collect();
+    let services: BTreeSet<String> =
+        grpc_methods(file).into_iter().filter_map(|m| service_and_method(m).map(|(s, _)| s.to_string())).collect();
     let fail = |why: String| RunError::Other(format!("asking {base} for its gRPC services by reflection: {why}"));
     let mut last = String::new();
     for package in PACKAGES {
