@@ -208,16 +208,18 @@ pub async fn serve(req: Request<Incoming>, stats: std::sync::Arc<crate::TargetSt
     let (tx, rx) = mpsc::channel(16);
     let mut response = Response::new(TargetBody::Frames(rx));
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    if crate::reflection::is_reflection(req.uri().path()) {
-        stats.grpc.reflections.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(async move {
-            let apart = GrpcStats::default();
-            let (code, message) = crate::reflection::serve(&Call { tx: &tx, stats: &apart }, req.into_body()).await;
-            let _ = tx.send(Frame::trailers(status_trailers(code, &message))).await;
-        });
-        return response;
-    }
     let Some(method) = method else {
+        // Not one of the service's methods (looked up first: the load's calls are).
+        if crate::reflection::is_reflection(req.uri().path()) {
+            stats.grpc.reflections.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let apart = GrpcStats::default();
+                let call = Call { tx: &tx, stats: &apart };
+                let (code, message) = crate::reflection::serve(&call, req.into_body()).await;
+                let _ = tx.send(Frame::trailers(status_trailers(code, &message))).await;
+            });
+            return response;
+        }
         let path = req.uri().path().to_string();
         stats.grpc.ended(12);
         return trailers_only(12, &format!("unknown method {path}"));
