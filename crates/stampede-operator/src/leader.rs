@@ -159,6 +159,47 @@ where
     }
 }
 
+/// An executor for the controllers' HTTP client that runs each connection's task only while
+/// the [`Fence`] holds: polled once it no longer holds, the task ends and its connection closes
+/// without writing another byte. A connection's task is where a request's bytes are written,
+/// and a request passes [`FenceLayer`] some time before that (the connection is checked out,
+/// the request queued for its task): frozen in between, a replica would otherwise send the
+/// request when it wakes. Checked here, the check and the write happen in the same poll.
+#[derive(Clone, Debug)]
+pub struct FencedExecutor(pub Fence);
+
+impl hyper::rt::Executor<Pin<Box<dyn Future<Output = ()> + Send>>> for FencedExecutor {
+    fn execute(&self, task: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        tokio::spawn(FencedTask { fence: self.0.clone(), task });
+    }
+}
+
+/// A task that ends, unpolled, once its fence no longer holds.
+struct FencedTask {
+    fence: Fence,
+    task: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl Future for FencedTask {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.fence.holds() {
+            return Poll::Ready(());
+        }
+        self.task.as_mut().poll(cx)
+    }
+}
+
+/// The client the controllers write through: [`FenceLayer`] refuses a write when it is made,
+/// and [`FencedExecutor`] closes the connections before they write anything once `fence` no
+/// longer holds. Reads stop too then: the replica is about to exit.
+pub fn fenced_client(config: kube::Config, fence: Fence) -> Result<Client, kube::Error> {
+    Ok(kube::client::ClientBuilder::try_from((config, FencedExecutor(fence.clone())))?
+        .with_layer(&FenceLayer(fence))
+        .build())
+}
+
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -595,6 +636,61 @@ mod tests {
         for timing in bad {
             assert!(matches!(timing.check(), Err(Error::Timing(t)) if t == timing), "{timing:?}");
         }
+    }
+
+    /// A request made while the fence held, queued for its connection's task, and the fence
+    /// closing before that task ran (a replica frozen in between, waking past its deadline):
+    /// an unfenced connection writes the request when it runs; a fenced one closes unwritten.
+    #[tokio::test]
+    async fn a_request_queued_before_the_fence_closed_is_not_written_after() {
+        type Executor = Box<dyn Fn(Fence) -> Option<FencedExecutor>>;
+        let fenced: Executor = Box::new(|fence| Some(FencedExecutor(fence)));
+        let unfenced: Executor = Box::new(|_| None);
+        for (executor, written) in [(unfenced, vec!["GET /first", "PUT /second"]), (fenced, vec!["GET /first"])] {
+            let (addr, seen) = recording_server().await;
+            let fence = Fence::until(Instant::now() + secs(600));
+            let builder = match executor(fence.clone()) {
+                Some(fenced) => hyper_util::client::legacy::Client::builder(fenced),
+                None => hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()),
+            };
+            let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+                builder.build_http();
+            let request = |method: &str, path: &str| {
+                http::Request::builder()
+                    .method(method)
+                    .uri(format!("http://{addr}{path}"))
+                    .body(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")))
+                    .unwrap()
+            };
+            client.request(request("GET", "/first")).await.unwrap();
+            let mut put = Box::pin(client.request(request("PUT", "/second")));
+            assert!(futures::poll!(&mut put).is_pending(), "queued for the connection's task");
+            fence.set(Instant::now());
+            let put = put.await;
+            assert_eq!(put.is_ok(), written.len() == 2, "{put:?}");
+            assert_eq!(*seen.lock().unwrap(), written);
+        }
+    }
+
+    /// An HTTP/1 server on loopback that answers `{}` and records each request it receives.
+    async fn recording_server() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let log = log.clone();
+                let service = hyper::service::service_fn(move |r: http::Request<hyper::body::Incoming>| {
+                    log.lock().unwrap().push(format!("{} {}", r.method(), r.uri().path()));
+                    let body = http_body_util::Full::new(bytes::Bytes::from_static(b"{}"));
+                    std::future::ready(Ok::<_, std::convert::Infallible>(http::Response::new(body)))
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+            }
+        });
+        (addr, seen)
     }
 
     #[test]

@@ -95,17 +95,15 @@ async fn main() -> anyhow::Result<()> {
         });
         let timing = leader::Timing::default();
         // Every write checks that this replica still leads — in the shell before it acts, and
-        // in the controllers' client when the request goes out — so that one frozen past its
+        // in the controllers' client when a request is made and again in its connection's task
+        // as it writes the bytes (`leader::fenced_client`) — so that one frozen past its
         // renew deadline writes nothing when it wakes. The Lease itself is renewed through
         // `client`, which is not fenced.
         let fence = leader::Fence::until(tokio::time::Instant::now());
         let mut leadership =
             leader::lead_fencing(client.clone(), lease_ns, "stampede-operator", &me, timing, fence.clone()).await?;
         options.fence = fence.clone();
-        let client = kube::client::ClientBuilder::try_from(config)
-            .context("cannot reach the Kubernetes API")?
-            .with_layer(&leader::FenceLayer(fence))
-            .build();
+        let client = leader::fenced_client(config, fence).context("cannot reach the Kubernetes API")?;
         metrics.leader.set(1);
         tracing::info!("leading; watching LoadTests in {scope}");
         tokio::select! {
