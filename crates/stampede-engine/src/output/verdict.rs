@@ -6,6 +6,13 @@
 //!   (two standard errors of the difference of the two runs' interval means);
 //! - for the tail (p99, p99.9, max), how far the next figure up lies in either run: a handful of
 //!   samples sets the tail, and one more or one fewer slow request moves it that far;
+//! - how far the figure moves by sampling alone, given how many samples each run has: two
+//!   standard errors of the difference of two runs' quantiles (in quantile, `q(1-q)/n` each),
+//!   read off each run's own percentiles as a latency; for the error rate, two standard errors
+//!   of the difference of two proportions; for the rate, two standard errors of the difference
+//!   of two counts, each counted as a Poisson count (relative error one in √n). Two runs of 40
+//!   requests each cannot tell a p50 apart by a few samples' worth, an error rate by one error,
+//!   nor a rate by a few per cent;
 //! - a floor relative to the base: 5 % (p50 to p95, req/s), 10 % (p99), 20 % (p99.9), and 0.5
 //!   percentage points for the error rate; and 50 µs for any latency (the timer's grain);
 //! - for a tail figure that rests on fewer than 5 samples beyond it (the max on one), the base
@@ -15,7 +22,7 @@
 
 use std::fmt::Write as _;
 
-use stampede_model::report::{Report, StepSummary, TimelinePoint};
+use stampede_model::report::{LatencySummary, Report, StepSummary, TimelinePoint};
 
 /// Which way a figure went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -108,6 +115,71 @@ fn floor(metric: &str, base: f64) -> f64 {
     .max(if metric == "rps" || metric == "errors.rate" { 0.0 } else { 0.05 })
 }
 
+/// The quantile (0–1) a latency figure stands for; `None` for the max and the other figures.
+fn quantile(metric: &str) -> Option<f64> {
+    match metric {
+        "p50" => Some(0.5),
+        "p90" => Some(0.9),
+        "p95" => Some(0.95),
+        "p99" => Some(0.99),
+        "p99.9" => Some(0.999),
+        _ => None,
+    }
+}
+
+/// The latency at quantile `q` of a run, read off its summary's points (min, percentiles, max)
+/// in straight lines between them.
+fn latency_at(l: &LatencySummary, q: f64) -> f64 {
+    let points = [
+        (0.0, l.min),
+        (0.5, l.p50),
+        (0.75, l.p75),
+        (0.9, l.p90),
+        (0.95, l.p95),
+        (0.99, l.p99),
+        (0.999, l.p999),
+        (1.0, l.max),
+    ];
+    let q = q.clamp(0.0, 1.0);
+    points.windows(2).find(|pair| q <= pair[1].0).map_or(l.max, |pair| {
+        let ((q0, v0), (q1, v1)) = (pair[0], pair[1]);
+        v0 + (v1 - v0) * (q - q0) / (q1 - q0)
+    })
+}
+
+/// How far the figure moves between two runs by sampling alone (two standard errors of the
+/// difference), in the figure's unit: a quantile's band, turned into a latency by each run's
+/// own percentiles (the wider of the two), or the error rate's in percentage points.
+fn sampling(metric: &str, b: &StepSummary, n: &StepSummary) -> f64 {
+    if metric == "rps" {
+        if b.requests == 0 || n.requests == 0 {
+            return 0.0;
+        }
+        return 2.0 * b.rps * (1.0 / b.requests as f64 + 1.0 / n.requests as f64).sqrt();
+    }
+    if metric == "errors.rate" {
+        let (rb, rn) = (b.requests as f64, n.requests as f64);
+        if rb == 0.0 || rn == 0.0 {
+            return 0.0;
+        }
+        let p = (b.errors + n.errors) as f64 / (rb + rn);
+        return 2.0 * (p * (1.0 - p) * (1.0 / rb + 1.0 / rn)).sqrt() * 100.0;
+    }
+    let Some(q) = quantile(metric) else { return 0.0 };
+    let (sb, sn) = (b.responses as f64, n.responses as f64);
+    if sb == 0.0 || sn == 0.0 {
+        return 0.0;
+    }
+    let dq = 2.0 * (q * (1.0 - q) * (1.0 / sb + 1.0 / sn)).sqrt();
+    [b, n]
+        .iter()
+        .map(|s| {
+            let (l, at) = (&s.latency_ms, latency_at(&s.latency_ms, q));
+            (latency_at(l, q + dq) - at).max(at - latency_at(l, q - dq))
+        })
+        .fold(0.0, f64::max)
+}
+
 /// The figure's value in an interval `p` of a timeline (`None`: the interval does not have it).
 fn interval_value(p: &TimelinePoint, step: Option<(&str, &str)>, metric: &str) -> Option<f64> {
     let (p50, p90, p99, max, requests, errors) = match step {
@@ -184,7 +256,8 @@ fn judge_figure(
         _ => f64::INFINITY,
     };
     let sparse = beyond(b).min(beyond(n)) < 5.0;
-    let noise = within_runs.max(tail).max(floor(metric, bv)).max(if sparse { bv } else { 0.0 });
+    let noise =
+        within_runs.max(tail).max(sampling(metric, b, n)).max(floor(metric, bv)).max(if sparse { bv } else { 0.0 });
     let direction = if (nv - bv).abs() <= noise {
         Direction::Noise
     } else if (nv > bv) == higher_better {
@@ -320,6 +393,7 @@ mod tests {
         StepSummary {
             rps,
             requests: 1000,
+            responses: 1000,
             latency_ms: LatencySummary {
                 mean: p50,
                 min: p50 / 2.0,
@@ -371,6 +445,75 @@ mod tests {
         assert_eq!(FailOn::parse("p99:+10%").unwrap().broken(&judge(&base, &same)), None);
         assert!(FailOn::parse("rps:-5%").unwrap().broken(&judged).is_some());
         assert_eq!(FailOn::parse("rps:-80%").unwrap().broken(&judged), None, "-68 % is not past -80 %");
+    }
+
+    /// Runs of `requests` requests, `errors` of them failed, whose latencies lie between 0.8 and
+    /// 3 ms, plus `shift`, with the p50 at `p50` + `shift`.
+    fn run(p50: f64, shift: f64, requests: u64, errors: u64) -> Report {
+        let at = |v: f64| v + shift;
+        report(StepSummary {
+            requests,
+            responses: requests - errors,
+            errors,
+            error_rate: errors as f64 / requests as f64,
+            rps: 100.0,
+            latency_ms: LatencySummary {
+                mean: at(p50),
+                min: at(0.8),
+                p50: at(p50),
+                p75: at(1.9),
+                p90: at(2.2),
+                p95: at(2.4),
+                p99: at(2.8),
+                p999: at(3.0),
+                max: at(3.0),
+            },
+            ..StepSummary::default()
+        })
+    }
+
+    #[test]
+    fn a_few_samples_more_or_less_is_noise_in_a_small_run_and_not_in_a_large_one() {
+        let verdict = |base: &Report, new: &Report, metric: &str| {
+            let judged = judge(base, new);
+            judged.into_iter().find(|j| j.step == "total" && j.metric == metric).unwrap()
+        };
+        // Of 40 samples, the p50 moving from 1.2 to 1.5 ms is a few samples' ranks: noise. Of
+        // 10,000, it is not.
+        let p50 = verdict(&run(1.2, 0.0, 40, 0), &run(1.5, 0.0, 40, 0), "p50");
+        assert_eq!(p50.direction, Direction::Noise, "{p50:?}");
+        assert!(p50.noise > 0.5, "the band reaches up the base's own distribution: {p50:?}");
+        let p50 = verdict(&run(1.2, 0.0, 10_000, 0), &run(1.5, 0.0, 10_000, 0), "p50");
+        assert_eq!(p50.direction, Direction::Worse, "{p50:?}");
+        // One error in 40 against none: noise; 2.5 % of 10,000 against none: worse.
+        let errors = verdict(&run(1.2, 0.0, 40, 0), &run(1.2, 0.0, 40, 1), "errors.rate");
+        assert_eq!(errors.direction, Direction::Noise, "{errors:?}");
+        let errors = verdict(&run(1.2, 0.0, 10_000, 0), &run(1.2, 0.0, 10_000, 250), "errors.rate");
+        assert_eq!(errors.direction, Direction::Worse, "{errors:?}");
+        // A rate 10 % up over 40 requests: noise; over 10,000: better.
+        let faster = |requests| {
+            let mut new = run(1.2, 0.0, requests, 0);
+            new.total.rps = 110.0;
+            verdict(&run(1.2, 0.0, requests, 0), &new, "rps")
+        };
+        assert_eq!(faster(40).direction, Direction::Noise, "{:?}", faster(40));
+        assert_eq!(faster(10_000).direction, Direction::Better, "{:?}", faster(10_000));
+        // 20 ms slower is worse however few the samples.
+        let slow = judge(&run(1.2, 0.0, 40, 0), &run(1.2, 20.0, 40, 0));
+        for metric in ["p50", "p90", "p95"] {
+            let j = slow.iter().find(|j| j.metric == metric).unwrap();
+            assert_eq!(j.direction, Direction::Worse, "{j:?}");
+        }
+    }
+
+    #[test]
+    fn the_latency_at_a_quantile_lies_on_the_lines_between_the_summarys_points() {
+        let l = run(1.2, 0.0, 40, 0).total.latency_ms;
+        assert_eq!(latency_at(&l, 0.5), 1.2);
+        assert!((latency_at(&l, 0.625) - 1.55).abs() < 1e-9, "{}", latency_at(&l, 0.625));
+        assert!((latency_at(&l, 0.25) - 1.0).abs() < 1e-9);
+        assert_eq!(latency_at(&l, -0.1), 0.8);
+        assert_eq!(latency_at(&l, 1.2), 3.0);
     }
 
     #[test]
