@@ -148,36 +148,34 @@ fn latency_at(l: &LatencySummary, q: f64) -> f64 {
 }
 
 /// How far the figure moves between two runs by sampling alone (two standard errors of the
-/// difference), in the figure's unit: a quantile's band, turned into a latency by each run's
-/// own percentiles (the wider of the two), or the error rate's in percentage points.
-fn sampling(metric: &str, b: &StepSummary, n: &StepSummary) -> f64 {
+/// difference), in the figure's unit. For a latency: each run's quantile band (`q(1-q)/n` of
+/// its own samples) turned into a latency by its own percentiles, on the side the change went
+/// (the base's upper side and the new run's lower side when it rose), in quadrature; a run with
+/// a long tail above its p50 does not widen the band of a p50 that rose. For the error rate:
+/// two proportions'; for the rate: two Poisson counts' (relative error one in √n).
+fn sampling(metric: &str, (b, bv): (&StepSummary, f64), (n, nv): (&StepSummary, f64)) -> f64 {
+    if b.requests == 0 || n.requests == 0 {
+        return 0.0;
+    }
+    let (rb, rn) = (b.requests as f64, n.requests as f64);
     if metric == "rps" {
-        if b.requests == 0 || n.requests == 0 {
-            return 0.0;
-        }
-        return 2.0 * b.rps * (1.0 / b.requests as f64 + 1.0 / n.requests as f64).sqrt();
+        return 2.0 * bv * (1.0 / rb + 1.0 / rn).sqrt();
     }
     if metric == "errors.rate" {
-        let (rb, rn) = (b.requests as f64, n.requests as f64);
-        if rb == 0.0 || rn == 0.0 {
-            return 0.0;
-        }
         let p = (b.errors + n.errors) as f64 / (rb + rn);
         return 2.0 * (p * (1.0 - p) * (1.0 / rb + 1.0 / rn)).sqrt() * 100.0;
     }
     let Some(q) = quantile(metric) else { return 0.0 };
-    let (sb, sn) = (b.responses as f64, n.responses as f64);
-    if sb == 0.0 || sn == 0.0 {
-        return 0.0;
-    }
-    let dq = 2.0 * (q * (1.0 - q) * (1.0 / sb + 1.0 / sn)).sqrt();
-    [b, n]
-        .iter()
-        .map(|s| {
-            let (l, at) = (&s.latency_ms, latency_at(&s.latency_ms, q));
-            (latency_at(l, q + dq) - at).max(at - latency_at(l, q - dq))
-        })
-        .fold(0.0, f64::max)
+    let side = |s: &StepSummary, up: bool| {
+        if s.responses == 0 {
+            return 0.0;
+        }
+        let dq = 2.0 * (q * (1.0 - q) / s.responses as f64).sqrt();
+        let (l, at) = (&s.latency_ms, latency_at(&s.latency_ms, q));
+        if up { latency_at(l, q + dq) - at } else { at - latency_at(l, q - dq) }
+    };
+    let rose = nv >= bv;
+    side(b, rose).hypot(side(n, !rose))
 }
 
 /// The figure's value in an interval `p` of a timeline (`None`: the interval does not have it).
@@ -256,8 +254,11 @@ fn judge_figure(
         _ => f64::INFINITY,
     };
     let sparse = beyond(b).min(beyond(n)) < 5.0;
-    let noise =
-        within_runs.max(tail).max(sampling(metric, b, n)).max(floor(metric, bv)).max(if sparse { bv } else { 0.0 });
+    let noise = within_runs.max(tail).max(sampling(metric, (b, bv), (n, nv))).max(floor(metric, bv)).max(if sparse {
+        bv
+    } else {
+        0.0
+    });
     let direction = if (nv - bv).abs() <= noise {
         Direction::Noise
     } else if (nv > bv) == higher_better {
@@ -482,7 +483,7 @@ mod tests {
         // 10,000, it is not.
         let p50 = verdict(&run(1.2, 0.0, 40, 0), &run(1.5, 0.0, 40, 0), "p50");
         assert_eq!(p50.direction, Direction::Noise, "{p50:?}");
-        assert!(p50.noise > 0.5, "the band reaches up the base's own distribution: {p50:?}");
+        assert!(p50.noise > 0.3, "a few ranks of each run's own distribution, not the 5 % floor: {p50:?}");
         let p50 = verdict(&run(1.2, 0.0, 10_000, 0), &run(1.5, 0.0, 10_000, 0), "p50");
         assert_eq!(p50.direction, Direction::Worse, "{p50:?}");
         // One error in 40 against none: noise; 2.5 % of 10,000 against none: worse.
@@ -498,6 +499,16 @@ mod tests {
         };
         assert_eq!(faster(40).direction, Direction::Noise, "{:?}", faster(40));
         assert_eq!(faster(10_000).direction, Direction::Better, "{:?}", faster(10_000));
+        // A p50 10 % up over 40 requests, the new run with a long tail above it: the base's
+        // upper side and the new run's lower side decide, not the tail: worse.
+        let mut tailed = run(1.2, 0.0, 40, 0);
+        tailed.total.latency_ms.p50 = 1.32;
+        tailed.total.latency_ms.min = 1.25;
+        tailed.total.latency_ms.p75 = 30.0;
+        let mut tight = run(1.2, 0.0, 40, 0);
+        tight.total.latency_ms.p75 = 1.21;
+        let p50 = verdict(&tight, &tailed, "p50");
+        assert_eq!(p50.direction, Direction::Worse, "{p50:?}");
         // 20 ms slower is worse however few the samples.
         let slow = judge(&run(1.2, 0.0, 40, 0), &run(1.2, 20.0, 40, 0));
         for metric in ["p50", "p90", "p95"] {
