@@ -135,7 +135,10 @@ fn the_example_finds_the_capacity_by_its_rules_and_names_the_limit() {
 }
 
 /// One VU cannot start more than 1 / 5 ms = 200 iterations/s against a target that answers in
-/// 5 ms, whatever the target could take: the search must say "at least", blaming the generator.
+/// 5 ms, whatever the target could take: the search must blame the generator and give at most a
+/// lower bound. The only threshold is one the target always meets (no errors on loopback), so
+/// the first plateau that fails is one the generator could not drive. Which plateau that is, is
+/// the machine's: a busy one may drop iterations at the first, and then knows no capacity.
 #[test]
 fn a_generator_that_cannot_drive_the_rate_gives_a_lower_bound_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
@@ -161,28 +164,37 @@ scenarios:
   - name: s
     steps:
       - {name: get, request: {url: "{{baseUrl}}/get"}}
-thresholds: ["latency.p99 < 500ms", "errors.rate < 1%"]
+thresholds: ["errors.rate < 1%"]
 "#,
     )
     .unwrap();
     let (code, stdout, stderr, report) = run(&scenario);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(report.is_object(), "{stdout}\n{stderr}");
+    let limit = assert_the_answer_follows_the_plateaus(code, &stdout, &report, "errors.rate < 1%");
+    assert_eq!(limit, "generator", "{stdout}");
     let c = &report["capacity"];
-    assert_eq!((c["limit"].as_str(), c["lowerBound"].as_bool()), (Some("generator"), Some(true)), "{stdout}");
     let limited_by = c["limitedBy"].as_str().unwrap();
     assert!(
         limited_by.contains("the generator, not the service") && limited_by.contains("add runners"),
         "{limited_by}"
     );
-    let found = c["capacity"].as_f64().expect("a lower bound");
-    let last = c["plateaus"].as_array().unwrap().last().unwrap();
+    let plateaus = c["plateaus"].as_array().unwrap();
+    let last = plateaus.last().unwrap();
     let (rate, achieved) = (last["rate"].as_f64().unwrap(), last["achievedRate"].as_f64().unwrap());
-    assert!(last["passed"] == false && rate > found, "the search stops at the first rate it cannot drive: {last}");
-    assert!(achieved < rate * 0.99 && achieved <= 200.0, "one VU starts at most 200/s: {last}");
-    assert!(last["droppedIterations"].as_u64().unwrap() > 0, "{last}");
+    assert!(last["passed"] == false, "the search stops at the first rate it cannot drive: {last}");
+    assert!(achieved <= 200.0, "one VU starts at most 200/s: {last}");
+    // It fell short of the rate, or its own CPU was the limit (saying so).
+    assert!(achieved < rate * 0.99 || last["saturated"].as_str().is_some_and(|s| s.contains("CPU")), "{last}");
     let slo = last["thresholds"].as_array().unwrap();
-    assert!(slo.iter().all(|v| v["passed"] == true), "the SLO held: {last}");
-    assert!(stdout.contains("CAPACITY: at least "), "{stdout}");
+    assert!(!slo.is_empty() && slo.iter().all(|v| v["passed"] == true), "the SLO held: {last}");
+    match c["capacity"].as_f64() {
+        Some(found) => {
+            assert!(rate > found, "{last}");
+            assert!(limited_by.contains(&format!("the capacity is at least {found:.1}/s")), "{limited_by}");
+            assert!(stdout.contains("CAPACITY: at least "), "{stdout}");
+        }
+        None => assert!(limited_by.contains("nothing is known of the capacity"), "{limited_by}"),
+    }
 }
 
 /// Mistakes in a capacity block are named by field.

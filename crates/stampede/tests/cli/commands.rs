@@ -289,8 +289,11 @@ fn a_duration_override_keeps_an_arrival_rate() {
     let out = dir.path().join("open.json");
     let run =
         stampede(&["run", "examples/open-model.yaml", "--duration", "1s", "--quiet", "--out", out.to_str().unwrap()]);
-    assert!(run.status.success(), "{}", text(&run.stderr));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&run.stderr)));
+    // Its latency threshold is the machine's to meet; the exit code follows the verdicts.
+    let passed = report["thresholds"].as_array().unwrap().iter().all(|v| v["passed"] == true);
+    assert_eq!(run.status.code(), Some(if passed { 0 } else { 1 }), "{}", text(&run.stderr));
     assert_eq!(report["run"]["executor"], "constant-arrival-rate");
     // 1,000 iterations per second for the overridden 1 s, each started on schedule or dropped.
     let iterations = report["run"]["iterations"].as_u64().unwrap();
