@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use stampede_engine::CompileOptions;
 use stampede_engine::Report;
 use stampede_engine::RunOptions;
-use stampede_model::Dur;
 use stampede_target::TargetServer;
 
 pub(crate) fn examples() -> PathBuf {
@@ -122,12 +121,15 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn run_example(name: &str, base_url: String, vus: u32, seconds: u64) -> Report {
+/// Runs the example `name` with `vus` VUs for `iterations` iterations in all (not its duration:
+/// how many fit in a time is the machine's).
+fn run_example(name: &str, base_url: String, vus: u32, iterations: u64) -> Report {
     let path = examples().join(name);
     let mut file = stampede_engine::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
     let load = file.load.as_mut().unwrap();
     load.vus = Some(vus);
-    load.duration = Some(Dur::from_secs(seconds));
+    load.duration = None;
+    load.iterations = Some(iterations);
     let opts = CompileOptions { base_url: Some(base_url), base_dir: Some(examples()), ..CompileOptions::default() };
     let prepared = stampede_engine::prepare(&file, &path, opts).unwrap_or_else(|e| panic!("{e}"));
     stampede_engine::execute(prepared, &RunOptions { threads: 2, ..RunOptions::default() }, &mut |_| {}).unwrap()
@@ -137,7 +139,7 @@ fn run_example(name: &str, base_url: String, vus: u32, seconds: u64) -> Report {
 fn the_user_flow_carries_extracted_values_and_uploads_files_intact() {
     let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
     let (proxy, conns) = recording_proxy(target.addr());
-    let report = run_example("user-flow.yaml", format!("http://{proxy}"), 4, 2);
+    let report = run_example("user-flow.yaml", format!("http://{proxy}"), 4, 40);
     target.stop();
 
     // All checks pass, nothing failed.
@@ -146,7 +148,13 @@ fn the_user_flow_carries_extracted_values_and_uploads_files_intact() {
     for c in &report.checks {
         assert!(c.fails == 0 && c.passes > 0, "{c:?}");
     }
-    assert!(report.thresholds_passed(), "{:?}", report.thresholds);
+    // Every threshold but the latency limit, which is the machine's to meet.
+    let judged_by_the_target = report.thresholds.iter().filter(|v| !v.threshold.starts_with("latency"));
+    assert!(
+        judged_by_the_target.clone().count() == 2 && judged_by_the_target.clone().all(|v| v.passed),
+        "{:?}",
+        report.thresholds
+    );
 
     let upload = std::fs::read(examples().join("data/upload.json")).unwrap();
     let (mut pairs, mut uploads, mut posts) = (0, 0, 0);
@@ -173,9 +181,7 @@ fn the_user_flow_carries_extracted_values_and_uploads_files_intact() {
             posts += usize::from(r.method == "POST");
         }
     }
-    assert!(pairs > 20, "saw {pairs} extraction pairs");
-    assert!(uploads > 20, "saw {uploads} uploads");
-    assert!(posts >= 4 * pairs, "four POSTs per iteration");
+    assert_eq!((pairs, uploads, posts), (40, 40, 4 * 40), "an extraction pair, an upload and four POSTs per iteration");
 }
 
 pub(crate) fn run_yaml(yaml: &str, base_url: &str) -> Report {

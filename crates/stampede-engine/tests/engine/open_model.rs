@@ -112,7 +112,7 @@ fn a_server_pause_shows_in_the_open_models_latency_but_hides_in_the_closed_model
     let open = run_yaml(
         r#"
 name: open
-load: {executor: constant-arrival-rate, rate: 200, duration: 10s, preAllocatedVUs: 20, maxVUs: 400}
+load: {executor: constant-arrival-rate, rate: 200, duration: 10s, preAllocatedVUs: 20, maxVUs: 400, maxWait: 60s}
 scenarios:
   - name: s
     steps: [{name: get, request: {url: "{{baseUrl}}/"}}]
