@@ -309,9 +309,9 @@ thresholds: ["latency{step:echo}.p99 < 150ms"]
     )
     .unwrap();
     let (code, stdout, stderr, report) = run(&scenario);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(report.is_object(), "{stdout}\n{stderr}");
+    assert_the_answer_follows_the_plateaus(code, &stdout, &report, "latency{step:echo}.p99 < 150ms");
     let c = &report["capacity"];
-    assert!(matches!(c["limit"].as_str(), Some("service" | "generator")), "{stdout}");
     let plateaus = c["plateaus"].as_array().unwrap();
     assert_eq!(plateaus[0]["rate"].as_f64(), Some(120.0), "{stdout}");
     for p in plateaus {
@@ -364,10 +364,17 @@ thresholds: ["latency.p99 < 150ms"]
     )
     .unwrap();
     let (code, stdout, stderr, report) = run(&scenario);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(report.is_object(), "{stdout}\n{stderr}");
+    let limit = assert_the_answer_follows_the_plateaus(code, &stdout, &report, "latency.p99 < 150ms");
     let plateaus = report["capacity"]["plateaus"].as_array().unwrap();
     let refining: Vec<&Value> = plateaus.iter().filter(|p| p["refine"] == true).collect();
-    assert!(!refining.is_empty(), "a refining plateau ran\n{stdout}");
+    // A search refines between a rate that passed and the service's limit above it (locally:
+    // 150/s passes, 375/s fails); a machine too busy to pass the first has nothing to refine.
+    let refines = limit == "service" && best_passed(&report["capacity"]).is_some();
+    // (A plateau the generator's machine stalled in is run again at its rate.)
+    let mut rates: Vec<String> = refining.iter().map(|p| p["rate"].to_string()).collect();
+    rates.dedup();
+    assert_eq!(rates.len(), usize::from(refines), "one refining rate when there is a span to refine\n{stdout}");
     for p in plateaus {
         let (seconds, requests) = (p["seconds"].as_f64().unwrap(), p["requests"].as_u64().unwrap());
         assert!(seconds > 0.0 && requests > 0, "a plateau measured over {seconds} s: {p}");

@@ -56,7 +56,7 @@ fn chromium_renders_every_chart_of_the_html_report_without_requests_or_console_m
     std::fs::write(
         &scenario,
         "name: browser\nbaseUrl: builtin\nload: {executor: constant-arrival-rate, rate: 100, duration: 2s, \
-         preAllocatedVUs: 2, maxVUs: 4}\nscenarios:\n  - name: s\n    steps:\n      \
+         preAllocatedVUs: 2, maxVUs: 4}\nundeliveredLoad: warn\nscenarios:\n  - name: s\n    steps:\n      \
          - {name: ok, request: {url: \"{{baseUrl}}/get\"}, check: {status: 200}}\n      \
          - {name: broken, request: {url: \"{{baseUrl}}/status/503\"}, check: {status: 200}}\n",
     )

@@ -608,18 +608,19 @@ fn series_selector(s: &Selector, e: &Exposition) -> Selector {
 
 const SCENARIO_NAME: &str = "dashboards";
 
-/// Two VUs for a few seconds against the built-in target; one step always fails its check, so
-/// errors of kind `check` and status 500 responses are in the exposition too. Both steps are a
-/// `group` (a transaction that always fails).
+/// Two VUs against the built-in target; one step always fails its check, so errors of kind
+/// `check` and status 500 responses are in the exposition too. Both steps are a `group` (a
+/// transaction that always fails). The run is long and the timeout wide so that no busy machine
+/// ends it or times a request out (a new connection) before the scrape; it is killed then.
 const SCENARIO: &str = r#"
 name: dashboards
 baseUrl: builtin
 load:
   executor: constant-vus
   vus: 2
-  duration: 6s
+  duration: 60s
 http:
-  timeout: 2s
+  timeout: 30s
 scenarios:
   - name: browse
     steps:
