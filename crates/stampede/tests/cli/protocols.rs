@@ -8,7 +8,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::commands::{stampede, start_https_target, start_target, table_row, text, write_scenario};
+use super::commands::{
+    assert_the_exit_code_follows_the_verdicts, stampede, start_https_target, start_target, table_row, text,
+    write_scenario,
+};
 
 /// The target's `/stats`, read over a plain HTTP/1.1 connection.
 fn target_stats(port: u16) -> Value {
@@ -674,7 +677,8 @@ thresholds:
 }
 
 /// The README's one-command examples run clean against the built-in target (shortened to a
-/// fixed number of iterations): no error, every check and threshold passed, every step ran.
+/// fixed number of iterations): no error, every check and every threshold but a latency limit
+/// passed, every step ran.
 #[test]
 fn the_grpc_and_websocket_examples_run_clean_in_one_command() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -687,13 +691,8 @@ fn the_grpc_and_websocket_examples_run_clean_in_one_command() {
         let run = stampede(&["run", file.to_str().unwrap(), "-n", "30", "--quiet", "--out", out.to_str().unwrap()]);
         let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default())
             .unwrap_or_else(|e| panic!("{example}: {e}: {}", text(&run.stderr)));
-        // A latency threshold is the machine's to pass (a busy one may not); all others pass,
-        // and the exit code follows the verdicts.
-        let verdicts = report["thresholds"].as_array().unwrap();
-        let latency = |v: &&Value| v["threshold"].as_str().unwrap().starts_with("latency");
-        assert!(verdicts.iter().filter(|v| !latency(v)).all(|v| v["passed"] == true), "{example}: {verdicts:?}");
-        let all_passed = verdicts.iter().all(|v| v["passed"] == true);
-        assert_eq!(run.status.code(), Some(if all_passed { 0 } else { 1 }), "{example}: {}", text(&run.stderr));
+        // A latency threshold is the machine's to pass (a busy one may not).
+        assert_the_exit_code_follows_the_verdicts(&run, &report, example);
         for name in steps {
             assert_eq!(figures(&report, name), (30, 0), "{example}: {name}");
         }
