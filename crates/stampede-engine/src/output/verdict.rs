@@ -253,12 +253,10 @@ fn judge_figure(
         "max" => 0.0,
         _ => f64::INFINITY,
     };
-    let sparse = beyond(b).min(beyond(n)) < 5.0;
-    let noise = within_runs.max(tail).max(sampling(metric, (b, bv), (n, nv))).max(floor(metric, bv)).max(if sparse {
-        bv
-    } else {
-        0.0
-    });
+    let sparse = if beyond(b).min(beyond(n)) < 5.0 { bv } else { 0.0 };
+    let noise = [within_runs, tail, sampling(metric, (b, bv), (n, nv)), floor(metric, bv), sparse]
+        .into_iter()
+        .fold(0.0_f64, f64::max);
     let direction = if (nv - bv).abs() <= noise {
         Direction::Noise
     } else if (nv > bv) == higher_better {
