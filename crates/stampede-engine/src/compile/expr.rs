@@ -27,6 +27,8 @@ use cel::{Context, ExecutionError, Program, Value};
 pub(crate) trait Render: std::fmt::Debug + Send + Sync {
     /// The text, for a VU's `slots`.
     fn render_text(&self, slots: &[String]) -> String;
+    /// The copies of other values one rendering holds ([`crate::compile::budget::EXPANSION`]).
+    fn expansion(&self) -> u64;
 }
 
 /// The functions an expression may call besides CEL's own: name, the numbers of arguments it
@@ -94,6 +96,8 @@ pub(crate) struct Names<'a> {
     pub(crate) macros: &'a HashMap<String, Arc<dyn Render>>,
     /// Slots whose values are JSON, read typed.
     pub(crate) json_slots: &'a std::collections::HashSet<usize>,
+    /// The copies of other values the variable filling a slot holds (1 when not given).
+    pub(crate) weights: &'a HashMap<usize, u64>,
 }
 
 /// The names of the variables every expression may read ([`VARIABLES`]' roots): no `vars`
@@ -123,6 +127,11 @@ pub(crate) struct Expr {
     source: String,
     program: Arc<Program>,
     roots: Vec<Root>,
+    /// The copies of other values one evaluation may hold: each use of a name counts that
+    /// name's own expansion ([`crate::compile::budget::EXPANSION`]).
+    expansion: u64,
+    /// The bytes of constants one evaluation may hold (each use of a constant counts its length).
+    const_bytes: u64,
 }
 
 impl std::fmt::Debug for Expr {
@@ -142,6 +151,7 @@ impl Eq for Expr {}
 impl Expr {
     /// Parses and checks `source` against `names`.
     pub(crate) fn compile(source: &str, names: &Names<'_>) -> Result<Expr, ExprError> {
+        crate::compile::budget::expression(source).map_err(|(offset, message)| ExprError { offset, message })?;
         let program = Program::compile(source).map_err(|e| {
             let first = e.errors.first();
             // Lines and columns from 1.
@@ -199,7 +209,19 @@ impl Expr {
                 }
             });
         }
-        Ok(Expr { source: source.to_string(), program: Arc::new(program), roots })
+        let (expansion, const_bytes) = uses(program.expression(), &roots, names.weights);
+        Ok(Expr { source: source.to_string(), program: Arc::new(program), roots, expansion, const_bytes })
+    }
+
+    /// The copies of other values one evaluation may hold.
+    pub(crate) fn expansion(&self) -> u64 {
+        self.expansion
+    }
+
+    /// The bytes of constants one evaluation may hold: an upper bound of a constant
+    /// expression's folded value, but for the text its literals and functions add.
+    pub(crate) fn const_bytes(&self) -> u64 {
+        self.const_bytes
     }
 
     /// The expression as written.
@@ -287,6 +309,30 @@ fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
     let map: HashMap<Key, Value> =
         entries.into_iter().map(|(k, v)| (Key::String(Arc::new(k.to_string())), v)).collect();
     Value::Map(Map { map: Arc::new(map) })
+}
+
+/// What the names `node` uses add up to: the copies of other values (each use of a per-VU
+/// value counts that value's own expansion, 1 for a value of no variable) and the bytes of
+/// constants (each use counts the constant's length). Saturating: a sum past the budgets only
+/// needs to stay past them.
+fn uses(node: &IdedExpr, roots: &[Root], weights: &HashMap<usize, u64>) -> (u64, u64) {
+    let (mut copies, mut bytes) = (0u64, 0u64);
+    let weight = |slot: &usize| weights.get(slot).copied().unwrap_or(1);
+    visit(node, &mut |n| {
+        let Node::Ident(name) = &n.expr else { return };
+        for r in roots {
+            let (c, b) = match r {
+                Root::Const(n, Value::String(v)) if n == name => (0, v.len() as u64),
+                Root::Slot(n, slot) | Root::JsonSlot(n, slot) if n == name => (weight(slot), 0),
+                Root::Row(n, columns) if n == name => (columns.iter().map(|(_, s)| weight(s)).sum(), 0),
+                Root::Macro(n, t) if n == name => (t.expansion(), 0),
+                _ => continue,
+            };
+            copies = copies.saturating_add(c);
+            bytes = bytes.saturating_add(b);
+        }
+    });
+    (copies, bytes)
 }
 
 /// Whether `node` calls a function whose value changes from use to use.
@@ -738,6 +784,9 @@ fn root() -> Context<'static, 'static> {
     });
     add("randomString", |a| {
         let n = usize::try_from(int("randomString", &a[0])?).map_err(|_| fail("randomString", "a negative length"))?;
+        if n > crate::compile::budget::RANDOM_STRING {
+            return Err(fail("randomString", crate::compile::budget::over("randomString", format!("a length of {n}"))));
+        }
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
         let s: String = Gen::with(|g| (0..n).map(|_| char::from(ALPHABET[g.rng.usize(..ALPHABET.len())])).collect());
         Ok(s.into())
@@ -800,7 +849,15 @@ mod tests {
             ("users.name".to_string(), 3),
         ]);
         let json_slots = std::collections::HashSet::from([1]);
-        Expr::compile(src, &Names { consts: &consts, slots: &slots, macros: &HashMap::new(), json_slots: &json_slots })
+        let weights = HashMap::new();
+        let names = Names {
+            consts: &consts,
+            slots: &slots,
+            macros: &HashMap::new(),
+            json_slots: &json_slots,
+            weights: &weights,
+        };
+        Expr::compile(src, &names)
     }
 
     fn eval(src: &str, g: &mut Gen) -> String {

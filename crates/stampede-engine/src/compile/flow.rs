@@ -6,6 +6,7 @@
 
 use cel::Value;
 
+use crate::compile::budget;
 use crate::compile::expr::{Expr, write_text};
 use crate::compile::template::{Scope, expression};
 
@@ -68,33 +69,63 @@ pub(crate) fn truth(expr: &Expr, slots: &[String]) -> Result<bool, String> {
     }
 }
 
-/// A count's value: a whole number (a negative one counts as 0).
-pub(crate) fn count(count: &Count, slots: &[String]) -> Result<u64, String> {
+/// A count's value: a whole number (a negative one counts as 0), at most `max`; a computed
+/// count past [`budget::LOOP_PASSES`] without a smaller `max` is refused.
+pub(crate) fn count(count: &Count, slots: &[String], max: Option<u32>) -> Result<u64, String> {
     let expr = match count {
-        Count::Fixed(n) => return Ok(*n),
+        Count::Fixed(n) => return Ok(max.map_or(*n, |m| (*n).min(u64::from(m)))),
         Count::Expr(expr) => expr,
     };
-    match expr.eval(slots)? {
-        Value::Int(i) => Ok(i.max(0) as u64),
-        Value::UInt(u) => Ok(u),
-        Value::Float(f) if f.fract() == 0.0 => Ok(f.max(0.0) as u64),
-        other => Err(format!("`{}` gives {}, not a whole number", expr.source(), shown(&other))),
+    let n = match expr.eval(slots)? {
+        Value::Int(i) => i.max(0) as u64,
+        Value::UInt(u) => u,
+        Value::Float(f) if f.fract() == 0.0 => f.max(0.0) as u64,
+        other => return Err(format!("`{}` gives {}, not a whole number", expr.source(), shown(&other))),
+    };
+    let n = max.map_or(n, |m| n.min(u64::from(m)));
+    if n > budget::LOOP_PASSES {
+        return Err(budget::over("loop.passes", format!("`{}` gives a count of {n}", expr.source())));
+    }
+    Ok(n)
+}
+
+/// A list's elements, each as a slot holds it (a string as it is, a number as its digits, a
+/// list or map as JSON), as a loop takes them: the first `max` only (only those are written
+/// out), and a list longer than [`budget::LOOP_PASSES`] without a smaller `max` refused.
+pub(crate) fn elements(list: &Expr, slots: &[String], max: Option<u32>) -> Result<Elements, String> {
+    match list.eval(slots)? {
+        Value::List(items) => {
+            let taken = max.map_or(items.len(), |m| items.len().min(m as usize));
+            if taken as u64 > budget::LOOP_PASSES {
+                return Err(budget::over(
+                    "loop.passes",
+                    format!("`{}` gives a list of {} elements", list.source(), items.len()),
+                ));
+            }
+            Ok(Elements { items, next: 0, taken })
+        }
+        other => Err(format!("`{}` gives {}, not a list", list.source(), shown(&other))),
     }
 }
 
-/// A list's elements, each as a slot holds it: a string as it is, a number as its digits, a
-/// list or map as JSON.
-pub(crate) fn elements(list: &Expr, slots: &[String]) -> Result<Vec<String>, String> {
-    match list.eval(slots)? {
-        Value::List(items) => Ok(items
-            .iter()
-            .map(|v| {
-                let mut s = String::new();
-                write_text(v, &mut s);
-                s
-            })
-            .collect()),
-        other => Err(format!("`{}` gives {}, not a list", list.source(), shown(&other))),
+/// A `forEach` list's elements, written out one at a time as the loop takes them.
+pub(crate) struct Elements {
+    items: std::sync::Arc<Vec<Value>>,
+    next: usize,
+    taken: usize,
+}
+
+impl Iterator for Elements {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        if self.next >= self.taken {
+            return None;
+        }
+        let mut s = String::new();
+        write_text(&self.items[self.next], &mut s);
+        self.next += 1;
+        Some(s)
     }
 }
 

@@ -1,3 +1,4 @@
+pub(crate) mod budget;
 pub(crate) mod check;
 pub(crate) mod data;
 pub(crate) mod expr;
@@ -10,6 +11,7 @@ pub(crate) mod locate;
 pub(crate) mod parse;
 pub(crate) mod plan;
 pub(crate) mod request;
+pub(crate) mod secrets;
 pub(crate) mod template;
 pub(crate) mod threshold;
 pub(crate) mod ws;

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::client::url::HttpUrl;
+use crate::compile::budget;
 use crate::compile::check::{CheckPlan, StatusCheck};
 use crate::compile::data::DataSource;
 use crate::compile::extract::Extractor;
@@ -73,6 +74,8 @@ pub struct Plan {
     pub setup_outputs: Vec<(String, usize)>,
     /// (scenario, group) names of the `group` blocks, by their transaction index.
     pub group_keys: Vec<StepKey>,
+    /// What error samples may not keep: the environment's values the file read.
+    pub(crate) redactor: crate::compile::secrets::Redactor,
 }
 
 /// A variable kept for an iteration or a VU's life (`vars.NAME.scope`).
@@ -456,6 +459,8 @@ struct Flow<'a> {
     names: HashSet<String>,
     groups: HashSet<String>,
     steps: Vec<StepPlan>,
+    /// How many blocks the one compiling is inside ([`budget::BLOCK_DEPTH`]).
+    depth: usize,
 }
 
 /// The scenario name `init` steps are reported under.
@@ -468,8 +473,23 @@ pub(crate) const TEARDOWN: &str = "teardown";
 /// Placeholder base URL used to validate a `builtin` scenario without starting a server.
 pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
 
-/// Validates and compiles a scenario file, collecting every problem found.
+/// Validates and compiles a scenario file, collecting every problem found. It runs on a
+/// thread of its own with a known stack ([`budget::COMPILE_STACK`]), whatever thread calls it
+/// (an operator's async worker has 2 MiB): with the budgets, no file can take the caller down.
 pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
+    std::thread::scope(|s| {
+        match std::thread::Builder::new()
+            .name("stampede-compile".into())
+            .stack_size(budget::COMPILE_STACK)
+            .spawn_scoped(s, || compile_here(file, opts))
+        {
+            Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(e) => Err(vec![Problem::new("(file)", format!("cannot start a thread to compile it: {e}"))]),
+        }
+    })
+}
+
+fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
     let base_dir = opts.base_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
     let seed = opts.seed.or(file.seed).unwrap_or_else(|| fastrand::u64(..));
     let mut c = Compiler {
@@ -539,6 +559,7 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
         capacity,
         undelivered_load: file.undelivered_load,
         seed,
+        redactor: crate::compile::secrets::Redactor::new(c.scope.env_read.take()),
         runner: opts.runner.unwrap_or((0, 1)),
         vars: c.vars,
         init: Arc::new(init),
@@ -660,6 +681,7 @@ impl Compiler<'_> {
                 self.scope.macros.insert(name.to_string(), Arc::new(t));
             }
             VarScope::Iteration | VarScope::Vu => {
+                self.scope.weights.insert(self.slot_count, t.expansion().max(1));
                 self.scope.slots.insert(name.to_string(), self.slot_count);
                 self.vars.push(ScopedVar { slot: self.slot_count, template: t, per });
                 self.slot_count += 1;
@@ -730,7 +752,8 @@ impl Compiler<'_> {
                 .add(name, format!("a scenario is named `{name}`, the name `{name}` steps are reported under"));
         }
         let first_own_slot = self.slot_count;
-        let mut flow = Flow { scenario: name, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new() };
+        let mut flow =
+            Flow { scenario: name, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new(), depth: 0 };
         let nodes = self.flow(&mut flow, specs, name, &format!("{name}, step"), first_own_slot);
         ScenarioPlan { name: name.to_string(), weight: 0, steps: flow.steps, flow: nodes }
     }
@@ -776,7 +799,7 @@ impl Compiler<'_> {
             let outer_json = self.scope.json_slots.clone();
             let first_own_slot = self.slot_count;
             let mut flow =
-                Flow { scenario: &sc.name, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new() };
+                Flow { scenario: &sc.name, names: HashSet::new(), groups: HashSet::new(), steps: Vec::new(), depth: 0 };
             let nodes = self.flow(
                 &mut flow,
                 &sc.steps,
@@ -867,6 +890,10 @@ impl Compiler<'_> {
         if spec.steps.is_empty() {
             self.problems.add(format!("{loc}: steps"), "a block (`repeat` or `group`) needs at least one step");
         }
+        if flow.depth >= budget::BLOCK_DEPTH {
+            self.problems.add(loc, budget::over("block.depth", format!("a block inside {} others", flow.depth)));
+            return None;
+        }
         let when = spec.when.as_deref().and_then(|src| self.condition(src, &format!("{loc}: if")));
         let group = spec.group.as_ref().map(|name| {
             if name.trim().is_empty() {
@@ -884,7 +911,9 @@ impl Compiler<'_> {
             (self.scope.slots.get(&name).copied(), self.scope.json_slots.clone(), name)
         });
         let repeat = spec.repeat.as_ref().and_then(|r| self.repeat(r, &format!("{loc}: repeat")));
+        flow.depth += 1;
         let body = self.flow(flow, &spec.steps, &format!("{position}.steps"), kind, first_own_slot);
+        flow.depth -= 1;
         if let Some((slot, json, name)) = kept {
             match slot {
                 Some(slot) => self.scope.slots.insert(name, slot),
@@ -917,6 +946,16 @@ impl Compiler<'_> {
         }
         if spec.max == Some(0) {
             self.problems.add(format!("{at}.max"), "must be at least 1");
+        }
+        if let Some(max) = spec.max.filter(|m| u64::from(*m) > budget::LOOP_PASSES) {
+            self.problems.add(format!("{at}.max"), budget::over("loop.passes", format!("`max: {max}`")));
+            return None;
+        }
+        if let Some(CountSpec::Times(n)) = spec.count.as_ref().filter(|_| spec.max.is_none())
+            && u64::from(*n) > budget::LOOP_PASSES
+        {
+            self.problems.add(format!("{at}.count"), budget::over("loop.passes", format!("`count: {n}`")));
+            return None;
         }
         let name = loop_variable(spec);
         if name.is_empty() || name.contains('.') || is_builtin(&name) || self.scope.consts.contains_key(&name) {

@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use crate::compile::budget;
 use crate::compile::expr::{self, Expr, Names, Render};
 
 /// How substituted values are escaped.
@@ -35,14 +36,25 @@ pub struct Scope {
     /// Slots holding JSON (from `json:` extractors, or any with `all: true`): expressions read
     /// them typed — a list, a number — when they parse as JSON.
     pub json_slots: std::collections::HashSet<usize>,
+    /// The copies of other values the variable filling a slot holds (a slot of no variable,
+    /// such as an extracted value, holds 1): the variable graph's weights.
+    pub weights: HashMap<usize, u64>,
+    /// The bytes of text every template compiled in this scope folded to, in all
+    /// ([`budget::FILE_BYTES`]).
+    pub folded: std::cell::Cell<usize>,
+    /// Every environment value a template read, with its name: secrets to keep out of reports
+    /// ([`crate::compile::secrets::Redactor`]).
+    pub env_read: RefCell<Vec<(String, String)>>,
 }
 
 impl Scope {
     fn env_var(&self, name: &str) -> Option<String> {
-        match &self.env {
+        let value = match &self.env {
             Some(map) => map.get(name).cloned(),
             None => std::env::var(name).ok(),
-        }
+        }?;
+        self.env_read.borrow_mut().push((value.clone(), format!("env.{name}")));
+        Some(value)
     }
 }
 
@@ -61,6 +73,9 @@ pub enum TemplateError {
     /// went wrong (a character column, from 1), and why.
     #[error("in `{{{{{hole}}}}}` at column {column}: {message}")]
     Expression { hole: String, column: usize, message: String },
+    /// A budget passed ([`crate::compile::budget`]): what and which.
+    #[error("{0}")]
+    Budget(String),
     /// Another tool's syntax, which would be sent as it is.
     #[error("`${{{0}}}` is not a Stampede template: write `{{{{{0}}}}}`")]
     ForeignSyntax(String),
@@ -104,12 +119,16 @@ fn is_plain_name(hole: &str) -> bool {
 pub struct Template {
     parts: Vec<Part>,
     escape: Escape,
+    /// The copies of other values one rendering holds ([`budget::EXPANSION`]).
+    expansion: u64,
+    /// The bytes of literal text in `parts` so far, while it compiles.
+    text: usize,
 }
 
 impl Template {
     /// Compiles `src`, resolving every name against `scope`.
     pub fn compile(src: &str, scope: &Scope, escape: Escape) -> Result<Template, TemplateError> {
-        let mut t = Template { parts: Vec::new(), escape };
+        let mut t = Template { parts: Vec::new(), escape, expansion: 0, text: 0 };
         let mut lit = String::new();
         let mut rest = src;
         if let Some(at) = src.find("${") {
@@ -127,53 +146,105 @@ impl Template {
             }
             if let Some(env_name) = name.strip_prefix("env.") {
                 let value = scope.env_var(env_name).ok_or_else(|| TemplateError::EnvNotSet(env_name.to_string()))?;
-                push_escaped(&mut lit, &value, escape);
+                fold(&t, &mut lit, &value, escape)?;
             } else if let Some(value) = scope.consts.get(name) {
-                push_escaped(&mut lit, value, escape);
+                fold(&t, &mut lit, value, escape)?;
             } else if let Some(&slot) = scope.slots.get(name) {
                 t.push(Part::Slot(slot), &mut lit);
             } else if let Some(m) = scope.macros.get(name) {
                 for part in &m.parts {
                     match part {
-                        Part::Lit(s) => push_escaped(&mut lit, s, escape),
+                        Part::Lit(s) => fold(&t, &mut lit, s, escape)?,
                         p => t.push(p.clone(), &mut lit),
                     }
+                    t.within_holes()?;
                 }
             } else {
                 // Where the hole's text starts in `src`, for the error's column.
                 let start = src.len() - rest.len() + open + 2 + (raw.len() - raw.trim_start().len());
                 let expr = compile_expr(name, scope, &src[..start])?;
                 if expr.is_const() {
+                    if (lit.len() as u64).saturating_add(expr.const_bytes()) > budget::TEMPLATE_BYTES as u64 {
+                        return Err(TemplateError::Budget(budget::over(
+                            "template.bytes",
+                            format!("`{{{{{name}}}}}` would fold to more than {} bytes", expr.const_bytes()),
+                        )));
+                    }
                     let mut value = String::new();
                     expr.render_into(&[], &mut value).map_err(|message| TemplateError::Expression {
                         hole: name.to_string(),
                         column: src[..start].chars().count() + 1,
                         message,
                     })?;
-                    push_escaped(&mut lit, &value, escape);
+                    fold(&t, &mut lit, &value, escape)?;
                 } else {
                     t.push(Part::Expr(Box::new(expr)), &mut lit);
                 }
             }
+            t.within_holes()?;
             rest = &after[close + 2..];
         }
-        lit.push_str(rest);
+        fold(&t, &mut lit, rest, Escape::None)?;
         if !lit.is_empty() || t.parts.is_empty() {
             t.parts.push(Part::Lit(lit));
         }
+        t.weigh(scope)?;
         Ok(t)
+    }
+
+    /// Refuses a template with more holes than [`budget::TEMPLATE_HOLES`].
+    fn within_holes(&self) -> Result<(), TemplateError> {
+        if self.parts.len() > 2 * budget::TEMPLATE_HOLES {
+            return Err(TemplateError::Budget(budget::over(
+                "template.holes",
+                "a template with more values filled in per VU, once the variables it uses in place are put in",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts the copies of other values the template holds, refusing more than
+    /// [`budget::EXPANSION`].
+    fn weigh(&mut self, scope: &Scope) -> Result<(), TemplateError> {
+        let weight = |p: &Part| match p {
+            Part::Lit(_) => 0,
+            Part::Slot(s) => scope.weights.get(s).copied().unwrap_or(1),
+            Part::Expr(e) | Part::Json(e) => e.expansion(),
+        };
+        let text: usize = self.parts.iter().map(|p| if let Part::Lit(s) = p { s.len() } else { 0 }).sum();
+        scope.folded.set(scope.folded.get().saturating_add(text));
+        if scope.folded.get() > budget::FILE_BYTES {
+            return Err(TemplateError::Budget(budget::over(
+                "file.bytes",
+                format!("the templates of this file fold to more than {} bytes in all", scope.folded.get()),
+            )));
+        }
+        self.expansion = self.parts.iter().map(weight).fold(0u64, u64::saturating_add);
+        if self.expansion > budget::EXPANSION {
+            return Err(TemplateError::Budget(budget::over(
+                "expansion",
+                format!("it expands to {} copies of other values through the variables it uses", self.expansion),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The copies of other values one rendering holds.
+    pub(crate) fn expansion(&self) -> u64 {
+        self.expansion
     }
 
     /// Compiles a JSON body: its strings as templates (escaped for JSON), and a string that is
     /// one expression alone (`"{{ randomInt(1, 3) }}"`) as that expression's typed value — a
     /// number, a boolean, a list or an object, not a string.
     pub fn json(value: &serde_json::Value, scope: &Scope) -> Result<Template, TemplateError> {
-        let mut t = Template { parts: Vec::new(), escape: Escape::JsonString };
+        let mut t = Template { parts: Vec::new(), escape: Escape::JsonString, expansion: 0, text: 0 };
         let mut lit = String::new();
         t.json_value(value, scope, &mut lit)?;
         if !lit.is_empty() || t.parts.is_empty() {
             t.parts.push(Part::Lit(lit));
         }
+        t.weigh(scope)?;
         Ok(t)
     }
 
@@ -189,7 +260,7 @@ impl Template {
                     }
                     None => {
                         lit.push('"');
-                        self.append(Template::compile(s, scope, Escape::JsonString)?, lit);
+                        self.append(Template::compile(s, scope, Escape::JsonString)?, lit)?;
                         lit.push('"');
                     }
                 }
@@ -211,7 +282,7 @@ impl Template {
                         lit.push(',');
                     }
                     lit.push('"');
-                    self.append(Template::compile(key, scope, Escape::JsonString)?, lit);
+                    self.append(Template::compile(key, scope, Escape::JsonString)?, lit)?;
                     lit.push_str("\":");
                     self.json_value(item, scope, lit)?;
                 }
@@ -225,24 +296,26 @@ impl Template {
     /// Appends `part`, after the literal text gathered so far.
     fn push(&mut self, part: Part, lit: &mut String) {
         if !lit.is_empty() {
+            self.text += lit.len();
             self.parts.push(Part::Lit(std::mem::take(lit)));
         }
         self.parts.push(part);
     }
 
     /// Appends `other`'s parts (its literal text joins `lit`).
-    fn append(&mut self, other: Template, lit: &mut String) {
+    fn append(&mut self, other: Template, lit: &mut String) -> Result<(), TemplateError> {
         for part in other.parts {
             match part {
-                Part::Lit(s) => lit.push_str(&s),
+                Part::Lit(s) => fold(self, lit, &s, Escape::None)?,
                 p => self.push(p, lit),
             }
         }
+        self.within_holes()
     }
 
     /// A template that is a fixed string.
     pub fn literal(text: impl Into<String>) -> Template {
-        Template { parts: vec![Part::Lit(text.into())], escape: Escape::None }
+        Template { parts: vec![Part::Lit(text.into())], escape: Escape::None, expansion: 0, text: 0 }
     }
 
     /// The fixed value, when the template has no per-VU parts.
@@ -263,7 +336,13 @@ impl Template {
 
     /// Appends the rendered value to `out`; `slots` holds the VU's values.
     pub fn render_into(&self, slots: &[String], out: &mut Vec<u8>) {
+        let start = out.len();
         for part in &self.parts {
+            if out.len() - start > budget::RENDERED_BYTES {
+                out.truncate(start);
+                render_failed(budget::over("rendered.bytes", "a value rendered to more bytes"));
+                return;
+            }
             match part {
                 Part::Lit(s) => out.extend_from_slice(s.as_bytes()),
                 Part::Slot(i) => {
@@ -309,7 +388,13 @@ impl Template {
 pub(crate) fn expression(src: &str, scope: &Scope) -> Result<Expr, (usize, String)> {
     let macros: HashMap<String, std::sync::Arc<dyn Render>> =
         scope.macros.iter().map(|(k, v)| (k.clone(), v.clone() as std::sync::Arc<dyn Render>)).collect();
-    let names = Names { consts: &scope.consts, slots: &scope.slots, macros: &macros, json_slots: &scope.json_slots };
+    let names = Names {
+        consts: &scope.consts,
+        slots: &scope.slots,
+        macros: &macros,
+        json_slots: &scope.json_slots,
+        weights: &scope.weights,
+    };
     Expr::compile(src, &names).map_err(|e| (e.offset, e.message))
 }
 
@@ -334,6 +419,24 @@ impl Render for Template {
     fn render_text(&self, slots: &[String]) -> String {
         self.render(slots)
     }
+
+    fn expansion(&self) -> u64 {
+        self.expansion
+    }
+}
+
+/// Adds constant text to the literal gathered so far, refusing a template whose text would
+/// pass [`budget::TEMPLATE_BYTES`] before it is built.
+fn fold(t: &Template, lit: &mut String, value: &str, escape: Escape) -> Result<(), TemplateError> {
+    let before = t.text;
+    if before + lit.len() + value.len() > budget::TEMPLATE_BYTES {
+        return Err(TemplateError::Budget(budget::over(
+            "template.bytes",
+            format!("a template of more than {} bytes once its constants are put in", before + lit.len() + value.len()),
+        )));
+    }
+    push_escaped(lit, value, escape);
+    Ok(())
 }
 
 fn push_escaped(out: &mut String, value: &str, escape: Escape) {

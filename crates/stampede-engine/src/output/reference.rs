@@ -96,6 +96,26 @@ pub fn language_reference() -> String {
     for field in ["setup", "init", "teardown"] {
         let _ = writeln!(out, "| `{field}` | {} |", describe("", field));
     }
+    out.push_str(
+        "\n## Budgets\n\nEvery size, depth and count a file controls has a limit. A file over one is refused when it \
+         compiles (`stampede validate`, `stampede run`, a LoadTest's `Valid` condition), naming the field, its line \
+         and the budget, before any of it is built; what only a run can know (a computed count, a list from an \
+         answer, a value rendered from answers) fails that request or block, counted and sampled with the same \
+         words.\n\n| budget | limit | bounds |\n| --- | --- | --- |\n",
+    );
+    for (name, limit, what) in crate::compile::budget::ALL {
+        let _ = writeln!(out, "| `{name}` | {limit} | {what} |");
+    }
+    out.push_str(
+        "\n## Secrets in reports\n\nError samples keep a failed request and its answer, and every output is made \
+         from them (JSON, HTML, JUnit, Markdown, a runner's results, the merged report). They are redacted when \
+         taken: the values of credential headers (`authorization`, `proxy-authorization`, `cookie`, `set-cookie`, \
+         names holding `token`, `secret`, `password`, `session`, `api-key`…) and of such query keys become \
+         `[redacted]`; every value the file read from the environment (`{{env.NAME}}`, where a cluster puts its \
+         Secrets) or got from setup becomes `[redacted env.NAME]` / `[redacted setup.NAME]` wherever it appears, and \
+         so does an exchange's own credential header value in its body. Values shorter than 4 characters are not \
+         searched for.\n",
+    );
     out
 }
 

@@ -83,6 +83,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         let (shared, tx) = (shared.clone(), tx.clone());
         std::thread::Builder::new()
             .name(format!("stampede-worker-{id}"))
+            .stack_size(crate::compile::budget::WORKER_STACK)
             .spawn(move || worker_main(id, threads, shared, tx))
     })
     .map_err(RunError::Threads)?;

@@ -146,13 +146,13 @@ async fn runs(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next {
     match repeat {
         RepeatPlan::Count { count, max, slot } => {
             let Vu { generator, slots, .. } = vu;
-            let n = match generator.lend(|| flow::count(count, slots)) {
-                Ok(n) => n.min(max.map_or(u64::MAX, u64::from)),
+            let n = match generator.lend(|| flow::count(count, slots, *max)) {
+                Ok(n) => n,
                 Err(why) => return block_failed(vu, block, format!("its `repeat.count` failed: {why}"), walk),
             };
             for i in 0..n {
                 vu.slots[*slot] = i.to_string();
-                let next = run_nodes(vu, &block.body, walk).await;
+                let next = pass(vu, block, walk).await;
                 if next != Next::Go {
                     return next;
                 }
@@ -161,13 +161,13 @@ async fn runs(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next {
         }
         RepeatPlan::ForEach { list, max, slot } => {
             let Vu { generator, slots, .. } = vu;
-            let items = match generator.lend(|| flow::elements(list, slots)) {
+            let items = match generator.lend(|| flow::elements(list, slots, *max)) {
                 Ok(items) => items,
                 Err(why) => return block_failed(vu, block, format!("its `repeat.forEach` failed: {why}"), walk),
             };
-            for item in items.into_iter().take(max.map_or(usize::MAX, |m| m as usize)) {
+            for item in items {
                 vu.slots[*slot] = item;
-                let next = run_nodes(vu, &block.body, walk).await;
+                let next = pass(vu, block, walk).await;
                 if next != Next::Go {
                     return next;
                 }
@@ -182,7 +182,7 @@ async fn runs(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next {
                     Ok(false) => break,
                     Err(why) => return block_failed(vu, block, format!("its `repeat.while` failed: {why}"), walk),
                 }
-                let next = run_nodes(vu, &block.body, walk).await;
+                let next = pass(vu, block, walk).await;
                 if next != Next::Go {
                     return next;
                 }
@@ -190,6 +190,16 @@ async fn runs(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next {
             Next::Go
         }
     }
+}
+
+/// One pass of a loop's body, then a yield to the worker's scheduler, whatever the body did:
+/// a pass whose steps were all skipped awaits nothing, and without it a long loop would keep
+/// the worker's thread from its other VUs, its ticks, the run's end and Ctrl-C (the worker
+/// aborts a VU only when the VU yields).
+async fn pass(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next {
+    let next = run_nodes(vu, &block.body, walk).await;
+    tokio::task::yield_now().await;
+    next
 }
 
 /// A block whose expression failed: counted as a failure of its first step (the report's

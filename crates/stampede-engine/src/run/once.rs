@@ -33,8 +33,22 @@ pub struct OnceOutcome {
     pub values: BTreeMap<String, String>,
 }
 
-/// Runs `which` of `plan`'s once-run steps, with the setup's `values` (for `teardown`).
+/// Runs `which` of `plan`'s once-run steps, with the setup's `values` (for `teardown`), on a
+/// thread of its own with a worker's stack ([`crate::compile::budget::WORKER_STACK`]): its
+/// expressions are evaluated as deep as a worker's may be.
 pub fn run_once(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String>) -> Result<OnceOutcome, RunError> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("stampede-once".into())
+            .stack_size(crate::compile::budget::WORKER_STACK)
+            .spawn_scoped(s, || run_once_here(plan, which, values))
+            .map_err(RunError::Threads)?
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+fn run_once_here(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String>) -> Result<OnceOutcome, RunError> {
     let steps: &ScenarioPlan = match which {
         Once::Setup => &plan.setup,
         Once::Teardown => &plan.teardown,
@@ -57,7 +71,7 @@ pub fn run_once(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String>
         tick,
         values,
     );
-    let local = WorkerLocal::new(plan, 0, 1);
+    let local = WorkerLocal::new(&shared, 0, 1);
     let set = tokio::task::LocalSet::new();
     let (next, failed, vu_slots) = set.block_on(&rt, async {
         let mut vu = Vu::new(0, &shared);

@@ -39,6 +39,8 @@ pub(super) struct Shared {
     pub(super) iterations_started: AtomicU64,
     /// The `setup` steps' values with their slots: each VU starts with them.
     pub(super) setup_values: Vec<(usize, String)>,
+    /// What error samples may not keep: the plan's environment values and setup's values.
+    pub(super) redactor: crate::compile::secrets::Redactor,
 }
 
 /// The setup values of `values` (by name) in the slots of `plan`'s setup outputs.
@@ -81,6 +83,7 @@ impl Shared {
             aborted: std::sync::OnceLock::new(),
             iterations_started: AtomicU64::new(0),
             setup_values: setup_slots(&plan, values),
+            redactor: plan.redactor.with(values.iter().map(|(k, v)| (v.clone(), format!("setup.{k}")))),
             plan,
         }
     }
@@ -139,12 +142,16 @@ pub(super) struct WorkerLocal {
     pub(super) transport: WorkerTransport,
     /// The interval the ticker sends next: what is recorded now belongs to it.
     pub(super) next_tick: Cell<u64>,
+    /// What error samples may not keep ([`Shared`]'s).
+    pub(super) redactor: crate::compile::secrets::Redactor,
 }
 
 impl WorkerLocal {
-    /// Worker `id` of `threads`' own state, for a run of `plan`.
-    pub(super) fn new(plan: &Plan, id: usize, threads: usize) -> WorkerLocal {
+    /// Worker `id` of `threads`' own state, for the run `shared`.
+    pub(super) fn new(shared: &Shared, id: usize, threads: usize) -> WorkerLocal {
+        let plan = &shared.plan;
         WorkerLocal {
+            redactor: shared.redactor.clone(),
             metrics: RefCell::new(WorkerMetrics::new(plan.step_keys.len(), plan.scenarios.len())),
             active: Cell::new(0),
             max_active: Cell::new(0),

@@ -11,6 +11,7 @@ use super::send::send;
 use super::shared::{ERROR_SAMPLES_PER_WORKER, WorkerLocal};
 use super::vu::Vu;
 use crate::compile::plan::Protocol;
+use crate::compile::secrets;
 
 /// Runs one step; the kind of its failure when it failed (no answer, a failed check or
 /// extraction). With `intended` (an open model's first step), latency counts from that
@@ -204,20 +205,28 @@ pub(super) fn record_failure(
     }
     let mut samples = local.error_samples.borrow_mut();
     if samples.len() < ERROR_SAMPLES_PER_WORKER && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric) {
-        let response = status.map(|code| {
+        // Redacted whole, then cut (a cut first could leave part of a secret); the exchange's
+        // own credential headers are hidden wherever else it shows them.
+        let request = String::from_utf8_lossy(&vu.sent_head);
+        let head = status.map(|code| {
             let mut text = format!("HTTP {code}\n");
             for (n, v) in &vu.headers.list {
                 text.push_str(&format!("{n}: {v}\n"));
             }
             text.push('\n');
-            text.push_str(&truncated(&vu.body));
             text
+        });
+        let mut seen = secrets::credentials_in(&request);
+        seen.extend(head.as_deref().map(secrets::credentials_in).unwrap_or_default());
+        let redactor = local.redactor.with(seen);
+        let response = head.map(|head| {
+            redactor.message(&head) + &truncated(redactor.text(&String::from_utf8_lossy(&vu.body)).as_bytes())
         });
         samples.push(ErrorSample {
             metric: step.metric,
             kind,
-            message: format!("step `{}`: {message}", step.name),
-            request: truncated(&vu.sent_head),
+            message: redactor.text(&format!("step `{}`: {message}", step.name)),
+            request: truncated(redactor.message(&request).as_bytes()),
             response,
         });
     }

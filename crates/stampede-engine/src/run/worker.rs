@@ -28,7 +28,7 @@ pub(super) fn worker_main(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot build a runtime: {e}"))?;
-    let local = Rc::new(WorkerLocal::new(&shared.plan, id, threads));
+    let local = Rc::new(WorkerLocal::new(&shared, id, threads));
     let set = tokio::task::LocalSet::new();
     set.block_on(&rt, worker_loop(id, threads, shared.clone(), local.clone(), tx));
     drop(set);

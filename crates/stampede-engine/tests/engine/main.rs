@@ -2,6 +2,7 @@
 //! small raw servers on loopback, and every example and bad-input fixture.
 
 mod blocks;
+mod budgets;
 mod common;
 mod flow;
 mod layers;

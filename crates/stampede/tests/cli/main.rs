@@ -4,6 +4,7 @@
 mod capacity;
 mod commands;
 mod dashboards;
+mod hostile;
 mod html_browser;
 mod launch;
 mod loopback_ports;
