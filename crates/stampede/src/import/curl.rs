@@ -1,8 +1,12 @@
 //! `stampede import curl`: curl command lines, as browsers' "copy as cURL" and people write them.
+//! Credentials (headers, `-u`, `--oauth2-bearer`, `-b`, a URL's user-info, query keys, body
+//! fields) become `{{env.NAME}}` ([`super::secrets`]); options that carry one and are not
+//! converted (`--proxy-user`, `--cert`…) are listed without their values.
 
 use std::collections::BTreeMap;
 
-use super::{Imported, Step, env_name, is_secret, secrets_out_of_body, unique_name, write_steps, write_top};
+use super::secrets::{Secrets, host_of, strip_user_info};
+use super::{Imported, Step, unique_name, write_steps, write_top};
 
 /// One request of a curl command line.
 #[derive(Debug, Default, PartialEq)]
@@ -17,6 +21,8 @@ struct CurlRequest {
     insecure: bool,
     http2: bool,
     user: Option<String>,
+    /// `--oauth2-bearer`: the token.
+    bearer: Option<String>,
     cookie: Option<String>,
 }
 
@@ -148,6 +154,71 @@ const QUIET_OPTIONS: [&str; 14] = [
 /// Options that take a value this importer does not use.
 const IGNORED_WITH_VALUE: [&str; 6] = ["-o", "--output", "-w", "--write-out", "--max-time", "-m"];
 
+/// Options that take a value and are not converted (listed, their value skipped).
+const NOT_CONVERTED_WITH_VALUE: [&str; 36] = [
+    "--retry",
+    "--retry-delay",
+    "--retry-max-time",
+    "--connect-timeout",
+    "-r",
+    "--range",
+    "-c",
+    "--cookie-jar",
+    "--resolve",
+    "--connect-to",
+    "--interface",
+    "--limit-rate",
+    "-y",
+    "--speed-time",
+    "-Y",
+    "--speed-limit",
+    "--cacert",
+    "--capath",
+    "-F",
+    "--form",
+    "-T",
+    "--upload-file",
+    "--aws-sigv4",
+    "--unix-socket",
+    "--noproxy",
+    "--proxy-header",
+    "-K",
+    "--config",
+    "--netrc-file",
+    "--max-redirs",
+    "-D",
+    "--dump-header",
+    "--url-query",
+    "--request-target",
+    "--cert-type",
+    "--key-type",
+];
+
+/// Options whose value is (or holds) a credential this importer does not use: listed, never
+/// quoted. A proxy's: Stampede sends its requests straight to the target.
+const CREDENTIAL_NOT_CONVERTED: [&str; 20] = [
+    "-x",
+    "--proxy",
+    "-U",
+    "--proxy-user",
+    "--preproxy",
+    "--socks5",
+    "--socks5-hostname",
+    "--socks4",
+    "-E",
+    "--cert",
+    "--key",
+    "--pass",
+    "--proxy-pass",
+    "--proxy-cert",
+    "--proxy-key",
+    "--tlsuser",
+    "--tlspassword",
+    "--proxy-tlsuser",
+    "--proxy-tlspassword",
+    "--login-options",
+];
+
 fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<CurlRequest, String> {
     let mut r = CurlRequest::default();
     let mut i = 1;
@@ -164,7 +235,7 @@ fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<
                 && w.starts_with('-')
                 && !w.starts_with("--")
                 && w.is_char_boundary(2)
-                && b"XHdAebu".contains(&w.as_bytes()[1]) =>
+                && b"XHdAebuUxE".contains(&w.as_bytes()[1]) =>
             {
                 (&w[..2], Some(w[2..].to_string()))
             }
@@ -196,8 +267,16 @@ fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<
                 r.body.push(take(&mut i)?);
                 r.json = true;
             }
-            "-b" | "--cookie" => r.cookie = Some(take(&mut i)?),
+            "-b" | "--cookie" => {
+                let c = take(&mut i)?;
+                if c.contains('=') {
+                    r.cookie = Some(c);
+                } else {
+                    warnings.push(format!("command {n}: {flag} FILE: a cookie file is not read; left out"));
+                }
+            }
             "-u" | "--user" => r.user = Some(take(&mut i)?),
+            "--oauth2-bearer" => r.bearer = Some(take(&mut i)?),
             "-A" | "--user-agent" => r.headers.push(("User-Agent".into(), take(&mut i)?)),
             "-e" | "--referer" => r.headers.push(("Referer".into(), take(&mut i)?)),
             "--url" => r.url = Some(take(&mut i)?),
@@ -208,6 +287,19 @@ fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<
             f if QUIET_OPTIONS.contains(&f) => {}
             f if IGNORED_WITH_VALUE.contains(&f) => {
                 take(&mut i)?;
+            }
+            f if NOT_CONVERTED_WITH_VALUE.contains(&f) => {
+                take(&mut i)?;
+                warnings.push(format!("command {n}: option `{f}` is not converted"));
+            }
+            f if CREDENTIAL_NOT_CONVERTED.contains(&f) => {
+                take(&mut i)?;
+                let why = if f.contains("proxy") || f.contains("socks") || f == "-x" || f == "-U" {
+                    "Stampede sends requests straight to the target, through no proxy"
+                } else {
+                    "a client certificate is the file's `http.tls.clientCert` and `clientKey`"
+                };
+                warnings.push(format!("command {n}: option `{f}` is not converted ({why}); its value is left out"));
             }
             f if f.starts_with('-') => {
                 warnings.push(format!("command {n}: option `{f}` is not converted"));
@@ -243,7 +335,13 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             warnings.push(format!("command {n}: `{}` is not curl; left out", words[0]));
             continue;
         }
-        let r = parse_curl(words, n, &mut warnings).map_err(|e| format!("{source}: {e}"))?;
+        let mut r = parse_curl(words, n, &mut warnings).map_err(|e| format!("{source}: {e}"))?;
+        // The user-info is a credential, sent as a header: no origin or comment holds it.
+        r.url = r.url.map(|u| {
+            let (url, user) = strip_user_info(&u);
+            r.user = r.user.take().or(user);
+            url
+        });
         match r.url.as_deref().and_then(split_url) {
             Some(_) => requests.push((n, r)),
             None => warnings.push(format!("command {n}: no http(s) URL; left out")),
@@ -255,11 +353,14 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     let origins: Vec<String> =
         requests.iter().filter_map(|(_, r)| split_url(r.url.as_deref()?).map(|(o, _)| o)).collect();
     let base = origins.iter().all(|o| *o == origins[0]).then(|| origins[0].clone());
-    let mut env = BTreeMap::new();
+    let mut secrets = Secrets::default();
     let mut steps = Vec::new();
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for (n, r) in &requests {
         let url = r.url.clone().unwrap_or_default();
+        let host = host_of(&url);
+        let host = host.as_deref();
+        let at = format!("command {n}");
         let (origin, mut path) = split_url(&url).unwrap_or_default();
         let data = r.body.join("&");
         let method = r.method.clone().unwrap_or_else(|| if data.is_empty() || r.get { "GET" } else { "POST" }.into());
@@ -267,29 +368,32 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             path.push(if path.contains('?') { '&' } else { '?' });
             path.push_str(&data);
         }
+        let path = secrets.query(&path, host, &at);
         let route = path.split('?').next().unwrap_or("/").to_string();
         let name = unique_name(&mut names, format!("{method} {route}"));
         let target = match &base {
             Some(_) => format!("{{{{baseUrl}}}}{path}"),
             None => format!("{origin}{path}"),
         };
-        let mut headers: Vec<(String, String)> = Vec::new();
-        for (h, v) in &r.headers {
-            if is_secret(h) {
-                let var = env_name(h);
-                env.insert(var.clone(), format!("command {n}: header {h}"));
-                headers.push((h.clone(), format!("{{{{env.{var}}}}}")));
-            } else {
-                headers.push((h.clone(), v.clone()));
+        let mut headers: Vec<(String, String)> =
+            r.headers.iter().map(|(h, v)| (h.clone(), secrets.header(host, h, v, &at))).collect();
+        let has = |headers: &[(String, String)], name: &str| headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(name));
+        if let Some(c) = &r.cookie
+            && !has(&headers, "Cookie")
+        {
+            let value = secrets.take(host, "Cookie", c, format!("{at}: -b (cookies, `name=value; …`)"));
+            headers.push(("Cookie".into(), value));
+        }
+        // As curl: a header given wins over -u and --oauth2-bearer.
+        if !has(&headers, "Authorization") {
+            if let Some(token) = &r.bearer {
+                let value = secrets.take(host, "Authorization", token, format!("{at}: --oauth2-bearer (the token)"));
+                headers.push(("Authorization".into(), format!("Bearer {value}")));
+            } else if let Some(user) = &r.user {
+                let from = format!("{at}: -u or the URL's user-info (set it to user:password, base64)");
+                let value = secrets.take(host, "Authorization", user, from);
+                headers.push(("Authorization".into(), format!("Basic {value}")));
             }
-        }
-        if r.cookie.is_some() {
-            env.insert("COOKIE".into(), format!("command {n}: -b (cookies)"));
-            headers.push(("Cookie".into(), "{{env.COOKIE}}".into()));
-        }
-        if r.user.is_some() {
-            env.insert("BASIC_AUTH".into(), format!("command {n}: -u (user:password, base64)"));
-            headers.push(("Authorization".into(), "Basic {{env.BASIC_AUTH}}".into()));
         }
         if r.json && !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("content-type")) {
             headers.push(("Content-Type".into(), "application/json".into()));
@@ -298,10 +402,10 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             if data.contains("{{") {
                 warnings.push(format!("command {n}: the body holds `{{{{`, which Stampede reads as a template"));
             }
-            secrets_out_of_body(&data, &format!("command {n}"), &mut env)
+            secrets.body(&data, host, &at)
         });
         steps.push(Step {
-            comment: format!("from curl command {n}: {method} {url}"),
+            comment: format!("from curl command {n}: {method} {origin}{path}"),
             name,
             method,
             url: target,
@@ -312,7 +416,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     }
     let insecure = requests.iter().any(|(_, r)| r.insecure);
     let http2 = requests.iter().any(|(_, r)| r.http2);
-    let mut imported = Imported { yaml: String::new(), env, warnings };
+    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings };
     let mut yaml = imported.head(source, "curl", requests.len());
     let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("imported", |(_, host)| host);
     write_top(&mut yaml, name, base.as_deref());
@@ -327,7 +431,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     }
     write_steps(&mut yaml, "imported", &steps);
     imported.yaml = yaml;
-    Ok(imported)
+    Ok(imported.scrubbed(&secrets))
 }
 
 #[cfg(test)]
@@ -358,13 +462,13 @@ mod tests {
         let login = steps[0].request.as_ref().unwrap();
         assert_eq!((steps[0].name.as_str(), login.method.as_str()), ("POST /shop/login", "POST"));
         assert_eq!(login.url, "{{baseUrl}}/shop/login");
-        assert_eq!(login.headers["Authorization"], "{{env.AUTHORIZATION}}");
+        assert_eq!(login.headers["Authorization"], "Bearer {{env.HOST_127_0_0_1_AUTHORIZATION}}");
         assert_eq!(login.body.as_deref(), Some("{\"user\":\"ann\"}"));
         let search = steps[1].request.as_ref().unwrap();
         assert_eq!((steps[1].name.as_str(), search.url.as_str()), ("GET /search", "{{baseUrl}}/search?q=kettle"));
-        assert_eq!(search.headers["Cookie"], "{{env.COOKIE}}");
+        assert_eq!(search.headers["Cookie"], "{{env.HOST_127_0_0_1_COOKIE}}");
         assert!(!out.yaml.contains("abc") && !out.yaml.contains("sid=1"), "no secret in the file:\n{}", out.yaml);
-        assert_eq!(out.env.keys().collect::<Vec<_>>(), ["AUTHORIZATION", "COOKIE"]);
+        assert_eq!(out.env.keys().collect::<Vec<_>>(), ["HOST_127_0_0_1_AUTHORIZATION", "HOST_127_0_0_1_COOKIE"]);
         assert!(out.yaml.contains("# from curl command 1: POST http://127.0.0.1:8080/shop/login"), "{}", out.yaml);
         for w in ["option `--retry` is not converted", "`wget` is not curl"] {
             assert!(out.warnings.iter().any(|x| x.contains(w)), "{:?}", out.warnings);

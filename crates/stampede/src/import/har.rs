@@ -3,14 +3,15 @@
 //! **Correlation**: a value a request sends (a header, a query parameter, a path segment, a JSON
 //! body field) that an earlier response returned in its JSON body becomes an extractor on that
 //! earlier step and a `{{name}}` in the later ones — a token, an id, a CSRF value recorded once
-//! works again on every run. Cookies stay with the VU's cookie jar; other credentials become
-//! `{{env.NAME}}`.
+//! works again on every run. Cookies stay with the VU's cookie jar; other credentials (headers,
+//! query keys, body fields, a URL's user-info) become `{{env.NAME}}`, in the comments too.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Imported, Step, env_name, is_secret, unique_name, write_steps, write_top};
+use super::secrets::{Secrets, host_of, is_credential, strip_user_info};
+use super::{Imported, Step, unique_name, write_steps, write_top};
 
 /// Headers a browser or the transport sets, which a step does not send as recorded.
 const DROPPED_HEADERS: [&str; 10] = [
@@ -86,7 +87,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     let entries =
         har["log"]["entries"].as_array().ok_or_else(|| format!("{source}: no `log.entries` (not a HAR file)"))?;
     let mut warnings = Vec::new();
-    let mut env = BTreeMap::new();
+    let mut secrets = Secrets::default();
     let mut skipped = 0;
     let mut kept: Vec<&Value> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
@@ -115,13 +116,14 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     if kept.is_empty() {
         return Err(format!("{source}: no request to import"));
     }
-    let origin = |url: &str| url.split_once("://").map(|(s, r)| format!("{s}://{}", r.split('/').next().unwrap_or(r)));
-    let first = origin(kept[0]["request"]["url"].as_str().unwrap_or_default());
-    let base = kept
-        .iter()
-        .all(|e| origin(e["request"]["url"].as_str().unwrap_or_default()) == first)
-        .then(|| first.clone())
-        .flatten();
+    // Each request's URL without its user-info (a credential, sent as a header).
+    let urls: Vec<(String, Option<String>)> =
+        kept.iter().map(|e| strip_user_info(e["request"]["url"].as_str().unwrap_or_default())).collect();
+    let origin = |url: &str| {
+        url.split_once("://").map(|(s, r)| format!("{s}://{}", r.split(['/', '?', '#']).next().unwrap_or(r)))
+    };
+    let first = origin(&urls[0].0);
+    let base = urls.iter().all(|(u, _)| origin(u) == first).then(|| first.clone()).flatten();
     // What each response returned, for the correlation: (entry index, JSON path, value).
     let mut returned: Vec<(usize, String, String)> = Vec::new();
     let mut taken = BTreeMap::new();
@@ -131,13 +133,15 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     for (i, e) in kept.iter().enumerate() {
         let req = &e["request"];
         let method = req["method"].as_str().unwrap_or("GET").to_ascii_uppercase();
-        let url = req["url"].as_str().unwrap_or_default().to_string();
+        let (url, user_info) = urls[i].clone();
+        let host = host_of(&url);
+        let at = format!("request {}", i + 1);
         let mut url = match &base {
             Some(b) => format!("{{{{baseUrl}}}}{}", &url[b.len()..]),
             None => url,
         };
-        if url == "{{baseUrl}}" {
-            url.push('/');
+        if url == "{{baseUrl}}" || url.starts_with("{{baseUrl}}?") {
+            url.insert(11, '/');
         }
         let mut headers: Vec<(String, String)> = Vec::new();
         for h in req["headers"].as_array().into_iter().flatten() {
@@ -173,7 +177,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
         };
         correlate(&mut url, false, &mut steps);
         for (n, v) in headers.iter_mut() {
-            correlate(v, is_secret(n), &mut steps);
+            correlate(v, is_credential(n), &mut steps);
         }
         if let Some(b) = body.as_mut() {
             correlate(b, false, &mut steps);
@@ -186,18 +190,27 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
         }
         // What is still a credential after the correlation comes from the environment.
         for (n, v) in headers.iter_mut() {
-            if is_secret(n) && !v.contains("{{") {
-                let var = env_name(n);
-                env.insert(var.clone(), format!("request {}: header {n}", i + 1));
-                *v = format!("{{{{env.{var}}}}}");
+            *v = secrets.header(host.as_deref(), n, v, &at);
+        }
+        if let Some(user) = user_info {
+            let (name, value) = secrets.user_info(host.as_deref(), &user, &at);
+            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                headers.push((name, value));
             }
         }
+        let url = secrets.query(&url, host.as_deref(), &at);
+        let body = body.map(|b| secrets.body(&b, host.as_deref(), &at));
+        // The comment quotes the URL as sent, its credentials as the step sends them.
+        let shown = match &base {
+            Some(b) => url.replacen("{{baseUrl}}", b, 1),
+            None => url.clone(),
+        };
         let path = url.trim_start_matches("{{baseUrl}}").split('?').next().unwrap_or("/").to_string();
         let name = unique_name(&mut names, format!("{method} {path}"));
         let status = e["response"]["status"].as_u64().unwrap_or(0) as u16;
         let started = e["startedDateTime"].as_str().unwrap_or_default();
         steps.push(Step {
-            comment: format!("recorded {started}: {method} {} → {status}", req["url"].as_str().unwrap_or_default()),
+            comment: format!("recorded {started}: {method} {shown} → {status}"),
             name,
             method,
             url,
@@ -234,7 +247,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     }) {
         warnings.push("recorded Cookie headers left out: the VU's cookie jar keeps what the responses set".into());
     }
-    let mut imported = Imported { yaml: String::new(), env, warnings };
+    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings };
     let mut yaml = imported.head(source, "har", steps.len());
     for g in &generated {
         yaml.push_str(&format!("# generated: {g}\n"));
@@ -243,7 +256,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     write_top(&mut yaml, name, base.as_deref());
     write_steps(&mut yaml, "recorded", &steps);
     imported.yaml = yaml;
-    Ok(imported)
+    Ok(imported.scrubbed(&secrets))
 }
 
 /// Replaces each UUID in `text` (8-4-4-4-12 hex digits) by `{{ uuid() }}`; how many.

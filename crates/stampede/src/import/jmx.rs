@@ -6,20 +6,23 @@
 //! controllers `repeat` blocks, simple controllers plain blocks; CSV Data Set Configs `data`;
 //! user-defined variables `vars`; JMeter functions (`${__UUID()}`, `${__Random(a,b)}`,
 //! `${__time()}`, `${__threadNum}`, `${__P(name)}`) the expression language's. What it cannot
-//! convert (scripts, other samplers, an If Controller's condition…) is listed.
+//! convert (scripts, other samplers, an If Controller's condition…) is listed. Credentials a
+//! header manager, a sampler's arguments, body or URL or a user-defined variable records become
+//! `{{env.NAME}}` ([`super::secrets`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
 use super::Imported;
+use super::secrets::{Secrets, host_of};
 use super::xml::{self, Node};
 
 /// What the walk knows of the whole plan.
 #[derive(Default)]
 struct Plan {
     warnings: Vec<String>,
-    env: BTreeMap<String, String>,
+    secrets: Secrets,
     /// CSV column → its data set's name.
     columns: BTreeMap<String, String>,
     data: serde_json::Map<String, Value>,
@@ -88,6 +91,13 @@ fn arguments(e: &Node) -> Vec<(String, String)> {
 }
 
 impl Plan {
+    /// A user-defined variable: a credential's value from the environment.
+    fn variable(&mut self, name: String, value: &str, at: &str) {
+        let value = self.templates(value, at);
+        let value = self.secrets.field(None, &name, &value, || format!("{at}: variable {name}"));
+        self.vars.insert(name, value.into());
+    }
+
     /// JMeter's `${…}` in `text` as Stampede templates.
     fn templates(&mut self, text: &str, at: &str) -> String {
         let mut out = String::new();
@@ -112,7 +122,7 @@ impl Plan {
                 "__threadNum" => "{{ vu.id }}".to_string(),
                 "__P" | "__property" if !args.is_empty() => {
                     let var = args[0].to_ascii_uppercase().replace(['.', '-'], "_");
-                    self.env.entry(var.clone()).or_insert_with(|| format!("{at}: JMeter property {}", args[0]));
+                    self.secrets.env.entry(var.clone()).or_insert_with(|| format!("{at}: JMeter property {}", args[0]));
                     format!("{{{{env.{var}}}}}")
                 }
                 f if f.starts_with("__") => {
@@ -125,7 +135,8 @@ impl Plan {
                     // Defined nowhere in the plan (a `-J` property, an element not converted).
                     None => {
                         let var = name.to_ascii_uppercase().replace(['.', '-', ' '], "_");
-                        self.env
+                        self.secrets
+                            .env
                             .entry(var.clone())
                             .or_insert_with(|| format!("{at}: `${{{name}}}`, defined nowhere in the plan"));
                         format!("{{{{env.{var}}}}}")
@@ -191,8 +202,7 @@ impl Plan {
                 }
                 "Arguments" => {
                     for (k, v) in arguments(e) {
-                        let v = self.templates(&v, &at);
-                        self.vars.insert(k, v.into());
+                        self.variable(k, &v, &at);
                     }
                 }
                 "ConstantTimer" | "UniformRandomTimer" => {
@@ -355,7 +365,14 @@ impl Plan {
         let method = p("HTTPSampler.method").unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
         let path = p("HTTPSampler.path").unwrap_or_else(|| "/".into());
         let url = if path.starts_with("http://") || path.starts_with("https://") {
-            self.templates(&path, &at)
+            let templated = self.templates(&path, &at);
+            let (url, user) = self.secrets.url(&templated, &at);
+            if let Some((name, value)) = user
+                && !scope.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name))
+            {
+                scope.headers.push((name, value));
+            }
+            url
         } else {
             let protocol = p("HTTPSampler.protocol").or(dp).unwrap_or_else(|| "http".into());
             let domain = p("HTTPSampler.domain").or(dd).unwrap_or_default();
@@ -369,6 +386,9 @@ impl Plan {
             let path = if path.starts_with('/') { path } else { format!("/{path}") };
             format!("{origin}{}", self.templates(&path, &at))
         };
+        let host = host_of(&url);
+        let host = host.as_deref();
+        let url = self.secrets.query(&url, host, &at);
         let mut request = json!({"method": method, "url": url});
         let args = e
             .children
@@ -378,18 +398,21 @@ impl Plan {
             .unwrap_or_default();
         if e.prop_text("HTTPSampler.postBodyRaw") == Some("true") {
             let body = args.first().map(|(_, v)| v.clone()).unwrap_or_default();
-            request["body"] = self.templates(&body, &at).into();
+            let body = self.templates(&body, &at);
+            request["body"] = self.secrets.body(&body, host, &at).into();
         } else if !args.is_empty() {
             let mut map = serde_json::Map::new();
-            for (k, v) in &args {
-                map.insert(k.clone(), self.templates(v, &at).into());
-            }
             let key = if matches!(method.as_str(), "GET" | "HEAD" | "DELETE") { "query" } else { "form" };
+            for (k, v) in &args {
+                let v = self.templates(v, &at);
+                let v = self.secrets.field(host, k, &v, || format!("{at}: {key} {k}"));
+                map.insert(k.clone(), v.into());
+            }
             request[key] = Value::Object(map);
         }
         if !scope.headers.is_empty() {
             let headers: serde_json::Map<String, Value> =
-                scope.headers.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
+                scope.headers.iter().map(|(k, v)| (k.clone(), self.secrets.header(host, k, v, &at).into())).collect();
             request["headers"] = Value::Object(headers);
         }
         let mut step = json!({"name": label(e), "request": request});
@@ -447,8 +470,7 @@ pub(crate) fn jmx(text: &str, source: &str) -> Result<Imported, String> {
     // The plan's user-defined variables.
     if let Some(udv) = plan_node.children.iter().find(|c| c.attr("name") == Some("TestPlan.user_defined_variables")) {
         for (k, v) in arguments(udv) {
-            let v = plan.templates(&v, "the test plan");
-            plan.vars.insert(k, v.into());
+            plan.variable(k, &v, "the test plan");
         }
     }
     let groups = plan_tree.map(pairs).unwrap_or_default();
@@ -496,11 +518,11 @@ pub(crate) fn jmx(text: &str, source: &str) -> Result<Imported, String> {
     let scenario: stampede_model::scenario::ScenarioFile =
         serde_json::from_value(file).map_err(|e| format!("{source}: the plan does not make a scenario: {e}"))?;
     let requests = count_requests(&scenario);
-    let mut imported = Imported { yaml: String::new(), env: plan.env, warnings: plan.warnings };
+    let mut imported = Imported { yaml: String::new(), env: plan.secrets.env.clone(), warnings: plan.warnings };
     let mut yaml = imported.head(source, "jmx", requests);
     yaml.push_str(&crate::quick::scenario_yaml(&scenario)?);
     imported.yaml = yaml;
-    Ok(imported)
+    Ok(imported.scrubbed(&plan.secrets))
 }
 
 fn count_requests(file: &stampede_model::scenario::ScenarioFile) -> usize {
@@ -527,7 +549,7 @@ mod tests {
             out,
             "{{users.user}}-{{token}}-{{ uuid() }}-{{ randomInt(1, 5) }}-{{ vu.id }}-{{env.HOST}}-{{ '__jexl3(1)' }}-{{env.NOWHERE}}"
         );
-        assert!(plan.env["NOWHERE"].contains("defined nowhere in the plan"));
+        assert!(plan.secrets.env["NOWHERE"].contains("defined nowhere in the plan"));
         assert!(plan.warnings[0].contains("`${__jexl3(1)}` is not converted"), "{:?}", plan.warnings);
     }
 

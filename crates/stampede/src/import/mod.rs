@@ -13,6 +13,7 @@ pub(crate) mod har;
 pub(crate) mod jmx;
 pub(crate) mod openapi;
 pub(crate) mod postman;
+pub(crate) mod secrets;
 mod xml;
 
 /// What an import gave: the scenario (YAML with comments), the environment variables its
@@ -26,6 +27,14 @@ pub(crate) struct Imported {
 }
 
 impl Imported {
+    /// The import, its comments and warnings without the values its credentials had (they
+    /// quote the requests they came from).
+    fn scrubbed(mut self, secrets: &secrets::Secrets) -> Self {
+        self.yaml = secrets.scrub_comments(&self.yaml);
+        self.warnings = self.warnings.iter().map(|w| secrets.scrub(w)).collect();
+        self
+    }
+
     /// The head of the file: where it came from, the variables to set, what was not converted.
     fn head(&self, source: &str, what: &str, requests: usize) -> String {
         let load = if what == "jmx" {
@@ -130,47 +139,8 @@ pub(crate) fn write_steps(yaml: &mut String, name: &str, steps: &[Step]) {
     }
 }
 
-/// A header whose value is a secret (credentials, session): sent from the environment.
-pub(crate) fn is_secret(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    matches!(n.as_str(), "authorization" | "cookie" | "proxy-authorization")
-        || ["token", "secret", "api-key", "apikey", "password", "session", "csrf", "xsrf"].iter().any(|w| n.contains(w))
-}
-
-/// A JSON object or form body with its secret fields (`password`, `token`…) sent from the
-/// environment instead of as recorded.
-pub(crate) fn secrets_out_of_body(data: &str, at: &str, env: &mut BTreeMap<String, String>) -> String {
-    let mut take = |key: &str| {
-        let var = env_name(key);
-        env.insert(var.clone(), format!("{at}: body field {key}"));
-        format!("{{{{env.{var}}}}}")
-    };
-    if let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str::<serde_json::Value>(data) {
-        let secret: Vec<String> =
-            fields.iter().filter(|(k, v)| is_secret(k) && v.is_string()).map(|(k, _)| k.clone()).collect();
-        if secret.is_empty() {
-            return data.to_string();
-        }
-        for k in secret {
-            let value = take(&k);
-            fields.insert(k, value.into());
-        }
-        return serde_json::to_string(&fields).unwrap_or_else(|_| data.to_string());
-    }
-    let form = !data.contains(char::is_whitespace) && data.contains('=');
-    if !form {
-        return data.to_string();
-    }
-    data.split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if is_secret(k) => format!("{k}={}", take(k)),
-            _ => pair.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// `X-Api-Key` → `X_API_KEY`.
+/// A variable the output reads that is not a credential (a Postman environment's, a JMeter
+/// property): `apiHost` → `APIHOST`. Credentials are named by [`secrets::var_name`].
 pub(crate) fn env_name(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
 }

@@ -2,14 +2,14 @@
 //! per operation, in the document's order: path and required query and header parameters from
 //! their examples (or made from their schemas), a JSON or form body from the example or the
 //! schema (`$ref`s resolved, `allOf` merged, the first of `oneOf`/`anyOf`), a check on the
-//! documented success status, and the security schemes as headers from the environment. A
-//! `$ref` that leads nowhere is a warning naming it, never a panic.
-
-use std::collections::BTreeMap;
+//! documented success status, and the security schemes as headers from the environment, as are
+//! the examples of credential parameters and body fields (`api_key`, `password`:
+//! [`super::secrets`]). A `$ref` that leads nowhere is a warning naming it, never a panic.
 
 use serde_yaml::Value;
 
-use super::{Imported, Step, env_name, write_steps, write_top};
+use super::secrets::{Secrets, host_of};
+use super::{Imported, Step, write_steps, write_top};
 
 const METHODS: [&str; 7] = ["get", "post", "put", "patch", "delete", "head", "options"];
 
@@ -135,7 +135,8 @@ fn text(v: &serde_json::Value) -> String {
 fn security(
     doc: &mut Doc<'_>,
     op: &Value,
-    env: &mut BTreeMap<String, String>,
+    secrets: &mut Secrets,
+    host: Option<&str>,
     at: &str,
 ) -> Vec<(bool, String, String)> {
     let requirement = op.get("security").or_else(|| doc.root.get("security")).and_then(Value::as_sequence);
@@ -150,22 +151,24 @@ fn security(
         let kind = scheme.get("type").and_then(Value::as_str).unwrap_or_default();
         let http = scheme.get("scheme").and_then(Value::as_str).unwrap_or_default().to_ascii_lowercase();
         match (kind, http.as_str()) {
+            // A scheme's variable is told from another's by its name (the value it stands for).
             ("http", "bearer") | ("oauth2" | "openIdConnect", _) => {
-                env.insert("ACCESS_TOKEN".into(), format!("security scheme {name} ({kind})"));
-                out.push((true, "Authorization".into(), "Bearer {{env.ACCESS_TOKEN}}".into()));
+                let from = format!("security scheme {name} ({kind}: the token)");
+                let value = secrets.take_unheld(host, "Authorization", name, from);
+                out.push((true, "Authorization".into(), format!("Bearer {value}")));
             }
             ("http", "basic") => {
-                env.insert("BASIC_AUTH".into(), format!("security scheme {name} (user:password, base64)"));
-                out.push((true, "Authorization".into(), "Basic {{env.BASIC_AUTH}}".into()));
+                let from = format!("security scheme {name} (set it to user:password, base64)");
+                let value = secrets.take_unheld(host, "Authorization", name, from);
+                out.push((true, "Authorization".into(), format!("Basic {value}")));
             }
             ("apiKey", _) => {
                 let key = scheme.get("name").and_then(Value::as_str).unwrap_or(name);
-                let var = env_name(key);
-                env.insert(var.clone(), format!("security scheme {name} (API key)"));
+                let value = secrets.take_unheld(host, key, name, format!("security scheme {name} (API key)"));
                 match scheme.get("in").and_then(Value::as_str) {
-                    Some("query") => out.push((false, key.to_string(), format!("{{{{env.{var}}}}}"))),
-                    Some("cookie") => out.push((true, "Cookie".into(), format!("{key}={{{{env.{var}}}}}"))),
-                    _ => out.push((true, key.to_string(), format!("{{{{env.{var}}}}}"))),
+                    Some("query") => out.push((false, key.to_string(), value)),
+                    Some("cookie") => out.push((true, "Cookie".into(), format!("{key}={value}"))),
+                    _ => out.push((true, key.to_string(), value)),
                 }
             }
             _ => doc.warnings.push(format!("{at}: security scheme `{name}` ({kind} {http}) is not converted")),
@@ -186,7 +189,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
         return Err(format!("{source}: `openapi: {version}` is not 3.0 or 3.1"));
     }
     let mut doc = Doc { root: &root, warnings: Vec::new() };
-    let mut env = BTreeMap::new();
+    let mut secrets = Secrets::default();
     // The first server, its variables at their defaults.
     let server = root.get("servers").and_then(Value::as_sequence).and_then(|s| s.first());
     let mut base = server.and_then(|s| s.get("url")).and_then(Value::as_str).unwrap_or("/").to_string();
@@ -198,8 +201,10 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
     }
     let base = base.trim_end_matches('/').to_string();
     let relative = !base.contains("://");
+    let host = host_of(&base);
+    let host = host.as_deref();
     if relative {
-        env.insert("BASE_URL".into(), format!("the API's host: servers[0] is the relative `{base}`"));
+        secrets.env.insert("BASE_URL".into(), format!("the API's host: servers[0] is the relative `{base}`"));
     }
     let mut steps = Vec::new();
     let mut count = 0;
@@ -237,6 +242,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                     },
                 };
                 let value = text(&value);
+                let value = secrets.field(host, &pname, &value, || format!("{at}: {place} parameter {pname}"));
                 match place {
                     "path" => url_path = url_path.replace(&format!("{{{pname}}}"), &value),
                     "query" => query.push((pname, value)),
@@ -246,7 +252,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                     }
                 }
             }
-            for (header, h, v) in security(&mut doc, op, &mut env, &at) {
+            for (header, h, v) in security(&mut doc, op, &mut secrets, host, &at) {
                 if header {
                     headers.push((h, v));
                 } else {
@@ -270,7 +276,13 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                     });
                 } else if let Some(m) = media("application/x-www-form-urlencoded") {
                     let sample = m.get("schema").map(|s| doc.sample(s, &at, 0)).unwrap_or_default();
-                    form = sample.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), text(v))).collect::<Vec<_>>());
+                    form = sample.as_object().map(|o| {
+                        o.iter()
+                            .map(|(k, v)| {
+                                (k.clone(), secrets.field(host, k, &text(v), || format!("{at}: form field {k}")))
+                            })
+                            .collect::<Vec<_>>()
+                    });
                 } else if let Some(types) = content {
                     let types: Vec<&str> = types.keys().filter_map(Value::as_str).collect();
                     doc.warnings.push(format!("{at}: a `{}` body is not converted", types.join("`, `")));
@@ -288,6 +300,9 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                 })
                 .filter(|c| (200..300).contains(c))
                 .collect();
+            if let Some(j) = json.as_mut() {
+                secrets.json(j, host, &at);
+            }
             count += 1;
             let summary = op
                 .get("summary")
@@ -311,14 +326,14 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
     if count == 0 {
         return Err(format!("{source}: no operation to import"));
     }
-    let mut imported = Imported { yaml: String::new(), env, warnings: doc.warnings };
+    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings: doc.warnings };
     let mut yaml = imported.head(source, "openapi", count);
     let title = root.get("info").and_then(|i| i.get("title")).and_then(Value::as_str).unwrap_or("imported");
     let base_url = if relative { format!("{{{{env.BASE_URL}}}}{base}") } else { base };
     write_top(&mut yaml, title, Some(&base_url));
     write_steps(&mut yaml, "imported", &steps);
     imported.yaml = yaml;
-    Ok(imported)
+    Ok(imported.scrubbed(&secrets))
 }
 
 #[cfg(test)]

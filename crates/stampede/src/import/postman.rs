@@ -1,7 +1,8 @@
 //! `stampede import postman`: a Postman collection (format v2.1): each request a step, in
 //! order, folders flattened with their names before the request's; collection variables become
 //! `vars` (`baseUrl` the scenario's), variables it does not define `{{env.NAME}}`; auth (bearer,
-//! basic, API key) a header from the environment; Postman's dynamic variables (`{{$guid}}`,
+//! basic, API key) a header (or query key) from the environment, as is every credential the
+//! collection records (headers, query keys, body fields: [`super::secrets`]); Postman's dynamic variables (`{{$guid}}`,
 //! `{{$timestamp}}`, `{{$randomInt}}`) the expression language's functions. Scripts (pre-request
 //! and tests) are listed as not converted.
 
@@ -9,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Imported, Step, env_name, is_secret, scalar, secrets_out_of_body, write_steps, write_top};
+use super::secrets::{Secrets, host_of, is_credential, strip_user_info};
+use super::{Imported, Step, env_name, scalar, write_steps, write_top};
 
 /// A request of the collection, flattened.
 struct Request<'a> {
@@ -107,17 +109,19 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
         return Err(format!("{source}: info.schema `{schema}` is not a Postman collection v2.1 (export it as v2.1)"));
     }
     let mut warnings = Vec::new();
-    let mut env = BTreeMap::new();
+    let mut secrets = Secrets::default();
     let mut vars = BTreeMap::new();
     let mut base_url = None;
+    let mut base_user = None;
     for v in collection["variable"].as_array().into_iter().flatten() {
         let (Some(key), value) = (v["key"].as_str(), v["value"].as_str().unwrap_or_default()) else { continue };
         if key == "baseUrl" {
-            base_url = Some(value.to_string());
-        } else if is_secret(key) {
-            let var = env_name(key);
-            env.insert(var.clone(), format!("collection variable {key}"));
-            vars.insert(key.to_string(), format!("{{{{env.{var}}}}}"));
+            // Its user-info is a credential: every request to it sends it as a header.
+            let (url, user) = strip_user_info(value);
+            base_url = Some(url);
+            base_user = user;
+        } else if is_credential(key) && !value.contains("{{") {
+            vars.insert(key.to_string(), secrets.take(None, key, value, format!("collection variable {key}")));
         } else {
             vars.insert(key.to_string(), value.to_string());
         }
@@ -147,46 +151,63 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
             continue;
         }
         count += 1;
-        let url = templates(&url, &names, &at, &mut env, &mut warnings);
+        // The host the request goes to: its URL's, or the collection's baseUrl's.
+        let host = host_of(&match &base_url {
+            Some(b) => url.replace("{{baseUrl}}", b),
+            None => url.clone(),
+        });
+        let host = host.as_deref();
+        let (url, user) = strip_user_info(&url);
+        let user = user.or_else(|| base_user.clone().filter(|_| url.contains("{{baseUrl}}")));
+        let user_info = user.map(|u| secrets.user_info(host, &u, &at));
+        let url = secrets.query(&url, host, &at);
+        let url = templates(&url, &names, &at, &mut secrets.env, &mut warnings);
         let mut headers: Vec<(String, String)> = Vec::new();
+        let mut query: Vec<(String, String)> = Vec::new();
         for h in req["header"].as_array().into_iter().flatten() {
             if h["disabled"] == true {
                 continue;
             }
             let (Some(k), v) = (h["key"].as_str(), h["value"].as_str().unwrap_or_default()) else { continue };
-            let value = if is_secret(k) && !v.contains("{{") {
-                let var = env_name(k);
-                env.insert(var.clone(), format!("{at}: header {k}"));
-                format!("{{{{env.{var}}}}}")
-            } else {
-                templates(v, &names, &at, &mut env, &mut warnings)
-            };
-            headers.push((k.to_string(), value));
+            let value = secrets.header(host, k, v, &at);
+            headers.push((k.to_string(), templates(&value, &names, &at, &mut secrets.env, &mut warnings)));
+        }
+        let has_auth =
+            |headers: &[(String, String)]| headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("authorization"));
+        if let Some(auth) = user_info.filter(|_| !has_auth(&headers)) {
+            headers.push(auth);
         }
         if let Some(auth) = r.auth {
             match auth["type"].as_str().unwrap_or_default() {
                 "bearer" => {
                     let token = auth_value(auth, "bearer", "token").unwrap_or_default();
                     let token = if token.contains("{{") {
-                        templates(token, &names, &at, &mut env, &mut warnings)
+                        templates(token, &names, &at, &mut secrets.env, &mut warnings)
                     } else {
-                        env.insert("BEARER_TOKEN".into(), format!("{at}: bearer auth"));
-                        "{{env.BEARER_TOKEN}}".into()
+                        secrets.take(host, "Authorization", token, format!("{at}: bearer auth (the token)"))
                     };
                     headers.push(("Authorization".into(), format!("Bearer {token}")));
                 }
                 "basic" => {
-                    env.insert("BASIC_AUTH".into(), format!("{at}: basic auth (user:password, base64)"));
-                    headers.push(("Authorization".into(), "Basic {{env.BASIC_AUTH}}".into()));
+                    let user = auth_value(auth, "basic", "username").unwrap_or_default();
+                    let password = auth_value(auth, "basic", "password").unwrap_or_default();
+                    let from = format!("{at}: basic auth (set it to user:password, base64)");
+                    let value = secrets.take(host, "Authorization", &format!("{user}:{password}"), from);
+                    headers.push(("Authorization".into(), format!("Basic {value}")));
                 }
                 "apikey" => {
                     let key = auth_value(auth, "apikey", "key").unwrap_or("X-Api-Key");
-                    let var = env_name(key);
-                    env.insert(var.clone(), format!("{at}: API key"));
+                    let value = auth_value(auth, "apikey", "value").unwrap_or_default();
+                    let value = if value.contains("{{") {
+                        templates(value, &names, &at, &mut secrets.env, &mut warnings)
+                    } else {
+                        secrets.take(host, key, value, format!("{at}: API key {key}"))
+                    };
                     if auth_value(auth, "apikey", "in") == Some("query") {
-                        warnings.push(format!("{at}: an API key in the query is sent as a header `{key}`"));
+                        query.push((key.to_string(), value));
+                    } else {
+                        headers.push((key.to_string(), value));
                     }
-                    headers.push((key.to_string(), format!("{{{{env.{var}}}}}")));
                 }
                 "noauth" | "" => {}
                 other => warnings.push(format!("{at}: auth `{other}` is not converted")),
@@ -198,8 +219,8 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
         match body["mode"].as_str() {
             Some("raw") => {
                 let raw = body["raw"].as_str().unwrap_or_default();
-                let raw = secrets_out_of_body(raw, &at, &mut env);
-                body_text = Some(templates(&raw, &names, &at, &mut env, &mut warnings));
+                let raw = secrets.body(raw, host, &at);
+                body_text = Some(templates(&raw, &names, &at, &mut secrets.env, &mut warnings));
                 if body["options"]["raw"]["language"] == "json"
                     && !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("content-type"))
                 {
@@ -209,13 +230,8 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
             Some("urlencoded") => {
                 for f in body["urlencoded"].as_array().into_iter().flatten().filter(|f| f["disabled"] != true) {
                     let (Some(k), v) = (f["key"].as_str(), f["value"].as_str().unwrap_or_default()) else { continue };
-                    let v = if is_secret(k) {
-                        let var = env_name(k);
-                        env.insert(var.clone(), format!("{at}: form field {k}"));
-                        format!("{{{{env.{var}}}}}")
-                    } else {
-                        templates(v, &names, &at, &mut env, &mut warnings)
-                    };
+                    let v = secrets.field(host, k, v, || format!("{at}: form field {k}"));
+                    let v = templates(&v, &names, &at, &mut secrets.env, &mut warnings);
                     form.push((k.to_string(), v));
                 }
             }
@@ -229,6 +245,7 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
             name: r.name.clone(),
             method,
             url,
+            query,
             headers,
             body: body_text,
             form,
@@ -238,7 +255,7 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
     if count == 0 {
         return Err(format!("{source}: no request with a URL to import"));
     }
-    let mut imported = Imported { yaml: String::new(), env, warnings };
+    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings };
     let mut yaml = imported.head(source, "postman", count);
     let name = collection["info"]["name"].as_str().unwrap_or("imported");
     write_top(&mut yaml, name, base_url.as_deref());
@@ -250,7 +267,7 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
     }
     write_steps(&mut yaml, "imported", &steps);
     imported.yaml = yaml;
-    Ok(imported)
+    Ok(imported.scrubbed(&secrets))
 }
 
 #[cfg(test)]

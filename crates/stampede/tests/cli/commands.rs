@@ -1324,21 +1324,21 @@ fn curl_commands_import_to_a_scenario_that_runs_clean() {
     let stderr = text(&import.stderr);
     assert!(import.status.success(), "{stderr}");
     assert!(stderr.contains("option `--retry` is not converted"), "listed, not dropped: {stderr}");
-    for var in ["AUTHORIZATION", "X_API_KEY", "PASSWORD"] {
+    for var in ["HOST_127_0_0_1_AUTHORIZATION", "HOST_127_0_0_1_X_API_KEY", "HOST_127_0_0_1_PASSWORD"] {
         assert!(stderr.contains(&format!("note: set {var}")), "{stderr}");
     }
     let yaml = std::fs::read_to_string(&scenario).unwrap();
     assert!(!yaml.contains("recorded"), "no recorded secret in the file:\n{yaml}");
     assert!(yaml.contains("# from curl command 1: POST http://127.0.0.1:"), "{yaml}");
     assert!(yaml.contains("anné"), "ANSI-C quoting read as bash does:\n{yaml}");
-    assert!(yaml.contains("{{env.PASSWORD}}"), "the body's password from the environment:\n{yaml}");
+    assert!(yaml.contains("{{env.HOST_127_0_0_1_PASSWORD}}"), "the body's password from the environment:\n{yaml}");
 
     let out = dir.path().join("r.json");
     let run = Command::new(env!("CARGO_BIN_EXE_stampede"))
         .args(["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()])
-        .env("AUTHORIZATION", "Bearer from-env")
-        .env("X_API_KEY", "k-env")
-        .env("PASSWORD", "from-env")
+        .env("HOST_127_0_0_1_AUTHORIZATION", "from-env")
+        .env("HOST_127_0_0_1_X_API_KEY", "k-env")
+        .env("HOST_127_0_0_1_PASSWORD", "from-env")
         .output()
         .unwrap();
     assert!(run.status.success(), "{}{}", text(&run.stdout), text(&run.stderr));
@@ -1382,7 +1382,7 @@ fn a_postman_collection_imports_to_a_scenario_that_runs_clean() {
     let stderr = text(&import.stderr);
     assert!(import.status.success(), "{stderr}");
     assert!(stderr.contains("`Account / Log in`: its test script (2 line(s)) is not converted"), "{stderr}");
-    for var in ["SHOPTOKEN", "PASSWORD"] {
+    for var in ["SHOP_TOKEN", "HOST_127_0_0_1_PASSWORD"] {
         assert!(stderr.contains(&format!("note: set {var}")), "{stderr}");
     }
     let yaml = std::fs::read_to_string(&scenario).unwrap();
@@ -1403,8 +1403,8 @@ fn a_postman_collection_imports_to_a_scenario_that_runs_clean() {
     let out = dir.path().join("r.json");
     let run = Command::new(env!("CARGO_BIN_EXE_stampede"))
         .args(["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()])
-        .env("SHOPTOKEN", "t-from-env")
-        .env("PASSWORD", "from-env")
+        .env("SHOP_TOKEN", "t-from-env")
+        .env("HOST_127_0_0_1_PASSWORD", "from-env")
         .output()
         .unwrap();
     assert!(run.status.success(), "{}{}", text(&run.stdout), text(&run.stderr));
@@ -1447,7 +1447,12 @@ fn openapi_descriptions_import_to_scenarios_that_validate_and_run_clean() {
     let import = stampede(&["import", "openapi", described.to_str().unwrap(), "-o", scenario.to_str().unwrap()]);
     assert!(import.status.success(), "{}", text(&import.stderr));
     let out = dir.path().join("r.json");
-    let run = stampede(&["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(text(&import.stderr).contains("note: set HOST_127_0_0_1_PASSWORD"), "the login's password example");
+    let run = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["run", scenario.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()])
+        .env("HOST_127_0_0_1_PASSWORD", "pw")
+        .output()
+        .unwrap();
     assert!(run.status.success(), "{}{}", text(&run.stdout), text(&run.stderr));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let n = operations(&text_in) as u64;
@@ -1462,7 +1467,10 @@ fn openapi_descriptions_import_to_scenarios_that_validate_and_run_clean() {
     let import = stampede(&["import", "openapi", petstore.to_str().unwrap(), "-o", pet_yaml.to_str().unwrap()]);
     let stderr = text(&import.stderr);
     assert!(import.status.success(), "{stderr}");
-    assert!(stderr.contains("note: set ACCESS_TOKEN") && stderr.contains("note: set API_KEY"), "{stderr}");
+    let vars = ["PETSTORE3_SWAGGER_IO_AUTHORIZATION", "PETSTORE3_SWAGGER_IO_API_KEY", "PETSTORE3_SWAGGER_IO_PASSWORD"];
+    for var in vars {
+        assert!(stderr.contains(&format!("note: set {var} ")), "{stderr}");
+    }
     let file: stampede_model::scenario::ScenarioFile =
         serde_yaml::from_str(&std::fs::read_to_string(&pet_yaml).unwrap()).unwrap();
     let fixture = std::fs::read_to_string(&petstore).unwrap();
@@ -1472,8 +1480,7 @@ fn openapi_descriptions_import_to_scenarios_that_validate_and_run_clean() {
     assert_eq!(add_pet.json.as_ref().unwrap()["name"], "doggie", "the schema's example");
     let valid = Command::new(env!("CARGO_BIN_EXE_stampede"))
         .args(["validate", pet_yaml.to_str().unwrap()])
-        .env("ACCESS_TOKEN", "x")
-        .env("API_KEY", "x")
+        .envs(vars.map(|v| (v, "x")))
         .output()
         .unwrap();
     assert!(valid.status.success(), "{}", text(&valid.stderr));

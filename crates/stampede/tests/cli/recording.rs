@@ -88,6 +88,7 @@ fn a_chromium_recording_of_the_shop_imports_with_its_token_correlated_and_replay
     }
     assert!(!yaml.contains(&format!("Bearer {}", token.as_str().unwrap())), "no recorded token:\n{yaml}");
     assert!(yaml.contains("{{ uuid() }}"), "the page's order id is made anew:\n{yaml}");
+    assert!(yaml.contains("{{env.HOST_127_0_0_1_PASSWORD}}"), "the login's password from the environment:\n{yaml}");
 
     // Replayed twice against a fresh target: 0 errors, two orders, no duplicate.
     let fresh = start();
@@ -95,6 +96,7 @@ fn a_chromium_recording_of_the_shop_imports_with_its_token_correlated_and_replay
         let run = Command::new(env!("CARGO_BIN_EXE_stampede"))
             .args(["run", "--quiet", "--base-url", &fresh.base_url()])
             .arg(&scenario)
+            .env("HOST_127_0_0_1_PASSWORD", "pw")
             .output()
             .unwrap();
         assert!(run.status.success(), "{}{}", text(&run.stdout), text(&run.stderr));
