@@ -108,6 +108,7 @@ enum Command {
     /// Turn a test you already have into a Stampede scenario (YAML to review: comments say
     /// where each part came from, secrets become `{{env.NAME}}`, what could not be converted is
     /// listed). Exit codes: 0 (with warnings on stderr), 2 nothing usable.
+    #[command(after_long_help = IMPORT_SECRETS)]
     Import {
         /// What the input is.
         #[arg(value_enum)]
@@ -120,6 +121,10 @@ enum Command {
         /// HAR: keep the requests for scripts, styles, images and fonts.
         #[arg(long)]
         keep_static: bool,
+        /// Print (or write with -o) a LoadTest that runs the scenario in a cluster instead, its
+        /// `{{env.NAME}}`s from a Secret (spec.env, valueFrom.secretKeyRef), never inline.
+        #[arg(long)]
+        print_loadtest: bool,
     },
     /// Create a LoadTest from a manifest and wait for its verdict: the exit code is the gate
     /// for CI jobs, Argo CD hooks and Argo Rollouts analyses (uses the kubeconfig, or the
@@ -127,6 +132,19 @@ enum Command {
     #[command(after_help = launch::EXIT_CODES)]
     Launch(launch::LaunchArgs),
 }
+
+/// `stampede import --help`: the rule for credentials.
+const IMPORT_SECRETS: &str = "\
+Credentials are never written as recorded, in a step or a comment. Headers (Authorization,
+Proxy-Authorization, Cookie, X-Api-Key and names with api-key, token, secret, session, auth),
+query keys and JSON or form body fields (api_key, access_token, token, key, sig, signature,
+password, secret, auth, session_id, client_secret…), a URL's user-info and curl's -u,
+--oauth2-bearer and -b become {{env.NAME}}: one variable per host and credential
+(API_EXAMPLE_COM_AUTHORIZATION, OTHER_HOST_AUTHORIZATION; _2 for another value). An
+Authorization header keeps its scheme (Bearer {{env.NAME}}); a Basic one's variable holds
+base64 of user:password. stderr names each variable to set (never its value); the output is
+validated as if they were set. curl's --proxy-user, --proxy and --cert are listed as not
+converted, without their values.";
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum ImportFormat {
@@ -350,8 +368,8 @@ fn main() -> ExitCode {
             compare(&base, &new, namespace.as_deref(), details, &fail_on)
         }
         Command::History(args) => history::history(args),
-        Command::Import { format, input, out, keep_static } => {
-            import(format, input.as_deref(), out.as_deref(), keep_static)
+        Command::Import { format, input, out, keep_static, print_loadtest } => {
+            import(format, input.as_deref(), out.as_deref(), keep_static, print_loadtest)
         }
         Command::Crd { which } => {
             match which {
@@ -492,12 +510,14 @@ fn compare(
     Ok(ExitCode::from(1))
 }
 
-/// `stampede import FORMAT [INPUT] [-o OUT]`: the scenario, checked before it is written.
+/// `stampede import FORMAT [INPUT] [-o OUT] [--print-loadtest]`: the scenario (or a LoadTest of
+/// it), checked before it is written.
 fn import(
     format: ImportFormat,
     input: Option<&Path>,
     out: Option<&Path>,
     keep_static: bool,
+    print_loadtest: bool,
 ) -> Result<ExitCode, Failure> {
     let (text, source) = match input.filter(|p| p.as_os_str() != "-") {
         Some(p) => (
@@ -537,11 +557,16 @@ fn import(
     for (var, from) in &imported.env {
         eprintln!("note: set {var} before running ({from})");
     }
+    let text = if print_loadtest {
+        quick::loadtest_yaml(&file).map_err(|e| Failure::CouldNotRun(anyhow::anyhow!(e)))?
+    } else {
+        imported.yaml
+    };
     match out {
-        Some(p) => std::fs::write(p, &imported.yaml)
+        Some(p) => std::fs::write(p, &text)
             .with_context(|| format!("cannot write {}", p.display()))
             .map_err(Failure::CouldNotRun)?,
-        None => print!("{}", imported.yaml),
+        None => print!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -639,8 +664,21 @@ fn scenario_of(args: &RunArgs) -> Result<(ScenarioFile, PathBuf), Failure> {
 fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     let (scenario, path) = scenario_of(&args)?;
     if args.print_scenario || args.print_loadtest {
-        // Checked first: what is printed runs.
-        let opts = CompileOptions { base_url: args.base_url.clone(), seed: args.seed, ..CompileOptions::default() };
+        // Checked first: what is printed runs. A LoadTest's `{{env.NAME}}`s come from a Secret in
+        // the cluster: they need not be set here.
+        let mut env: std::collections::HashMap<String, String> = std::env::vars().collect();
+        if args.print_loadtest {
+            let refs = quick::env_refs(&scenario).map_err(|e| Failure::CouldNotRun(anyhow::anyhow!(e)))?;
+            for name in refs {
+                env.entry(name).or_insert_with(|| "x".into());
+            }
+        }
+        let opts = CompileOptions {
+            base_url: args.base_url.clone(),
+            seed: args.seed,
+            env: Some(env),
+            ..CompileOptions::default()
+        };
         stampede_engine::validate(&scenario, &path, &opts).map_err(|e| Failure::Invalid(e.into()))?;
         let text = if args.print_loadtest { quick::loadtest_yaml(&scenario) } else { quick::scenario_yaml(&scenario) };
         print!("{}", text.map_err(|e| Failure::CouldNotRun(anyhow::anyhow!(e)))?);

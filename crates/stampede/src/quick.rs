@@ -193,7 +193,28 @@ fn tidy(scenario: &ScenarioFile) -> Result<serde_yaml::Value, String> {
     Ok(value)
 }
 
-/// A LoadTest (YAML) that runs `scenario` with one runner in a cluster, named after it.
+/// The environment variables `scenario`'s templates read (`{{env.NAME}}`), sorted.
+pub(crate) fn env_refs(scenario: &ScenarioFile) -> Result<std::collections::BTreeSet<String>, String> {
+    let text = serde_yaml::to_string(scenario).map_err(|e| e.to_string())?;
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else { break };
+        if let Some(name) = after[..close].trim().strip_prefix("env.")
+            && !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            names.insert(name.to_string());
+        }
+        rest = &after[close + 2..];
+    }
+    Ok(names)
+}
+
+/// A LoadTest (YAML) that runs `scenario` with one runner in a cluster, named after it. Each
+/// `{{env.NAME}}` of the scenario comes from the Secret `NAME-secrets` (key: the variable's
+/// name) through `spec.env`, by reference: no value is written.
 pub(crate) fn loadtest_yaml(scenario: &ScenarioFile) -> Result<String, String> {
     let name: String = scenario
         .name
@@ -207,9 +228,32 @@ pub(crate) fn loadtest_yaml(scenario: &ScenarioFile) -> Result<String, String> {
         .join("-");
     let name = if name.is_empty() { "quick".to_string() } else { name.chars().take(50).collect() };
     let name = name.trim_end_matches('-').to_string();
+    let secret = format!("{name}-secrets");
+    let vars = env_refs(scenario)?;
     let mut spec = serde_yaml::Mapping::new();
     spec.insert("runners".into(), 1.into());
     spec.insert("scenario".into(), tidy(scenario)?);
+    if !vars.is_empty() {
+        let env: Vec<serde_yaml::Value> = vars
+            .iter()
+            .map(|v| {
+                let var = k8s_openapi::api::core::v1::EnvVar {
+                    name: v.clone(),
+                    value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
+                        secret_key_ref: Some(k8s_openapi::api::core::v1::SecretKeySelector {
+                            name: secret.clone(),
+                            key: v.clone(),
+                            optional: None,
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                serde_yaml::to_value(var).map_err(|e| e.to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        spec.insert("env".into(), env.into());
+    }
     let mut metadata = serde_yaml::Mapping::new();
     metadata.insert("name".into(), name.into());
     let mut lt = serde_yaml::Mapping::new();
@@ -234,6 +278,14 @@ pub(crate) fn loadtest_yaml(scenario: &ScenarioFile) -> Result<String, String> {
             "# In a pod, 127.0.0.1 and localhost are the runner pod itself: point the URLs at the\n\
              # Service under test (e.g. http://my-service.default.svc) before applying this.\n",
         );
+    }
+    if !vars.is_empty() {
+        let literals: Vec<String> = vars.iter().map(|v| format!("--from-literal={v}=…")).collect();
+        text.push_str(&format!(
+            "# The scenario's {{{{env.NAME}}}}s come from the Secret {secret} (spec.env); create it first:\n\
+             #   kubectl create secret generic {secret} {}\n",
+            literals.join(" ")
+        ));
     }
     text.push_str(&serde_yaml::to_string(&lt).map_err(|e| e.to_string())?);
     Ok(text)
@@ -327,6 +379,26 @@ mod tests {
         apply_load_flags(&mut file, &LoadFlags { vus: Some(3), iterations: Some(9), ..LoadFlags::default() });
         let load = file.load.unwrap();
         assert_eq!((load.executor, load.vus, load.iterations), (Executor::ConstantVus, Some(3), Some(9)));
+    }
+
+    #[test]
+    fn a_loadtest_takes_the_scenarios_environment_from_a_secret_by_reference() {
+        let mut file = url_scenario("http://my-service.default.svc/", &RequestFlags::default()).unwrap();
+        file.name = "Shop API".into();
+        let req = file.scenarios[0].steps[0].request.as_mut().unwrap();
+        req.headers.insert("Authorization".into(), "Bearer {{env.SHOP_AUTHORIZATION}}".into());
+        req.url.push_str("?k={{ env.API_KEY }}&u={{env.SHOP_AUTHORIZATION}}");
+        let yaml = loadtest_yaml(&file).unwrap();
+        assert!(yaml.starts_with("# The scenario's {{env.NAME}}s come from the Secret shop-api-secrets"), "{yaml}");
+        let lt: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+        let secret = |k: &str| serde_json::json!({"name": k, "valueFrom": {"secretKeyRef": {"name": "shop-api-secrets", "key": k}}});
+        assert_eq!(lt["spec"]["env"], serde_json::json!([secret("API_KEY"), secret("SHOP_AUTHORIZATION")]));
+        let plain = url_scenario("http://my-service.default.svc/", &RequestFlags::default()).unwrap();
+        assert!(
+            serde_yaml::from_str::<serde_json::Value>(&loadtest_yaml(&plain).unwrap()).unwrap()["spec"]
+                .get("env")
+                .is_none()
+        );
     }
 
     #[test]

@@ -449,6 +449,32 @@ mod tests {
     }
 
     #[test]
+    fn credential_options_take_their_values_and_never_show_them() {
+        let words: Vec<String> = [
+            "curl",
+            "--oauth2-bearer",
+            "tok-1234",
+            "--proxy-user",
+            "pu:proxy-pw-1234",
+            "-Upu:inline-pw-1234",
+            "--cert=client.pem:cert-pw-1234",
+            "https://h.example/x",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut warnings = Vec::new();
+        let r = parse_curl(&words, 1, &mut warnings).unwrap();
+        assert_eq!((r.bearer.as_deref(), r.url.as_deref()), (Some("tok-1234"), Some("https://h.example/x")));
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings.iter().all(|w| !w.contains("second URL") && !w.contains("pw-1234")), "{warnings:?}");
+        let out = curl(&words.join(" "), "c.sh").unwrap();
+        let file: stampede_model::scenario::ScenarioFile = serde_yaml::from_str(&out.yaml).unwrap();
+        let req = file.scenarios[0].steps[0].request.as_ref().unwrap();
+        assert_eq!(req.headers["Authorization"], "Bearer {{env.H_EXAMPLE_AUTHORIZATION}}");
+        assert!(!out.yaml.contains("1234"), "{}", out.yaml);
+    }
+
+    #[test]
     fn curl_commands_become_steps_with_secrets_from_the_environment() {
         let text = "curl 'http://127.0.0.1:8080/shop/login' -H 'Content-Type: application/json' \
                     -H 'Authorization: Bearer abc' --data-raw '{\"user\":\"ann\"}' --compressed\n\

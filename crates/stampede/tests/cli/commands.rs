@@ -1414,6 +1414,172 @@ fn a_postman_collection_imports_to_a_scenario_that_runs_clean() {
     target.stop();
 }
 
+/// #32: every importer turns each credential it meets — headers, query keys, JSON and form body
+/// fields, a URL's user-info, curl's `-u`, `--oauth2-bearer` and `-b`, variables — into
+/// `{{env.NAME}}`, one variable per host and credential: no recorded value (all `s3cr3t-…` in
+/// the fixtures) in the scenario, its comments, stderr or the LoadTest `--print-loadtest`
+/// writes, whose `spec.env` takes every variable from a Secret by reference. stderr names the
+/// variables; the scenario validates with them set, and the LoadTest as the operator validates it.
+#[test]
+fn imported_credentials_become_one_environment_variable_per_host_and_never_keep_their_values() {
+    let fixtures = repo_root().join("crates/stampede/tests/cli/fixtures/secrets");
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &[&str]); 5] = [
+        (
+            "har",
+            "secrets.har",
+            &[
+                "# recorded 2026-01-01T00:00:01Z: POST https://api.example.com/login?api_key={{env.API_EXAMPLE_COM_API_KEY}}&lang=en → 200",
+                "url: https://api.example.com/login?api_key={{env.API_EXAMPLE_COM_API_KEY}}&lang=en",
+                "Authorization: Bearer {{env.API_EXAMPLE_COM_AUTHORIZATION}}",
+                "Authorization: Bearer {{env.OTHER_HOST_AUTHORIZATION}}",
+                "X-Api-Key: '{{env.API_EXAMPLE_COM_X_API_KEY}}'",
+                r#""password":"{{env.API_EXAMPLE_COM_PASSWORD}}""#,
+                r#""session_id":"{{env.API_EXAMPLE_COM_SESSION_ID}}""#,
+                "url: https://other.host/data?access_token={{env.OTHER_HOST_ACCESS_TOKEN}}",
+                "# recorded 2026-01-01T00:00:03Z: POST https://api.example.com/form → 204",
+                "Authorization: Basic {{env.API_EXAMPLE_COM_AUTHORIZATION_2}}",
+                "body: q=kettle&client_secret={{env.API_EXAMPLE_COM_CLIENT_SECRET}}",
+            ],
+        ),
+        (
+            "jmx",
+            "secrets.jmx",
+            &[
+                "url: https://api.example.com/login?api_key={{env.API_EXAMPLE_COM_API_KEY}}",
+                "Authorization: Bearer {{env.API_EXAMPLE_COM_AUTHORIZATION}}",
+                "Authorization: Bearer {{env.OTHER_HOST_AUTHORIZATION}}",
+                "X-Api-Key: '{{env.API_EXAMPLE_COM_X_API_KEY}}'",
+                "X-Api-Key: '{{env.OTHER_HOST_X_API_KEY}}'",
+                r#""password":"{{env.API_EXAMPLE_COM_PASSWORD}}""#,
+                "token: '{{env.OTHER_HOST_TOKEN}}'",
+                "adminPassword: '{{env.ADMIN_PASSWORD}}'",
+            ],
+        ),
+        (
+            "curl",
+            "secrets.sh",
+            &[
+                "# from curl command 1: POST https://api.example.com/v1/login?api_key={{env.API_EXAMPLE_COM_API_KEY}}&q=1",
+                "Authorization: Basic {{env.API_EXAMPLE_COM_AUTHORIZATION}}",
+                "X-Api-Key: '{{env.API_EXAMPLE_COM_X_API_KEY}}'",
+                r#""password":"{{env.API_EXAMPLE_COM_PASSWORD}}""#,
+                "Authorization: Bearer {{env.API_EXAMPLE_COM_AUTHORIZATION_2}}",
+                "Cookie: '{{env.API_EXAMPLE_COM_COOKIE}}'",
+                "Authorization: Bearer {{env.OTHER_HOST_AUTHORIZATION}}",
+                "Authorization: Basic {{env.OTHER_HOST_AUTHORIZATION_2}}",
+                "url: https://other.host/y?token={{env.OTHER_HOST_TOKEN}}&page=2",
+            ],
+        ),
+        (
+            "postman",
+            "secrets.postman_collection.json",
+            &[
+                "url: '{{baseUrl}}/items?api_key={{env.API_EXAMPLE_COM_API_KEY}}&sig={{env.API_EXAMPLE_COM_SIG}}&page=1'",
+                "X-Api-Key: '{{env.API_EXAMPLE_COM_X_API_KEY}}'",
+                "Authorization: Bearer {{env.API_EXAMPLE_COM_AUTHORIZATION}}",
+                "Authorization: Bearer {{env.OTHER_HOST_AUTHORIZATION}}",
+                r#""password":"{{env.OTHER_HOST_PASSWORD}}""#,
+                "client_secret: '{{env.OTHER_HOST_CLIENT_SECRET}}'",
+                "key: '{{env.OTHER_HOST_KEY}}'",
+                "apiSecret: '{{env.API_SECRET}}'",
+            ],
+        ),
+        (
+            "openapi",
+            "secrets.openapi.yaml",
+            &[
+                "api_key: '{{env.API_EXAMPLE_COM_API_KEY}}'",
+                "X-Api-Key: '{{env.API_EXAMPLE_COM_X_API_KEY}}'",
+                "Authorization: Bearer {{env.API_EXAMPLE_COM_AUTHORIZATION}}",
+                r#""password":"{{env.API_EXAMPLE_COM_PASSWORD}}""#,
+                r#""session":{"token":"{{env.API_EXAMPLE_COM_TOKEN}}"}"#,
+            ],
+        ),
+    ];
+    for (format, fixture, wanted) in cases {
+        let input = fixtures.join(fixture);
+        assert!(std::fs::read_to_string(&input).unwrap().contains("s3cr3t-"), "{fixture} holds the secrets");
+        let import = stampede(&["import", format, input.to_str().unwrap()]);
+        let (yaml, stderr) = (text(&import.stdout), text(&import.stderr));
+        assert!(import.status.success(), "{format}: {stderr}");
+        assert!(
+            !yaml.contains("s3cr3t") && !stderr.contains("s3cr3t"),
+            "{format}: a recorded secret:\n{yaml}\n{stderr}"
+        );
+        for w in wanted {
+            assert!(yaml.contains(w), "{format}: `{w}` in\n{yaml}");
+        }
+        // stderr names every variable the file reads (and nothing else), each a valid name.
+        let notes: std::collections::BTreeSet<String> = stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("note: set ")?.split(' ').next().map(str::to_string))
+            .collect();
+        let used: std::collections::BTreeSet<String> = yaml
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .flat_map(|l| l.split("{{env.").skip(1).map(|r| r.split("}}").next().unwrap().to_string()))
+            .collect();
+        assert_eq!(notes, used, "{format}: {stderr}");
+        assert!(
+            used.iter().all(|v| v.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                && !v.starts_with(|c: char| c.is_ascii_digit())),
+            "{format}: {used:?}"
+        );
+        if format != "openapi" {
+            assert!(
+                used.contains("API_EXAMPLE_COM_AUTHORIZATION") && used.contains("OTHER_HOST_AUTHORIZATION"),
+                "{format}: two hosts' bearers, two variables: {used:?}"
+            );
+        }
+        if format == "curl" {
+            assert!(stderr.contains("option `--proxy-user` is not converted"), "{stderr}");
+            assert!(!stderr.contains("a second URL"), "--oauth2-bearer and --proxy-user take their values: {stderr}");
+        }
+
+        // It validates with its variables set (and only then: they are what it needs).
+        let file = dir.path().join(format!("{format}.yaml"));
+        std::fs::write(&file, &yaml).unwrap();
+        let validate = |env: &[(&str, &str)]| {
+            Command::new(env!("CARGO_BIN_EXE_stampede"))
+                .args(["validate", file.to_str().unwrap()])
+                .envs(env.iter().copied())
+                .output()
+                .unwrap()
+        };
+        let set: Vec<(&str, &str)> = used.iter().map(|v| (v.as_str(), "x")).collect();
+        let valid = validate(&set);
+        assert!(valid.status.success(), "{format}: {}", text(&valid.stderr));
+        let unset = validate(&[]);
+        assert_eq!(unset.status.code(), Some(2), "{format}: {}", text(&unset.stdout));
+        assert!(text(&unset.stderr).contains("is not set"), "{format}: {}", text(&unset.stderr));
+
+        // --print-loadtest: every variable from the Secret by reference, no value inline.
+        let printed = stampede(&["import", format, input.to_str().unwrap(), "--print-loadtest"]);
+        let lt_yaml = text(&printed.stdout);
+        assert!(printed.status.success(), "{format}: {}", text(&printed.stderr));
+        assert!(!lt_yaml.contains("s3cr3t"), "{format}:\n{lt_yaml}");
+        let lt: stampede_api::LoadTest = serde_yaml::from_str(&lt_yaml).unwrap();
+        let secret = format!("{}-secrets", lt.metadata.name.as_deref().unwrap());
+        assert!(lt_yaml.contains(&format!("kubectl create secret generic {secret} ")), "{lt_yaml}");
+        let from_secret: std::collections::BTreeSet<String> = lt
+            .spec
+            .env
+            .iter()
+            .map(|e| {
+                assert_eq!(e.value, None, "{format}: {} inline", e.name);
+                let r = e.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()).expect("a secretKeyRef");
+                assert_eq!((r.name.as_str(), r.key.as_str()), (secret.as_str(), e.name.as_str()));
+                e.name.clone()
+            })
+            .collect();
+        assert_eq!(from_secret, used, "{format}");
+        let scenario = serde_yaml::to_string(lt.spec.scenario.as_ref().unwrap()).unwrap();
+        stampede_operator::validation::validate(&lt, &scenario, "printed")
+            .unwrap_or_else(|e| panic!("{format}: the operator refuses it: {e:?}"));
+    }
+}
+
 /// A GET of `path` from `addr` with HTTP/1.1 (`Connection: close`): the body.
 fn http_body(addr: &str, path: &str) -> String {
     use std::io::{Read as _, Write as _};
