@@ -1,6 +1,8 @@
 //! `stampede import`: tests people already have, as Stampede YAML a person reviews in a pull
-//! request, with comments saying where each part came from, secrets turned into `{{env.NAME}}`,
-//! and what could not be converted listed (never dropped silently). Pure: text in, text out.
+//! request, with comments saying where each part came from, credentials turned into
+//! `{{env.NAME}}` by the one rule of [`secrets`] (one variable per host and credential, no value
+//! kept in a step or a comment), and what could not be converted listed (never dropped
+//! silently). Pure: text in, text out.
 //!
 //! Formats: [`curl`] (command lines as browsers' "copy as cURL" and people write them),
 //! [`postman`] (collections v2.1), [`openapi`] (3.0 and 3.1 descriptions), [`har`] (browser
