@@ -5,52 +5,68 @@
 /// The mark a redacted value leaves in its place.
 pub const REDACTED: &str = "[redacted]";
 
-/// Words that make a name a credential wherever they stand in it (`x-auth-token`,
-/// `client_secret`, `sessionId`). Compared without case, `-` and `_`.
-const WORDS: [&str; 13] = [
-    "authorization",
-    "sessid",
-    "cookie",
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "apikey",
-    "session",
-    "credential",
-    "signature",
-    "privatekey",
-    "accesskey",
-];
-
-/// Whole names that are credentials only alone (as a part of a longer name they are common
-/// words: `monkey`, `authority`, `design`).
-const WHOLE: [&str; 8] = ["auth", "key", "sig", "pass", "pwd", "sid", "jwt", "code"];
-
-/// Header names that are credentials whatever their shape.
-const HEADERS: [&str; 4] = ["authorization", "proxy-authorization", "cookie", "set-cookie"];
-
-fn squashed(name: &str) -> String {
-    name.chars().filter(|c| !matches!(c, '-' | '_' | '.' | ' ')).flat_map(char::to_lowercase).collect()
+/// The words of a name, lower-case: `X-Api-Key` → `x api key`, `sessionId` → `session id`.
+pub fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut after_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            after_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && after_lower {
+            out.push(std::mem::take(&mut word));
+        }
+        after_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
 }
 
-/// Whether a header, cookie, query key or body field called `name` holds a credential:
-/// `Authorization`, `X-Api-Key`, `api_key`, `access_token`, `password`, `session_id`, `sig`…
+/// Words that make a name a credential wherever they appear in one of its words
+/// (`accesstoken`, `client_secret`, `X-Session-Id`).
+const WITHIN: [&str; 11] =
+    ["password", "passwd", "passphrase", "secret", "token", "session", "sessid", "apikey", "credential", "csrf", "xsrf"];
+
+/// Words that make a name a credential when they are one of its words (`X-Auth`, `sig`, but
+/// not `author`).
+const WHOLE: [&str; 10] = ["authorization", "auth", "cookie", "signature", "sig", "jwt", "pwd", "pass", "sid", "key"];
+
+/// What a `…key` is a credential of (`api_key`, `X-Access-Key`, `Ocp-Apim-Subscription-Key`),
+/// unlike `Idempotency-Key` or `Sec-WebSocket-Key`.
+const KEY_OF: [&str; 12] = [
+    "api",
+    "access",
+    "private",
+    "secret",
+    "subscription",
+    "consumer",
+    "client",
+    "auth",
+    "app",
+    "license",
+    "master",
+    "signing",
+];
+
+/// Whether a header, a query key, a body field, a cookie or a variable named `name` holds a
+/// credential. `key` counts as a word of its own only when it is the whole name (`?key=`).
 pub fn is_credential(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    if HEADERS.contains(&lower.as_str()) {
+    let w = words(name);
+    if let [only] = &w[..]
+        && only == "key"
+    {
         return true;
     }
-    let s = squashed(name);
-    if WHOLE.contains(&s.as_str()) {
-        return true;
-    }
-    // `x-api-key`, `subscription-key`, `x-amz-security-token`: a key or token at the end.
-    let last = lower.rsplit(['-', '_', '.']).next().unwrap_or_default();
-    if lower.len() > last.len() && matches!(last, "key" | "auth" | "sig" | "pass" | "pwd") {
-        return true;
-    }
-    WORDS.iter().any(|w| s.contains(w))
+    w.iter().any(|x| WITHIN.iter().any(|c| x.contains(c)) || (x != "key" && WHOLE.contains(&x.as_str())))
+        || w.windows(2).any(|p| p[1] == "key" && KEY_OF.contains(&p[0].as_str()))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod capacity;
 mod chart;
 mod faults;
 mod gitops;
+mod hostile;
 mod operator;
 mod reports;
 mod runs;

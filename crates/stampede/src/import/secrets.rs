@@ -9,69 +9,7 @@
 
 use std::collections::BTreeMap;
 
-/// The words of a name, lower-case: `X-Api-Key` → `x api key`, `sessionId` → `session id`.
-fn words(name: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut after_lower = false;
-    for c in name.chars() {
-        if !c.is_ascii_alphanumeric() {
-            if !word.is_empty() {
-                out.push(std::mem::take(&mut word));
-            }
-            after_lower = false;
-            continue;
-        }
-        if c.is_ascii_uppercase() && after_lower {
-            out.push(std::mem::take(&mut word));
-        }
-        after_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        word.push(c.to_ascii_lowercase());
-    }
-    if !word.is_empty() {
-        out.push(word);
-    }
-    out
-}
-
-/// Words that make a name a credential wherever they appear in one of its words
-/// (`accesstoken`, `client_secret`, `X-Session-Id`).
-const WITHIN: [&str; 10] =
-    ["password", "passwd", "passphrase", "secret", "token", "session", "apikey", "credential", "csrf", "xsrf"];
-
-/// Words that make a name a credential when they are one of its words (`X-Auth`, `sig`, but
-/// not `author`).
-const WHOLE: [&str; 10] = ["authorization", "auth", "cookie", "signature", "sig", "jwt", "pwd", "pass", "sid", "key"];
-
-/// What a `…key` is a credential of (`api_key`, `X-Access-Key`, `Ocp-Apim-Subscription-Key`),
-/// unlike `Idempotency-Key` or `Sec-WebSocket-Key`.
-const KEY_OF: [&str; 12] = [
-    "api",
-    "access",
-    "private",
-    "secret",
-    "subscription",
-    "consumer",
-    "client",
-    "auth",
-    "app",
-    "license",
-    "master",
-    "signing",
-];
-
-/// Whether a header, a query key, a body field, a cookie or a variable named `name` holds a
-/// credential. `key` counts as a word of its own only when it is the whole name (`?key=`).
-pub(crate) fn is_credential(name: &str) -> bool {
-    let w = words(name);
-    if let [only] = &w[..]
-        && only == "key"
-    {
-        return true;
-    }
-    w.iter().any(|x| WITHIN.iter().any(|c| x.contains(c)) || (x != "key" && WHOLE.contains(&x.as_str())))
-        || w.windows(2).any(|p| p[1] == "key" && KEY_OF.contains(&p[0].as_str()))
-}
+pub(crate) use stampede_model::secrets::{is_credential, words};
 
 /// The environment variable of `credential` sent to `host`: their words upper-case, joined by
 /// `_` (`api.example.com` and `X-Api-Key` → `API_EXAMPLE_COM_X_API_KEY`; `127.0.0.1` and
