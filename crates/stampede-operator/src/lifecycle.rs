@@ -511,17 +511,14 @@ fn decide_finished(lt: &LoadTest, mut st: LoadTestStatus, obs: &Observed) -> Dec
 fn teardown_ended(st: &mut LoadTestStatus, seen: &OnceSeen, stamp: Stamp) -> Option<Action> {
     let running = st.teardown.clone().unwrap_or_default();
     let started = running.start_time.as_deref().and_then(parse).unwrap_or(stamp.now);
-    let ended = match (&seen.report, &seen.job) {
-        (Some(report), _) => report.clone(),
-        (None, Some(job)) if job.failed > 0 => {
-            OnceStatus { state: OnceState::Failed, message: Some(pod_failed("teardown", job)), ..running.clone() }
-        }
-        (None, _) if stamp.now - started > TEARDOWN_TIMEOUT => OnceStatus {
+    let ended = match once_ended("teardown", seen, &running) {
+        Some(ended) => ended,
+        None if stamp.now - started > TEARDOWN_TIMEOUT => OnceStatus {
             state: OnceState::Failed,
             message: Some(format!("did not finish within {}", stampede_model::Dur(TEARDOWN_TIMEOUT))),
             ..running.clone()
         },
-        (None, _) => return None,
+        None => return None,
     };
     let ok = ended.state == OnceState::Succeeded;
     let note = once_note("teardown", &ended);
@@ -529,6 +526,18 @@ fn teardown_ended(st: &mut LoadTestStatus, seen: &OnceSeen, stamp: Stamp) -> Opt
     stamp.set(&mut st.conditions, Cond::TeardownSucceeded, ok, if ok { "Succeeded" } else { reason }, &note);
     st.teardown = Some(OnceStatus { start_time: ended.start_time.clone().or(running.start_time), ..ended });
     Some(Action::Event { warning: !ok, reason: reason.into(), note })
+}
+
+/// How a once-run pod (`which`: `setup` or `teardown`, now `running`) ended, as observed: its
+/// report, or its Job's failure when it failed without one. `None`: not known to have ended.
+fn once_ended(which: &str, seen: &OnceSeen, running: &OnceStatus) -> Option<OnceStatus> {
+    match (&seen.report, &seen.job) {
+        (Some(report), _) => Some(report.clone()),
+        (None, Some(job)) if job.failed > 0 => {
+            Some(OnceStatus { state: OnceState::Failed, message: Some(pod_failed(which, job)), ..running.clone() })
+        }
+        (None, _) => None,
+    }
 }
 
 /// Why a once-run pod's Job failed without a report: the kubelet's words when it has some.
@@ -746,14 +755,10 @@ impl<'a> Run<'a> {
     /// values); a failed step, a failed pod or the start timeout fail the test before any load.
     fn set_up(mut self) -> Decision {
         let now = self.stamp.now;
-        let seen = &self.obs.once.setup;
         let running = self.st.setup.clone().unwrap_or_default();
-        let ended = match (&seen.report, &seen.job) {
-            (Some(report), _) => report.clone(),
-            (None, Some(job)) if job.failed > 0 => {
-                OnceStatus { state: OnceState::Failed, message: Some(pod_failed("setup", job)), ..running.clone() }
-            }
-            (None, _) => {
+        let ended = match once_ended("setup", &self.obs.once.setup, &running) {
+            Some(ended) => ended,
+            None => {
                 let since = condition_since(&self.st.conditions, Cond::Valid).unwrap_or(now);
                 let limit = duration_spec(self.lt.spec.start_timeout.as_deref()).unwrap_or(DEFAULT_START_TIMEOUT);
                 if now - since <= limit {
@@ -763,28 +768,58 @@ impl<'a> Run<'a> {
                 OnceStatus { state: OnceState::Failed, message: Some(why), ..running.clone() }
             }
         };
-        let note = once_note("setup", &ended);
-        self.st.setup = Some(OnceStatus { start_time: ended.start_time.clone().or(running.start_time), ..ended });
+        let note = self.setup_ended(ended);
         if self.st.setup.as_ref().is_some_and(|s| s.state == OnceState::Succeeded) {
-            self.stamp.set(&mut self.st.conditions, Cond::SetupSucceeded, true, "Succeeded", &note);
             self.st.message = Some(format!("setup succeeded; starting {} runner(s)", self.runners));
-            self.event(false, "SetupSucceeded", note);
             self.actions.push(Action::StartRunners);
             return self.end(Some(Duration::from_secs(5)));
         }
-        self.stamp.set(&mut self.st.conditions, Cond::SetupSucceeded, false, "SetupFailed", &note);
         let message = format!("{note}: no load was sent");
         let cleanup = cleanup(self.lt, Phase::Failed);
         self.finished(&[], Phase::Failed, "SetupFailed", &message)
-            .warning("SetupFailed", message)
             .then(vec![Action::DeleteRunners])
             .then(cleanup)
             .end(None)
     }
 
+    /// Records how the setup ended (`ended`): `.status.setup`, `SetupSucceeded` and its Event
+    /// (a Warning when it failed, whose note says why). Returns that note.
+    fn setup_ended(&mut self, ended: OnceStatus) -> String {
+        let running = self.st.setup.clone().unwrap_or_default();
+        let ok = ended.state == OnceState::Succeeded;
+        let note = once_note("setup", &ended);
+        self.st.setup = Some(OnceStatus { start_time: ended.start_time.clone().or(running.start_time), ..ended });
+        let reason = if ok { "SetupSucceeded" } else { "SetupFailed" };
+        self.stamp.set(&mut self.st.conditions, Cond::SetupSucceeded, ok, if ok { "Succeeded" } else { reason }, &note);
+        if ok {
+            self.event(false, reason, note.clone());
+        } else {
+            self.event(true, reason, format!("{note}: no load was sent"));
+        }
+        note
+    }
+
     /// `spec.abort`: ends at once before the start; after it, once every runner's partial
     /// results are in (each runner counted once), or after ABORT_GRACE, naming those missing.
+    ///
+    /// A setup that ended before the abort was seen ends as it did: one that succeeded (its
+    /// report says so, or its pod's Job succeeded, which it does only once it reported success)
+    /// is torn down after the abort like any other run. A setup still running is stopped (its
+    /// pod deleted with the runners) and counts as failed: no teardown follows it.
     fn abort(mut self) -> Decision {
+        if let Some(running) = self.st.setup.clone().filter(|s| !s.state.is_final()) {
+            let seen = &self.obs.once.setup;
+            let ended = once_ended("setup", seen, &running).or_else(|| {
+                seen.job.as_ref().filter(|j| j.succeeded > 0).map(|_| OnceStatus {
+                    state: OnceState::Succeeded,
+                    message: Some("its pod succeeded (its report was not read before the abort)".into()),
+                    ..running.clone()
+                })
+            });
+            if let Some(ended) = ended {
+                self.setup_ended(ended);
+            }
+        }
         let now = self.stamp.now;
         let started = self.st.start_at.is_some();
         let settled = settled(self.runners, self.finals.len(), self.obs.job.as_ref());

@@ -293,3 +293,68 @@ fn a_once_report_of_another_run_is_not_this_runs() {
     assert!(read_once(&text, "uid-1/2").is_none());
     assert!(read_once("not json", "uid-1/1").is_none());
 }
+
+/// #32: an abort seen in the same look as the setup's success (its report, or its pod's Job
+/// that succeeded before the report was read) records the setup as succeeded and runs the
+/// teardown: what the setup created is cleaned up. It used to mark the setup failed ("stopped by
+/// spec.abort") and skip the teardown, leaving the setup's resources behind.
+#[test]
+fn an_abort_just_after_the_setup_succeeded_still_runs_the_teardown() {
+    let succeeded_job = JobState { succeeded: 1, ..JobState::default() };
+    for seen in [
+        OnceSeen { report: report(OnceState::Succeeded, None), job: Some(succeeded_job.clone()) },
+        OnceSeen { report: None, job: Some(succeeded_job) },
+    ] {
+        let mut lt = loadtest(2, false);
+        let t0 = OffsetDateTime::now_utc();
+        step(&mut lt, &observed(t0));
+        assert_eq!(lt.status.as_ref().unwrap().setup.as_ref().map(|s| s.state), Some(OnceState::Running));
+        lt.spec.abort = true;
+        let mut obs = observed(t0 + Duration::from_secs(1));
+        obs.once.setup = seen.clone();
+        let actions = step(&mut lt, &obs);
+        let st = lt.status.clone().unwrap();
+        assert_eq!(st.phase, Phase::Aborted, "{seen:?}");
+        assert_eq!(st.setup.as_ref().map(|s| s.state), Some(OnceState::Succeeded), "{seen:?}");
+        assert_eq!(cond(&lt, "SetupSucceeded").map(|c| c.0), Some("True".into()), "{seen:?}");
+        assert_eq!(st.teardown.as_ref().map(|t| t.state), Some(OnceState::Running), "{seen:?}");
+        assert_eq!(actions.iter().filter(|a| **a == Action::StartOnce(Once::Teardown)).count(), 1, "{actions:?}");
+        assert!(!actions.contains(&Action::StartRunners), "no load after an abort: {actions:?}");
+        assert!(actions.contains(&Action::DeleteRunners), "{actions:?}");
+        assert_eq!(cond(&lt, "Passed").map(|c| c.1), Some("Aborted".into()));
+    }
+}
+
+/// #32: an abort while the setup pod runs stops it (its Job is deleted with the runners) and,
+/// as k6 does, runs no teardown: a setup that did not finish is not taken for one that
+/// succeeded. An abort after it failed keeps its failure, and no teardown either.
+#[test]
+fn an_abort_during_or_after_a_failed_setup_runs_no_teardown() {
+    for (seen, message) in [
+        (
+            OnceSeen { report: None, job: Some(JobState { active: 1, ..JobState::default() }) },
+            "stopped by spec.abort before it finished",
+        ),
+        (
+            OnceSeen { report: report(OnceState::Failed, Some("admin login: status 503")), job: None },
+            "admin login: status 503",
+        ),
+    ] {
+        let mut lt = loadtest(2, false);
+        let t0 = OffsetDateTime::now_utc();
+        step(&mut lt, &observed(t0));
+        lt.spec.abort = true;
+        let mut obs = observed(t0 + Duration::from_secs(1));
+        obs.once.setup = seen;
+        let actions = step(&mut lt, &obs);
+        let st = lt.status.clone().unwrap();
+        assert_eq!(st.phase, Phase::Aborted);
+        let setup = st.setup.unwrap();
+        assert_eq!((setup.state, setup.message.as_deref()), (OnceState::Failed, Some(message)));
+        assert!(actions.contains(&Action::DeleteRunners), "the setup pod goes with the runners: {actions:?}");
+        assert!(!actions.contains(&Action::StartOnce(Once::Teardown)), "{actions:?}");
+        let teardown = st.teardown.unwrap();
+        assert_eq!(teardown.state, OnceState::Skipped);
+        assert_eq!(teardown.message.as_deref(), Some("not run: the setup failed"));
+    }
+}

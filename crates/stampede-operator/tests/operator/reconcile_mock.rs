@@ -14,7 +14,8 @@ use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
 use stampede_api::{
-    LoadTest, LoadTestSpec, LoadTestStatus, Phase, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY,
+    LoadTest, LoadTestSpec, LoadTestStatus, OnceState, OnceStatus, Phase, RESULT_KEY, RunnerReport, RunnerState,
+    SCENARIO_KEY,
 };
 use stampede_engine::WorkerMetrics;
 use stampede_engine::portable;
@@ -74,6 +75,10 @@ enum Expect {
     Unavailable(String),
     /// The list of this LoadTest's pods by label; answered with these pods.
     ListPods(Vec<Value>),
+    /// A get of the once ConfigMap; answered with it, holding the setup pod's report of run 1.
+    GetSetupReport(OnceStatus),
+    /// A get of the Job of `setup` or `teardown`; answered with a Job of run 1 in this state.
+    GetOnceJob(&'static str, JobStatus),
 }
 
 /// A request the mock answered.
@@ -266,6 +271,31 @@ impl ApiServerVerifier {
                             ),
                             None => (StatusCode::NOT_FOUND, not_found(&format!("{NAME}-runners"))),
                         }
+                    }
+                    Expect::GetSetupReport(report) => {
+                        let name = stampede_api::names::once_config_map(NAME);
+                        is(Method::GET, &api_path("configmaps", &name));
+                        let report = OnceStatus { run: Some(stampede_api::run_id(UID, 1)), ..report.clone() };
+                        (
+                            StatusCode::OK,
+                            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": name, "namespace": NS,
+                                                "labels": {"stampede.dev/loadtest": NAME, "stampede.dev/run": "1"}},
+                                   "data": {stampede_api::SETUP_KEY: serde_json::to_string(&report).unwrap()}}),
+                        )
+                    }
+                    Expect::GetOnceJob(which, s) => {
+                        let name = stampede_api::names::once_job(NAME, which);
+                        is(Method::GET, &api_path("jobs", &name));
+                        (
+                            StatusCode::OK,
+                            json!({"apiVersion": "batch/v1", "kind": "Job",
+                                   "metadata": {"name": name, "namespace": NS,
+                                                "labels": {"stampede.dev/run": "1"},
+                                                "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1",
+                                                    "kind": "LoadTest", "name": NAME, "uid": UID}]},
+                                   "status": s}),
+                        )
                     }
                     Expect::GetStaleJob => {
                         is(Method::GET, &job_path());
@@ -956,4 +986,68 @@ async fn a_replica_past_its_renew_deadline_reads_but_writes_nothing() {
     let (outcomes, seen) = reconcile_fenced(std::slice::from_ref(&lt), script, leading).await;
     assert_eq!(outcomes, [Ok(())]);
     assert_eq!(applied_status(&seen).phase, Phase::Succeeded);
+}
+
+/// A scenario with a `setup` and a `teardown`, run once each.
+const ONCE_SCENARIO: &str = r#"
+name: shop
+baseUrl: http://my-service.default.svc
+load: {executor: constant-vus, vus: 2, duration: 10s}
+setup:
+  - {name: login, request: {method: POST, url: "{{baseUrl}}/login"}, extract: {token: {json: token}}}
+teardown:
+  - {name: reset, request: {method: POST, url: "{{baseUrl}}/reset"}}
+scenarios:
+  - name: buy
+    steps:
+      - {name: home, request: {url: "{{baseUrl}}/"}}
+"#;
+
+/// #32: the abort arrives in the look that sees the setup pod's success. The teardown Job is
+/// created (the setup's resources are cleaned up), the setup recorded as succeeded and the run
+/// as aborted; the runners never start, and the setup and runner Jobs go. It used to record the
+/// setup as failed and create no teardown Job.
+#[tokio::test]
+async fn an_abort_just_after_the_setup_succeeded_creates_the_teardown_job() {
+    let mut lt = loadtest(2, ONCE_SCENARIO);
+    let plan = validate(&lt, ONCE_SCENARIO, "test");
+    let obs = Observed {
+        now: OffsetDateTime::now_utc() - Duration::from_secs(5),
+        plan: plan.into(),
+        reports: vec![],
+        unreadable: vec![],
+        job: None,
+        baseline: None,
+        once: Default::default(),
+    };
+    lt.status = Some(lifecycle::decide(&lt, &obs).status);
+    assert_eq!(lt.status.as_ref().unwrap().setup.as_ref().map(|s| s.state), Some(OnceState::Running));
+    lt.spec.abort = true;
+    let succeeded = OnceStatus { state: OnceState::Succeeded, requests: 1, ..OnceStatus::default() };
+    let seen = reconcile_against(
+        &lt,
+        vec![
+            Expect::GetScenario,
+            Expect::ListResults(vec![]),
+            Expect::GetJob(None),
+            Expect::GetSetupReport(succeeded),
+            Expect::GetOnceJob("setup", JobStatus { succeeded: Some(1), ..JobStatus::default() }),
+            Expect::Apply(api_path("jobs", &format!("{NAME}-teardown"))),
+            Expect::ApplyStatus,
+            Expect::Event { reason: "SetupSucceeded", warning: false },
+            Expect::Event { reason: "Aborted", warning: true },
+            Expect::Delete(job_path()),
+            Expect::Delete(api_path("jobs", &format!("{NAME}-setup"))),
+        ],
+    )
+    .await;
+
+    let teardown_job = &seen[5].body;
+    let env = teardown_job["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e["name"] == stampede_api::env::ONCE && e["value"] == "teardown"), "{env:?}");
+    let st = applied_status(&seen);
+    assert_eq!(st.phase, Phase::Aborted);
+    assert_eq!(st.setup.as_ref().map(|s| s.state), Some(OnceState::Succeeded));
+    assert_eq!(st.teardown.as_ref().map(|t| t.state), Some(OnceState::Running));
+    assert_eq!(condition(&st, "SetupSucceeded").0, "True");
 }
