@@ -594,18 +594,15 @@ async fn pod_failures(client: &Client, ns: &str, selector: &str) -> Result<Vec<S
 /// Deletes the children of `lt` that belong to no run or another run than `run` (by owner UID
 /// and [`stampede_api::RUN_LABEL`]): the runner Job (in the foreground, so that its pods are
 /// gone before new ones start) and the scenario, result and once ConfigMaps; when this run has
-/// `setup` or `teardown` (`once`), their Jobs and the setup's Secret too (those of an earlier
-/// run are otherwise harmless: nothing of this run uses their names). True when none is left.
+/// `setup` or `teardown` (`once`), their Jobs too; and the run before's setup Secret, whatever
+/// this run has ([`desired::replaced`]). True when none is left.
 async fn replace_previous_run(ctx: &Context, lt: &LoadTest, ns: &str, run: u32, once: OnceSteps) -> Result<bool> {
     let client = &ctx.client;
     let name = lt.name_any();
     let mut clear = true;
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let mut job_names = vec![names::job(&name)];
-    if once.setup || once.teardown {
-        job_names.extend([names::once_job(&name, "setup"), names::once_job(&name, "teardown")]);
-    }
-    for job_name in job_names {
+    let replaced = desired::replaced(lt, run, once);
+    for job_name in replaced.jobs {
         if let Some(job) = jobs.get_opt(&job_name).await?
             && !desired::is_of_run(&job.metadata, lt, run)
         {
@@ -616,11 +613,9 @@ async fn replace_previous_run(ctx: &Context, lt: &LoadTest, ns: &str, run: u32, 
             }
         }
     }
-    // The setup values of the run before (each run has its own Secret, named after the run:
-    // the operator deletes it by name and never reads a Secret).
-    if once.setup && run > 1 {
-        let uid = lt.metadata.uid.as_deref().unwrap_or_default();
-        delete::<Secret>(ctx, ns, &names::setup_secret(&name, &stampede_api::run_id(uid, run - 1))).await?;
+    // The setup values of the run before, with or without a setup in this run.
+    if let Some(secret) = &replaced.setup_secret {
+        delete::<Secret>(ctx, ns, secret).await?;
     }
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));

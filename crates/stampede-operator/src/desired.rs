@@ -111,6 +111,32 @@ pub fn is_of_run(child: &ObjectMeta, lt: &LoadTest, run: u32) -> bool {
     owned && labelled
 }
 
+/// What run `run` of `lt` (with `once`'s step lists) replaces of the objects an earlier run or a
+/// deleted LoadTest of the same name left, by name (see `controller::replace_previous_run`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replaced {
+    /// The Jobs whose pods must be gone (if not of this run) before this run's start: the
+    /// runners', and the setup's and teardown's when this run has either (an earlier run's are
+    /// otherwise harmless: nothing of this run uses their names).
+    pub jobs: Vec<String>,
+    /// The Secret of the run before's setup values, deleted whatever this run's steps: a run
+    /// without a `setup` must not leave the values of the run it replaces. Each run has its own,
+    /// named after it; the operator deletes it by name and never reads a Secret.
+    pub setup_secret: Option<String>,
+}
+
+/// The objects run `run` of `lt` replaces (see [`Replaced`]).
+pub fn replaced(lt: &LoadTest, run: u32, once: OnceSteps) -> Replaced {
+    let name = lt.metadata.name.clone().unwrap_or_default();
+    let mut jobs = vec![names::job(&name)];
+    if once.any() {
+        jobs.extend([names::once_job(&name, "setup"), names::once_job(&name, "teardown")]);
+    }
+    let uid = lt.metadata.uid.as_deref().unwrap_or_default();
+    let setup_secret = (run > 1).then(|| names::setup_secret(&name, &run_id(uid, run - 1)));
+    Replaced { jobs, setup_secret }
+}
+
 /// The objects for run `run` of `lt`, whose scenario resolved to `scenario_yaml` (with `once`'s
 /// step lists); runners use `default_image` unless the LoadTest names one.
 pub fn desired(lt: &LoadTest, run: u32, scenario_yaml: &str, default_image: &str, once: OnceSteps) -> Desired {

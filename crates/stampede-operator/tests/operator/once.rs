@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use stampede_api::{LoadTest, LoadTestSpec, OnceState, OnceStatus, Phase, RunnerReport, RunnerState, env, names};
 use stampede_engine::{Once, Plan};
-use stampede_operator::desired::{OnceSteps, desired, once_job};
+use stampede_operator::desired::{OnceSteps, Replaced, desired, once_job, replaced};
 use stampede_operator::lifecycle::{Action, JobState, Observed, OnceSeen, Scenario, decide, read_once};
 use stampede_operator::validation::validate;
 use time::OffsetDateTime;
@@ -357,4 +357,27 @@ fn an_abort_during_or_after_a_failed_setup_runs_no_teardown() {
         assert_eq!(teardown.state, OnceState::Skipped);
         assert_eq!(teardown.message.as_deref(), Some("not run: the setup failed"));
     }
+}
+
+/// #32: a run replaces the setup values Secret of the run before it, whether or not it has a
+/// setup itself: a rerun whose spec dropped `setup` used to leave the earlier run's values (a
+/// token, say) in the namespace until the LoadTest was deleted. A first run has none to replace.
+#[test]
+fn a_rerun_removes_the_values_secret_of_the_run_it_replaces_with_or_without_a_setup() {
+    let lt = loadtest(2, false);
+    let earlier = Some(names::setup_secret("shop", "uid-1/1"));
+    let runners = vec![names::job("shop")];
+    let with_once = vec![names::job("shop"), names::once_job("shop", "setup"), names::once_job("shop", "teardown")];
+    let both = OnceSteps { setup: true, teardown: true };
+    assert_eq!(
+        replaced(&lt, 2, OnceSteps::default()),
+        Replaced { jobs: runners.clone(), setup_secret: earlier.clone() }
+    );
+    assert_eq!(replaced(&lt, 2, both), Replaced { jobs: with_once.clone(), setup_secret: earlier });
+    let teardown_only = OnceSteps { setup: false, teardown: true };
+    assert_eq!(replaced(&lt, 3, teardown_only).setup_secret, Some(names::setup_secret("shop", "uid-1/2")));
+    assert_eq!(replaced(&lt, 1, both), Replaced { jobs: with_once, setup_secret: None });
+    // The rerun with a setup makes its own Secret, under its own run's name.
+    let d = desired(&lt, 2, SCENARIO, stampede_api::DEFAULT_IMAGE, both);
+    assert_eq!(d.setup_secret.and_then(|s| s.metadata.name), Some(names::setup_secret("shop", "uid-1/2")));
 }

@@ -91,7 +91,7 @@ struct Seen {
 
 fn api_path(kind: &str, name: &str) -> String {
     let prefix = match kind {
-        "serviceaccounts" | "configmaps" => "/api/v1".to_string(),
+        "serviceaccounts" | "configmaps" | "secrets" => "/api/v1".to_string(),
         "roles" | "rolebindings" => "/apis/rbac.authorization.k8s.io/v1".to_string(),
         "jobs" => "/apis/batch/v1".to_string(),
         "events" => "/apis/events.k8s.io/v1".to_string(),
@@ -1050,4 +1050,53 @@ async fn an_abort_just_after_the_setup_succeeded_creates_the_teardown_job() {
     assert_eq!(st.setup.as_ref().map(|s| s.state), Some(OnceState::Succeeded));
     assert_eq!(st.teardown.as_ref().map(|t| t.state), Some(OnceState::Running));
     assert_eq!(condition(&st, "SetupSucceeded").0, "True");
+}
+
+/// #32: a rerun whose spec dropped `setup` deletes the values Secret of the run before (it used
+/// to be left in the namespace, with whatever setup extracted, until the LoadTest was deleted),
+/// then creates the new run's objects, with no Secret of its own.
+#[tokio::test]
+async fn a_rerun_without_a_setup_deletes_the_values_secret_of_the_run_before() {
+    let mut lt = loadtest(1, SCENARIO);
+    lt.metadata.generation = Some(2);
+    lt.status = Some(LoadTestStatus {
+        phase: Phase::Succeeded,
+        run: Some(1),
+        run_generation: Some(1),
+        setup: Some(OnceStatus { state: OnceState::Succeeded, ..OnceStatus::default() }),
+        completion_time: Some(OffsetDateTime::now_utc().format(&Rfc3339).unwrap()),
+        ..LoadTestStatus::default()
+    });
+    let obs = Observed {
+        now: OffsetDateTime::now_utc(),
+        plan: lifecycle::Scenario::NotRead,
+        reports: vec![],
+        unreadable: vec![],
+        job: None,
+        baseline: None,
+        once: Default::default(),
+    };
+    lt.status = Some(lifecycle::decide(&lt, &obs).status);
+    assert_eq!(lt.status.as_ref().map(|s| (s.phase, s.run)), Some((Phase::Pending, Some(2))));
+
+    let earlier = stampede_api::names::setup_secret(NAME, &stampede_api::run_id(UID, 1));
+    let mut script =
+        vec![Expect::GetJob(None), Expect::Delete(api_path("secrets", &earlier)), Expect::ListResults(vec![])];
+    script.extend(
+        [
+            api_path("serviceaccounts", "shop-runner"),
+            api_path("roles", "shop-runner"),
+            api_path("rolebindings", "shop-runner"),
+            api_path("configmaps", "shop-scenario"),
+            api_path("configmaps", "shop-result-0"),
+            job_path(),
+        ]
+        .into_iter()
+        .map(Expect::Apply),
+    );
+    script.extend([Expect::ApplyStatus, Expect::Event { reason: "Initializing", warning: false }]);
+    let seen = reconcile_against(&lt, script).await;
+    assert!(!seen.iter().any(|s| s.body["kind"] == "Secret"), "no values Secret for a run without setup");
+    let st = applied_status(&seen);
+    assert_eq!((st.phase, st.run, st.setup), (Phase::Initializing, Some(2), None));
 }
