@@ -373,22 +373,41 @@ impl TargetServer {
         self.threads.into_iter().map(|h| h.join().unwrap_or_default()).sum()
     }
 
-    /// Serves until `shutdown` resolves, on the current tokio runtime (for `stampede target`).
-    pub async fn serve_until(
-        addr: SocketAddr,
-        options: TargetOptions,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) -> std::io::Result<()> {
+    /// Binds `addr` (port 0 picks a free port) to serve as `options` say, without serving yet
+    /// (for `stampede target`, which says where it listens only once it is bound). Invalid
+    /// capacity options (see [`TargetOptions::check`]) are an `InvalidInput` error; a bind that
+    /// fails is the system's error (`AddrInUse`, say).
+    pub fn bind(addr: SocketAddr, options: TargetOptions) -> std::io::Result<BoundTarget> {
         options.check().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let capacity = Arc::new(Capacity::new(&options));
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        Ok(BoundTarget { listener, addr, options })
+    }
+}
+
+/// A built-in target bound to its address, serving once [`BoundTarget::serve_until`] runs.
+#[derive(Debug)]
+pub struct BoundTarget {
+    listener: std::net::TcpListener,
+    addr: SocketAddr,
+    options: TargetOptions,
+}
+
+impl BoundTarget {
+    /// The address it is bound to (with the port picked, when asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` resolves, on the current tokio runtime.
+    pub async fn serve_until(self, shutdown: impl std::future::Future<Output = ()>) {
+        let capacity = Arc::new(Capacity::new(&self.options));
         let (tx, rx) = watch::channel(false);
-        let server = tokio::spawn(serve(listener, Arc::new(TargetStats::default()), capacity, rx, options));
+        let server = tokio::spawn(serve(self.listener, Arc::new(TargetStats::default()), capacity, rx, self.options));
         shutdown.await;
         let _ = tx.send(true);
         let _ = server.await;
-        Ok(())
     }
 }
 

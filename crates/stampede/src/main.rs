@@ -951,14 +951,18 @@ fn target(args: TargetArgs) -> Result<ExitCode, Failure> {
         .map_err(Failure::CouldNotRun)?;
     let scheme = if options.tls.is_some() { "https" } else { "http" };
     let protocols = if args.http2 { "HTTP/1.1 and HTTP/2" } else { "HTTP/1.1" };
-    eprintln!("stampede target listening on {scheme}://{addr}, {protocols} (Ctrl-C to stop)");
-    if let Some(line) = capacity_line(&options) {
+    let capacity = capacity_line(&options);
+    // Bound first: "listening" is said only of an address that is listened on (the one bound,
+    // with the port picked for --port 0).
+    let bound = stampede_target::TargetServer::bind(addr, options)
+        .with_context(|| format!("cannot listen on {addr}"))
+        .map_err(Failure::CouldNotRun)?;
+    eprintln!("stampede target listening on {scheme}://{}, {protocols} (Ctrl-C to stop)", bound.addr());
+    if let Some(line) = capacity {
         eprintln!("{line}");
     }
-    rt.block_on(stampede_target::TargetServer::serve_until(addr, options, async {
+    rt.block_on(bound.serve_until(async {
         let _ = tokio::signal::ctrl_c().await;
-    }))
-    .with_context(|| format!("cannot serve on {addr}"))
-    .map_err(Failure::CouldNotRun)?;
+    }));
     Ok(ExitCode::SUCCESS)
 }

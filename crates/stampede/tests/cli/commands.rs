@@ -463,6 +463,64 @@ fn the_target_command_refuses_capacity_options_it_cannot_serve() {
     assert!(help.contains("N / service time requests per second (8 × 10ms → 800/s)"), "{help}");
 }
 
+/// `stampede target` on a port already taken: it says it cannot listen there, naming the
+/// address, exits 3 (could not run), and never says it is listening (it used to say so before
+/// its bind failed).
+#[test]
+fn the_target_command_on_a_taken_port_fails_naming_the_address_and_never_says_listening() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["target", "--host", "127.0.0.1", "--port", &port])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a target that did bind would serve until stopped.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(!stdout.contains("listening") && !stderr.contains("listening"), "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{stderr}");
+    drop(taken);
+}
+
+/// `stampede target --port 0` says the address it is bound to, with the port it was given, and
+/// serves there.
+#[test]
+fn the_target_command_on_port_0_says_the_port_it_listens_on() {
+    use std::io::{BufRead, Read, Write};
+    let mut target = TargetProcess(
+        Command::new(env!("CARGO_BIN_EXE_stampede"))
+            .args(["target", "--port", "0"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Kept open until the end: the target may write more.
+    let mut stderr = std::io::BufReader::new(target.0.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let addr = first
+        .strip_prefix("stampede target listening on http://")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("{first}"));
+    let addr: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("{e}: {first}"));
+    assert_eq!(addr.ip().to_string(), "127.0.0.1", "{first}");
+    assert_ne!(addr.port(), 0, "{first}");
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    conn.write_all(b"GET /get HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = conn.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
 /// `--html` writes one self-contained file: no script, nothing fetched (no `src`, no `href`, no
 /// `url(`), every chart draws one point per interval of the JSON report's timeline, the tables
 /// hold the JSON's figures, and `stampede report run.json -o x.html` gives the same bytes.
