@@ -29,7 +29,7 @@ pub use compile::parse::{load_file, parse_str};
 pub use compile::plan::{BUILTIN_PLACEHOLDER, CapacitySearch, CapacityStep, CompileOptions, Plan, compile};
 pub use compile::threshold::Measured;
 pub use error::{Problem, RunError, ScenarioError};
-pub use output::ci::{render_junit, render_summary_markdown};
+pub use output::ci::{render_junit, render_junit_not_run, render_summary_markdown, render_summary_not_run};
 pub use output::compare::{Change, StepChange, compare, render_comparison};
 pub use output::html::render_html;
 pub use output::prom::{Exporter, MetricsServer};

@@ -441,7 +441,7 @@ pub(crate) fn history(args: HistoryArgs) -> Result<ExitCode, Failure> {
         }
         let mut report = runtime.block_on(crate::read_loadtest_report(name, Some(&history.namespace)))?;
         report.trend = trend(&history);
-        std::fs::write(out, stampede_engine::render_html(&report, None))
+        crate::files::write_atomically(out, stampede_engine::render_html(&report, None).as_bytes())
             .with_context(|| format!("cannot write the HTML report to {}", out.display()))
             .map_err(Failure::CouldNotRun)?;
         eprintln!("HTML report written to {}", out.display());

@@ -20,6 +20,7 @@ use stampede_engine::{Exporter, MetricsServer};
 use stampede_model::scenario::ScenarioFile;
 use stampede_model::{Dur, parse_duration};
 
+mod files;
 mod history;
 
 mod launch;
@@ -227,19 +228,25 @@ struct RunArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Write the report as JSON to this file.
+    /// Write the report as JSON to this file once the run ended (whole: a temporary file in
+    /// the same folder, then renamed). Invalid input or a run that could not take place leaves
+    /// an existing file as it was; it may be the --baseline.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Write the report as one self-contained HTML file (charts included) to this file.
+    /// Write the report as one self-contained HTML file (charts included) to this file, as
+    /// --out writes its file.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
     /// Write JUnit XML to this file for CI test reports: each threshold and each check a test
     /// case (failed with the actual value and why), and the run itself (aborted, load not
-    /// delivered).
+    /// delivered). A run that could not take place (its setup failed, the built-in target or
+    /// the workers could not start) writes one `run` case in error with the reason; invalid
+    /// input writes nothing.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// Write a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY"): the verdict, the
-    /// steps' figures, the thresholds and the failed checks.
+    /// Append a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY"): the verdict, the
+    /// steps' figures, the thresholds and the failed checks; for a run that could not take
+    /// place, why. Invalid input appends nothing.
     #[arg(long, value_name = "FILE")]
     summary: Option<PathBuf>,
     /// An earlier run (a JSON report, or loadtest/NAME) that relative thresholds
@@ -563,7 +570,7 @@ fn import(
         imported.yaml
     };
     match out {
-        Some(p) => std::fs::write(p, &text)
+        Some(p) => files::write_atomically(p, text.as_bytes())
             .with_context(|| format!("cannot write {}", p.display()))
             .map_err(Failure::CouldNotRun)?,
         None => print!("{text}"),
@@ -578,7 +585,7 @@ fn html_report(source: &str, out: &Path, baseline: Option<&str>, namespace: Opti
         report.trend = history::loadtest_trend(name, namespace)?;
     }
     let baseline = baseline.map(|b| read_report(b, namespace)).transpose()?;
-    std::fs::write(out, stampede_engine::render_html(&report, baseline.as_ref()))
+    files::write_atomically(out, stampede_engine::render_html(&report, baseline.as_ref()).as_bytes())
         .with_context(|| format!("cannot write the HTML report to {}", out.display()))
         .map_err(Failure::CouldNotRun)?;
     eprintln!("HTML report written to {}", out.display());
@@ -684,39 +691,67 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         print!("{}", text.map_err(|e| Failure::CouldNotRun(anyhow::anyhow!(e)))?);
         return Ok(ExitCode::SUCCESS);
     }
-    // Open the report file first: a long run must not end in a report that cannot be saved.
-    let create = |path: &Option<PathBuf>| -> Result<Option<std::fs::File>, Failure> {
-        path.as_ref()
-            .map(|p| {
-                std::fs::File::create(p)
-                    .with_context(|| format!("cannot write the report to {}", p.display()))
-                    .map_err(Failure::CouldNotRun)
-            })
-            .transpose()
-    };
-    let out_file = create(&args.out)?;
-    let html_file = create(&args.html)?;
-    let junit_file = create(&args.junit)?;
-    // Appended to, as a CI step summary file is shared by the steps of a job.
-    let summary_file = args
-        .summary
-        .as_ref()
-        .map(|p| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .with_context(|| format!("cannot write the summary to {}", p.display()))
-                .map_err(Failure::CouldNotRun)
-        })
-        .transpose()?;
-    // Read before the run: a baseline that cannot be read must not cost a whole run.
+    // Read before the run: a baseline that cannot be read must not cost a whole run. Nothing is
+    // written before the run ends, so `--baseline last.json --out last.json` reads the old
+    // report and replaces it with the new one.
     let baseline = args.baseline.as_deref().map(|b| read_report(b, None)).transpose()?;
+    match attempt(&args, &scenario, &path, baseline.as_ref()) {
+        Ok((report, plan)) => finish(&args, report, &plan, baseline.as_ref()),
+        Err(failure) => {
+            if let Failure::CouldNotRun(e) | Failure::SetupFailed(e) = &failure {
+                write_not_run(&args, &scenario.name, &format!("{e:#}"));
+            }
+            Err(failure)
+        }
+    }
+}
+
+/// What `--junit` and `--summary` say of a run that could not take place (its setup failed,
+/// the built-in target or the workers could not start): that it did not run, and why. The
+/// JSON and HTML reports are not written: there is no run to report, and an earlier file
+/// stays as it was.
+fn write_not_run(args: &RunArgs, name: &str, why: &str) {
+    let outputs = [
+        (&args.junit, stampede_engine::render_junit_not_run(name, why), false),
+        (&args.summary, stampede_engine::render_summary_not_run(name, why), true),
+    ];
+    for (path, text, append) in outputs {
+        let Some(path) = path else { continue };
+        let written = if append {
+            files::append_atomically(path, text.as_bytes())
+        } else {
+            files::write_atomically(path, text.as_bytes())
+        };
+        if let Err(e) = written {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
+    }
+}
+
+/// The run itself: compiled (the built-in target started), checked that its reports can be
+/// written at its end, run, and its thresholds judged against the baseline. Writes nothing.
+fn attempt(
+    args: &RunArgs,
+    scenario: &ScenarioFile,
+    path: &Path,
+    baseline: Option<&stampede_engine::Report>,
+) -> Result<(stampede_engine::Report, Arc<stampede_engine::Plan>), Failure> {
     let opts = CompileOptions { base_url: args.base_url.clone(), seed: args.seed, ..CompileOptions::default() };
-    let prepared = stampede_engine::prepare(&scenario, &path, opts).map_err(|e| match e {
+    let prepared = stampede_engine::prepare(scenario, path, opts).map_err(|e| match e {
         stampede_engine::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
         stampede_engine::PrepareError::Run(e) => Failure::CouldNotRun(e.into()),
     })?;
+    // Checked first, without touching them: a long run must not end in a report that cannot
+    // be saved.
+    for (flag, out) in
+        [("--out", &args.out), ("--html", &args.html), ("--junit", &args.junit), ("--summary", &args.summary)]
+    {
+        if let Some(p) = out {
+            files::check_writable(p)
+                .with_context(|| format!("{flag}: cannot write the report to {}", p.display()))
+                .map_err(Failure::CouldNotRun)?;
+        }
+    }
     let interrupt = Arc::new(AtomicBool::new(false));
     watch_ctrl_c(interrupt.clone());
     let mut run_opts = RunOptions { interrupt, ..RunOptions::default() };
@@ -781,7 +816,7 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
         .map_err(run_failed)?;
         (report, Some(outcome))
     };
-    if let (Some(base), Some(outcome)) = (&baseline, &outcome) {
+    if let (Some(base), Some(outcome)) = (baseline, &outcome) {
         let seconds = outcome.duration.as_secs_f64();
         report.thresholds = plan
             .thresholds
@@ -795,42 +830,51 @@ fn run(args: RunArgs) -> Result<ExitCode, Failure> {
             })
             .collect();
     }
+    Ok((report, plan))
+}
+
+/// Prints the run's table, writes its reports (each whole, once the run ended) and turns its
+/// verdicts into the exit code.
+fn finish(
+    args: &RunArgs,
+    report: stampede_engine::Report,
+    plan: &stampede_engine::Plan,
+    baseline: Option<&stampede_engine::Report>,
+) -> Result<ExitCode, Failure> {
     print!("{}", stampede_engine::render_table(&report));
     if args.phases {
         print!("{}", stampede_engine::render_phases(&report));
     }
     let _ = std::io::stdout().flush();
-    if let (Some(file), Some(path)) = (out_file, &args.out) {
-        // Buffered: serde writes token by token, a system call each without it.
-        let mut file = std::io::BufWriter::new(file);
-        serde_json::to_writer_pretty(&mut file, &report)
-            .map_err(std::io::Error::from)
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.flush())
+    if let Some(path) = &args.out {
+        let mut json =
+            serde_json::to_vec_pretty(&report).context("cannot serialize the report").map_err(Failure::CouldNotRun)?;
+        json.push(b'\n');
+        files::write_atomically(path, &json)
             .with_context(|| format!("cannot write the report to {}", path.display()))
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {
             eprintln!("report written to {}", path.display());
         }
     }
-    if let (Some(mut file), Some(path)) = (html_file, &args.html) {
-        file.write_all(stampede_engine::render_html(&report, baseline.as_ref()).as_bytes())
+    if let Some(path) = &args.html {
+        files::write_atomically(path, stampede_engine::render_html(&report, baseline).as_bytes())
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {
             eprintln!("HTML report written to {}", path.display());
         }
     }
-    let ci_outputs = [
-        (junit_file, &args.junit, stampede_engine::render_junit(&report)),
-        (summary_file, &args.summary, stampede_engine::render_summary_markdown(&report)),
-    ];
-    for (file, path, text) in ci_outputs {
-        if let (Some(mut file), Some(path)) = (file, path) {
-            file.write_all(text.as_bytes())
-                .with_context(|| format!("cannot write {}", path.display()))
-                .map_err(Failure::CouldNotRun)?;
-        }
+    if let Some(path) = &args.junit {
+        files::write_atomically(path, stampede_engine::render_junit(&report).as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))
+            .map_err(Failure::CouldNotRun)?;
+    }
+    // Appended to, as a CI step summary file is shared by the steps of a job.
+    if let Some(path) = &args.summary {
+        files::append_atomically(path, stampede_engine::render_summary_markdown(&report).as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))
+            .map_err(Failure::CouldNotRun)?;
     }
     if let Some(why) = &report.run.aborted {
         eprintln!("stampede: run aborted: {why}");

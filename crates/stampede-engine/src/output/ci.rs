@@ -100,6 +100,34 @@ pub fn render_junit(report: &Report) -> String {
     out
 }
 
+/// JUnit XML for a run that could not take place (its setup failed, the built-in target or
+/// the workers could not start…): one `run` case in error, with the reason, so a CI test
+/// report shows why there are no thresholds or checks to judge.
+pub fn render_junit_not_run(name: &str, why: &str) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(out, "<testsuites name=\"{}\" tests=\"1\" failures=\"0\" errors=\"1\" time=\"0.000\">", xml(name));
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{} run\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">",
+        xml(name)
+    );
+    let _ = writeln!(
+        out,
+        "    <testcase classname=\"stampede.{}\" name=\"run\" time=\"0\">\n      \
+         <error type=\"not-run\" message=\"the run did not take place: {why}\">the run did not take place: {why}</error>\n    \
+         </testcase>",
+        xml(name),
+        why = xml(why)
+    );
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+/// The Markdown summary of a run that could not take place: the verdict and the reason.
+pub fn render_summary_not_run(name: &str, why: &str) -> String {
+    format!("### Stampede: {}\n\n❌ **Did not run**: {}\n", cell(name), cell(why))
+}
+
 /// Markdown table cell text: pipes escaped, one line.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
@@ -187,4 +215,23 @@ pub fn render_summary_markdown(report: &Report) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_did_not_take_place_is_one_case_in_error_with_its_reason_escaped() {
+        let xml = render_junit_not_run("a <b>", "setup failed: step `x` got \"503\" & more");
+        assert!(xml.contains("<testsuites name=\"a &lt;b&gt;\" tests=\"1\" failures=\"0\" errors=\"1\""), "{xml}");
+        assert_eq!(xml.matches("<testcase ").count(), 1, "{xml}");
+        assert!(
+            xml.contains(
+                "<error type=\"not-run\" message=\"the run did not take place: setup failed: step `x` got &quot;503&quot; &amp; more\">"
+            ),
+            "{xml}"
+        );
+        assert_eq!(render_summary_not_run("a|b", "no\nload"), "### Stampede: a\\|b\n\n❌ **Did not run**: no load\n");
+    }
 }

@@ -1299,7 +1299,7 @@ fn a_url_runs_without_a_file_like_the_scenario_it_prints() {
 }
 
 /// The JUnit schema `tests/deps.sh` caches (Jenkins' xUnit plugin's, as pytest's source ships it).
-fn junit_xsd() -> PathBuf {
+pub(crate) fn junit_xsd() -> PathBuf {
     let cache = std::env::var_os("STAMPEDE_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/stampede"));

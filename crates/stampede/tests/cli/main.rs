@@ -10,3 +10,4 @@ mod launch;
 mod loopback_ports;
 mod protocols;
 mod recording;
+mod reports;
