@@ -265,8 +265,9 @@ struct RunArgs {
     /// Replace the file's baseUrl.
     #[arg(long)]
     base_url: Option<String>,
-    /// Seed of generated values (`uuid()`, `randomInt(…)`…), replacing the file's `seed`: the
-    /// same seed, the same choices.
+    /// Seed of the run's random choices (data rows, scenario picks, think times, `uuid()`,
+    /// `randomInt(…)`, WebSocket keys…), replacing the file's `seed`: the same seed, the same
+    /// choices; without one, each run differs.
     #[arg(long)]
     seed: Option<u64>,
     /// Serve Prometheus metrics at http://ADDR/metrics while the run lasts (e.g. 127.0.0.1:9464;

@@ -22,6 +22,8 @@ use cel::extractors::Arguments;
 use cel::objects::{Key, Map};
 use cel::{Context, ExecutionError, Program, Value};
 
+use super::random::{self, Stream};
+
 /// What renders a variable used in place (a template, which `template` implements): kept
 /// abstract here so that expressions do not depend on templates, which use them.
 pub(crate) trait Render: std::fmt::Debug + Send + Sync {
@@ -39,7 +41,7 @@ pub(crate) const FUNCTIONS: [(&str, &[usize], &str); 13] = [
     ("randomFloat", &[0, 2], "a random number in [0, 1), or in [a, b)"),
     ("randomString", &[1], "n random letters and digits"),
     ("randomItem", &[1], "a random element of a list"),
-    ("uniqueId", &[0], "a value never given twice in the test: runner, VU and a counter"),
+    ("uniqueId", &[0], "a value never given twice in the test: runner, VU (or `setup`, `teardown`) and a counter"),
     ("now", &[0], "the current time, RFC 3339 (UTC)"),
     ("unixMillis", &[0], "the current time in milliseconds since 1970"),
     ("base64", &[1], "a string or bytes, base64-encoded"),
@@ -603,11 +605,14 @@ pub(crate) fn to_json(value: &Value) -> serde_json::Value {
     }
 }
 
-/// A VU's generator: its random numbers, its place in the run, and its `uniqueId` counter.
+/// A generator: its random numbers (its [`Stream`]), its place in the run, and its `uniqueId`
+/// counter. A VU's, or that of `setup`, `teardown` or the `test`-scoped variables.
 #[derive(Clone, Debug)]
 pub(crate) struct Gen {
     pub(crate) rng: fastrand::Rng,
-    /// The VU's number in its runner, from 1.
+    /// Whose numbers it draws.
+    pub(crate) stream: Stream,
+    /// The VU's number in the whole test, from 1 (`vu.id`).
     pub(crate) vu: u32,
     pub(crate) iteration: u64,
     pub(crate) runner: u32,
@@ -661,22 +666,42 @@ thread_local! {
 
 impl Gen {
     /// The generator of VU `vu` (from 1 in its runner) of runner `runner` of `runners`, from
-    /// the run's `seed`. Its `vu.id` is its number in the whole test: runner `r` of `n`
-    /// numbers its VUs `r + 1`, `r + 1 + n`, `r + 1 + 2n`… (distinct across runners, and 1, 2, 3…
-    /// on one machine).
+    /// the run's `seed`. Its `vu.id` is its number in the whole test
+    /// ([`random::fleet_vu_id`]), and its stream that number's.
     pub(crate) fn new(seed: u64, vu: u32, runner: u32, runners: u32) -> Gen {
-        let mix = seed ^ (u64::from(vu) << 32 | u64::from(runner)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let runners = runners.max(1);
-        let id = (vu.max(1) - 1).saturating_mul(runners).saturating_add(runner + 1);
+        let id = random::fleet_vu_id(vu, runner, runners);
+        Gen::of(seed, Stream::Vu(id), id, runner, runners)
+    }
+
+    /// The generator of `setup`, `teardown` or the `test`-scoped variables (`stream`) on
+    /// runner `runner` of `runners`: its own stream, `uniqueId` values no VU gives, and the
+    /// `vu.id` of the runner's first VU.
+    pub(crate) fn outside_load(seed: u64, stream: Stream, runner: u32, runners: u32) -> Gen {
+        Gen::of(seed, stream, random::fleet_vu_id(1, runner, runners), runner, runners)
+    }
+
+    fn of(seed: u64, stream: Stream, vu: u32, runner: u32, runners: u32) -> Gen {
         Gen {
-            rng: fastrand::Rng::with_seed(mix),
-            vu: id,
+            rng: random::rng(seed, stream),
+            stream,
+            vu,
             iteration: 0,
             runner,
-            runners,
+            runners: runners.max(1),
             unique: 0,
             test_iteration: 0,
             status: 0,
+        }
+    }
+
+    /// The next `uniqueId()`: runner, VU (or `setup`, `teardown`, `test`) and a counter.
+    fn unique_id(&mut self) -> String {
+        self.unique += 1;
+        match self.stream {
+            Stream::Vu(_) => format!("{}-{}-{}", self.runner, self.vu, self.unique),
+            Stream::Setup => format!("{}-setup-{}", self.runner, self.unique),
+            Stream::Teardown => format!("{}-teardown-{}", self.runner, self.unique),
+            Stream::Test => format!("test-{}", self.unique),
         }
     }
 
@@ -796,13 +821,7 @@ fn root() -> Context<'static, 'static> {
         Value::List(_) => Err(fail("randomItem", "the list is empty")),
         other => Err(fail("randomItem", format!("wants a list, not {}", type_name(other)))),
     });
-    add("uniqueId", |_| {
-        let id = Gen::with(|g| {
-            g.unique += 1;
-            format!("{}-{}-{}", g.runner, g.vu, g.unique)
-        });
-        Ok(id.into())
-    });
+    add("uniqueId", |_| Ok(Gen::with(Gen::unique_id).into()));
     add("now", |_| {
         let now = time::OffsetDateTime::now_utc();
         Ok(now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default().into())
@@ -885,6 +904,29 @@ mod tests {
         assert_eq!(eval("randomString(12)", &mut a).len(), 12);
         let unique: Vec<String> = (0..3).map(|_| eval("uniqueId()", &mut a)).collect();
         assert_eq!(unique, ["0-1-1", "0-1-2", "0-1-3"]);
+    }
+
+    #[test]
+    fn setup_teardown_and_every_vu_draw_their_own_values_and_never_repeat_a_unique_id() {
+        let mut setup = Gen::outside_load(42, Stream::Setup, 0, 1);
+        let mut first_vu = Gen::new(42, 1, 0, 1);
+        assert_ne!(eval("uuid()", &mut setup), eval("uuid()", &mut first_vu), "setup is not VU 1");
+        let mut ids = Vec::new();
+        for runner in 0..3 {
+            let mut gens = vec![
+                Gen::outside_load(42, Stream::Setup, runner, 3),
+                Gen::outside_load(42, Stream::Teardown, runner, 3),
+                Gen::outside_load(42, Stream::Test, runner, 3),
+            ];
+            gens.extend((1..=4).map(|vu| Gen::new(42, vu, runner, 3)));
+            for g in &mut gens {
+                ids.extend((0..3).map(|_| eval("uniqueId()", g)));
+            }
+        }
+        let distinct: BTreeSet<&String> = ids.iter().collect();
+        // `test` values are one test-wide set (the same on every runner), the rest distinct.
+        assert_eq!(distinct.len(), ids.len() - 2 * 3, "{ids:?}");
+        assert!(ids.contains(&"0-setup-1".to_string()) && ids.contains(&"2-teardown-3".to_string()), "{ids:?}");
     }
 
     #[test]

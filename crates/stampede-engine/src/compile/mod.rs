@@ -10,6 +10,7 @@ pub(crate) mod http;
 pub(crate) mod locate;
 pub(crate) mod parse;
 pub(crate) mod plan;
+pub(crate) mod random;
 pub(crate) mod request;
 pub(crate) mod secrets;
 pub(crate) mod template;

@@ -501,7 +501,7 @@ fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<
         step_keys: Vec::new(),
         group_keys: Vec::new(),
         slot_count: 0,
-        seed,
+        test_generator: crate::compile::expr::Gen::outside_load(seed, crate::compile::random::Stream::Test, 0, 1),
         vars: Vec::new(),
         protos: crate::compile::grpc::Protos::new(opts.reflected.clone()),
     };
@@ -601,8 +601,9 @@ struct Compiler<'a> {
     group_keys: Vec<StepKey>,
     /// VU value slots handed out so far: data columns first, then extracted values.
     slot_count: usize,
-    /// The generators' seed (`test`-scoped variables are computed with it, now).
-    seed: u64,
+    /// The generator of the `test`-scoped variables, computed now in their order: one stream
+    /// for them all (two `uuid()` differ), the same on every runner that shares the seed.
+    test_generator: crate::compile::expr::Gen,
     vars: Vec<ScopedVar>,
     /// The `.proto` files' services, compiled at the first `grpc` step.
     protos: crate::compile::grpc::Protos,
@@ -687,9 +688,7 @@ impl Compiler<'_> {
                 self.slot_count += 1;
             }
             VarScope::Test => {
-                // The same on every runner that shares the seed: VU 0 of runner 0 draws it.
-                let mut generator = crate::compile::expr::Gen::new(self.seed, 0, 0, 1);
-                let value = generator.lend(|| t.render(&[]));
+                let value = self.test_generator.lend(|| t.render(&[]));
                 match crate::compile::template::take_render_error() {
                     Some(e) => self.problems.add(format!("vars.{name}"), format!("expression {e}")),
                     None => {

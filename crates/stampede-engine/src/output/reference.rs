@@ -34,8 +34,14 @@ pub fn language_reference() -> String {
     let own: Vec<String> = CEL_FUNCTIONS.iter().map(|(n, a)| format!("`{n}` ({})", arity(a))).collect();
     let _ = writeln!(out, "{}; macros: {}.", own.join(", "), CEL_MACROS.map(|m| format!("`{m}`")).join(", "));
     out.push_str(
-        "\nGenerated values draw from the VU's own generator, seeded from the run's seed (`seed:` or `stampede run \
-         --seed`): the same seed makes the same choices.\n\n## Variables\n\n| variable | holds |\n| --- | --- |\n",
+        "\nRandom choices come from streams derived from the run's seed (`seed:` or `stampede run --seed`; without \
+         one, a new seed for each run). Each VU draws its data rows (`mode: random`), its scenario picks by \
+         weight, its think times, its WebSocket keys and its generated values (`uuid()`, `randomInt`…) from the \
+         stream of its `vu.id`, which is distinct across runners; `setup`, `teardown` and the `test`-scoped \
+         variables draw from streams of their own. The same seed makes every stream's choices again (with \
+         several VUs, which VU runs which iteration follows the timing of the answers). `uniqueId()` gives \
+         `RUNNER-VU-N` in a VU, `RUNNER-setup-N` and `RUNNER-teardown-N` in `setup` and `teardown`, and `test-N` \
+         in a `test`-scoped variable: never the same value twice.\n\n## Variables\n\n| variable | holds |\n| --- | --- |\n",
     );
     for (name, what) in VARIABLES {
         let _ = writeln!(out, "| `{name}` | {what} |");

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::compile::plan::{Plan, ScenarioPlan};
+use crate::compile::random::Stream;
 use crate::error::RunError;
 use crate::stats::metrics::WorkerMetrics;
 
@@ -74,7 +75,11 @@ fn run_once_here(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String
     let local = WorkerLocal::new(&shared, 0, 1);
     let set = tokio::task::LocalSet::new();
     let (next, failed, vu_slots) = set.block_on(&rt, async {
-        let mut vu = Vu::new(0, &shared);
+        let stream = match which {
+            Once::Setup => Stream::Setup,
+            Once::Teardown => Stream::Teardown,
+        };
+        let mut vu = Vu::outside_load(stream, &shared);
         vu.jar = plan.cookies.then(crate::client::cookies::Jar::default);
         let mut walk =
             Walk { scenario: steps, shared: &shared, local: &local, intended: None, open: false, failed: None };

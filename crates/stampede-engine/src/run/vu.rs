@@ -4,6 +4,7 @@ use crate::client::exchange::Headers;
 use crate::client::transport::VuConn;
 use crate::compile::expr::Gen;
 use crate::compile::plan::Plan;
+use crate::compile::random::Stream;
 use stampede_model::scenario::VarScope;
 use std::pin::Pin;
 use std::time::Instant;
@@ -15,6 +16,7 @@ pub(super) struct Vu {
     /// Its HTTP/1.1 connection, and the connections it opened during the current step.
     pub(super) conn: VuConn,
     pub(super) slots: Vec<String>,
+    /// Its choices: data rows, scenario picks, think times, WebSocket keys.
     pub(super) rng: fastrand::Rng,
     /// Its generated values' source (`uuid()`, `vu.iteration`…), lent while its templates render.
     pub(super) generator: Gen,
@@ -40,12 +42,28 @@ pub(super) struct Vu {
 }
 
 impl Vu {
+    /// VU `index` (from 0 in its runner) of the load.
     pub(super) fn new(index: u32, shared: &Shared) -> Vu {
+        let (runner, runners) = shared.plan.runner;
+        Vu::with(Gen::new(shared.plan.seed, index + 1, runner, runners), shared)
+    }
+
+    /// The VU that runs `setup` or `teardown` (`stream`): its numbers are its own, not a
+    /// load VU's.
+    pub(super) fn outside_load(stream: Stream, shared: &Shared) -> Vu {
+        let (runner, runners) = shared.plan.runner;
+        Vu::with(Gen::outside_load(shared.plan.seed, stream, runner, runners), shared)
+    }
+
+    /// A VU drawing from `generator`'s stream: its own choices (data rows, scenario picks,
+    /// think times, WebSocket keys) from a generator forked from it.
+    fn with(mut generator: Gen, shared: &Shared) -> Vu {
+        let rng = generator.rng.fork();
         let mut vu = Vu {
             conn: VuConn::default(),
             slots: vec![String::new(); shared.plan.slot_count],
-            rng: fastrand::Rng::with_seed(0x5eed_0000_u64 ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            generator: Gen::new(shared.plan.seed, index + 1, shared.plan.runner.0, shared.plan.runner.1),
+            rng,
+            generator,
             initialized: false,
             request_buf: Vec::new(),
             extra_buf: Vec::new(),

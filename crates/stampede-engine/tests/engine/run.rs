@@ -455,3 +455,53 @@ fn server_port_of(yaml: &str) -> String {
     let start = yaml.find("http://127.0.0.1:").unwrap() + "http://127.0.0.1:".len();
     yaml[start..].chars().take_while(char::is_ascii_digit).collect()
 }
+
+/// #32: runner `r` of 4, seed 7: the random data rows its VUs draw, in order (one VU each).
+fn rows_of_runner(runner: u32, dir: &Path) -> Vec<String> {
+    let (port, seen) = recording_server();
+    let yaml = format!(
+        r#"
+name: fleet
+baseUrl: http://127.0.0.1:{port}
+load: {{executor: constant-vus, vus: 1, iterations: 12}}
+data:
+  users: {{csv: users.csv, mode: random}}
+scenarios:
+  - name: s
+    steps:
+      - {{name: a, request: {{url: "{{{{baseUrl}}}}/{{{{ vu.id }}}}/{{{{ users.name }}}}"}}}}
+"#
+    );
+    let path = dir.join("fleet.yaml");
+    std::fs::write(&path, &yaml).unwrap();
+    let file = stampede_engine::parse_str(&yaml, &path).unwrap();
+    let opts_of = CompileOptions {
+        base_dir: Some(dir.to_path_buf()),
+        seed: Some(7),
+        runner: Some((runner, 4)),
+        ..CompileOptions::default()
+    };
+    let plan = compile(&file, &opts_of).unwrap_or_else(|p| panic!("{p:?}"));
+    stampede_engine::run(Arc::new(plan), &opts(1), &mut |_| {}).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 12);
+    // Runner r's one VU is VU r + 1 of the test.
+    assert!(seen.iter().all(|t| t.starts_with(&format!("/{}/", runner + 1))), "{seen:?}");
+    seen
+}
+
+#[test]
+fn each_runners_vus_draw_their_own_rows_and_a_seed_repeats_them_on_every_runner() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv: String = std::iter::once("name\n".to_string()).chain((0..50).map(|i| format!("row{i}\n"))).collect();
+    std::fs::write(dir.path().join("users.csv"), csv).unwrap();
+    let rows: Vec<Vec<String>> = (0..4).map(|r| rows_of_runner(r, dir.path())).collect();
+    let picked =
+        |seen: &[String]| -> Vec<String> { seen.iter().map(|t| t.rsplit('/').next().unwrap().to_string()).collect() };
+    for a in 0..4 {
+        for b in a + 1..4 {
+            assert_ne!(picked(&rows[a]), picked(&rows[b]), "runners {a} and {b} drew the same rows");
+        }
+    }
+    assert_eq!(rows_of_runner(2, dir.path()), rows[2], "the same seed, the same runner: the same rows");
+}

@@ -11,3 +11,4 @@ mod loopback_ports;
 mod protocols;
 mod recording;
 mod reports;
+mod seeds;
