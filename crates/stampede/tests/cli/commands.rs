@@ -777,7 +777,9 @@ fn compare_gives_a_verdict_within_noise_for_the_same_scenario_and_names_a_slowdo
     let lines: Vec<&str> = verdict.lines().collect();
     assert!(lines[2].starts_with("WORSE") || lines[2].starts_with("MIXED"), "{verdict}");
     assert!(lines[3].contains("worse") && lines[3].contains("total"), "the regression first:\n{verdict}");
-    assert!(verdict.contains(" p50 ") && verdict.contains(" p99 "), "{verdict}");
+    // The median is named; whether the tail is too depends on how busy the machine was (a
+    // loaded one's p99 at 50 ms can pass 150 ms).
+    assert!(verdict.contains(" p50 "), "{verdict}");
     assert!(text(&slow.stderr).contains("FAILED: --fail-on p50:+10%: total p50 +"), "{}", text(&slow.stderr));
     let bad = stampede(&["compare", runs[0].to_str().unwrap(), runs[1].to_str().unwrap(), "--fail-on", "p99:10%"]);
     assert_eq!(bad.status.code(), Some(2));
