@@ -12,25 +12,27 @@ use stampede_model::ErrorKind;
 pub struct ExchangeError {
     pub kind: ErrorKind,
     pub message: String,
-    /// The request may have reached the server: it had been written whole (HTTP/1.1), handed
-    /// to the HTTP/2 connection, or the exchange ran out of time. The HTTP/1.1 client never
-    /// sends such a request again, since the server may have acted on it. False when the
-    /// failure came before the request was written (name lookup, connect, TLS handshake, a
-    /// request that could not be made) or while it was written.
+    /// The request may have reached the server: any byte of it was written (HTTP/1.1), it
+    /// was handed to the HTTP/2 connection (unless the server said it did not process it), or
+    /// the exchange ran out of time. Such a request is never sent again, whatever its method,
+    /// since the server may have acted on it. False when the failure came before any byte of
+    /// the request went out (name lookup, connect, TLS handshake, a request that could not be
+    /// made, a connection the server had closed) or when an HTTP/2 server refused the stream.
     pub sent: bool,
     /// Some response bytes arrived before the failure.
     pub answered: bool,
 }
 
 impl ExchangeError {
-    /// An I/O error after the request was written whole: while reading the answer.
+    /// An I/O error once some of the request went out: while writing the rest, or reading the
+    /// answer.
     pub(crate) fn io(e: io::Error, answered: bool) -> Self {
         let kind = classify_io(&e);
         let message = if kind == ErrorKind::Tls { format!("TLS: {e}") } else { e.to_string() };
         ExchangeError { kind, message, sent: true, answered }
     }
 
-    /// An I/O error while writing the request: not all of it went out.
+    /// An I/O error while writing the request, before any of it went out.
     pub(crate) fn unsent(e: io::Error) -> Self {
         ExchangeError { sent: false, ..ExchangeError::io(e, false) }
     }

@@ -9,10 +9,10 @@
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest, ReadBuf};
 
 use stampede_model::ErrorKind;
 
@@ -55,6 +55,18 @@ enum FirstByte {
     InFirstRead,
     /// More reads were needed: the first byte came at about this instant.
     At(Instant),
+}
+
+/// How writing a request ended.
+enum Sent {
+    /// All of it went out (over TLS, flushed too).
+    Whole,
+    /// The server's final answer came before all of it went out; writing stopped.
+    AnsweredEarly,
+    /// The server closed the connection before all of it went out.
+    Closed,
+    /// Writing (or reading the early answer) failed.
+    Failed(io::Error),
 }
 
 /// How the response body is delimited.
@@ -130,12 +142,21 @@ impl Connection {
 
     /// Sends one request and reads its whole response. The body is appended to `body`
     /// when given, and skipped otherwise.
+    ///
+    /// A request is sent once. A failure before any of its bytes went out (the server had
+    /// closed the idle connection) leaves it unsent (`sent: false`), and it may go again on a
+    /// new connection; once a byte went out, the server may have taken it for a request. A
+    /// server may answer before it has read the whole request (`413` after the head of a large
+    /// upload) and then stop reading or close: a write that stalls looks whether an answer
+    /// came, and stops once a whole final head is in, and a write that fails reads what the
+    /// server had already sent. Either way the answer is reported as it is, and the connection,
+    /// whose request was cut short, is not used again.
     pub(crate) async fn exchange(
         &mut self,
         request: &[u8],
         head_request: bool,
-        mut body: Option<&mut Vec<u8>>,
-        mut headers: Option<&mut Headers>,
+        body: Option<&mut Vec<u8>>,
+        headers: Option<&mut Headers>,
     ) -> Result<ResponseInfo, ExchangeError> {
         self.uses += 1;
         // Bytes left over from an earlier response mean the stream is out of step: the server's
@@ -148,36 +169,157 @@ impl Connection {
         }
         self.start = 0;
         self.end = 0;
-        // A write that fails did not put the whole request on the wire: the server cannot have
-        // taken it for a request, and it may be sent again. Once written, it never is.
-        self.stream.write_all(request).await.map_err(ExchangeError::unsent)?;
-        if self.tls {
-            // TLS may hold written bytes back until flushed.
-            self.stream.flush().await.map_err(ExchangeError::unsent)?;
-        }
         let mut received: u64 = 0;
         self.first_byte = FirstByte::Waiting;
+        let mut written = 0;
+        let mut flushed = !self.tls; // TLS may hold written bytes back until flushed
+        let sent =
+            std::future::poll_fn(|cx| self.poll_send(cx, request, &mut written, &mut flushed, &mut received)).await;
+        let write_error = match sent {
+            Sent::Whole => return self.read_answer(&mut received, head_request, body, headers).await,
+            Sent::AnsweredEarly => None,
+            Sent::Failed(e) if written == 0 => {
+                return Err(ExchangeError { answered: received > 0, ..ExchangeError::unsent(e) });
+            }
+            Sent::Failed(e) => Some(e),
+            Sent::Closed if written == 0 => {
+                return Err(ExchangeError {
+                    kind: ErrorKind::Reset,
+                    message: "connection closed before the request was written".into(),
+                    sent: false,
+                    answered: received > 0,
+                });
+            }
+            Sent::Closed => None,
+        };
+        // Part of the request went out: whatever the server answered is its answer.
+        tracing::debug!(written, of = request.len(), error = ?write_error, "request cut short; reading the answer");
+        match self.read_answer(&mut received, head_request, body, headers).await {
+            Ok(info) => Ok(ResponseInfo { keep_alive: false, ..info }),
+            Err(e) if e.answered => Err(e),
+            Err(e) => Err(write_error.map_or(e, |w| ExchangeError::io(w, false))),
+        }
+    }
+
+    /// Writes what is left of `request` (and flushes it over TLS) until it is all out, the
+    /// writing fails, or, while the socket takes no more, the server's final answer has come
+    /// (see [`Connection::poll_early_answer`]). `written` counts the bytes the stream took.
+    ///
+    /// Over plain TCP a write is one system call, which takes bytes or fails: `written` is
+    /// exactly what the socket accepted. Over TLS it counts what rustls took; rustls puts a
+    /// request's records out in one vectored write, so a write that fails before any was taken
+    /// sent nothing (but for a reset that comes between two writes of one call, as the send
+    /// buffer fills).
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        request: &[u8],
+        written: &mut usize,
+        flushed: &mut bool,
+        received: &mut u64,
+    ) -> Poll<Sent> {
+        loop {
+            if *written < request.len() {
+                match Pin::new(&mut self.stream).poll_write(cx, &request[*written..]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Sent::Failed(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => *written += n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Sent::Failed(e)),
+                    Poll::Pending => break,
+                }
+            } else if !*flushed {
+                match Pin::new(&mut self.stream).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => *flushed = true,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Sent::Failed(e)),
+                    Poll::Pending => break,
+                }
+            } else {
+                return Poll::Ready(Sent::Whole);
+            }
+        }
+        // The socket takes no more for now: the server may have answered already and stopped
+        // reading, and then the write would wait for ever.
+        self.poll_early_answer(cx, received)
+    }
+
+    /// Reads what the server sent while the request is not all written: ready once a whole
+    /// final response head is in the buffer (or bytes that cannot start one, which
+    /// [`Connection::read_head`] then reports), or at the end of the stream or an error.
+    /// Pending otherwise, with the task woken when more comes.
+    fn poll_early_answer(&mut self, cx: &mut Context<'_>, received: &mut u64) -> Poll<Sent> {
+        loop {
+            if self.end > self.start && self.final_head_buffered() {
+                return Poll::Ready(Sent::AnsweredEarly);
+            }
+            if self.end == self.buf.len() {
+                let new_len = self.buf.len() * 2;
+                self.buf.resize(new_len, 0);
+            }
+            let mut read = ReadBuf::new(&mut self.buf[self.end..]);
+            match Pin::new(&mut self.stream).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        return Poll::Ready(Sent::Closed);
+                    }
+                    if matches!(self.first_byte, FirstByte::Waiting) {
+                        self.first_byte = FirstByte::At(Instant::now());
+                    }
+                    self.end += n;
+                    *received += n as u64;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Sent::Failed(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Whether the buffer holds a whole final response head (after any informational ones),
+    /// or bytes that are no response head (invalid, or too large), for [`Connection::read_head`]
+    /// to report.
+    fn final_head_buffered(&self) -> bool {
+        let mut at = self.start;
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut headers);
+            match resp.parse(&self.buf[at..self.end]) {
+                Ok(httparse::Status::Complete(len)) => match resp.code {
+                    Some(code) if (100..200).contains(&code) && code != 101 => at += len,
+                    _ => return true,
+                },
+                Ok(httparse::Status::Partial) => return self.end - at >= MAX_HEAD,
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Reads the response to the request just written, past any informational ones.
+    async fn read_answer(
+        &mut self,
+        received: &mut u64,
+        head_request: bool,
+        mut body: Option<&mut Vec<u8>>,
+        mut headers: Option<&mut Headers>,
+    ) -> Result<ResponseInfo, ExchangeError> {
         loop {
             if let Some(h) = headers.as_deref_mut() {
                 h.list.clear();
             }
-            let (status, framing, keep_alive) =
-                self.read_head(&mut received, head_request, headers.as_deref_mut()).await?;
+            let (status, framing, keep_alive) = self.read_head(received, head_request, headers.as_deref_mut()).await?;
             if (100..200).contains(&status) && status != 101 {
                 continue; // informational: the real answer follows
             }
             let body_len = match framing {
                 Framing::None => 0,
-                Framing::Length(n) => self.read_exact_body(n, &mut received, body.as_deref_mut()).await?,
-                Framing::Chunked => self.read_chunked(&mut received, body.as_deref_mut()).await?,
-                Framing::UntilClose => self.read_to_close(&mut received, body.as_deref_mut()).await?,
+                Framing::Length(n) => self.read_exact_body(n, received, body.as_deref_mut()).await?,
+                Framing::Chunked => self.read_chunked(received, body.as_deref_mut()).await?,
+                Framing::UntilClose => self.read_to_close(received, body.as_deref_mut()).await?,
             };
             let keep_alive = keep_alive && !matches!(framing, Framing::UntilClose);
             let first_byte = match self.first_byte {
                 FirstByte::At(t) => Some(t),
                 FirstByte::Waiting | FirstByte::InFirstRead => None,
             };
-            return Ok(ResponseInfo { status, bytes_received: received, body_len, keep_alive, first_byte });
+            return Ok(ResponseInfo { status, bytes_received: *received, body_len, keep_alive, first_byte });
         }
     }
 
@@ -424,6 +566,7 @@ fn has_token(value: &[u8], token: &[u8]) -> bool {
 mod tests {
     use std::time::Duration;
 
+    use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
     use super::*;

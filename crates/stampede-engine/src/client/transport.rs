@@ -149,14 +149,15 @@ pub(crate) async fn exchange_h2(
 
 /// One request and its answer on the VU's HTTP/1.1 connection (opening one when needed).
 ///
-/// A request written whole is never sent again: it may have reached the server, which may
-/// have acted on it (a POST), so a connection that then closes without an answer is an error
-/// of its kind (`reset` for a close), counted like any other. Only a request that did not go
-/// out whole goes on a new connection: the server had closed the idle keep-alive connection.
-/// Either tokio's reactor already saw that close (or unasked bytes) before the request, and
-/// the connection is replaced before writing (see [`Connection::closed_while_idle`]), or the
-/// write itself fails on the reused connection, and the request is written once more on a
-/// new one.
+/// A request of which any byte went out is never sent again, whatever its method: the server
+/// may have taken it and acted on it (a POST), so a connection that then closes without an
+/// answer is an error of its kind (`reset` for a close), counted like any other, and an answer
+/// the server gave before reading it all (`413`) is that answer. Only a request of which no
+/// byte went out goes on a new connection: the server had closed the idle keep-alive
+/// connection. Either tokio's reactor already saw that close (or unasked bytes) before the
+/// request, and the connection is replaced before writing (see
+/// [`Connection::closed_while_idle`]), or the first write fails on the reused connection, and
+/// the request is written once more on a new one.
 #[expect(clippy::too_many_arguments, reason = "the parts of one exchange, borrowed from the VU")]
 async fn exchange_http1(
     vc: &mut VuConn,
@@ -195,8 +196,9 @@ async fn exchange_http1(
             }
             Err(mut e) => {
                 vc.h1 = None;
-                // The write failed: the server closed the idle connection just before it (bytes
-                // left over from the last answer, also unsent, are the server's error).
+                // The first write failed, no byte went out: the server closed the idle
+                // connection just before it (bytes left over from the last answer, also unsent,
+                // are the server's error).
                 if reused && !e.sent && !e.answered && !retried {
                     retried = true;
                     continue;
@@ -264,5 +266,179 @@ mod tests {
         assert_eq!(second.map(|i| i.status).map_err(|e| e.message), Ok(200));
         assert_eq!(seen.load(Ordering::Relaxed), 2, "each request reached the server once");
         assert_eq!(vc.take_opened().count(), 2, "the second request went on a new connection");
+    }
+
+    /// What the upload server does with a POST once it has read its head.
+    #[derive(Clone, Copy)]
+    enum OnUpload {
+        /// Answers `413` with `connection: close` and closes, the body unread (a reset).
+        RefuseAndClose,
+        /// Answers `413` with `connection: close` and neither reads nor closes.
+        RefuseAndHold,
+        /// Resets the connection without an answer.
+        Reset,
+    }
+
+    const REFUSED: &[u8] = b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
+    /// A server that answers GETs `200` with keep-alive and treats POSTs as `on_upload` says,
+    /// after reading only their head. Counts the connections it accepted and the request heads
+    /// it read.
+    async fn upload_server(on_upload: OnUpload) -> (HttpUrl, Arc<AtomicU32>, Arc<AtomicU32>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicU32::new(0));
+        let requests = Arc::new(AtomicU32::new(0));
+        let (conns, reqs) = (connections.clone(), requests.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                conns.fetch_add(1, Ordering::Relaxed);
+                let reqs = reqs.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    while let Some(head) = read_head(&mut s, &mut buf).await {
+                        reqs.fetch_add(1, Ordering::Relaxed);
+                        if head.starts_with(b"GET ") {
+                            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+                            continue;
+                        }
+                        match on_upload {
+                            OnUpload::RefuseAndClose => {
+                                let _ = s.write_all(REFUSED).await;
+                            }
+                            OnUpload::RefuseAndHold => {
+                                let _ = s.write_all(REFUSED).await;
+                                std::future::pending::<()>().await;
+                            }
+                            OnUpload::Reset => s.set_zero_linger().unwrap(),
+                        }
+                        return;
+                    }
+                });
+            }
+        });
+        (HttpUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap(), connections, requests)
+    }
+
+    /// Reads from `s` until `buf` holds a whole request head, which it takes out of `buf`;
+    /// `None` at the end of the stream.
+    async fn read_head(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+        loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                return Some(buf.drain(..end + 4).collect());
+            }
+            let mut chunk = [0u8; 4096];
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// A POST of an 8 MB body.
+    fn upload() -> Vec<u8> {
+        let len = 8 << 20;
+        let mut bytes = format!("POST /upload HTTP/1.1\r\nhost: x\r\ncontent-length: {len}\r\n\r\n").into_bytes();
+        bytes.resize(bytes.len() + len, b'x');
+        bytes
+    }
+
+    /// One exchange through the transport, bounded so that a hang fails the test.
+    async fn send(
+        vc: &mut VuConn,
+        wt: &WorkerTransport,
+        target: &HttpUrl,
+        bytes: &[u8],
+    ) -> Result<ResponseInfo, ExchangeError> {
+        let mut headers = Headers::default();
+        let exchange = exchange(vc, wt, target, bytes, false, None, &mut headers, Duration::from_secs(5));
+        tokio::time::timeout(Duration::from_secs(60), exchange).await.expect("the exchange ended")
+    }
+
+    #[tokio::test]
+    async fn an_upload_the_server_refuses_early_is_answered_with_its_status_and_sent_once() {
+        let body = upload();
+        for on_upload in [OnUpload::RefuseAndClose, OnUpload::RefuseAndHold] {
+            // On a new connection.
+            let (target, connections, requests) = upload_server(on_upload).await;
+            let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+            let mut vc = VuConn::default();
+            let r = send(&mut vc, &wt, &target, &body).await;
+            assert_eq!(r.map(|i| (i.status, i.keep_alive)).map_err(|e| e.message), Ok((413, false)));
+            assert_eq!((connections.load(Ordering::Relaxed), requests.load(Ordering::Relaxed)), (1, 1));
+
+            // On a keep-alive connection a GET used first.
+            let (target, connections, requests) = upload_server(on_upload).await;
+            let mut vc = VuConn::default();
+            assert_eq!(send(&mut vc, &wt, &target, GET).await.map(|i| i.status).map_err(|e| e.message), Ok(200));
+            let r = send(&mut vc, &wt, &target, &body).await;
+            assert_eq!(r.map(|i| (i.status, i.keep_alive)).map_err(|e| e.message), Ok((413, false)));
+            assert_eq!(
+                (connections.load(Ordering::Relaxed), requests.load(Ordering::Relaxed)),
+                (1, 2),
+                "the upload was not sent again"
+            );
+            assert_eq!(vc.take_opened().count(), 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_upload_reset_part_way_without_an_answer_is_an_error_and_not_sent_again() {
+        let body = upload();
+        let (target, connections, requests) = upload_server(OnUpload::Reset).await;
+        let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+        let mut vc = VuConn::default();
+        let e = send(&mut vc, &wt, &target, &body).await.unwrap_err();
+        assert_eq!((e.kind, e.sent, e.answered), (ErrorKind::Reset, true, false), "{e:?}");
+        assert_eq!((connections.load(Ordering::Relaxed), requests.load(Ordering::Relaxed)), (1, 1));
+
+        let (target, connections, requests) = upload_server(OnUpload::Reset).await;
+        let mut vc = VuConn::default();
+        assert_eq!(send(&mut vc, &wt, &target, GET).await.map(|i| i.status).map_err(|e| e.message), Ok(200));
+        let e = send(&mut vc, &wt, &target, &body).await.unwrap_err();
+        assert_eq!((e.kind, e.sent, e.answered), (ErrorKind::Reset, true, false), "{e:?}");
+        assert_eq!(
+            (connections.load(Ordering::Relaxed), requests.load(Ordering::Relaxed)),
+            (1, 2),
+            "the upload was not sent again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_on_a_connection_the_server_reset_while_idle_goes_once_on_a_new_one() {
+        // The server answers each connection's first request, then resets it when told.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(AtomicU32::new(0));
+        let count = seen.clone();
+        let (reset_tx, mut reset_rx) = tokio::sync::mpsc::channel::<tokio::sync::oneshot::Sender<()>>(1);
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = Vec::new();
+                if read_head(&mut s, &mut buf).await.is_some() {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+                }
+                if let Some(done) = reset_rx.recv().await {
+                    s.set_zero_linger().unwrap();
+                    drop(s);
+                    let _ = done.send(());
+                }
+            }
+        });
+        let target = HttpUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+        let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+        let mut vc = VuConn::default();
+        assert_eq!(send(&mut vc, &wt, &target, GET).await.map(|i| i.status).map_err(|e| e.message), Ok(200));
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        reset_tx.send(done_tx).await.unwrap();
+        done_rx.await.unwrap();
+        // Whether the reactor saw the reset before the write or the write fails on it, no byte
+        // went out: the request goes on a new connection, once.
+        assert_eq!(send(&mut vc, &wt, &target, GET).await.map(|i| i.status).map_err(|e| e.message), Ok(200));
+        assert_eq!(seen.load(Ordering::Relaxed), 2, "each request reached the server once");
+        assert_eq!(vc.take_opened().count(), 2);
     }
 }
