@@ -318,8 +318,8 @@ impl Pool {
     }
 
     /// Sends `request` (HTTP/1.1 bytes) to `target` over HTTP/2 and reads the answer. A
-    /// request that fails on a connection that turns out closed, before any answer, is
-    /// retried once.
+    /// request the server provably did not process (see [`hyper_error`]) is sent once more;
+    /// any other failure is the request's error, since the server may have acted on it.
     #[expect(clippy::too_many_arguments, reason = "the same inputs as the HTTP/1.1 exchange")]
     pub(crate) async fn exchange(
         &self,
@@ -376,7 +376,7 @@ impl Pool {
                             e.message
                         );
                     }
-                    if dead && !fresh && !e.answered && !retried {
+                    if !e.sent && !e.answered && !retried {
                         retried = true;
                         continue;
                     }
@@ -394,8 +394,17 @@ async fn send(
     mut body: Option<&mut Vec<u8>>,
     headers: &mut Headers,
 ) -> Result<ResponseInfo, ExchangeError> {
-    let pending = conn.sender.borrow_mut().send_request(req);
-    let response = pending.await.map_err(|e| hyper_error(&e, false))?;
+    let pending = conn.sender.borrow_mut().try_send_request(req);
+    let response = pending.await.map_err(|mut e| {
+        // The request came back: the connection closed before hyper handed it to HTTP/2.
+        let dispatched = e.take_message().is_none();
+        if server_refused(e.error()) == Some(Refusal::Connection) {
+            // The connection takes no new stream: the next goes on another.
+            conn.closed.set(true);
+        }
+        let e = hyper_error(e.error(), false);
+        ExchangeError { sent: e.sent && dispatched, ..e }
+    })?;
     let first_byte = Instant::now();
     headers.list.clear();
     let status = response.status().as_u16();
@@ -482,8 +491,41 @@ fn body_bytes(body: Full<Bytes>) -> Bytes {
     }
 }
 
+/// How the server said it did not process a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// `RST_STREAM` with `REFUSED_STREAM`: the connection goes on.
+    Stream,
+    /// A GOAWAY whose last stream is below this one: the connection takes no new stream.
+    Connection,
+}
+
+/// Whether `e` says the server did not process the stream, and how. h2 fails a stream with
+/// the server's GOAWAY only when the GOAWAY's last stream is below it (or the stream was to be
+/// opened after it); the streams it names go on, and fail, if they do, with the connection's
+/// end. A reset of another kind, or a closed connection, may come after the server acted on
+/// the request. (One case slips through: a stream hyper held back for the server's limit of
+/// concurrent streams, that went out just before a GOAWAY naming it, fails with that GOAWAY.)
+fn server_refused(e: &hyper::Error) -> Option<Refusal> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h2) = s.downcast_ref::<h2::Error>()
+            && h2.is_remote()
+        {
+            if h2.is_go_away() {
+                return Some(Refusal::Connection);
+            }
+            if h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                return Some(Refusal::Stream);
+            }
+        }
+        source = s.source();
+    }
+    None
+}
+
 /// Maps a hyper error to an error kind, with its causes in the message. The request counts as
-/// sent: hyper does not say whether it went out before the failure.
+/// sent unless the server said it did not process it (see [`server_refused`]).
 fn hyper_error(e: &hyper::Error, answered: bool) -> ExchangeError {
     let mut message = format!("HTTP/2: {e}");
     let mut kind = None;
@@ -505,15 +547,150 @@ fn hyper_error(e: &hyper::Error, answered: bool) -> ExchangeError {
     } else {
         ErrorKind::Protocol
     });
-    ExchangeError { kind, message, sent: true, answered }
+    ExchangeError { kind, message, sent: server_refused(e).is_none(), answered }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
 
-    /// The pool keeps requests' HTTP/2 forms, found by place and bytes: a buffer that is
-    /// reused for other bytes (a VU's rendered requests) never gets an earlier request's form.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+    use crate::client::transport::{self, VuConn, WorkerTransport};
+    use stampede_model::scenario::HttpVersion;
+
+    /// What the test server does with the second stream of its first connection.
+    #[derive(Clone, Copy)]
+    enum Second {
+        /// Resets it with `REFUSED_STREAM`.
+        Refuse,
+        /// Sends a GOAWAY whose last stream is the first one.
+        GoAwayBefore,
+        /// Closes the connection without an answer, the request read.
+        Close,
+    }
+
+    /// A cleartext HTTP/2 server written frame by frame, so that it can refuse a stream or send
+    /// a GOAWAY at a chosen moment: it answers every request `200` with no body, except the
+    /// second stream of the first connection, which gets `second`. Counts the connections and
+    /// the request heads (HEADERS frames) it read.
+    async fn h2_server(second: Second) -> (HttpUrl, Arc<AtomicU32>, Arc<AtomicU32>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicU32::new(0));
+        let requests = Arc::new(AtomicU32::new(0));
+        let (conns, reqs) = (connections.clone(), requests.clone());
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = listener.accept().await.unwrap();
+                let first = conns.fetch_add(1, Ordering::Relaxed) == 0;
+                tokio::spawn(serve_h2(s, first.then_some(second), reqs.clone()));
+            }
+        });
+        (HttpUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap(), connections, requests)
+    }
+
+    async fn serve_h2(mut s: TcpStream, second: Option<Second>, requests: Arc<AtomicU32>) {
+        let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+            let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+            f.extend_from_slice(&[kind, flags]);
+            f.extend_from_slice(&stream.to_be_bytes());
+            f.extend_from_slice(payload);
+            f
+        };
+        let mut preface = [0u8; 24];
+        if s.read_exact(&mut preface).await.is_err() {
+            return;
+        }
+        s.write_all(&frame(4, 0, 0, &[])).await.unwrap(); // SETTINGS
+        let mut streams = Vec::new();
+        loop {
+            let mut head = [0u8; 9];
+            if s.read_exact(&mut head).await.is_err() {
+                return;
+            }
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut payload = vec![0u8; len];
+            if s.read_exact(&mut payload).await.is_err() {
+                return;
+            }
+            let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+            match head[3] {
+                4 if head[4] & 1 == 0 => s.write_all(&frame(4, 1, 0, &[])).await.unwrap(), // SETTINGS ack
+                1 => {
+                    requests.fetch_add(1, Ordering::Relaxed);
+                    streams.push(stream);
+                    let answer = frame(1, 0x4 | 0x1, stream, &[0x88]); // `:status: 200`, end of stream
+                    match (streams.len(), second) {
+                        (2, Some(Second::Refuse)) => {
+                            s.write_all(&frame(3, 0, stream, &7u32.to_be_bytes())).await.unwrap();
+                        }
+                        (2, Some(Second::GoAwayBefore)) => {
+                            let mut goaway = streams[0].to_be_bytes().to_vec();
+                            goaway.extend_from_slice(&0u32.to_be_bytes()); // NO_ERROR
+                            s.write_all(&frame(7, 0, 0, &goaway)).await.unwrap();
+                        }
+                        (2, Some(Second::Close)) => return,
+                        _ => s.write_all(&answer).await.unwrap(),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Two GETs over HTTP/2 (prior knowledge) on a worker's transport, to a server that treats
+    /// the second as `second` says: their outcomes (status, or error kind and whether sent),
+    /// the connections the server accepted and the requests it read.
+    fn two_requests(second: Second) -> (Vec<Result<u16, (ErrorKind, bool)>>, u32, u32) {
+        let plan = TransportPlan { version: HttpVersion::Http2, max_streams: 10, ..TransportPlan::default() };
+        let wt = WorkerTransport::new(Arc::new(plan), 0, 1);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let (target, connections, requests) = h2_server(second).await;
+            let mut vc = VuConn::default();
+            let mut headers = Headers::default();
+            let mut out = Vec::new();
+            for _ in 0..2 {
+                let bytes = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+                let exchange = transport::exchange(
+                    &mut vc,
+                    &wt,
+                    &target,
+                    bytes,
+                    false,
+                    None,
+                    &mut headers,
+                    Duration::from_secs(5),
+                );
+                let r = tokio::time::timeout(Duration::from_secs(20), exchange).await.expect("the exchange ended");
+                out.push(r.map(|i| i.status).map_err(|e| (e.kind, e.sent)));
+            }
+            (out, connections.load(Ordering::Relaxed), requests.load(Ordering::Relaxed))
+        })
+    }
+
+    #[test]
+    fn a_stream_the_server_refused_is_sent_again_on_the_same_connection() {
+        assert_eq!(two_requests(Second::Refuse), (vec![Ok(200), Ok(200)], 1, 3));
+    }
+
+    #[test]
+    fn a_stream_above_the_servers_goaway_is_sent_again_on_a_new_connection() {
+        assert_eq!(two_requests(Second::GoAwayBefore), (vec![Ok(200), Ok(200)], 2, 3));
+    }
+
+    #[test]
+    fn a_stream_the_server_read_before_closing_is_an_error_and_not_sent_again() {
+        let (outcomes, connections, requests) = two_requests(Second::Close);
+        assert_eq!(outcomes[0], Ok(200));
+        assert!(matches!(outcomes[1], Err((_, true))), "{outcomes:?}");
+        assert_eq!((connections, requests), (1, 2), "the request was not sent again");
+    }
+
     #[test]
     fn kept_http2_forms_follow_the_bytes_not_just_their_place() {
         let pool = Pool::new(1, 1);
