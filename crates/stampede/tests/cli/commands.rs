@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -115,6 +117,80 @@ fn a_closed_port_shows_connect_errors_in_table_and_json() {
     assert_eq!((row[1].as_str(), row[12].as_str(), row[13].as_str()), ("50", "50", "100.00"));
     assert!(stdout.contains("errors by kind: connect 50"), "{stdout}");
     assert!(stdout.contains("refused"), "the first failure's message is shown: {stdout}");
+}
+
+/// A server that answers GETs `200` with keep-alive and refuses uploads as nginx does with a
+/// body over its limit: `413` with `connection: close` once it has read the head, then closes
+/// without reading the body. Counts the connections it accepted and the request heads it read.
+fn refusing_uploads() -> (u16, Arc<AtomicU32>, Arc<AtomicU32>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = Arc::new(AtomicU32::new(0));
+    let requests = Arc::new(AtomicU32::new(0));
+    let (conns, reqs) = (connections.clone(), requests.clone());
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            conns.fetch_add(1, Ordering::Relaxed);
+            let reqs = reqs.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head: Vec<u8> = buf.drain(..end + 4).collect();
+                    reqs.fetch_add(1, Ordering::Relaxed);
+                    if !head.starts_with(b"GET ") {
+                        let _ = s.write_all(
+                            b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        );
+                        return; // closed with the body unread: a reset
+                    }
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                }
+            });
+        }
+    });
+    (port, connections, requests)
+}
+
+#[test]
+fn an_upload_refused_before_its_body_is_read_is_reported_as_413_and_sent_once() {
+    let (port, connections, requests) = refusing_uploads();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 8 << 20]).unwrap();
+    let file = write_scenario(
+        dir.path(),
+        &format!(
+            "name: upload\nbaseUrl: http://127.0.0.1:{port}\nload: {{executor: constant-vus, vus: 1, iterations: 1}}\n\
+             scenarios:\n  - name: s\n    steps:\n      - {{name: home, request: {{url: \"{{{{baseUrl}}}}/\"}}}}\n\
+             \x20     - name: upload\n        request:\n          method: POST\n          url: \"{{{{baseUrl}}}}/upload\"\n\
+             \x20         multipart: [{{name: file, file: big.bin}}]\n"
+        ),
+    );
+    let out = dir.path().join("r.json");
+    let run = stampede(&["run", file.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let step = |name: &str| report["steps"].as_array().unwrap().iter().find(|s| s["step"] == name).unwrap().clone();
+    assert_eq!(step("home")["statusCodes"], serde_json::json!({"200": 1}), "{report}");
+    let upload = step("upload");
+    assert_eq!(upload["statusCodes"], serde_json::json!({"413": 1}), "{upload}");
+    // The answer is the step's: its default status check fails on it, and no reset is counted.
+    assert_eq!(upload["errorsByKind"], serde_json::json!({"check": 1}), "{upload}");
+    assert_eq!(report["total"]["errorsByKind"], serde_json::json!({"check": 1}), "{report}");
+    assert_eq!(
+        (connections.load(Ordering::Relaxed), requests.load(Ordering::Relaxed)),
+        (1, 2),
+        "the upload went once, on the GET's keep-alive connection"
+    );
+    assert_eq!(run.status.code(), Some(0), "no threshold: {}", text(&run.stderr));
 }
 
 #[test]
