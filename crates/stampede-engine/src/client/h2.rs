@@ -642,10 +642,14 @@ mod tests {
         }
     }
 
+    /// An exchange's outcome as the tests compare it: the status, or the error's kind and
+    /// whether the request counts as sent.
+    type Got = Result<u16, (ErrorKind, bool)>;
+
     /// Two GETs over HTTP/2 (prior knowledge) on a worker's transport, to a server that treats
     /// the second as `second` says: their outcomes (status, or error kind and whether sent),
     /// the connections the server accepted and the requests it read.
-    fn two_requests(second: Second) -> (Vec<Result<u16, (ErrorKind, bool)>>, u32, u32) {
+    fn two_requests(second: Second) -> (Vec<Got>, u32, u32) {
         let plan = TransportPlan { version: HttpVersion::Http2, max_streams: 10, ..TransportPlan::default() };
         let wt = WorkerTransport::new(Arc::new(plan), 0, 1);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
