@@ -69,6 +69,17 @@ enum Sent {
     Failed(io::Error),
 }
 
+/// Whether a request was cut short, kept while its answer is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CutShort {
+    /// It went out whole.
+    No,
+    /// The server answered (or closed) before it was all written.
+    Answered,
+    /// Writing it failed after some of it went out.
+    Failed(io::ErrorKind),
+}
+
 /// How the response body is delimited.
 enum Framing {
     None,
@@ -155,8 +166,8 @@ impl Connection {
         &mut self,
         request: &[u8],
         head_request: bool,
-        body: Option<&mut Vec<u8>>,
-        headers: Option<&mut Headers>,
+        mut body: Option<&mut Vec<u8>>,
+        mut headers: Option<&mut Headers>,
     ) -> Result<ResponseInfo, ExchangeError> {
         self.uses += 1;
         // Bytes left over from an earlier response mean the stream is out of step: the server's
@@ -169,55 +180,83 @@ impl Connection {
         }
         self.start = 0;
         self.end = 0;
-        let mut received: u64 = 0;
         self.first_byte = FirstByte::Waiting;
-        let mut written = 0;
-        let mut flushed = !self.tls; // TLS may hold written bytes back until flushed
-        let sent =
-            std::future::poll_fn(|cx| self.poll_send(cx, request, &mut written, &mut flushed, &mut received)).await;
-        let write_error = match sent {
-            Sent::Whole => return self.read_answer(&mut received, head_request, body, headers).await,
-            Sent::AnsweredEarly => None,
-            Sent::Failed(e) if written == 0 => {
-                return Err(ExchangeError { answered: received > 0, ..ExchangeError::unsent(e) });
+        // Writing, in a block of its own, and `request` not used after it: its state then stays
+        // out of the reading states, the largest of every VU's task (see `a_vu_task_stays_small`).
+        let cut_short = {
+            let mut written = 0;
+            let sent = std::future::poll_fn(|cx| self.poll_send(cx, request, &mut written)).await;
+            // What came meanwhile went into the buffer, empty until then.
+            let answered = self.end > 0;
+            let cut_short = match sent {
+                Sent::Whole => CutShort::No,
+                Sent::AnsweredEarly | Sent::Closed if written > 0 => CutShort::Answered,
+                Sent::Failed(e) if written > 0 => CutShort::Failed(e.kind()),
+                Sent::Failed(e) => return Err(ExchangeError { answered, ..ExchangeError::unsent(e) }),
+                Sent::AnsweredEarly | Sent::Closed => {
+                    return Err(ExchangeError {
+                        kind: ErrorKind::Reset,
+                        message: "connection closed before the request was written".into(),
+                        sent: false,
+                        answered,
+                    });
+                }
+            };
+            if cut_short != CutShort::No {
+                // Part of the request went out: whatever the server answered is its answer.
+                tracing::debug!(written, ?cut_short, "request cut short; reading the answer");
             }
-            Sent::Failed(e) => Some(e),
-            Sent::Closed if written == 0 => {
-                return Err(ExchangeError {
-                    kind: ErrorKind::Reset,
-                    message: "connection closed before the request was written".into(),
-                    sent: false,
-                    answered: received > 0,
-                });
-            }
-            Sent::Closed => None,
+            cut_short
         };
-        // Part of the request went out: whatever the server answered is its answer.
-        tracing::debug!(written, of = request.len(), error = ?write_error, "request cut short; reading the answer");
-        match self.read_answer(&mut received, head_request, body, headers).await {
-            Ok(info) => Ok(ResponseInfo { keep_alive: false, ..info }),
-            Err(e) if e.answered => Err(e),
-            Err(e) => Err(write_error.map_or(e, |w| ExchangeError::io(w, false))),
+        let mut received = self.end as u64;
+        let answer = 'answer: loop {
+            if let Some(h) = headers.as_deref_mut() {
+                h.list.clear();
+            }
+            let (status, framing, keep_alive) =
+                match self.read_head(&mut received, head_request, headers.as_deref_mut()).await {
+                    Ok(head) => head,
+                    Err(e) => break 'answer Err(e),
+                };
+            if (100..200).contains(&status) && status != 101 {
+                continue; // informational: the real answer follows
+            }
+            let body_len = match framing {
+                Framing::None => Ok(0),
+                Framing::Length(n) => self.read_exact_body(n, &mut received, body.as_deref_mut()).await,
+                Framing::Chunked => self.read_chunked(&mut received, body.as_deref_mut()).await,
+                Framing::UntilClose => self.read_to_close(&mut received, body.as_deref_mut()).await,
+            };
+            let body_len = match body_len {
+                Ok(n) => n,
+                Err(e) => break 'answer Err(e),
+            };
+            // A connection whose request was cut short is out of step: not used again.
+            let keep_alive = keep_alive && !matches!(framing, Framing::UntilClose) && cut_short == CutShort::No;
+            let first_byte = match self.first_byte {
+                FirstByte::At(t) => Some(t),
+                FirstByte::Waiting | FirstByte::InFirstRead => None,
+            };
+            break Ok(ResponseInfo { status, bytes_received: received, body_len, keep_alive, first_byte });
+        };
+        match (answer, cut_short) {
+            // No answer came to a request whose write failed: the write's error.
+            (Err(e), CutShort::Failed(kind)) if !e.answered => Err(ExchangeError::io(kind.into(), false)),
+            (answer, _) => answer,
         }
     }
 
-    /// Writes what is left of `request` (and flushes it over TLS) until it is all out, the
-    /// writing fails, or, while the socket takes no more, the server's final answer has come
-    /// (see [`Connection::poll_early_answer`]). `written` counts the bytes the stream took.
+    /// Writes what is left of `request` (and flushes it over TLS, which may hold written bytes
+    /// back) until it is all out, the writing fails, or, while the socket takes no more, the
+    /// server's final answer has come (see [`Connection::poll_early_answer`]). `written` counts
+    /// the bytes the stream took.
     ///
     /// Over plain TCP a write is one system call, which takes bytes or fails: `written` is
     /// exactly what the socket accepted. Over TLS it counts what rustls took; rustls puts a
     /// request's records out in one vectored write, so a write that fails before any was taken
     /// sent nothing (but for a reset that comes between two writes of one call, as the send
     /// buffer fills).
-    fn poll_send(
-        &mut self,
-        cx: &mut Context<'_>,
-        request: &[u8],
-        written: &mut usize,
-        flushed: &mut bool,
-        received: &mut u64,
-    ) -> Poll<Sent> {
+    fn poll_send(&mut self, cx: &mut Context<'_>, request: &[u8], written: &mut usize) -> Poll<Sent> {
         loop {
             if *written < request.len() {
                 match Pin::new(&mut self.stream).poll_write(cx, &request[*written..]) {
@@ -226,9 +265,10 @@ impl Connection {
                     Poll::Ready(Err(e)) => return Poll::Ready(Sent::Failed(e)),
                     Poll::Pending => break,
                 }
-            } else if !*flushed {
+            } else if self.tls {
+                // Flushed again at the next poll when pending: a flush of nothing is cheap.
                 match Pin::new(&mut self.stream).poll_flush(cx) {
-                    Poll::Ready(Ok(())) => *flushed = true,
+                    Poll::Ready(Ok(())) => return Poll::Ready(Sent::Whole),
                     Poll::Ready(Err(e)) => return Poll::Ready(Sent::Failed(e)),
                     Poll::Pending => break,
                 }
@@ -238,14 +278,14 @@ impl Connection {
         }
         // The socket takes no more for now: the server may have answered already and stopped
         // reading, and then the write would wait for ever.
-        self.poll_early_answer(cx, received)
+        self.poll_early_answer(cx)
     }
 
     /// Reads what the server sent while the request is not all written: ready once a whole
     /// final response head is in the buffer (or bytes that cannot start one, which
     /// [`Connection::read_head`] then reports), or at the end of the stream or an error.
     /// Pending otherwise, with the task woken when more comes.
-    fn poll_early_answer(&mut self, cx: &mut Context<'_>, received: &mut u64) -> Poll<Sent> {
+    fn poll_early_answer(&mut self, cx: &mut Context<'_>) -> Poll<Sent> {
         loop {
             if self.end > self.start && self.final_head_buffered() {
                 return Poll::Ready(Sent::AnsweredEarly);
@@ -265,7 +305,6 @@ impl Connection {
                         self.first_byte = FirstByte::At(Instant::now());
                     }
                     self.end += n;
-                    *received += n as u64;
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(Sent::Failed(e)),
                 Poll::Pending => return Poll::Pending,
@@ -289,37 +328,6 @@ impl Connection {
                 Ok(httparse::Status::Partial) => return self.end - at >= MAX_HEAD,
                 Err(_) => return true,
             }
-        }
-    }
-
-    /// Reads the response to the request just written, past any informational ones.
-    async fn read_answer(
-        &mut self,
-        received: &mut u64,
-        head_request: bool,
-        mut body: Option<&mut Vec<u8>>,
-        mut headers: Option<&mut Headers>,
-    ) -> Result<ResponseInfo, ExchangeError> {
-        loop {
-            if let Some(h) = headers.as_deref_mut() {
-                h.list.clear();
-            }
-            let (status, framing, keep_alive) = self.read_head(received, head_request, headers.as_deref_mut()).await?;
-            if (100..200).contains(&status) && status != 101 {
-                continue; // informational: the real answer follows
-            }
-            let body_len = match framing {
-                Framing::None => 0,
-                Framing::Length(n) => self.read_exact_body(n, received, body.as_deref_mut()).await?,
-                Framing::Chunked => self.read_chunked(received, body.as_deref_mut()).await?,
-                Framing::UntilClose => self.read_to_close(received, body.as_deref_mut()).await?,
-            };
-            let keep_alive = keep_alive && !matches!(framing, Framing::UntilClose);
-            let first_byte = match self.first_byte {
-                FirstByte::At(t) => Some(t),
-                FirstByte::Waiting | FirstByte::InFirstRead => None,
-            };
-            return Ok(ResponseInfo { status, bytes_received: *received, body_len, keep_alive, first_byte });
         }
     }
 
