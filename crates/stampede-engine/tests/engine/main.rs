@@ -5,6 +5,7 @@ mod blocks;
 mod budgets;
 mod common;
 mod flow;
+mod fuzz;
 mod layers;
 mod open_model;
 mod run;
