@@ -56,10 +56,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         && !text.ends_with("us")
         && !text.ends_with("ns")
     {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
+        if secs < 0.0 {
+            return Err(DurationError::negative(text));
         }
-        return Err(DurationError::negative(text));
+        // Past `u64::MAX` seconds (or infinite, or NaN) is no duration.
+        return Duration::try_from_secs_f64(secs).map_err(|_| DurationError {
+            text: text.to_string(),
+            reason: format!(
+                "{}; write a number with a unit, e.g. 500ms, 30s, 2m, 1h30m",
+                if secs.is_nan() { "not a number" } else { "too long" }
+            ),
+        });
     }
     if text.starts_with('-') {
         return Err(DurationError::negative(text));
@@ -166,6 +173,20 @@ mod tests {
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("-3s").unwrap_err().to_string().contains("negative"));
         assert!(parse_duration("10").is_err());
+    }
+
+    /// Found by fuzzing (`load.duration: 99999999999999999999s` panicked in
+    /// `Duration::from_secs_f64`): seconds past what a duration holds are refused, not a panic.
+    #[test]
+    fn seconds_past_what_a_duration_holds_are_refused_with_a_reason() {
+        for text in ["99999999999999999999s", "1e300s", "infs", "18446744073709551616s"] {
+            let e = parse_duration(text).unwrap_err();
+            assert_eq!(e.text, text);
+            assert!(e.reason.starts_with("too long"), "{text}: {e}");
+        }
+        assert!(parse_duration("NaNs").unwrap_err().reason.starts_with("not a number"));
+        assert_eq!(parse_duration("9999999999s").unwrap(), Duration::from_secs(9_999_999_999));
+        assert_eq!(parse_duration("-0s").unwrap(), Duration::ZERO);
     }
 
     #[test]

@@ -187,3 +187,23 @@ fn no_mutated_or_generated_scenario_makes_the_parser_or_compiler_panic() {
         .unwrap_or_else(|e| std::panic::resume_unwind(e));
     assert!(cases > 0);
 }
+
+/// Every input the fuzz tests found a crash with (`fuzz-regressions/*.yaml`) is refused or
+/// accepted without a panic.
+#[test]
+fn inputs_that_crashed_the_parser_or_compiler_once_no_longer_do() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/fuzz-regressions");
+    let files = yaml_files(&dir);
+    assert!(!files.is_empty());
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let outcome = std::panic::catch_unwind(|| {
+            parse_and_validate(&text, false);
+            parse_and_validate(&text, true);
+        });
+        assert!(outcome.is_ok(), "{} panics", path.display());
+    }
+    let text = std::fs::read_to_string(dir.join("duration-past-u64-seconds.yaml")).unwrap();
+    let e = stampede_engine::parse_str(&text, Path::new("d.yaml")).unwrap_err().to_string();
+    assert!(e.contains("invalid duration `99999999999999999999s`: too long"), "{e}");
+}
