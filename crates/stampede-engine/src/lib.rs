@@ -24,6 +24,11 @@ mod run;
 mod session;
 mod stats;
 
+/// The workspace's seeded fuzz runner (its fuzz tests share one file).
+#[cfg(test)]
+#[path = "../tests/engine/fuzz/support.rs"]
+mod fuzz_support;
+
 pub use client::url::HttpUrl;
 pub use compile::parse::{load_file, parse_str};
 pub use compile::plan::{BUILTIN_PLACEHOLDER, CapacitySearch, CapacityStep, CompileOptions, Plan, compile};

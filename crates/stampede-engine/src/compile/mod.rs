@@ -2,6 +2,8 @@ pub(crate) mod budget;
 pub(crate) mod check;
 pub(crate) mod data;
 pub(crate) mod expr;
+#[cfg(test)]
+mod expr_fuzz;
 pub(crate) mod extract;
 pub(crate) mod files;
 pub(crate) mod flow;
