@@ -3,6 +3,8 @@ pub(crate) mod cookies;
 pub(crate) mod exchange;
 pub(crate) mod h2;
 pub(crate) mod http1;
+#[cfg(test)]
+mod http1_fuzz;
 pub(crate) mod source;
 pub(crate) mod tls;
 pub(crate) mod transport;
