@@ -250,7 +250,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings };
     let mut yaml = imported.head(source, "har", steps.len());
     for g in &generated {
-        yaml.push_str(&format!("# generated: {g}\n"));
+        yaml.push_str(&format!("# generated: {}\n", super::one_line(g)));
     }
     let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("recorded", |(_, h)| h);
     write_top(&mut yaml, name, base.as_deref());

@@ -18,6 +18,9 @@ pub(crate) mod postman;
 pub(crate) mod secrets;
 mod xml;
 
+#[cfg(test)]
+mod fuzz;
+
 /// What an import gave: the scenario (YAML with comments), the environment variables its
 /// secrets became, and what could not be converted.
 #[derive(Debug, Default, PartialEq)]
@@ -45,17 +48,18 @@ impl Imported {
             "set the load below: one VU, one iteration to start with"
         };
         let mut yaml = format!(
-            "# Imported from {source} by `stampede import {what}`: {requests} request(s). Review it, then run\n\
-             # it with `stampede run FILE` ({load}).\n"
+            "# Imported from {} by `stampede import {what}`: {requests} request(s). Review it, then run\n\
+             # it with `stampede run FILE` ({load}).\n",
+            one_line(source)
         );
         if !self.env.is_empty() {
             yaml.push_str("# Secrets became environment variables; set them before running:\n");
             for (var, from) in &self.env {
-                yaml.push_str(&format!("#   {var}  ({from})\n"));
+                yaml.push_str(&format!("#   {}  ({})\n", one_line(var), one_line(from)));
             }
         }
         for w in &self.warnings {
-            yaml.push_str(&format!("# not converted: {w}\n"));
+            yaml.push_str(&format!("# not converted: {}\n", one_line(w)));
         }
         yaml
     }
@@ -84,7 +88,7 @@ pub(crate) struct Step {
 
 impl Step {
     fn write(&self, yaml: &mut String) {
-        yaml.push_str(&format!("      # {}\n", self.comment.replace('\n', " ")));
+        yaml.push_str(&format!("      # {}\n", one_line(&self.comment)));
         yaml.push_str(&format!("      - name: {}\n        request:\n", scalar(&self.name)));
         if self.method != "GET" {
             yaml.push_str(&format!("          method: {}\n", self.method));
@@ -145,6 +149,13 @@ pub(crate) fn write_steps(yaml: &mut String, name: &str, steps: &[Step]) {
 /// property): `apiHost` → `APIHOST`. Credentials are named by [`secrets::var_name`].
 pub(crate) fn env_name(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
+}
+
+/// `text` for a `#` comment: its line breaks (all YAML's: CR, LF, NEL, LS, PS) made spaces, so
+/// that it does not end the comment (a warning quoting a multi-line command would otherwise
+/// put the rest of it in the scenario, unscrubbed, and make the file unreadable).
+pub(crate) fn one_line(text: &str) -> String {
+    text.replace(['\r', '\n', '\u{85}', '\u{2028}', '\u{2029}'], " ")
 }
 
 /// A YAML scalar: quoted when plain text would be read otherwise.
