@@ -28,6 +28,11 @@ mod launch;
 mod import;
 mod quick;
 
+/// The workspace's seeded fuzz runner (its fuzz tests share one file).
+#[cfg(test)]
+#[path = "../../stampede-engine/tests/engine/fuzz/support.rs"]
+mod fuzz_support;
+
 #[derive(Parser)]
 #[command(name = "stampede", version, about = "Load testing that fits Kubernetes: fast, correct numbers, one binary")]
 struct Cli {
