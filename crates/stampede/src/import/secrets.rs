@@ -232,6 +232,11 @@ impl Secrets {
         let mut out = text.to_string();
         for (value, name) in values {
             out = out.replace(value.as_str(), &format!("{{{{env.{name}}}}}"));
+            // As comments quote it ([`super::one_line`]).
+            let quoted = super::one_line(value);
+            if quoted != *value {
+                out = out.replace(&quoted, &format!("{{{{env.{name}}}}}"));
+            }
         }
         out
     }
