@@ -98,7 +98,13 @@ impl Step {
             if !pairs.is_empty() {
                 yaml.push_str(&format!("          {label}:\n"));
                 for (k, v) in pairs {
-                    yaml.push_str(&format!("            {}: {}\n", scalar(k), scalar(v)));
+                    let key = scalar(k);
+                    if key.chars().count() > 1000 {
+                        // Past YAML's 1024 characters an implicit key is no key: an explicit one.
+                        yaml.push_str(&format!("            ? {key}\n            : {}\n", scalar(v)));
+                    } else {
+                        yaml.push_str(&format!("            {key}: {}\n", scalar(v)));
+                    }
                 }
             }
         }
@@ -210,17 +216,42 @@ mod tests {
     #[test]
     fn every_text_written_as_a_scalar_under_a_step_reads_back_as_itself() {
         let texts = [
-            "plain", "a\nb", "line\n", "\n", "\n\n x", " lead", "x\r\ny", "tab\there", "nel\u{85}x", "ls\u{2028}x",
-            "ctl\u{1}\u{7f}\u{9f}\u{feff}", "q\"\\'", "é😀", "- a", "{{baseUrl}}/x", "#", "",
+            "plain",
+            "a\nb",
+            "line\n",
+            "\n",
+            "\n\n x",
+            " lead",
+            "x\r\ny",
+            "tab\there",
+            "nel\u{85}x",
+            "ls\u{2028}x",
+            "ctl\u{1}\u{7f}\u{9f}\u{feff}",
+            "q\"\\'",
+            "é😀",
+            "- a",
+            "{{baseUrl}}/x",
+            "#",
+            "",
         ];
         for text in texts {
-            let yaml = format!("steps:\n  - request:\n      url: {}\n      headers:\n        {}: v\n", scalar(text), scalar(text));
-            let doc: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("{text:?}: {e}\n{yaml}"));
+            let yaml = format!(
+                "steps:\n  - request:\n      url: {}\n      headers:\n        {}: v\n",
+                scalar(text),
+                scalar(text)
+            );
+            let doc: serde_yaml::Value =
+                serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("{text:?}: {e}\n{yaml}"));
             let request = &doc["steps"][0]["request"];
             assert_eq!(request["url"].as_str(), Some(text), "{yaml}");
             let headers = request["headers"].as_mapping().unwrap();
             assert_eq!(headers.keys().next().and_then(serde_yaml::Value::as_str), Some(text), "{yaml}");
         }
+        // A header name past YAML's 1,024 characters for a key (found by the fuzz test too).
+        let long = "(".repeat(2000) + "Accept";
+        let out = curl::curl(&format!("curl -H '{long}: a' http://127.0.0.1:8080/"), "c.sh").unwrap();
+        let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("c.yaml")).unwrap();
+        assert_eq!(file.scenarios[0].steps[0].request.as_ref().unwrap().headers[&long], "a");
         let out = curl::curl("curl 'http://127.0.0.1:8080/a\nb' -d x", "c.sh").unwrap();
         let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("c.yaml")).unwrap();
         assert_eq!(file.scenarios[0].steps[0].request.as_ref().unwrap().url, "{{baseUrl}}/a\nb", "{}", out.yaml);
