@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release image test test-steps unit lint fmt chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-language bench-7 bench-scale generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release image test test-steps unit lint fmt fuzz chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-language bench-7 bench-scale generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -70,6 +70,19 @@ cluster-down:
 
 fmt:
 	$(CARGO) fmt --all
+
+# The fuzz tests (parser and compiler, expressions, importers, HTTP/1.1 responses), long: debug
+# builds (overflow checks on), FUZZ_CASES cases each (or FUZZ_SECS seconds) from a random seed, printed first;
+# FUZZ_SEED=N repeats a run. `make test` runs the same tests with a few hundred cases, one seed.
+FUZZ_CASES ?= 100000
+FUZZ_SECS ?= 600
+fuzz:
+	@seed=$${FUZZ_SEED:-$$(( (RANDOM << 30) ^ (RANDOM << 15) ^ RANDOM ))}; \
+	echo "fuzz seed $$seed ($(FUZZ_CASES) cases or $(FUZZ_SECS) s per test; FUZZ_SEED=$$seed make fuzz repeats it)"; \
+	export STAMPEDE_FUZZ_SEED=$$seed STAMPEDE_FUZZ_CASES=$(FUZZ_CASES) STAMPEDE_FUZZ_SECS=$(FUZZ_SECS); \
+	$(CARGO) test -p stampede-engine --test engine fuzz:: -- --nocapture && \
+	$(CARGO) test -p stampede-engine --lib _fuzz:: -- --nocapture && \
+	$(CARGO) test -p stampede --bin stampede import::fuzz:: -- --nocapture
 
 # Runs the quick-start example against the built-in target.
 quickstart:

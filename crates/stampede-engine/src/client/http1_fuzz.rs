@@ -27,11 +27,33 @@ const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
 const HANG: Duration = Duration::from_secs(5);
 
 fn head(rng: &mut Rng) -> String {
-    let version = *rng.pick(&["HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/1.0", "HTTP/2", "HTTP/1.1 ", "http/1.1", "HTTP/9.9"]);
-    let status = *rng.pick(&["200", "200", "200", "200", "200", "201", "204", "304", "100", "101", "103", "404", "500", "999", "0", "1000", "20"]);
+    let version = *rng.pick(&[
+        "HTTP/1.1",
+        "HTTP/1.1",
+        "HTTP/1.1",
+        "HTTP/1.1",
+        "HTTP/1.1",
+        "HTTP/1.1",
+        "HTTP/1.0",
+        "HTTP/1.0",
+        "HTTP/2",
+        "HTTP/1.1 ",
+        "http/1.1",
+        "HTTP/9.9",
+    ]);
+    let status = *rng.pick(&[
+        "200", "200", "200", "200", "200", "201", "204", "304", "100", "101", "103", "404", "500", "999", "0", "1000",
+        "20",
+    ]);
     let mut out = format!("{version} {status} {}\r\n", *rng.pick(&["OK", "", "Whatever it is", "é"]));
     for _ in 0..rng.below(4) {
-        out.push_str(*rng.pick(&["server: fuzz\r\n", "set-cookie: a=b; Path=/\r\n", "location: /x\r\n", "x-empty:\r\n", "grpc-status: 0\r\n"]));
+        out.push_str(*rng.pick(&[
+            "server: fuzz\r\n",
+            "set-cookie: a=b; Path=/\r\n",
+            "location: /x\r\n",
+            "x-empty:\r\n",
+            "grpc-status: 0\r\n",
+        ]));
     }
     out
 }
@@ -50,7 +72,14 @@ fn chunked_body(rng: &mut Rng) -> String {
         };
         out.push_str(&format!("{size}\r\n{data}\r\n"));
     }
-    out.push_str(*rng.pick(&["0\r\n\r\n", "0\r\nx-trailer: v\r\n\r\n", "0;done\r\n\r\n", "0\r\n", "", "0\r\nT: 1\r\nU: 2\r\n\r\n"]));
+    out.push_str(*rng.pick(&[
+        "0\r\n\r\n",
+        "0\r\nx-trailer: v\r\n\r\n",
+        "0;done\r\n\r\n",
+        "0\r\n",
+        "",
+        "0\r\nT: 1\r\nU: 2\r\n\r\n",
+    ]));
     out
 }
 
@@ -77,12 +106,21 @@ fn response(rng: &mut Rng) -> String {
             if rng.one_in(6) {
                 out.push_str("transfer-encoding: chunked\r\n");
             }
-            out.push_str(*rng.pick(&["", "connection: close\r\n", "connection: keep-alive\r\n", "Connection: Keep-Alive, Upgrade\r\n"]));
+            out.push_str(*rng.pick(&[
+                "",
+                "connection: close\r\n",
+                "connection: keep-alive\r\n",
+                "Connection: Keep-Alive, Upgrade\r\n",
+            ]));
             out.push_str("\r\n");
             out.push_str(&body);
         }
         2 | 3 => {
-            out.push_str(*rng.pick(&["transfer-encoding: chunked\r\n", "Transfer-Encoding: gzip, chunked\r\n", "transfer-encoding: chunked, chunked\r\n"]));
+            out.push_str(*rng.pick(&[
+                "transfer-encoding: chunked\r\n",
+                "Transfer-Encoding: gzip, chunked\r\n",
+                "transfer-encoding: chunked, chunked\r\n",
+            ]));
             out.push_str("\r\n");
             out.push_str(&chunked_body(rng));
         }
@@ -105,7 +143,11 @@ fn generate(rng: &mut Rng) -> Vec<u8> {
     }
     let mut answer = String::new();
     for _ in 0..rng.below(3) {
-        answer.push_str(*rng.pick(&["HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n", "HTTP/1.1 102 Processing\r\ncontent-length: 3\r\n\r\n"]));
+        answer.push_str(*rng.pick(&[
+            "HTTP/1.1 100 Continue\r\n\r\n",
+            "HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n",
+            "HTTP/1.1 102 Processing\r\ncontent-length: 3\r\n\r\n",
+        ]));
     }
     for _ in 0..rng.between(1, 3) {
         answer.push_str(&response(rng));
@@ -114,7 +156,13 @@ fn generate(rng: &mut Rng) -> Vec<u8> {
         0 => (0..rng.size(10)).map(|_| rng.u64() as u8).collect(),
         1..=4 => {
             let corpus = vec![answer.clone().into_bytes()];
-            support::mutate(rng, answer.as_bytes(), &corpus, &["\r\n", "\r\n\r\n", ";", ":", "0\r\n", "chunked", "content-length: "], 16 << 10)
+            support::mutate(
+                rng,
+                answer.as_bytes(),
+                &corpus,
+                &["\r\n", "\r\n\r\n", ";", ":", "0\r\n", "chunked", "content-length: "],
+                16 << 10,
+            )
         }
         _ => answer.into_bytes(),
     };

@@ -28,15 +28,102 @@ impl Render for Fixed {
 
 /// Names, literals, operators and brackets of the language, valid and not.
 const ATOMS: &[&str] = &[
-    "vu", "vu.id", "vu.iteration", "vu.idd", "runner", "runner.index", "runner.count", "test.iteration",
-    "response.status", "host", "token", "products", "users", "users.email", "users.name", "users.mail", "m",
-    "x", "y", "nosuch", "0", "1", "-1", "2", "1.5", "-0.0", "1u", "0x10", "99999999999999999999",
-    "9223372036854775807", "-9223372036854775808", "18446744073709551615u", "1e308", "1e309", "'a'", "\"b\"",
-    "''", "'\\\\'", "'it\\'s'", "b'x'", "r'raw'", "'''tri'''", "'\\u00e9'", "'\\x00'", "'{{'", "'[1,2]'",
-    "true", "false", "null", "+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!", "?",
-    ":", ",", ".", " in ", "(", ")", "[", "]", "{", "}", ".map(x, x)", ".map(x, x * 2)", ".filter(x, x > 1)",
-    ".all(x, x)", ".exists(x, true)", ".exists_one(x, x == 1)", ".size()", "has(", ".contains('a')",
-    ".startsWith(", ".endsWith(", "'", "\"", "\\", "$", "@", "#", "\n", " ", "\u{0}", "\u{feff}", "é",
+    "vu",
+    "vu.id",
+    "vu.iteration",
+    "vu.idd",
+    "runner",
+    "runner.index",
+    "runner.count",
+    "test.iteration",
+    "response.status",
+    "host",
+    "token",
+    "products",
+    "users",
+    "users.email",
+    "users.name",
+    "users.mail",
+    "m",
+    "x",
+    "y",
+    "nosuch",
+    "0",
+    "1",
+    "-1",
+    "2",
+    "1.5",
+    "-0.0",
+    "1u",
+    "0x10",
+    "99999999999999999999",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "18446744073709551615u",
+    "1e308",
+    "1e309",
+    "'a'",
+    "\"b\"",
+    "''",
+    "'\\\\'",
+    "'it\\'s'",
+    "b'x'",
+    "r'raw'",
+    "'''tri'''",
+    "'\\u00e9'",
+    "'\\x00'",
+    "'{{'",
+    "'[1,2]'",
+    "true",
+    "false",
+    "null",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "==",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "&&",
+    "||",
+    "!",
+    "?",
+    ":",
+    ",",
+    ".",
+    " in ",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ".map(x, x)",
+    ".map(x, x * 2)",
+    ".filter(x, x > 1)",
+    ".all(x, x)",
+    ".exists(x, true)",
+    ".exists_one(x, x == 1)",
+    ".size()",
+    "has(",
+    ".contains('a')",
+    ".startsWith(",
+    ".endsWith(",
+    "'",
+    "\"",
+    "\\",
+    "$",
+    "@",
+    "#",
+    "\n",
+    " ",
+    "\u{0}",
+    "\u{feff}",
+    "é",
 ];
 
 fn function(rng: &mut Rng) -> &'static str {
@@ -71,7 +158,12 @@ fn grammar(rng: &mut Rng, depth: usize) -> String {
         return leaf(rng);
     }
     match rng.below(10) {
-        0 | 1 => format!("{} {} {}", grammar(rng, depth - 1), rng.pick(&["+", "-", "*", "/", "%", "==", "<", "&&", "||", " in "]), grammar(rng, depth - 1)),
+        0 | 1 => format!(
+            "{} {} {}",
+            grammar(rng, depth - 1),
+            rng.pick(&["+", "-", "*", "/", "%", "==", "<", "&&", "||", " in "]),
+            grammar(rng, depth - 1)
+        ),
         2 => format!("{}{}", rng.pick(&["-", "!", "--", "!!"]), grammar(rng, depth - 1)),
         3 => {
             let f = function(rng);
@@ -109,10 +201,20 @@ fn at_budget(rng: &mut Rng) -> String {
 
 /// The input: the expression, then a 0xFF byte and the JSON the `products` slot holds.
 fn generate(rng: &mut Rng) -> Vec<u8> {
-    let corpus: Vec<Vec<u8>> = ["vu.id * 1000 + vu.iteration", "size(products) * 10 + products[1]", "[1, 2, 3].map(x, x * 2)", "randomItem(['red', 'green'])", "hmacSha256('key', token)", "jsonEncode({'a': [1, true, 'x']})", "users.name + ' <' + users.email + '>'", "randomInt(1, 3)", "m + host"]
-        .iter()
-        .map(|s| s.as_bytes().to_vec())
-        .collect();
+    let corpus: Vec<Vec<u8>> = [
+        "vu.id * 1000 + vu.iteration",
+        "size(products) * 10 + products[1]",
+        "[1, 2, 3].map(x, x * 2)",
+        "randomItem(['red', 'green'])",
+        "hmacSha256('key', token)",
+        "jsonEncode({'a': [1, true, 'x']})",
+        "users.name + ' <' + users.email + '>'",
+        "randomInt(1, 3)",
+        "m + host",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
     let expr = match rng.below(5) {
         0 => soup(rng),
         1 => {
@@ -132,7 +234,8 @@ fn generate(rng: &mut Rng) -> Vec<u8> {
             support::mutate_text(rng, &seed, &corpus, &ATOMS[48..], budget::EXPRESSION_BYTES + 64)
         }
     };
-    let products = *rng.pick(&["[1,2]", "[]", "{\"a\":1}", "\"x\"", "99999999999999999999", "[[[[1]]]]", "not json", ""]);
+    let products =
+        *rng.pick(&["[1,2]", "[]", "{\"a\":1}", "\"x\"", "99999999999999999999", "[[[[1]]]]", "not json", ""]);
     let mut input = expr.into_bytes();
     input.push(0xff);
     input.extend_from_slice(products.as_bytes());

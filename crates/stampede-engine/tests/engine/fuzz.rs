@@ -59,20 +59,95 @@ fn parse_and_validate(text: &str, base_url: bool) {
 
 /// Values a key of the language may take, valid and not.
 const VALUES: &[&str] = &[
-    "1", "0", "-1", "99999999999999999999", "-9223372036854775808", "1.5", "1e309", "\"\"", "'x'", "true",
-    "null", "[]", "{}", "10s", "1ms", "0s", "999999999h", "-5s", "1/s", "100/s", "\"{{baseUrl}}/x\"",
-    "\"{{ vu.id }}\"", "\"{{ uuid() }}\"", "\"{{ randomInt(1, 3) }}\"", "\"{{ env.X }}\"", "\"{{ nosuch }}\"",
-    "\"{{ 1 +\"", "\"{{{{\"", "\"}}\"", "\"${x}\"", "get", "post", "GET", "PATCH", "http://127.0.0.1:9/",
-    "builtin", "constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate",
-    "per-vu-iterations", "shared-iterations", "\"$.a.b\"", "\"$[\"", "\"(.*)\"", "\"(\"", "data/cities.csv",
-    "data/upload.json", "/etc/passwd", "../../x", "\"vu.id % 2 == 0\"", "\"size([1,2]) > 1\"", "\"1 +\"",
+    "1",
+    "0",
+    "-1",
+    "99999999999999999999",
+    "-9223372036854775808",
+    "1.5",
+    "1e309",
+    "\"\"",
+    "'x'",
+    "true",
+    "null",
+    "[]",
+    "{}",
+    "10s",
+    "1ms",
+    "0s",
+    "999999999h",
+    "-5s",
+    "1/s",
+    "100/s",
+    "\"{{baseUrl}}/x\"",
+    "\"{{ vu.id }}\"",
+    "\"{{ uuid() }}\"",
+    "\"{{ randomInt(1, 3) }}\"",
+    "\"{{ env.X }}\"",
+    "\"{{ nosuch }}\"",
+    "\"{{ 1 +\"",
+    "\"{{{{\"",
+    "\"}}\"",
+    "\"${x}\"",
+    "get",
+    "post",
+    "GET",
+    "PATCH",
+    "http://127.0.0.1:9/",
+    "builtin",
+    "constant-vus",
+    "ramping-vus",
+    "constant-arrival-rate",
+    "ramping-arrival-rate",
+    "per-vu-iterations",
+    "shared-iterations",
+    "\"$.a.b\"",
+    "\"$[\"",
+    "\"(.*)\"",
+    "\"(\"",
+    "data/cities.csv",
+    "data/upload.json",
+    "/etc/passwd",
+    "../../x",
+    "\"vu.id % 2 == 0\"",
+    "\"size([1,2]) > 1\"",
+    "\"1 +\"",
 ];
 
 /// Keys of the language at each level (mostly right, sometimes misspelt or misplaced).
-const TOP: &[&str] = &["name", "baseUrl", "load", "vars", "scenarios", "setup", "teardown", "thresholds", "data", "http", "seed", "nosuch"];
-const LOAD: &[&str] = &["executor", "vus", "iterations", "duration", "rate", "stages", "maxVus", "preAllocatedVus", "timeUnit", "gracefulStop", "target"];
-const STEP: &[&str] = &["name", "request", "check", "extract", "think", "if", "repeat", "group", "steps", "forEach", "count", "max", "while", "weight"];
-const REQUEST: &[&str] = &["method", "url", "headers", "query", "json", "body", "form", "multipart", "timeout", "follow"];
+const TOP: &[&str] = &[
+    "name",
+    "baseUrl",
+    "load",
+    "vars",
+    "scenarios",
+    "setup",
+    "teardown",
+    "thresholds",
+    "data",
+    "http",
+    "seed",
+    "nosuch",
+];
+const LOAD: &[&str] = &[
+    "executor",
+    "vus",
+    "iterations",
+    "duration",
+    "rate",
+    "stages",
+    "maxVus",
+    "preAllocatedVus",
+    "timeUnit",
+    "gracefulStop",
+    "target",
+];
+const STEP: &[&str] = &[
+    "name", "request", "check", "extract", "think", "if", "repeat", "group", "steps", "forEach", "count", "max",
+    "while", "weight",
+];
+const REQUEST: &[&str] =
+    &["method", "url", "headers", "query", "json", "body", "form", "multipart", "timeout", "follow"];
 const CHECK: &[&str] = &["status", "body", "json", "header", "maxDuration", "contains"];
 
 fn indent(out: &mut String, depth: usize) {
@@ -80,11 +155,7 @@ fn indent(out: &mut String, depth: usize) {
 }
 
 fn value(rng: &mut Rng) -> String {
-    if rng.one_in(6) {
-        format!("[{}, {}]", rng.pick(VALUES), rng.pick(VALUES))
-    } else {
-        rng.pick(VALUES).to_string()
-    }
+    if rng.one_in(6) { format!("[{}, {}]", rng.pick(VALUES), rng.pick(VALUES)) } else { rng.pick(VALUES).to_string() }
 }
 
 fn mapping(rng: &mut Rng, out: &mut String, depth: usize, keys: &[&str]) {
@@ -164,7 +235,8 @@ fn structured(rng: &mut Rng) -> String {
 #[test]
 fn no_mutated_or_generated_scenario_makes_the_parser_or_compiler_panic() {
     let corpus = corpus();
-    let tokens = ["{{", "}}", "steps:\n  - ", "request: {url: x}", "if: ", "repeat: ", "\n    ", "- name: x\n", "*a", "&a"];
+    let tokens =
+        ["{{", "}}", "steps:\n  - ", "request: {url: x}", "if: ", "repeat: ", "\n    ", "- name: x\n", "*a", "&a"];
     let cases = std::thread::Builder::new()
         .stack_size(8 << 20)
         .spawn(move || {
@@ -173,7 +245,11 @@ fn no_mutated_or_generated_scenario_makes_the_parser_or_compiler_panic() {
                 |rng| {
                     if rng.one_in(4) {
                         let text = structured(rng);
-                        if rng.one_in(2) { support::mutate(rng, text.as_bytes(), &corpus, &tokens, 64 << 10) } else { text.into_bytes() }
+                        if rng.one_in(2) {
+                            support::mutate(rng, text.as_bytes(), &corpus, &tokens, 64 << 10)
+                        } else {
+                            text.into_bytes()
+                        }
                     } else {
                         let seed = rng.pick(&corpus).clone();
                         support::mutate(rng, &seed, &corpus, &tokens, 64 << 10)

@@ -509,14 +509,19 @@ mod tests {
     #[test]
     fn a_warning_quoting_lines_stays_one_comment_and_hides_the_credentials_it_quotes() {
         for brk in ["\n", "\r", "\r\n", "\u{85}", "\u{2028}"] {
-            let text = format!("curl -H 'X-Api-Key: k-secret-1234' http://127.0.0.1:8080/a 'x{brk}k-secret-1234{brk}name: injected'");
+            let text = format!(
+                "curl -H 'X-Api-Key: k-secret-1234' http://127.0.0.1:8080/a 'x{brk}k-secret-1234{brk}name: injected'"
+            );
             let out = curl(&text, "c.sh").unwrap();
             let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("c.yaml"))
                 .unwrap_or_else(|e| panic!("{brk:?}: {e}\n{}", out.yaml));
             assert_eq!(file.name, "127.0.0.1:8080", "{brk:?}: {}", out.yaml);
             assert!(!out.yaml.contains("k-secret-1234"), "{brk:?}: the credential shows:\n{}", out.yaml);
             let warning = out.yaml.lines().find(|l| l.contains("a second URL")).unwrap();
-            assert!(warning.starts_with("# not converted: command 1: `x ") && warning.contains(" name: injected`"), "{warning}");
+            assert!(
+                warning.starts_with("# not converted: command 1: `x ") && warning.contains(" name: injected`"),
+                "{warning}"
+            );
         }
     }
 }

@@ -76,13 +76,83 @@ impl Rng {
 /// numbers at and past the integer limits, control bytes, a byte-order mark, line ends,
 /// YAML, JSON and XML syntax, multi-byte characters.
 pub(crate) const TOKENS: &[&str] = &[
-    "{{", "}}", "${", "}", "{", "'", "\"", "\\", "\\u", "\\x", "[[[[", "]]]]", "((((", "))))",
-    "99999999999999999999", "-9223372036854775808", "9223372036854775807", "18446744073709551616",
-    "1e309", "-0", "0x", "NaN", ".inf", "\0", "\u{feff}", "\r\n", "\r", "\n", "\t", " ", ": ", "- ", "#",
-    "&a ", "*a", "!!binary ", "!!str ", "---\n", "...\n", "? ", "|", ">-", "%YAML 1.2\n", ",", "null",
-    "~", "true", "<", ">", "</", "/>", "<![CDATA[", "]]>", "&amp;", "&#", "&#x0;", "<!--", "-->", "=",
-    "é", "€", "😀", "\u{202e}", "\u{7f}", "\u{1b}[", "%", "%00", "%zz", "?", "&", "@", "://",
-    "{{ baseUrl }}", "{{ env.X }}", "{{ vu.id }}", "{{ uuid() }}", "{{ randomInt(1, 99999999999999999999) }}",
+    "{{",
+    "}}",
+    "${",
+    "}",
+    "{",
+    "'",
+    "\"",
+    "\\",
+    "\\u",
+    "\\x",
+    "[[[[",
+    "]]]]",
+    "((((",
+    "))))",
+    "99999999999999999999",
+    "-9223372036854775808",
+    "9223372036854775807",
+    "18446744073709551616",
+    "1e309",
+    "-0",
+    "0x",
+    "NaN",
+    ".inf",
+    "\0",
+    "\u{feff}",
+    "\r\n",
+    "\r",
+    "\n",
+    "\t",
+    " ",
+    ": ",
+    "- ",
+    "#",
+    "&a ",
+    "*a",
+    "!!binary ",
+    "!!str ",
+    "---\n",
+    "...\n",
+    "? ",
+    "|",
+    ">-",
+    "%YAML 1.2\n",
+    ",",
+    "null",
+    "~",
+    "true",
+    "<",
+    ">",
+    "</",
+    "/>",
+    "<![CDATA[",
+    "]]>",
+    "&amp;",
+    "&#",
+    "&#x0;",
+    "<!--",
+    "-->",
+    "=",
+    "é",
+    "€",
+    "😀",
+    "\u{202e}",
+    "\u{7f}",
+    "\u{1b}[",
+    "%",
+    "%00",
+    "%zz",
+    "?",
+    "&",
+    "@",
+    "://",
+    "{{ baseUrl }}",
+    "{{ env.X }}",
+    "{{ vu.id }}",
+    "{{ uuid() }}",
+    "{{ randomInt(1, 99999999999999999999) }}",
 ];
 
 /// Applies one to eight mutations to `input`: flipped bits, bytes changed, a token (one of
@@ -109,7 +179,8 @@ pub(crate) fn mutate(rng: &mut Rng, input: &[u8], corpus: &[Vec<u8>], extra: &[&
                 out.splice(at..at, token.bytes());
             }
             4 => {
-                let (open, close) = *rng.pick(&[("[", "]"), ("{", "}"), ("(", ")"), ("- ", ""), ("a:\n ", ""), ("<a>", "</a>")]);
+                let (open, close) =
+                    *rng.pick(&[("[", "]"), ("{", "}"), ("(", ")"), ("- ", ""), ("a:\n ", ""), ("<a>", "</a>")]);
                 let depth = rng.size(13);
                 let mut nest = open.repeat(depth);
                 if rng.one_in(2) {
@@ -240,7 +311,8 @@ pub(crate) fn run(name: &str, mut generate: impl FnMut(&mut Rng) -> Vec<u8>, mut
     let done = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
     let guard = {
-        let (started, current, done, name, last) = (started.clone(), current.clone(), done.clone(), name.to_string(), last.clone());
+        let (started, current, done, name, last) =
+            (started.clone(), current.clone(), done.clone(), name.to_string(), last.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(200));
