@@ -47,7 +47,7 @@ fn head(rng: &mut Rng) -> String {
     ]);
     let mut out = format!("{version} {status} {}\r\n", *rng.pick(&["OK", "", "Whatever it is", "é"]));
     for _ in 0..rng.below(4) {
-        out.push_str(*rng.pick(&[
+        out.push_str(rng.word(&[
             "server: fuzz\r\n",
             "set-cookie: a=b; Path=/\r\n",
             "location: /x\r\n",
@@ -72,7 +72,7 @@ fn chunked_body(rng: &mut Rng) -> String {
         };
         out.push_str(&format!("{size}\r\n{data}\r\n"));
     }
-    out.push_str(*rng.pick(&[
+    out.push_str(rng.word(&[
         "0\r\n\r\n",
         "0\r\nx-trailer: v\r\n\r\n",
         "0;done\r\n\r\n",
@@ -106,7 +106,7 @@ fn response(rng: &mut Rng) -> String {
             if rng.one_in(6) {
                 out.push_str("transfer-encoding: chunked\r\n");
             }
-            out.push_str(*rng.pick(&[
+            out.push_str(rng.word(&[
                 "",
                 "connection: close\r\n",
                 "connection: keep-alive\r\n",
@@ -116,7 +116,7 @@ fn response(rng: &mut Rng) -> String {
             out.push_str(&body);
         }
         2 | 3 => {
-            out.push_str(*rng.pick(&[
+            out.push_str(rng.word(&[
                 "transfer-encoding: chunked\r\n",
                 "Transfer-Encoding: gzip, chunked\r\n",
                 "transfer-encoding: chunked, chunked\r\n",
@@ -143,7 +143,7 @@ fn generate(rng: &mut Rng) -> Vec<u8> {
     }
     let mut answer = String::new();
     for _ in 0..rng.below(3) {
-        answer.push_str(*rng.pick(&[
+        answer.push_str(rng.word(&[
             "HTTP/1.1 100 Continue\r\n\r\n",
             "HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n",
             "HTTP/1.1 102 Processing\r\ncontent-length: 3\r\n\r\n",

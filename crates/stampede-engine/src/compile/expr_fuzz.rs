@@ -130,7 +130,7 @@ fn function(rng: &mut Rng) -> &'static str {
     match rng.below(3) {
         0 => rng.pick(&FUNCTIONS).0,
         1 => rng.pick(&CEL_FUNCTIONS).0,
-        _ => *rng.pick(&CEL_MACROS),
+        _ => rng.word(&CEL_MACROS),
     }
 }
 
@@ -142,7 +142,7 @@ fn soup(rng: &mut Rng) -> String {
             out.push_str(function(rng));
             out.push('(');
         } else {
-            out.push_str(*rng.pick(ATOMS));
+            out.push_str(rng.word(ATOMS));
         }
         if rng.one_in(2) {
             out.push(' ');

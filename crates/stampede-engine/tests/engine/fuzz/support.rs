@@ -15,7 +15,7 @@
 //! The random numbers are SplitMix64's, here rather than `fastrand`'s because the CLI crate
 //! does not depend on `fastrand` and a new dependency would change `Cargo.lock`.
 
-#![allow(dead_code)] // each test uses the part it needs
+#![allow(dead_code, reason = "each fuzz test uses the part it needs")]
 
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
@@ -63,6 +63,11 @@ impl Rng {
 
     pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
+    }
+
+    /// One of `words` (as [`Rng::pick`], for text).
+    pub(crate) fn word<'a>(&mut self, words: &[&'a str]) -> &'a str {
+        words[self.below(words.len())]
     }
 
     /// A size that is mostly small, sometimes large: `1 << (0..=bits)` scaled at random.
