@@ -32,8 +32,19 @@ pub fn words(name: &str) -> Vec<String> {
 
 /// Words that make a name a credential wherever they appear in one of its words
 /// (`accesstoken`, `client_secret`, `X-Session-Id`).
-const WITHIN: [&str; 11] =
-    ["password", "passwd", "passphrase", "secret", "token", "session", "sessid", "apikey", "credential", "csrf", "xsrf"];
+const WITHIN: [&str; 11] = [
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "session",
+    "sessid",
+    "apikey",
+    "credential",
+    "csrf",
+    "xsrf",
+];
 
 /// Words that make a name a credential when they are one of its words (`X-Auth`, `sig`, but
 /// not `author`).

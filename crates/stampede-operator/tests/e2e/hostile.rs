@@ -48,7 +48,11 @@ async fn e2e_hostile_loadtests_are_marked_invalid_and_the_same_operator_runs_a_v
         ("exp-vars", one_step(&base, get("{{baseUrl}}/get?x={{j}}"), exponential('j')), "`template.bytes` budget"),
         (
             "long-expr",
-            one_step(&base, get(&format!("{{{{baseUrl}}}}/get?x={{{{ 1{} }}}}", " + 1".repeat(4999))), serde_json::json!({})),
+            one_step(
+                &base,
+                get(&format!("{{{{baseUrl}}}}/get?x={{{{ 1{} }}}}", " + 1".repeat(4999))),
+                serde_json::json!({}),
+            ),
             "`expression.bytes` budget",
         ),
         (
@@ -105,7 +109,8 @@ async fn e2e_hostile_loadtests_are_marked_invalid_and_the_same_operator_runs_a_v
     // The same operator runs a valid LoadTest to its end, with exact counts.
     let sc = scenario(&base, serde_json::json!({"executor": "constant-vus", "vus": 2, "iterations": 40}), "/get", &[]);
     create(&env, &loadtest("valid", 2, sc, serde_json::json!({}))).await;
-    let lt = wait_for(&api, "valid", Duration::from_secs(120), phase_is(&[Phase::Succeeded, Phase::Failed])).await.unwrap();
+    let lt =
+        wait_for(&api, "valid", Duration::from_secs(120), phase_is(&[Phase::Succeeded, Phase::Failed])).await.unwrap();
     let st = lt.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
     assert_eq!(st.summary.unwrap().requests, 40);
@@ -170,13 +175,19 @@ async fn e2e_no_secret_of_a_failing_run_reaches_its_status_events_config_maps_or
     let mut outputs: Vec<(String, String)> = vec![("the LoadTest".into(), serde_json::to_string(&lt).unwrap())];
     let events: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
     for e in events.list(&ListParams::default()).await.unwrap().items {
-        outputs.push((format!("Event {}", e.metadata.name.clone().unwrap_or_default()), serde_json::to_string(&e).unwrap()));
+        outputs.push((
+            format!("Event {}", e.metadata.name.clone().unwrap_or_default()),
+            serde_json::to_string(&e).unwrap(),
+        ));
     }
     let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
     let config_maps = cms.list(&ListParams::default()).await.unwrap().items;
     assert!(config_maps.len() >= 3, "two runners' results and the merged report");
     for cm in config_maps {
-        outputs.push((format!("ConfigMap {}", cm.metadata.name.clone().unwrap_or_default()), serde_json::to_string(&cm).unwrap()));
+        outputs.push((
+            format!("ConfigMap {}", cm.metadata.name.clone().unwrap_or_default()),
+            serde_json::to_string(&cm).unwrap(),
+        ));
     }
     // The runners' (and setup's) output, as the node agent keeps it.
     let pods = TestCluster::shared().container_log(&env.ns, "p", "c");
