@@ -92,6 +92,12 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
 }
 
 /// The LoadTest's report: the same document as a local run's JSON report, from the merged
+/// A run's length from the seconds its runners wrote: a negative, infinite or NaN figure (a
+/// result ConfigMap anyone may edit) is clamped, never a panic.
+fn run_length(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds.clamp(0.0, 366.0 * 86_400.0)).unwrap_or_default()
+}
+
 /// metrics and timelines, with one row per runner.
 fn merged_report(
     plan: &Plan,
@@ -102,7 +108,7 @@ fn merged_report(
     verdicts: &[Verdict],
     ctx: &ReportContext<'_>,
 ) -> Result<Report, PortableError> {
-    let duration = Duration::from_secs_f64(seconds.max(0.0));
+    let duration = run_length(seconds);
     let timelines: Vec<(&portable::PortableTimeline, &[portable::PortableStep])> =
         reports.iter().filter_map(|r| Some((r.timeline.as_ref()?, r.result.as_ref()?.steps.as_slice()))).collect();
     let mut prev_end = Duration::ZERO;
@@ -311,4 +317,16 @@ pub struct ShareError {
     pub runner: u32,
     pub plateau: u32,
     pub source: PortableError,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_run_length_no_duration_holds_is_clamped_not_a_panic() {
+        use std::time::Duration;
+        assert_eq!(super::run_length(f64::INFINITY), Duration::from_secs(366 * 86_400));
+        assert_eq!(super::run_length(f64::NAN), Duration::ZERO);
+        assert_eq!(super::run_length(-3.0), Duration::ZERO);
+        assert_eq!(super::run_length(1.5), Duration::from_millis(1500));
+    }
 }

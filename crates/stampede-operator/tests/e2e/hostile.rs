@@ -3,7 +3,8 @@
 //! an Event), while the same operator (the task this test started, in this process) goes on
 //! and runs a valid LoadTest after them with exact counts. A run with a Secret's token, a
 //! setup value and an answer's cookie, whose checks fail, leaves none of them in the status,
-//! the Events, any ConfigMap (the runners' results, the merged report) or the runners' logs.
+//! the Events, any ConfigMap (the runners' results, the merged report), the runners' logs or
+//! the operator's.
 
 use std::time::Duration;
 
@@ -132,6 +133,13 @@ async fn e2e_no_secret_of_a_failing_run_reaches_its_status_events_config_maps_or
     creds.metadata.name = Some("creds".into());
     creds.string_data = Some([("token".to_string(), TOKEN.to_string())].into());
     secrets.create(&PostParams::default(), &creds).await.unwrap();
+    // The operator's own log: it runs as a task of this test's (one-threaded) runtime, so a
+    // subscriber set for this thread gets every line it logs from here on.
+    let log = Capture::default();
+    let writer = log.clone();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_writer(move || writer.clone()).finish(),
+    );
     let sc = serde_json::json!({
         "name": "secrets",
         "baseUrl": env.target.base_url(),
@@ -200,10 +208,28 @@ async fn e2e_no_secret_of_a_failing_run_reaches_its_status_events_config_maps_or
         }
     }
     assert!(logs >= 3, "the setup's and two runners' logs: {logs}");
+    let operator_log = String::from_utf8_lossy(&log.0.lock().unwrap()).into_owned();
+    assert!(operator_log.contains("leaky"), "the operator logged its work on the LoadTest");
+    outputs.push(("the operator's log".into(), operator_log));
     for (what, text) in &outputs {
         for secret in [TOKEN, SESSION, COOKIE] {
             assert!(!text.contains(secret), "{what} holds {secret}");
         }
     }
     finish(env).await;
+}
+
+/// A log written into memory.
+#[derive(Clone, Default)]
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
