@@ -88,31 +88,55 @@ mod tests {
     fn credential_names_are_told_from_ordinary_ones() {
         for name in [
             "Authorization",
-            "proxy-authorization",
+            "Proxy-Authorization",
             "Cookie",
             "Set-Cookie",
             "X-Api-Key",
-            "x-auth-token",
+            "X-Goog-Api-Key",
             "Ocp-Apim-Subscription-Key",
+            "X-Auth-Token",
             "X-Amz-Security-Token",
+            "X-Client-Secret",
+            "X-CSRF-Token",
             "api_key",
             "apiKey",
             "access_token",
+            "refresh_token",
             "token",
             "key",
             "sig",
+            "signature",
             "password",
-            "client_secret",
+            "secret",
+            "auth",
+            "session",
             "session_id",
             "sessionId",
             "PHPSESSID",
             "JSESSIONID",
-            "x-csrf-token",
-            "refresh_token",
+            "client_secret",
+            "shopToken",
         ] {
             assert!(is_credential(name), "{name}");
         }
-        for name in ["Content-Type", "Accept", "Host", "id", "page", "monkey", "keyword", "authority", "q", "user"] {
+        for name in [
+            "Content-Type",
+            "Accept",
+            "Host",
+            "User-Agent",
+            "X-Request-Id",
+            "Idempotency-Key",
+            "Sec-WebSocket-Key",
+            "author",
+            "authority",
+            "keyword",
+            "user",
+            "q",
+            "id",
+            "page",
+            "productId",
+            "monkey",
+        ] {
             assert!(!is_credential(name), "{name}");
         }
     }
