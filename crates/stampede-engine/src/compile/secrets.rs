@@ -34,6 +34,26 @@ impl Redactor {
         Redactor::new(self.values.iter().cloned().chain(more))
     }
 
+    /// The length of the longest secret value (0 with none).
+    pub(crate) fn longest(&self) -> usize {
+        self.values.first().map_or(0, |(v, _)| v.len())
+    }
+
+    /// `text`, which was cut short, with a secret the cut left partly visible at its end (its
+    /// first [`SHORTEST_SECRET`] bytes or more) replaced by `[redacted NAME]`.
+    pub(crate) fn cut_end(&self, text: &str) -> String {
+        for (value, name) in &self.values {
+            let partial = (SHORTEST_SECRET..value.len())
+                .rev()
+                .filter(|k| value.is_char_boundary(*k))
+                .find(|k| text.ends_with(&value[..*k]));
+            if let Some(k) = partial {
+                return format!("{}[redacted {name}]", &text[..text.len() - k]);
+            }
+        }
+        text.to_string()
+    }
+
     /// `text` with every secret value replaced by `[redacted NAME]`.
     pub(crate) fn text(&self, text: &str) -> String {
         let mut out = text.to_string();
@@ -161,6 +181,14 @@ mod tests {
             "HTTP 200\nset-cookie: [redacted]\nauthorization: [redacted]\n\n\
              {\"set-cookie\": \"[redacted set-cookie]\", \"t\": \"[redacted authorization]\"}"
         );
+    }
+
+    #[test]
+    fn a_secret_a_cut_left_partly_visible_is_hidden() {
+        let r = Redactor::new([("s3cr3t-token-value".to_string(), "env.T".to_string())]);
+        assert_eq!(r.cut_end("token=s3cr3t-to"), "token=[redacted env.T]");
+        assert_eq!(r.cut_end("token=s3c"), "token=s3c", "fewer bytes than the shortest secret");
+        assert_eq!(r.cut_end("token=other"), "token=other");
     }
 
     #[test]

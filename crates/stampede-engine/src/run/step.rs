@@ -205,9 +205,15 @@ pub(super) fn record_failure(
     }
     let mut samples = local.error_samples.borrow_mut();
     if samples.len() < ERROR_SAMPLES_PER_WORKER && !samples.iter().any(|x| x.kind == kind && x.metric == step.metric) {
-        // Redacted whole, then cut (a cut first could leave part of a secret); the exchange's
-        // own credential headers are hidden wherever else it shows them.
-        let request = String::from_utf8_lossy(&vu.sent_head);
+        // The request as kept when it was sent (cut past SAMPLE_BYTES) and the body cut to as
+        // much as a sample shows plus the longest secret: a secret their cuts left partly
+        // visible is hidden, then each is redacted whole and cut to SAMPLE_BYTES. The
+        // exchange's own credential headers are hidden wherever else it shows them.
+        let shown = |bytes: &[u8], keep: usize| {
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(keep)]).into_owned();
+            if bytes.len() > SAMPLE_BYTES { local.redactor.cut_end(&text) } else { text }
+        };
+        let request = shown(&vu.sent_head, vu.sent_head.len());
         let head = status.map(|code| {
             let mut text = format!("HTTP {code}\n");
             for (n, v) in &vu.headers.list {
@@ -219,25 +225,26 @@ pub(super) fn record_failure(
         let mut seen = secrets::credentials_in(&request);
         seen.extend(head.as_deref().map(secrets::credentials_in).unwrap_or_default());
         let redactor = local.redactor.with(seen);
-        let response = head.map(|head| {
-            redactor.message(&head) + &truncated(redactor.text(&String::from_utf8_lossy(&vu.body)).as_bytes())
-        });
+        let body = shown(&vu.body, SAMPLE_BYTES + local.redactor.longest());
+        let response =
+            head.map(|head| redactor.message(&head) + &truncated(redactor.text(&body).as_bytes(), vu.body.len()));
         samples.push(ErrorSample {
             metric: step.metric,
             kind,
             message: redactor.text(&format!("step `{}`: {message}", step.name)),
-            request: truncated(redactor.message(&request).as_bytes()),
+            request: truncated(redactor.message(&request).as_bytes(), vu.sent_head.len()),
             response,
         });
     }
 }
 
-/// The first [`SAMPLE_BYTES`] of `bytes` as text.
-pub(super) fn truncated(bytes: &[u8]) -> String {
+/// The first [`SAMPLE_BYTES`] of `bytes` as text, saying how long it was (`total`) when that
+/// is more.
+pub(super) fn truncated(bytes: &[u8], total: usize) -> String {
     let cut = &bytes[..bytes.len().min(SAMPLE_BYTES)];
     let mut text = String::from_utf8_lossy(cut).into_owned();
-    if bytes.len() > SAMPLE_BYTES {
-        text.push_str(&format!("… ({} bytes in all)", bytes.len()));
+    if bytes.len() > SAMPLE_BYTES || total > SAMPLE_BYTES {
+        text.push_str(&format!("… ({} bytes in all)", total.max(bytes.len())));
     }
     text
 }

@@ -239,3 +239,19 @@ fn a_loop_whose_steps_are_all_skipped_still_lets_the_run_end_at_its_duration() {
     assert!(first.requests >= 2, "each VU started an iteration: {}", first.requests);
     assert_eq!(report.steps.iter().find(|s| s.step.as_deref() == Some("never")).map(|s| s.requests), Some(0));
 }
+
+/// YAML aliases that expand to 9¹⁰ strings (a "billion laughs" in a JSON body): refused while
+/// parsing, by the YAML reader's own repetition limit, naming where.
+#[test]
+fn yaml_aliases_that_expand_exponentially_are_refused_while_parsing() {
+    let mut yaml = String::from(
+        "name: lol\nload: {executor: constant-vus, vus: 1, iterations: 1}\nscenarios:\n  - name: s\n    steps:\n      \
+         - name: g\n        request:\n          url: \"{{baseUrl}}/get\"\n          json:\n            \
+         a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    for i in 1..10 {
+        yaml.push_str(&format!("            a{i}: &a{i} [{}]\n", vec![format!("*a{}", i - 1); 9].join(",")));
+    }
+    let err = stampede_engine::parse_str(&yaml, Path::new("lol.yaml")).unwrap_err().to_string();
+    assert!(err.contains("repetition limit exceeded") && err.contains("request.json"), "{err}");
+}
