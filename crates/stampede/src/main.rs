@@ -131,6 +131,15 @@ enum Command {
         /// `{{env.NAME}}`s from a Secret (spec.env, valueFrom.secretKeyRef), never inline.
         #[arg(long)]
         print_loadtest: bool,
+        /// The origin of requests whose source gives none (a relative server URL, a collection's
+        /// undefined `{{baseUrl}}`, a JMeter sampler without a domain), written in instead of
+        /// `{{env.BASE_URL}}`.
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// Postman: an environment file (exported from Postman); its variables win over the
+        /// collection's, its credentials become `{{env.NAME}}` as the collection's do.
+        #[arg(long, value_name = "FILE")]
+        env: Option<PathBuf>,
     },
     /// Create a LoadTest from a manifest and wait for its verdict: the exit code is the gate
     /// for CI jobs, Argo CD hooks and Argo Rollouts analyses (uses the kubeconfig, or the
@@ -166,6 +175,18 @@ enum ImportFormat {
     /// A JMeter plan (.jmx): thread groups, HTTP samplers and defaults, header managers, CSV
     /// data, JSON and regex extractors, response assertions, timers, transaction controllers.
     Jmx,
+}
+
+impl From<ImportFormat> for import::command::Format {
+    fn from(f: ImportFormat) -> Self {
+        match f {
+            ImportFormat::Curl => Self::Curl,
+            ImportFormat::Postman => Self::Postman,
+            ImportFormat::Openapi => Self::Openapi,
+            ImportFormat::Har => Self::Har,
+            ImportFormat::Jmx => Self::Jmx,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -381,8 +402,16 @@ fn main() -> ExitCode {
             compare(&base, &new, namespace.as_deref(), details, &fail_on)
         }
         Command::History(args) => history::history(args),
-        Command::Import { format, input, out, keep_static, print_loadtest } => {
-            import(format, input.as_deref(), out.as_deref(), keep_static, print_loadtest)
+        Command::Import { format, input, out, keep_static, print_loadtest, base_url, env } => {
+            import::command::import(&import::command::Request {
+                format: format.into(),
+                input: input.as_deref(),
+                out: out.as_deref(),
+                keep_static,
+                print_loadtest,
+                base_url: base_url.as_deref(),
+                env_file: env.as_deref(),
+            })
         }
         Command::Crd { which } => {
             match which {
@@ -521,67 +550,6 @@ fn compare(
         eprintln!("FAILED: --fail-on {why}");
     }
     Ok(ExitCode::from(1))
-}
-
-/// `stampede import FORMAT [INPUT] [-o OUT] [--print-loadtest]`: the scenario (or a LoadTest of
-/// it), checked before it is written.
-fn import(
-    format: ImportFormat,
-    input: Option<&Path>,
-    out: Option<&Path>,
-    keep_static: bool,
-    print_loadtest: bool,
-) -> Result<ExitCode, Failure> {
-    let (text, source) = match input.filter(|p| p.as_os_str() != "-") {
-        Some(p) => (
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read {}", p.display()))
-                .map_err(Failure::Invalid)?,
-            p.display().to_string(),
-        ),
-        None => {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .context("cannot read standard input")
-                .map_err(Failure::Invalid)?;
-            (text, "standard input".to_string())
-        }
-    };
-    let imported = match format {
-        ImportFormat::Curl => import::curl::curl(&text, &source),
-        ImportFormat::Postman => import::postman::postman(&text, &source),
-        ImportFormat::Openapi => import::openapi::openapi(&text, &source),
-        ImportFormat::Har => import::har::har(&text, &source, keep_static),
-        ImportFormat::Jmx => import::jmx::jmx(&text, &source),
-    }
-    .map_err(|e| Failure::Invalid(anyhow::anyhow!(e)))?;
-    // What it wrote must load and validate (its secrets' variables as placeholders), its data
-    // files found where it goes (or beside the input when it goes to standard output).
-    let beside_input = input.and_then(Path::parent).unwrap_or(Path::new(".")).join("imported.yaml");
-    let path = out.unwrap_or(&beside_input);
-    let file = stampede_engine::parse_str(&imported.yaml, path).map_err(|e| Failure::CouldNotRun(e.into()))?;
-    let mut env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    env.extend(imported.env.keys().map(|k| (k.clone(), "x".to_string())));
-    stampede_engine::validate(&file, path, &CompileOptions { env: Some(env), ..CompileOptions::default() })
-        .map_err(|e| Failure::CouldNotRun(anyhow::Error::new(e).context("the imported scenario does not validate")))?;
-    for w in &imported.warnings {
-        eprintln!("warning: {w}");
-    }
-    for (var, from) in &imported.env {
-        eprintln!("note: set {var} before running ({from})");
-    }
-    let text = if print_loadtest {
-        quick::loadtest_yaml(&file).map_err(|e| Failure::CouldNotRun(anyhow::anyhow!(e)))?
-    } else {
-        imported.yaml
-    };
-    match out {
-        Some(p) => files::write_atomically(p, text.as_bytes())
-            .with_context(|| format!("cannot write {}", p.display()))
-            .map_err(Failure::CouldNotRun)?,
-        None => print!("{text}"),
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `stampede report RUN -o report.html [--baseline BASE]`.

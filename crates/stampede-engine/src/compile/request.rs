@@ -67,13 +67,13 @@ impl BodyPlan {
                 for part in parts {
                     out.extend_from_slice(b"--");
                     out.extend_from_slice(boundary.as_bytes());
-                    out.extend_from_slice(b"\r\ncontent-disposition: form-data; name=\"");
+                    out.extend_from_slice(b"\r\nContent-Disposition: form-data; name=\"");
                     match part {
                         PartPlan::Field { name, value, content_type } => {
                             out.extend_from_slice(quote_param(name).as_bytes());
                             out.extend_from_slice(b"\"\r\n");
                             if let Some(ct) = content_type {
-                                out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+                                out.extend_from_slice(format!("Content-Type: {ct}\r\n").as_bytes());
                             }
                             out.extend_from_slice(b"\r\n");
                             value.render_into(slots, out);
@@ -82,7 +82,7 @@ impl BodyPlan {
                             out.extend_from_slice(quote_param(name).as_bytes());
                             out.extend_from_slice(b"\"; filename=\"");
                             out.extend_from_slice(quote_param(filename).as_bytes());
-                            out.extend_from_slice(format!("\"\r\ncontent-type: {content_type}\r\n\r\n").as_bytes());
+                            out.extend_from_slice(format!("\"\r\nContent-Type: {content_type}\r\n\r\n").as_bytes());
                             out.extend_from_slice(bytes);
                         }
                     }

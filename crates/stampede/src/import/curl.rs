@@ -6,36 +6,119 @@
 use std::collections::BTreeMap;
 
 use super::secrets::{Secrets, host_of, strip_user_info};
-use super::{Imported, Step, unique_name, write_steps, write_top};
+use super::{Imported, Part, Step, unique_name, write_steps, write_top};
 
-/// One request of a curl command line.
+/// Where a shell variable (`$NAME`, `${NAME}`, a command's output `$(…)`) stood in a word:
+/// `VAR_OPEN NAME VAR_CLOSE` (private-use characters no command holds), turned into
+/// `{{env.NAME}}` once the word is in its place ([`templated`]).
+const VAR_OPEN: char = '\u{e000}';
+const VAR_CLOSE: char = '\u{e001}';
+
+/// A piece of request data, as the option that gave it.
+#[derive(Debug, Clone, PartialEq)]
+enum Data {
+    /// `-d`, `--data`, `--data-ascii`: `@file` read with its line breaks removed.
+    Ascii(String),
+    /// `--data-binary`: `@file` read as it is.
+    Binary(String),
+    /// `--data-raw`: as written, `@` included.
+    Raw(String),
+    /// `--data-urlencode`: `content`, `=content`, `name=content`, `@file`, `name@file`.
+    Urlencode(String),
+    /// `--json`: as `--data-binary`, its pieces joined with nothing between them.
+    Json(String),
+}
+
+/// One request of a curl command line (each URL of it is one).
 #[derive(Debug, Default, PartialEq)]
 struct CurlRequest {
     method: Option<String>,
-    url: Option<String>,
-    headers: Vec<(String, String)>,
-    body: Vec<String>,
+    urls: Vec<String>,
+    /// A header, or `None`: `-H 'Name:'` removes it.
+    headers: Vec<(String, Option<String>)>,
+    data: Vec<Data>,
+    /// `-F` / `--form` (`false`) and `--form-string` (`true`) parts, as written.
+    form: Vec<(String, bool)>,
+    /// `--url-query` pieces.
+    url_query: Vec<String>,
     /// `-G`: the data goes in the query.
     get: bool,
-    json: bool,
+    head: bool,
     insecure: bool,
     http2: bool,
+    compressed: bool,
+    location: bool,
+    globoff: bool,
     user: Option<String>,
     /// `--oauth2-bearer`: the token.
     bearer: Option<String>,
     cookie: Option<String>,
 }
 
+/// A shell variable or command substitution after a `$` (or a backquote), as a marked name:
+/// `$NAME`, `${NAME}` (a `${NAME:-default}`'s name), `$(command)` and `` `command` `` as
+/// `COMMAND_OUTPUT`. `None`: the `$` is a character.
+fn shell_variable(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, backquote: bool) -> Option<String> {
+    let mark = |name: &str| format!("{VAR_OPEN}{name}{VAR_CLOSE}");
+    if backquote {
+        for c in chars.by_ref() {
+            if c == '`' {
+                break;
+            }
+        }
+        return Some(mark("COMMAND_OUTPUT"));
+    }
+    match chars.peek().copied() {
+        Some('{') => {
+            chars.next();
+            let inner: String = chars.by_ref().take_while(|c| *c != '}').collect();
+            let name: String = inner.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            Some(mark(if name.is_empty() { "SHELL_VALUE" } else { &name }))
+        }
+        Some('(') => {
+            let mut depth = 0;
+            for c in chars.by_ref() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some(mark("COMMAND_OUTPUT"))
+        }
+        Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+            let mut name = String::new();
+            while let Some(&c) = chars.peek().filter(|c| c.is_ascii_alphanumeric() || **c == '_') {
+                name.push(c);
+                chars.next();
+            }
+            Some(mark(&name))
+        }
+        _ => None,
+    }
+}
+
 /// Splits shell text into words as bash would for a simple command: single quotes, double quotes
 /// (with `\` before `"`, `\`, `$` and a newline), ANSI-C `$'…'` (as Chrome writes bodies),
-/// backslash escapes and line continuations. Words of each command (`;`, `&&`, a newline not
-/// continued) are a list of their own.
+/// backslash escapes and line continuations; shell variables and command substitutions marked
+/// (they become `{{env.NAME}}`). Words of each command (`;`, `&&`, `||`, `|`, a newline not
+/// continued) are a list of their own; redirections (`> file`, `2>&1`, `< file`) are left out.
 fn shell_words(text: &str) -> Result<Vec<Vec<String>>, String> {
     let mut commands = vec![Vec::new()];
     let mut word: Option<String> = None;
     let mut chars = text.chars().peekable();
-    let push = |word: &mut Option<String>, commands: &mut Vec<Vec<String>>| {
+    // A redirection's target word is skipped.
+    let mut skip_next = false;
+    let push = |word: &mut Option<String>, commands: &mut Vec<Vec<String>>, skip: &mut bool| {
         if let Some(w) = word.take() {
+            if std::mem::take(skip) {
+                return;
+            }
             commands.last_mut().unwrap().push(w);
         }
     };
@@ -87,6 +170,13 @@ fn shell_words(text: &str) -> Result<Vec<Vec<String>>, String> {
                     }
                 }
             }
+            '$' | '`' => {
+                let w = word.get_or_insert_with(String::new);
+                match shell_variable(&mut chars, c == '`') {
+                    Some(var) => w.push_str(&var),
+                    None => w.push('$'),
+                }
+            }
             '"' => {
                 let w = word.get_or_insert_with(String::new);
                 loop {
@@ -101,20 +191,42 @@ fn shell_words(text: &str) -> Result<Vec<Vec<String>>, String> {
                             }
                             None => return Err("a double quote is not closed".into()),
                         },
+                        Some(c @ ('$' | '`')) => match shell_variable(&mut chars, c == '`') {
+                            Some(var) => w.push_str(&var),
+                            None => w.push('$'),
+                        },
                         Some(c) => w.push(c),
                         None => return Err("a double quote is not closed".into()),
                     }
                 }
             }
-            ' ' | '\t' | '\r' => push(&mut word, &mut commands),
-            '\n' | ';' => {
-                push(&mut word, &mut commands);
+            ' ' | '\t' | '\r' => push(&mut word, &mut commands, &mut skip_next),
+            '\n' | ';' | '|' => {
+                push(&mut word, &mut commands, &mut skip_next);
+                if c == '|' && chars.peek() == Some(&'|') {
+                    chars.next();
+                }
                 commands.push(Vec::new());
             }
             '&' if chars.peek() == Some(&'&') => {
                 chars.next();
-                push(&mut word, &mut commands);
+                push(&mut word, &mut commands, &mut skip_next);
                 commands.push(Vec::new());
+            }
+            '>' | '<' => {
+                // `> file`, `>> file`, `2>&1`, `< file`: a redirection, not an argument.
+                if word.as_deref().is_some_and(|w| w.chars().all(|c| c.is_ascii_digit())) {
+                    word = None;
+                }
+                push(&mut word, &mut commands, &mut skip_next);
+                while chars.peek().is_some_and(|c| matches!(c, '>' | '&')) {
+                    chars.next();
+                }
+                if chars.peek().is_some_and(char::is_ascii_digit) {
+                    chars.next();
+                } else {
+                    skip_next = true;
+                }
             }
             '#' if word.is_none() => {
                 // A comment, to the end of the line.
@@ -123,18 +235,19 @@ fn shell_words(text: &str) -> Result<Vec<Vec<String>>, String> {
                         break;
                     }
                 }
-                push(&mut word, &mut commands);
+                push(&mut word, &mut commands, &mut skip_next);
                 commands.push(Vec::new());
             }
             c => word.get_or_insert_with(String::new).push(c),
         }
     }
-    push(&mut word, &mut commands);
+    push(&mut word, &mut commands, &mut skip_next);
     Ok(commands.into_iter().filter(|c| !c.is_empty()).collect())
 }
 
-/// Options that change nothing a load test sends (output, progress, verbosity).
-const QUIET_OPTIONS: [&str; 14] = [
+/// Options that change nothing a load test sends (output, progress, verbosity, protocol
+/// choices Stampede makes itself).
+const QUIET_OPTIONS: [&str; 22] = [
     "-s",
     "--silent",
     "-S",
@@ -143,19 +256,28 @@ const QUIET_OPTIONS: [&str; 14] = [
     "--verbose",
     "-i",
     "--include",
-    "--compressed",
-    "-L",
-    "--location",
     "-#",
     "--progress-bar",
     "--no-progress-meter",
+    "-f",
+    "--fail",
+    "--fail-with-body",
+    "--http1.1",
+    "--basic",
+    "-N",
+    "--no-buffer",
+    "-n",
+    "--netrc",
+    "--tlsv1.2",
+    "--tlsv1.3",
 ];
 
 /// Options that take a value this importer does not use.
-const IGNORED_WITH_VALUE: [&str; 6] = ["-o", "--output", "-w", "--write-out", "--max-time", "-m"];
+const IGNORED_WITH_VALUE: [&str; 8] =
+    ["-o", "--output", "-w", "--write-out", "--max-time", "-m", "--trace-ascii", "--stderr"];
 
 /// Options that take a value and are not converted (listed, their value skipped).
-const NOT_CONVERTED_WITH_VALUE: [&str; 36] = [
+const NOT_CONVERTED_WITH_VALUE: [&str; 32] = [
     "--retry",
     "--retry-delay",
     "--retry-max-time",
@@ -174,8 +296,6 @@ const NOT_CONVERTED_WITH_VALUE: [&str; 36] = [
     "--speed-limit",
     "--cacert",
     "--capath",
-    "-F",
-    "--form",
     "-T",
     "--upload-file",
     "--aws-sigv4",
@@ -188,15 +308,13 @@ const NOT_CONVERTED_WITH_VALUE: [&str; 36] = [
     "--max-redirs",
     "-D",
     "--dump-header",
-    "--url-query",
     "--request-target",
     "--cert-type",
-    "--key-type",
 ];
 
 /// Options whose value is (or holds) a credential this importer does not use: listed, never
 /// quoted. A proxy's: Stampede sends its requests straight to the target.
-const CREDENTIAL_NOT_CONVERTED: [&str; 20] = [
+const CREDENTIAL_NOT_CONVERTED: [&str; 21] = [
     "-x",
     "--proxy",
     "-U",
@@ -217,7 +335,11 @@ const CREDENTIAL_NOT_CONVERTED: [&str; 20] = [
     "--proxy-tlsuser",
     "--proxy-tlspassword",
     "--login-options",
+    "--key-type",
 ];
+
+/// Short options that take a value, which may follow them in the same word (`-XPOST`).
+const SHORT_WITH_VALUE: &[u8] = b"XHdAebuUxEFoTwmrcCDKy";
 
 fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<CurlRequest, String> {
     let mut r = CurlRequest::default();
@@ -228,45 +350,60 @@ fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<
     };
     while i < words.len() {
         let w = words[i].as_str();
-        // `--header=value` and `-XPOST` forms.
+        // `--header=value`, `-XPOST`, and short flags together (`-sSL`, `-sX POST`).
         let (flag, inline) = match w.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ if w.len() > 2
-                && w.starts_with('-')
-                && !w.starts_with("--")
-                && w.is_char_boundary(2)
-                && b"XHdAebuUxE".contains(&w.as_bytes()[1]) =>
-            {
-                (&w[..2], Some(w[2..].to_string()))
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ if w.len() > 2 && w.starts_with('-') && !w.starts_with("--") && w.is_ascii() => {
+                let letters = &w.as_bytes()[1..];
+                // Flags without a value first, then at most one that takes one.
+                match letters.iter().position(|b| SHORT_WITH_VALUE.contains(b)) {
+                    Some(0) => (w[..2].to_string(), Some(w[2..].to_string())),
+                    Some(at) => {
+                        for b in &letters[..at] {
+                            short_flag(&mut r, &format!("-{}", *b as char), n, warnings);
+                        }
+                        let rest = &w[at + 2..];
+                        (format!("-{}", letters[at] as char), (!rest.is_empty()).then(|| rest.to_string()))
+                    }
+                    None => {
+                        for b in letters {
+                            short_flag(&mut r, &format!("-{}", *b as char), n, warnings);
+                        }
+                        i += 1;
+                        continue;
+                    }
+                }
             }
-            _ => (w, None),
+            _ => (w.to_string(), None),
         };
+        let flag = flag.as_str();
         let take = |i: &mut usize| match &inline {
             Some(v) => Ok(v.clone()),
             None => value(i, flag),
         };
         match flag {
-            "-X" | "--request" => r.method = Some(take(&mut i)?.to_ascii_uppercase()),
+            "-X" | "--request" => r.method = Some(take(&mut i)?),
             "-H" | "--header" => {
                 let h = take(&mut i)?;
-                match h.split_once(':') {
-                    Some((name, v)) => r.headers.push((name.trim().to_string(), v.trim().to_string())),
-                    None => warnings.push(format!("command {n}: header `{h}` has no value; left out")),
-                }
-            }
-            "-d" | "--data" | "--data-raw" | "--data-binary" | "--data-ascii" | "--data-urlencode" => {
-                let d = take(&mut i)?;
-                if d.starts_with('@') && flag != "--data-raw" {
-                    warnings
-                        .push(format!("command {n}: {flag} {d}: a body from a file is not read; put it in the step"));
+                if h.starts_with('@') {
+                    warnings.push(format!("command {n}: {flag} {h}: headers from a file are not read; left out"));
+                } else if let Some((name, v)) = h.split_once(':') {
+                    let v = v.trim();
+                    r.headers.push((name.trim().to_string(), (!v.is_empty()).then(|| v.to_string())));
+                } else if let Some(name) = h.strip_suffix(';') {
+                    r.headers.push((name.trim().to_string(), Some(String::new())));
                 } else {
-                    r.body.push(d);
+                    warnings.push(format!("command {n}: header `{h}` has no value; left out"));
                 }
             }
-            "--json" => {
-                r.body.push(take(&mut i)?);
-                r.json = true;
-            }
+            "-d" | "--data" | "--data-ascii" => r.data.push(Data::Ascii(take(&mut i)?)),
+            "--data-binary" => r.data.push(Data::Binary(take(&mut i)?)),
+            "--data-raw" => r.data.push(Data::Raw(take(&mut i)?)),
+            "--data-urlencode" => r.data.push(Data::Urlencode(take(&mut i)?)),
+            "--json" => r.data.push(Data::Json(take(&mut i)?)),
+            "-F" | "--form" => r.form.push((take(&mut i)?, false)),
+            "--form-string" => r.form.push((take(&mut i)?, true)),
+            "--url-query" => r.url_query.push(take(&mut i)?),
             "-b" | "--cookie" => {
                 let c = take(&mut i)?;
                 if c.contains('=') {
@@ -277,44 +414,290 @@ fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<
             }
             "-u" | "--user" => r.user = Some(take(&mut i)?),
             "--oauth2-bearer" => r.bearer = Some(take(&mut i)?),
-            "-A" | "--user-agent" => r.headers.push(("User-Agent".into(), take(&mut i)?)),
-            "-e" | "--referer" => r.headers.push(("Referer".into(), take(&mut i)?)),
-            "--url" => r.url = Some(take(&mut i)?),
-            "-G" | "--get" => r.get = true,
-            "-k" | "--insecure" => r.insecure = true,
-            "--http2" | "--http2-prior-knowledge" => r.http2 = true,
-            "-I" | "--head" => r.method = Some("HEAD".into()),
-            f if QUIET_OPTIONS.contains(&f) => {}
-            f if IGNORED_WITH_VALUE.contains(&f) => {
-                take(&mut i)?;
+            "-A" | "--user-agent" => r.headers.push(("User-Agent".into(), Some(take(&mut i)?))),
+            "-e" | "--referer" => {
+                let referer = take(&mut i)?;
+                let referer = referer.strip_suffix(";auto").unwrap_or(&referer).to_string();
+                if !referer.is_empty() {
+                    r.headers.push(("Referer".into(), Some(referer)));
+                }
             }
-            f if NOT_CONVERTED_WITH_VALUE.contains(&f) => {
-                take(&mut i)?;
-                warnings.push(format!("command {n}: option `{f}` is not converted"));
+            "--url" => r.urls.push(take(&mut i)?),
+            "--digest" | "--ntlm" | "--negotiate" | "--anyauth" => {
+                warnings.push(format!("command {n}: `{flag}` authentication is not converted: -u is sent as Basic"));
             }
-            f if CREDENTIAL_NOT_CONVERTED.contains(&f) => {
-                take(&mut i)?;
-                let why = if f.contains("proxy") || f.contains("socks") || f == "-x" || f == "-U" {
-                    "Stampede sends requests straight to the target, through no proxy"
-                } else {
-                    "a client certificate is the file's `http.tls.clientCert` and `clientKey`"
-                };
-                warnings.push(format!("command {n}: option `{f}` is not converted ({why}); its value is left out"));
+            "-:" | "--next" => {
+                warnings
+                    .push(format!("command {n}: `{flag}` is not converted: the options after it apply to every URL"));
             }
-            f if f.starts_with('-') => {
-                warnings.push(format!("command {n}: option `{f}` is not converted"));
+            f if f.starts_with("--") || f.len() == 2 && f.starts_with('-') => {
+                if !long_flag(&mut r, f) && !short_flag(&mut r, f, n, warnings) {
+                    if IGNORED_WITH_VALUE.contains(&f) {
+                        take(&mut i)?;
+                    } else if NOT_CONVERTED_WITH_VALUE.contains(&f) {
+                        take(&mut i)?;
+                        warnings.push(format!("command {n}: option `{f}` is not converted"));
+                    } else if CREDENTIAL_NOT_CONVERTED.contains(&f) {
+                        take(&mut i)?;
+                        let why = if f.contains("proxy") || f.contains("socks") || f == "-x" || f == "-U" {
+                            "Stampede sends requests straight to the target, through no proxy"
+                        } else {
+                            "a client certificate is the file's `http.tls.clientCert` and `clientKey`"
+                        };
+                        warnings
+                            .push(format!("command {n}: option `{f}` is not converted ({why}); its value is left out"));
+                    } else {
+                        warnings.push(format!("command {n}: option `{f}` is not converted"));
+                    }
+                }
             }
-            url if r.url.is_none() => r.url = Some(url.to_string()),
-            other => warnings.push(format!("command {n}: `{other}` (a second URL) is not converted")),
+            url => r.urls.push(url.to_string()),
         }
         i += 1;
     }
     Ok(r)
 }
 
-/// The origin (`scheme://host[:port]`) and the rest (`/path?query`) of a URL.
+/// A long option without a value; whether it was one.
+fn long_flag(r: &mut CurlRequest, flag: &str) -> bool {
+    match flag {
+        "--get" => r.get = true,
+        "--head" => r.head = true,
+        "--insecure" => r.insecure = true,
+        "--http2" | "--http2-prior-knowledge" => r.http2 = true,
+        "--compressed" => r.compressed = true,
+        "--location" | "--location-trusted" => r.location = true,
+        "--globoff" => r.globoff = true,
+        f => return QUIET_OPTIONS.contains(&f),
+    }
+    true
+}
+
+/// A one-letter option without a value (also one of several in a word, `-sSL`); whether it was
+/// one. An unknown one is listed as not converted.
+fn short_flag(r: &mut CurlRequest, flag: &str, n: usize, warnings: &mut Vec<String>) -> bool {
+    match flag {
+        "-G" => r.get = true,
+        "-I" => r.head = true,
+        "-k" => r.insecure = true,
+        "-L" => r.location = true,
+        "-g" => r.globoff = true,
+        f if QUIET_OPTIONS.contains(&f) => {}
+        f if SHORT_WITH_VALUE.contains(&f.as_bytes()[f.len() - 1]) && f.len() == 2 => return false,
+        f if f.len() == 2 && f.starts_with('-') && !IGNORED_WITH_VALUE.contains(&f) => {
+            if !NOT_CONVERTED_WITH_VALUE.contains(&f) && !CREDENTIAL_NOT_CONVERTED.contains(&f) {
+                warnings.push(format!("command {n}: option `{f}` is not converted"));
+                return true;
+            }
+            return false;
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// `text` percent-encoded as curl's `--data-urlencode` does: letters, digits and `-._~` as they
+/// are, a space as `+`, every other byte `%XX`; shell variables left in place.
+fn urlencode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_var = false;
+    for c in text.chars() {
+        match c {
+            VAR_OPEN => in_var = true,
+            VAR_CLOSE => in_var = false,
+            _ => {}
+        }
+        if in_var || c == VAR_CLOSE || c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~') {
+            out.push(c);
+        } else if c == ' ' {
+            out.push('+');
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    out
+}
+
+/// A file a command reads (`@file`, `<file`), from the folder curl would run in.
+fn read_file(path: &str) -> Option<String> {
+    std::fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The data of a request as curl sends it: the pieces in order, `&` between them (none between
+/// `--json` pieces); `None` when there is none.
+fn request_data(r: &CurlRequest, n: usize, warnings: &mut Vec<String>) -> Option<String> {
+    let mut out: Option<String> = None;
+    let mut last_json = false;
+    for d in &r.data {
+        let piece = match d {
+            Data::Raw(t) => Some(t.clone()),
+            Data::Ascii(t) | Data::Binary(t) | Data::Json(t) if t.starts_with('@') => {
+                let path = &t[1..];
+                match read_file(path) {
+                    Some(text) if matches!(d, Data::Ascii(_)) => Some(text.replace(['\r', '\n'], "")),
+                    Some(text) => Some(text),
+                    None => {
+                        warnings.push(format!(
+                            "command {n}: the body from the file `{path}` is not read (it is not there): put it in the step"
+                        ));
+                        None
+                    }
+                }
+            }
+            Data::Ascii(t) | Data::Binary(t) | Data::Json(t) => Some(t.clone()),
+            Data::Urlencode(t) => {
+                let at_eq = t.find('=');
+                let at_at = t.find('@');
+                match (at_eq, at_at) {
+                    (Some(e), a) if a.is_none_or(|a| e < a) => {
+                        let (name, content) = (&t[..e], &t[e + 1..]);
+                        Some(if name.is_empty() {
+                            urlencode(content)
+                        } else {
+                            format!("{name}={}", urlencode(content))
+                        })
+                    }
+                    (_, Some(a)) => {
+                        let (name, path) = (&t[..a], &t[a + 1..]);
+                        match read_file(path) {
+                            Some(text) => Some(if name.is_empty() {
+                                urlencode(&text)
+                            } else {
+                                format!("{name}={}", urlencode(&text))
+                            }),
+                            None => {
+                                warnings.push(format!(
+                                    "command {n}: --data-urlencode {t}: the file `{path}` is not read (it is not there)"
+                                ));
+                                None
+                            }
+                        }
+                    }
+                    _ => Some(urlencode(t)),
+                }
+            }
+        };
+        let Some(piece) = piece else { continue };
+        let json = matches!(d, Data::Json(_));
+        match &mut out {
+            None => out = Some(piece),
+            Some(o) => {
+                if !(json && last_json) {
+                    o.push('&');
+                }
+                o.push_str(&piece);
+            }
+        }
+        last_json = json;
+    }
+    out
+}
+
+/// The content type curl gives a file part by its name's extension.
+fn file_content_type(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    match ext.as_str() {
+        "gif" => "image/gif",
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "svg" => "image/svg+xml",
+        "txt" => "text/plain",
+        "htm" | "html" => "text/html",
+        "pdf" => "application/pdf",
+        "xml" => "application/xml",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The `-F` parts: `name=value`, `name=@file` (a file part), `name=<file` (a field with the
+/// file's text), with `;type=` and `;filename=`.
+fn form_parts(r: &CurlRequest, n: usize, warnings: &mut Vec<String>) -> Vec<Part> {
+    let mut parts = Vec::new();
+    for (spec, literal) in &r.form {
+        let Some((name, rest)) = spec.split_once('=') else {
+            warnings.push(format!("command {n}: -F `{spec}` has no `=`; left out"));
+            continue;
+        };
+        let mut part = Part { name: name.to_string(), ..Part::default() };
+        if *literal {
+            part.value = Some(rest.to_string());
+            parts.push(part);
+            continue;
+        }
+        let mut pieces = rest.split(';');
+        let head = pieces.next().unwrap_or_default();
+        for p in pieces {
+            match p.trim().split_once('=') {
+                Some(("type", t)) => part.content_type = Some(t.to_string()),
+                Some(("filename", f)) => part.filename = Some(f.trim_matches('"').to_string()),
+                _ => warnings.push(format!("command {n}: -F `{name}`: `;{p}` is not converted")),
+            }
+        }
+        if let Some(path) = head.strip_prefix('@') {
+            let own = std::path::Path::new(path).file_name().and_then(|f| f.to_str()).unwrap_or(path).to_string();
+            part.filename.get_or_insert(own);
+            part.content_type.get_or_insert_with(|| file_content_type(path).to_string());
+            part.file = Some(path.to_string());
+        } else if let Some(path) = head.strip_prefix('<') {
+            match read_file(path) {
+                Some(text) => part.value = Some(text),
+                None => {
+                    warnings
+                        .push(format!("command {n}: -F `{name}=<{path}`: the file is not there; the field is empty"));
+                    part.value = Some(String::new());
+                }
+            }
+        } else {
+            part.value = Some(head.trim_matches('"').to_string());
+        }
+        parts.push(part);
+    }
+    parts
+}
+
+/// `text` as a Stampede template: what would read as one (`{{`, another tool's `${`) kept as
+/// text, and each marked shell variable `{{env.NAME}}` (named in `env`).
+fn templated(text: &str, at: &str, env: &mut BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find(VAR_OPEN) {
+        out.push_str(&super::literal(&rest[..open]));
+        let after = &rest[open + VAR_OPEN.len_utf8()..];
+        let close = after.find(VAR_CLOSE).unwrap_or(after.len());
+        let name = super::env_name(&after[..close]);
+        let why = if name == "COMMAND_OUTPUT" {
+            format!("{at}: what a shell command printed (`$(…)`)")
+        } else {
+            format!("{at}: the shell variable ${name}")
+        };
+        env.entry(name.clone()).or_insert(why);
+        out.push_str(&format!("{{{{env.{name}}}}}"));
+        rest = after.get(close + VAR_CLOSE.len_utf8()..).unwrap_or("");
+    }
+    out.push_str(&super::literal(rest));
+    out
+}
+
+/// The origin (`scheme://host[:port]`) and the rest (`/path?query`) of a URL; a URL without a
+/// scheme is `http://`, as curl takes it.
 fn split_url(url: &str) -> Option<(String, String)> {
-    let (scheme, rest) = url.split_once("://")?;
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '+') => (s, r),
+        Some(_) => return None,
+        None if !url.is_empty() && !url.starts_with('/') && !url.starts_with('-') => ("http", url),
+        None => return None,
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return None; // curl refuses it: "Malformed input to a URL function"
+    }
+    let rest = rest.split('#').next().unwrap_or_default();
     let (authority, path) = match rest.find(['/', '?']) {
         Some(at) => (&rest[..at], &rest[at..]),
         None => (rest, "/"),
@@ -323,65 +706,129 @@ fn split_url(url: &str) -> Option<(String, String)> {
     (!authority.is_empty()).then(|| (format!("{scheme}://{authority}"), path))
 }
 
-/// Imports curl command lines (`text`, from `source`). Nothing usable (no curl command with a
-/// URL) is an error.
+/// Whether a URL holds curl's globbing (`{a,b}`, `[1-3]`), which curl expands unless `-g`.
+fn globs(url: &str) -> bool {
+    url.contains(['{', '['])
+}
+
+/// Imports curl command lines (`text`, from `source`). Nothing usable (no curl command with an
+/// http(s) URL) is an error.
 pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     let commands = shell_words(text).map_err(|e| format!("{source}: {e}"))?;
     let mut warnings = Vec::new();
     let mut requests = Vec::new();
     for (i, words) in commands.iter().enumerate() {
         let n = i + 1;
-        if words[0] != "curl" {
-            warnings.push(format!("command {n}: `{}` is not curl; left out", words[0]));
+        // `$ curl …` as docs show a prompt; `sudo`, `time`, `command` before it.
+        let start = words.iter().position(|w| w == "curl" || w.ends_with("/curl"));
+        let Some(start) = start.filter(|s| {
+            words[..*s].iter().all(|w| matches!(w.as_str(), "$" | "sudo" | "time" | "command" | "%" | ">"))
+        }) else {
+            warnings
+                .push(format!("command {n}: `{}` is not curl; left out", words[0].replace([VAR_OPEN, VAR_CLOSE], "$")));
             continue;
+        };
+        let mut r = parse_curl(&words[start..], n, &mut warnings).map_err(|e| format!("{source}: {e}"))?;
+        let urls = std::mem::take(&mut r.urls);
+        if urls.is_empty() {
+            warnings.push(format!("command {n}: no http(s) URL; left out"));
         }
-        let mut r = parse_curl(words, n, &mut warnings).map_err(|e| format!("{source}: {e}"))?;
-        // The user-info is a credential, sent as a header: no origin or comment holds it.
-        r.url = r.url.map(|u| {
-            let (url, user) = strip_user_info(&u);
-            r.user = r.user.take().or(user);
-            url
-        });
-        match r.url.as_deref().and_then(split_url) {
-            Some(_) => requests.push((n, r)),
-            None => warnings.push(format!("command {n}: no http(s) URL; left out")),
+        let r = std::sync::Arc::new(r);
+        for url in urls {
+            // The user-info is a credential, sent as a header: no origin or comment holds it.
+            let (url, user) = strip_user_info(&url);
+            if split_url(&url).is_none() {
+                warnings.push(format!(
+                    "command {n}: `{}` is no http(s) URL; left out",
+                    url.replace([VAR_OPEN, VAR_CLOSE], "$")
+                ));
+                continue;
+            }
+            if globs(&url) && !r.globoff {
+                warnings.push(format!(
+                    "command {n}: curl would expand the `{{…}}` / `[…]` of `{url}` (globbing) unless -g; sent as written"
+                ));
+            }
+            requests.push((n, r.clone(), url, user));
         }
     }
     if requests.is_empty() {
-        return Err(format!("{source}: no curl command with a URL to import"));
+        return Err(format!("{source}: no curl command with an http(s) URL to import"));
     }
-    let origins: Vec<String> =
-        requests.iter().filter_map(|(_, r)| split_url(r.url.as_deref()?).map(|(o, _)| o)).collect();
+    let origins: Vec<String> = requests.iter().filter_map(|(_, _, u, _)| split_url(u).map(|(o, _)| o)).collect();
     let base = origins.iter().all(|o| *o == origins[0]).then(|| origins[0].clone());
     let mut secrets = Secrets::default();
     let mut steps = Vec::new();
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
-    for (n, r) in &requests {
-        let url = r.url.clone().unwrap_or_default();
-        let host = host_of(&url);
+    let follow = requests.iter().filter(|(_, r, _, _)| r.location).count();
+    for (n, r, url, user) in &requests {
+        let n = *n;
+        let host = host_of(url);
         let host = host.as_deref();
         let at = format!("command {n}");
-        let (origin, mut path) = split_url(&url).unwrap_or_default();
-        let data = r.body.join("&");
-        let method = r.method.clone().unwrap_or_else(|| if data.is_empty() || r.get { "GET" } else { "POST" }.into());
-        if r.get && !data.is_empty() {
-            path.push(if path.contains('?') { '&' } else { '?' });
-            path.push_str(&data);
+        let (origin, mut path) = split_url(url).unwrap_or_default();
+        let data = request_data(r, n, &mut warnings);
+        let parts = form_parts(r, n, &mut warnings);
+        let sends_body = (data.is_some() && !r.get) || !parts.is_empty();
+        let method = match &r.method {
+            Some(m) => m.clone(),
+            None if r.head => "HEAD".into(),
+            None if sends_body => "POST".into(),
+            None => "GET".into(),
+        };
+        let mut query: Vec<String> = Vec::new();
+        if r.get
+            && let Some(d) = &data
+        {
+            query.push(d.clone());
         }
+        for q in &r.url_query {
+            query.push(match q.strip_prefix('+') {
+                Some(raw) => raw.to_string(),
+                None => match q.split_once('=') {
+                    Some(("", c)) => urlencode(c),
+                    Some((k, c)) => format!("{k}={}", urlencode(c)),
+                    None => urlencode(q),
+                },
+            });
+        }
+        for q in query {
+            path.push(if path.contains('?') { '&' } else { '?' });
+            path.push_str(&q);
+        }
+        let path = templated(&path, &at, &mut secrets.env);
         let path = secrets.query(&path, host, &at);
         let route = path.split('?').next().unwrap_or("/").to_string();
         let name = unique_name(&mut names, format!("{method} {route}"));
+        let origin_t = templated(&origin, &at, &mut secrets.env);
         let target = match &base {
             Some(_) => format!("{{{{baseUrl}}}}{path}"),
-            None => format!("{origin}{path}"),
+            None => format!("{origin_t}{path}"),
         };
-        let mut headers: Vec<(String, String)> =
-            r.headers.iter().map(|(h, v)| (h.clone(), secrets.header(host, h, v, &at))).collect();
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for (h, v) in &r.headers {
+            headers.retain(|(k, _)| !k.eq_ignore_ascii_case(h));
+            match v {
+                Some(v) => {
+                    let v = templated(v, &at, &mut secrets.env);
+                    headers.push((h.clone(), secrets.header(host, h, &v, &at)));
+                }
+                None if h.eq_ignore_ascii_case("accept") || h.eq_ignore_ascii_case("user-agent") => {
+                    warnings.push(format!("{at}: `-H '{h}:'` (send no {h}) is not converted: Stampede sends its own"));
+                }
+                None => {}
+            }
+        }
         let has = |headers: &[(String, String)], name: &str| headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(name));
         if let Some(c) = &r.cookie
             && !has(&headers, "Cookie")
         {
-            let value = secrets.take(host, "Cookie", c, format!("{at}: -b (cookies, `name=value; …`)"));
+            let c = templated(c, &at, &mut secrets.env);
+            let value = if c.contains("{{") {
+                c
+            } else {
+                secrets.take(host, "Cookie", &c, format!("{at}: -b (cookies, `name=value; …`)"))
+            };
             headers.push(("Cookie".into(), value));
         }
         // As curl: a header given wins over -u and --oauth2-bearer.
@@ -389,21 +836,39 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             if let Some(token) = &r.bearer {
                 let value = secrets.take(host, "Authorization", token, format!("{at}: --oauth2-bearer (the token)"));
                 headers.push(("Authorization".into(), format!("Bearer {value}")));
-            } else if let Some(user) = &r.user {
+            } else if let Some(user) = r.user.as_ref().or(user.as_ref()) {
                 let from = format!("{at}: -u or the URL's user-info (set it to user:password, base64)");
                 let value = secrets.take(host, "Authorization", user, from);
                 headers.push(("Authorization".into(), format!("Basic {value}")));
             }
         }
-        if r.json && !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("content-type")) {
-            headers.push(("Content-Type".into(), "application/json".into()));
-        }
-        let body = (!data.is_empty() && !r.get).then(|| {
-            if data.contains("{{") {
-                warnings.push(format!("command {n}: the body holds `{{{{`, which Stampede reads as a template"));
+        let json = r.data.iter().any(|d| matches!(d, Data::Json(_)));
+        if json {
+            if !has(&headers, "Content-Type") {
+                headers.push(("Content-Type".into(), "application/json".into()));
             }
-            secrets.body(&data, host, &at)
+            if !has(&headers, "Accept") {
+                headers.push(("Accept".into(), "application/json".into()));
+            }
+        } else if data.is_some() && !r.get && !has(&headers, "Content-Type") {
+            headers.push(("Content-Type".into(), "application/x-www-form-urlencoded".into()));
+        }
+        if r.compressed && !has(&headers, "Accept-Encoding") {
+            // What Debian's curl (zlib, brotli, zstd) asks for.
+            headers.push(("Accept-Encoding".into(), "deflate, gzip, br, zstd".into()));
+        }
+        let body = data.filter(|_| !r.get && parts.is_empty()).map(|d| {
+            let d = templated(&d, &at, &mut secrets.env);
+            secrets.body(&d, host, &at)
         });
+        let multipart = parts
+            .into_iter()
+            .map(|mut p| {
+                p.value = p.value.map(|v| templated(&v, &at, &mut secrets.env));
+                p
+            })
+            .collect();
+        let redirects = (follow > 0 && follow < requests.len()).then_some(if r.location { 10 } else { 0 });
         steps.push(Step {
             comment: format!("from curl command {n}: {method} {origin}{path}"),
             name,
@@ -411,22 +876,28 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             url: target,
             headers,
             body,
+            multipart,
+            redirects,
             ..Step::default()
         });
     }
-    let insecure = requests.iter().any(|(_, r)| r.insecure);
-    let http2 = requests.iter().any(|(_, r)| r.http2);
-    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings };
+    let insecure = requests.iter().any(|(_, r, _, _)| r.insecure);
+    let http2 = requests.iter().any(|(_, r, _, _)| r.http2);
+    let mut imported = Imported { env: secrets.env.clone(), warnings, ..Imported::default() };
     let mut yaml = imported.head(source, "curl", requests.len());
     let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("imported", |(_, host)| host);
-    write_top(&mut yaml, name, base.as_deref());
-    if insecure || http2 {
+    let base_t = base.as_deref().map(|b| templated(b, "the URL", &mut imported.env));
+    write_top(&mut yaml, name, base_t.as_deref());
+    if insecure || http2 || follow == 0 {
         yaml.push_str("http:\n");
         if http2 {
             yaml.push_str("  version: \"2\"\n");
         }
         if insecure {
             yaml.push_str("  tls: {insecure: true}  # from curl -k: any certificate is accepted\n");
+        }
+        if follow == 0 {
+            yaml.push_str("  redirects: 0  # as curl without -L: a redirect is the answer\n");
         }
     }
     write_steps(&mut yaml, "imported", &steps);
@@ -464,7 +935,10 @@ mod tests {
         .to_vec();
         let mut warnings = Vec::new();
         let r = parse_curl(&words, 1, &mut warnings).unwrap();
-        assert_eq!((r.bearer.as_deref(), r.url.as_deref()), (Some("tok-1234"), Some("https://h.example/x")));
+        assert_eq!(
+            (r.bearer.as_deref(), r.urls.as_slice()),
+            (Some("tok-1234"), ["https://h.example/x".to_string()].as_slice())
+        );
         assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert!(warnings.iter().all(|w| !w.contains("second URL") && !w.contains("pw-1234")), "{warnings:?}");
         let out = curl(&words.join(" "), "c.sh").unwrap();
@@ -500,7 +974,7 @@ mod tests {
             assert!(out.warnings.iter().any(|x| x.contains(w)), "{:?}", out.warnings);
             assert!(out.yaml.contains(w), "listed in the file too");
         }
-        assert!(curl("echo nothing", "x").unwrap_err().contains("no curl command with a URL"));
+        assert!(curl("echo nothing", "x").unwrap_err().contains("no curl command with an http(s) URL"));
     }
 
     /// Found by the importers' fuzz test: a warning quoting a word with line breaks in it (a
@@ -517,7 +991,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{brk:?}: {e}\n{}", out.yaml));
             assert_eq!(file.name, "127.0.0.1:8080", "{brk:?}: {}", out.yaml);
             assert!(!out.yaml.contains("k-secret-1234"), "{brk:?}: the credential shows:\n{}", out.yaml);
-            let warning = out.yaml.lines().find(|l| l.contains("a second URL")).unwrap();
+            let warning = out.yaml.lines().find(|l| l.contains("is no http(s) URL")).unwrap();
             assert!(
                 warning.starts_with("# not converted: command 1: `x ") && warning.contains(" name: injected`"),
                 "{warning}"

@@ -100,7 +100,7 @@ fn check(input: &[u8]) {
     let source = format!("fuzzed.{name}");
     let imported = match name {
         "curl" => curl::curl(&text, &source),
-        "postman" => postman::postman(&text, &source),
+        "postman" => postman::postman(&text, &source, None),
         "openapi" => openapi::openapi(&text, &source),
         "har" => har::har(&text, &source, which & 0x80 != 0),
         _ => jmx::jmx(&text, &source),

@@ -247,7 +247,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     }) {
         warnings.push("recorded Cookie headers left out: the VU's cookie jar keeps what the responses set".into());
     }
-    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings };
+    let mut imported = Imported { env: secrets.env.clone(), warnings, ..Imported::default() };
     let mut yaml = imported.head(source, "har", steps.len());
     for g in &generated {
         yaml.push_str(&format!("# generated: {}\n", super::one_line(g)));

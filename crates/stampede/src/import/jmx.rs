@@ -518,7 +518,12 @@ pub(crate) fn jmx(text: &str, source: &str) -> Result<Imported, String> {
     let scenario: stampede_model::scenario::ScenarioFile =
         serde_json::from_value(file).map_err(|e| format!("{source}: the plan does not make a scenario: {e}"))?;
     let requests = count_requests(&scenario);
-    let mut imported = Imported { yaml: String::new(), env: plan.secrets.env.clone(), warnings: plan.warnings };
+    let mut data: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (set, spec) in &plan.data {
+        let columns = plan.columns.iter().filter(|(_, s)| *s == set).map(|(c, _)| c.clone()).collect();
+        data.insert(spec["csv"].as_str().unwrap_or_default().to_string(), columns);
+    }
+    let mut imported = Imported { env: plan.secrets.env.clone(), warnings: plan.warnings, data, ..Imported::default() };
     let mut yaml = imported.head(source, "jmx", requests);
     yaml.push_str(&crate::quick::scenario_yaml(&scenario)?);
     imported.yaml = yaml;

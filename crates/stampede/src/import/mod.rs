@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+pub(crate) mod command;
 pub(crate) mod curl;
 pub(crate) mod har;
 pub(crate) mod jmx;
@@ -29,6 +30,12 @@ pub(crate) struct Imported {
     /// `NAME` → where the secret was (`command 2: header Authorization`); never the value.
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) warnings: Vec<String>,
+    /// The data files (CSV) the scenario reads → the columns it uses: a stand-in validates the
+    /// output when a file is not there yet.
+    pub(crate) data: BTreeMap<String, Vec<String>>,
+    /// The variables of `env` that stand for an origin (`{{env.URL}}/users`): validated with a
+    /// URL.
+    pub(crate) urls: std::collections::BTreeSet<String>,
 }
 
 impl Imported {
@@ -80,6 +87,10 @@ pub(crate) struct Step {
     pub(crate) json: Option<serde_json::Value>,
     /// A form body.
     pub(crate) form: Vec<(String, String)>,
+    /// A multipart body, its parts in order.
+    pub(crate) multipart: Vec<Part>,
+    /// Redirects to follow, when not the file's.
+    pub(crate) redirects: Option<u32>,
     /// The status to check.
     pub(crate) status: Option<u16>,
     /// Correlated values: variable → the JSON path of the response that returns it.
@@ -109,7 +120,26 @@ impl Step {
             }
         }
         if let Some(b) = self.body.as_ref().filter(|b| !b.is_empty()) {
-            yaml.push_str(&format!("          body: {}\n", scalar(b)));
+            yaml.push_str(&format!("          body: {}\n", block_or_scalar(b, 12)));
+        }
+        if !self.multipart.is_empty() {
+            yaml.push_str("          multipart:\n");
+            for p in &self.multipart {
+                yaml.push_str(&format!("            - name: {}\n", scalar(&p.name)));
+                for (key, v) in [
+                    ("value", &p.value),
+                    ("file", &p.file),
+                    ("filename", &p.filename),
+                    ("contentType", &p.content_type),
+                ] {
+                    if let Some(v) = v {
+                        yaml.push_str(&format!("              {key}: {}\n", block_or_scalar(v, 16)));
+                    }
+                }
+            }
+        }
+        if let Some(r) = self.redirects {
+            yaml.push_str(&format!("          redirects: {r}\n"));
         }
         if let Some(j) = &self.json {
             yaml.push_str(&format!("          json: {}\n", serde_json::to_string(j).unwrap_or_default()));
@@ -124,6 +154,17 @@ impl Step {
             }
         }
     }
+}
+
+/// One part of a multipart body: a field's `value`, or a `file` (its name sent as `filename`)
+/// with a content type.
+#[derive(Debug, Default)]
+pub(crate) struct Part {
+    pub(crate) name: String,
+    pub(crate) value: Option<String>,
+    pub(crate) file: Option<String>,
+    pub(crate) filename: Option<String>,
+    pub(crate) content_type: Option<String>,
 }
 
 /// `name`, or `name (2)`, `name (3)`… when an earlier step has it.
@@ -157,6 +198,15 @@ pub(crate) fn env_name(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
 }
 
+/// `text` sent as it is by a Stampede template: what would read as a hole (`{{`) or as another
+/// tool's syntax (`${`, refused) written as an expression of its own text.
+pub(crate) fn literal(text: &str) -> String {
+    if !text.contains("{{") && !text.contains("${") {
+        return text.to_string();
+    }
+    text.replace("{{", "{{ '{{' }}").replace("${", "{{ '$' }}{")
+}
+
 /// `text` for a `#` comment: its line breaks (all YAML's: CR, LF, NEL, LS, PS) and the
 /// characters YAML allows nowhere (controls but tab, byte-order marks) made spaces, so that it
 /// neither ends the comment (a warning quoting a multi-line command would otherwise put the
@@ -184,6 +234,38 @@ pub(crate) fn scalar(text: &str) -> String {
         Ok(s) if !s.starts_with(['|', '>']) && !s.trim_end().contains('\n') => s.trim_end().to_string(),
         _ => double_quoted(text),
     }
+}
+
+/// `text` as a YAML literal block scalar (`|`, its lines below, indented by `indent` spaces) when
+/// it has several lines a block keeps as they are — a JSON body as API docs write it reads as
+/// itself in review — else as [`scalar`]. Not a block: carriage returns, characters YAML does
+/// not allow, a line of spaces only (a block cannot keep those), a single line.
+pub(crate) fn block_or_scalar(text: &str, indent: usize) -> String {
+    let blockable = text.contains('\n')
+        && !text.chars().any(|c| c != '\n' && c != '\t' && not_printable(c))
+        && !text.split('\n').any(|l| !l.is_empty() && l.trim_matches(' ').is_empty())
+        && !text.starts_with('\n');
+    if !blockable {
+        return scalar(text);
+    }
+    let body = text.trim_end_matches('\n');
+    let chomp = match text.len() - body.len() {
+        0 => "-",
+        1 => "",
+        _ => "+",
+    };
+    // A first line that starts with a space or tab needs the indentation said.
+    let indicator = if body.starts_with([' ', '\t']) { "2" } else { "" };
+    let pad = " ".repeat(indent);
+    let mut out = format!("|{indicator}{chomp}");
+    for line in text.strip_suffix('\n').unwrap_or(text).split('\n') {
+        out.push('\n');
+        if !line.is_empty() {
+            out.push_str(&pad);
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// `text` as a YAML double-quoted scalar: `"` and `\` escaped, and so are line breaks and
@@ -221,6 +303,12 @@ mod tests {
             "line\n",
             "\n",
             "\n\n x",
+            "{\n  \"a\": 1\n}",
+            "  lead\n  two\n",
+            "a\n\n\n",
+            "a\n   \nb",
+            "\tt\nx",
+            "a\n# not a comment\n- not a list",
             " lead",
             "x\r\ny",
             "tab\there",
@@ -236,14 +324,16 @@ mod tests {
         ];
         for text in texts {
             let yaml = format!(
-                "steps:\n  - request:\n      url: {}\n      headers:\n        {}: v\n",
+                "steps:\n  - request:\n      url: {}\n      body: {}\n      headers:\n        {}: v\n",
                 scalar(text),
+                block_or_scalar(text, 8),
                 scalar(text)
             );
             let doc: serde_yaml::Value =
                 serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("{text:?}: {e}\n{yaml}"));
             let request = &doc["steps"][0]["request"];
             assert_eq!(request["url"].as_str(), Some(text), "{yaml}");
+            assert_eq!(request["body"].as_str(), Some(text), "{yaml}");
             let headers = request["headers"].as_mapping().unwrap();
             assert_eq!(headers.keys().next().and_then(serde_yaml::Value::as_str), Some(text), "{yaml}");
         }
@@ -252,8 +342,11 @@ mod tests {
         let out = curl::curl(&format!("curl -H '{long}: a' http://127.0.0.1:8080/"), "c.sh").unwrap();
         let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("c.yaml")).unwrap();
         assert_eq!(file.scenarios[0].steps[0].request.as_ref().unwrap().headers[&long], "a");
-        let out = curl::curl("curl 'http://127.0.0.1:8080/a\nb' -d x", "c.sh").unwrap();
+        // A URL with a line break is no URL to curl ("Malformed input"), nor here.
+        assert!(curl::curl("curl 'http://127.0.0.1:8080/a\nb' -d x", "c.sh").is_err());
+        let out = curl::curl("curl http://127.0.0.1:8080/a -d $'{\\n  \"a\": 1\\n}\\n'", "c.sh").unwrap();
+        assert!(out.yaml.contains("body: |\n            {\n              \"a\": 1\n            }\n"), "{}", out.yaml);
         let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("c.yaml")).unwrap();
-        assert_eq!(file.scenarios[0].steps[0].request.as_ref().unwrap().url, "{{baseUrl}}/a\nb", "{}", out.yaml);
+        assert_eq!(file.scenarios[0].steps[0].request.as_ref().unwrap().body.as_deref(), Some("{\n  \"a\": 1\n}\n"));
     }
 }

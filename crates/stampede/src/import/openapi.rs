@@ -326,7 +326,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
     if count == 0 {
         return Err(format!("{source}: no operation to import"));
     }
-    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings: doc.warnings };
+    let mut imported = Imported { env: secrets.env.clone(), warnings: doc.warnings, ..Imported::default() };
     let mut yaml = imported.head(source, "openapi", count);
     let title = root.get("info").and_then(|i| i.get("title")).and_then(Value::as_str).unwrap_or("imported");
     let base_url = if relative { format!("{{{{env.BASE_URL}}}}{base}") } else { base };

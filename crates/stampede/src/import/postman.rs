@@ -95,13 +95,82 @@ fn templates(
     out
 }
 
+/// A request's URL: its `raw` text, or made of its parts when there is none; with `http://`
+/// when it has no scheme (as Postman sends `localhost:3000/x`).
+fn url_of(url: &Value) -> String {
+    let text = match url {
+        Value::String(u) => u.clone(),
+        u => match u["raw"].as_str().filter(|r| !r.is_empty()) {
+            Some(raw) => raw.to_string(),
+            None => {
+                let part = |v: &Value, sep: &str| match v {
+                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(sep),
+                    Value::String(s) => s.clone(),
+                    _ => String::new(),
+                };
+                let host = part(&u["host"], ".");
+                if host.is_empty() {
+                    return String::new();
+                }
+                let mut text = match u["protocol"].as_str() {
+                    Some(p) => format!("{p}://{host}"),
+                    None => host,
+                };
+                if let Some(port) = u["port"].as_str() {
+                    text.push_str(&format!(":{port}"));
+                }
+                let path = part(&u["path"], "/");
+                if !path.is_empty() {
+                    text.push('/');
+                    text.push_str(path.trim_start_matches('/'));
+                }
+                let query: Vec<String> = u["query"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|q| q["disabled"] != true)
+                    .filter_map(|q| Some(format!("{}={}", q["key"].as_str()?, q["value"].as_str().unwrap_or_default())))
+                    .collect();
+                if !query.is_empty() {
+                    text.push('?');
+                    text.push_str(&query.join("&"));
+                }
+                text
+            }
+        },
+    };
+    let text = text.trim().to_string();
+    if text.is_empty() || text.starts_with("{{") || text.contains("://") { text } else { format!("http://{text}") }
+}
+
 /// The value of the auth `key` (`[{key, value}]` as v2.1 writes them).
 fn auth_value<'a>(auth: &'a Value, kind: &str, key: &str) -> Option<&'a str> {
     auth[kind].as_array()?.iter().find(|e| e["key"] == key)?["value"].as_str()
 }
 
-/// Imports a Postman collection (v2.1 JSON) from `source`.
-pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
+/// The `(key, value)` pairs of a Postman environment file (`values`, disabled ones left out),
+/// or of a collection's `variable` list.
+fn variables(list: &Value) -> Vec<(String, String)> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["enabled"] != false && v["disabled"] != true)
+        .filter_map(|v| {
+            let key = v["key"].as_str()?;
+            let value = match &v["value"] {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            Some((key.to_string(), value))
+        })
+        .collect()
+}
+
+/// Imports a Postman collection (v2.0 or v2.1 JSON) from `source`, with the environment `env`
+/// (its text and where it came from) when one is given: its variables win over the
+/// collection's, as in Postman.
+pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Result<Imported, String> {
     let collection: Value =
         serde_json::from_str(text).map_err(|e| format!("{source}: not a Postman collection (JSON): {e}"))?;
     let schema = collection["info"]["schema"].as_str().unwrap_or_default();
@@ -113,8 +182,20 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
     let mut vars = BTreeMap::new();
     let mut base_url = None;
     let mut base_user = None;
-    for v in collection["variable"].as_array().into_iter().flatten() {
-        let (Some(key), value) = (v["key"].as_str(), v["value"].as_str().unwrap_or_default()) else { continue };
+    let mut defined = variables(&collection["variable"]);
+    if let Some((env_text, env_source)) = env {
+        let environment: Value = serde_json::from_str(env_text)
+            .map_err(|e| format!("{env_source}: not a Postman environment (JSON): {e}"))?;
+        if !environment["values"].is_array() {
+            return Err(format!("{env_source}: not a Postman environment: no `values` list"));
+        }
+        for (key, value) in variables(&environment["values"]) {
+            defined.retain(|(k, _)| *k != key);
+            defined.push((key, value));
+        }
+    }
+    for (key, value) in &defined {
+        let (key, value) = (key.as_str(), value.as_str());
         if key == "baseUrl" {
             // Its user-info is a credential: every request to it sends it as a header.
             let (url, user) = strip_user_info(value);
@@ -132,19 +213,14 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
     flatten(items, "", collection.get("auth").filter(|a| !a.is_null()), &mut requests, &mut warnings);
     let mut steps = Vec::new();
     let mut count = 0;
+    let mut urls = BTreeSet::new();
     for r in &requests {
         let at = format!("request `{}`", r.name);
         let req = &r.item["request"];
         // A request may be a bare URL string.
         let (method, url) = match req {
             Value::String(url) => ("GET".to_string(), url.clone()),
-            _ => (
-                req["method"].as_str().unwrap_or("GET").to_ascii_uppercase(),
-                match &req["url"] {
-                    Value::String(u) => u.clone(),
-                    u => u["raw"].as_str().unwrap_or_default().to_string(),
-                },
-            ),
+            _ => (req["method"].as_str().unwrap_or("GET").to_ascii_uppercase(), url_of(&req["url"])),
         };
         if url.is_empty() {
             warnings.push(format!("{at}: no URL; left out"));
@@ -162,6 +238,9 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
         let user_info = user.map(|u| secrets.user_info(host, &u, &at));
         let url = secrets.query(&url, host, &at);
         let url = templates(&url, &names, &at, &mut secrets.env, &mut warnings);
+        if let Some(var) = url.strip_prefix("{{env.").and_then(|r| r.split_once("}}")).map(|(v, _)| v) {
+            urls.insert(var.to_string());
+        }
         let mut headers: Vec<(String, String)> = Vec::new();
         let mut query: Vec<(String, String)> = Vec::new();
         for h in req["header"].as_array().into_iter().flatten() {
@@ -255,7 +334,14 @@ pub(crate) fn postman(text: &str, source: &str) -> Result<Imported, String> {
     if count == 0 {
         return Err(format!("{source}: no request with a URL to import"));
     }
-    let mut imported = Imported { yaml: String::new(), env: secrets.env.clone(), warnings };
+    // Requests that go to `{{baseUrl}}` when the collection defines none (an environment did):
+    // the origin comes from BASE_URL (or `--base-url`).
+    if base_url.is_none() && steps.iter().any(|s| s.url.contains("{{baseUrl}}")) {
+        let var = super::command::BASE_URL;
+        secrets.env.insert(var.into(), "the collection's `{{baseUrl}}`, defined in no variable it has".into());
+        base_url = Some(format!("{{{{env.{var}}}}}"));
+    }
+    let mut imported = Imported { env: secrets.env.clone(), warnings, urls, ..Imported::default() };
     let mut yaml = imported.head(source, "postman", count);
     let name = collection["info"]["name"].as_str().unwrap_or("imported");
     write_top(&mut yaml, name, base_url.as_deref());
@@ -295,9 +381,9 @@ mod tests {
 
     #[test]
     fn not_a_collection_is_said() {
-        assert!(postman("[]", "x.json").unwrap_err().contains("is not a Postman collection v2.1"));
-        assert!(postman("{", "x.json").unwrap_err().contains("not a Postman collection (JSON)"));
+        assert!(postman("[]", "x.json", None).unwrap_err().contains("is not a Postman collection v2.1"));
+        assert!(postman("{", "x.json", None).unwrap_err().contains("not a Postman collection (JSON)"));
         let empty = r#"{"info": {"schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"}, "item": []}"#;
-        assert!(postman(empty, "x.json").unwrap_err().contains("no request with a URL"));
+        assert!(postman(empty, "x.json", None).unwrap_err().contains("no request with a URL"));
     }
 }

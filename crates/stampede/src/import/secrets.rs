@@ -218,7 +218,22 @@ impl Secrets {
         if let Ok(mut v @ serde_json::Value::Object(_)) = serde_json::from_str::<serde_json::Value>(data) {
             let before = v.clone();
             self.json(&mut v, host, at);
-            return if v == before { data.to_string() } else { serde_json::to_string(&v).unwrap_or_default() };
+            if v == before {
+                return data.to_string();
+            }
+            // In place, so the body keeps its layout (a body as API docs write it stays as sent):
+            // each credential's JSON string replaced where it stands.
+            let mut changed = Vec::new();
+            json_changes(&before, &v, &mut changed);
+            let mut out = data.to_string();
+            for (old, new) in &changed {
+                let quoted = serde_json::to_string(old).unwrap_or_default();
+                if !out.contains(&quoted) {
+                    return serde_json::to_string(&v).unwrap_or_default();
+                }
+                out = out.replace(&quoted, &serde_json::to_string(new).unwrap_or_default());
+            }
+            return out;
         }
         let form = !data.contains(char::is_whitespace) && data.contains('=');
         if form { self.pairs(data, host, at, "form field") } else { data.to_string() }
@@ -247,6 +262,30 @@ impl Secrets {
             .map(|l| if l.trim_start().starts_with('#') { self.scrub(l) } else { l.to_string() })
             .map(|l| l + "\n")
             .collect()
+    }
+}
+
+/// The string values `after` holds in place of `before`'s (the credentials [`Secrets::json`]
+/// moved to the environment).
+fn json_changes(before: &serde_json::Value, after: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    use serde_json::Value;
+    match (before, after) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                if let Some(w) = b.get(k) {
+                    json_changes(v, w, out);
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => a.iter().zip(b).for_each(|(v, w)| json_changes(v, w, out)),
+        (v, Value::String(new)) if v != after => {
+            let old = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.push((old, new.clone()));
+        }
+        _ => {}
     }
 }
 
@@ -290,7 +329,7 @@ mod tests {
         assert_eq!(s.header(host, "Authorization", "Bearer {{token}}", "r1"), "Bearer {{token}}");
         assert_eq!(s.header(host, "Accept", "text/html", "r1"), "text/html");
         let body = s.body(r#"{"user":"ann","auth":{"password":"pw-1234","pin":1}}"#, host, "r2");
-        assert_eq!(body, r#"{"auth":{"password":"{{env.API_EXAMPLE_COM_PASSWORD}}","pin":1},"user":"ann"}"#);
+        assert_eq!(body, r#"{"user":"ann","auth":{"password":"{{env.API_EXAMPLE_COM_PASSWORD}}","pin":1}}"#);
         assert_eq!(s.body("a=1&token=t-9999", host, "r3"), "a=1&token={{env.API_EXAMPLE_COM_TOKEN}}");
         assert_eq!(s.body("plain text", host, "r3"), "plain text");
         assert_eq!(

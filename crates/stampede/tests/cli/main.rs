@@ -3,6 +3,7 @@
 
 mod capacity;
 mod commands;
+mod curl_parity;
 mod dashboards;
 mod hostile;
 mod html_browser;
