@@ -72,7 +72,8 @@ pub fn env_names(text: &str) -> Vec<String> {
     while let Some(open) = rest.find("{{") {
         let after = &rest[open + 2..];
         let Some(close) = after.find("}}") else { break };
-        if let Some(name) = after[..close].trim().strip_prefix("env.")
+        // `{{env.NAME:-default}}`'s name is NAME.
+        if let Some(name) = after[..close].trim().strip_prefix("env.").map(|n| n.split(":-").next().unwrap_or(n).trim())
             && !names.iter().any(|n| n == name)
         {
             names.push(name.to_string());

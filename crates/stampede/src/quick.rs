@@ -201,7 +201,8 @@ pub(crate) fn env_refs(scenario: &ScenarioFile) -> Result<std::collections::BTre
     while let Some(open) = rest.find("{{") {
         let after = &rest[open + 2..];
         let Some(close) = after.find("}}") else { break };
-        if let Some(name) = after[..close].trim().strip_prefix("env.")
+        // `{{env.NAME:-default}}`'s name is NAME.
+        if let Some(name) = after[..close].trim().strip_prefix("env.").map(|n| n.split(":-").next().unwrap_or(n).trim())
             && !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         {

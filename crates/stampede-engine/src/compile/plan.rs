@@ -637,7 +637,7 @@ impl Compiler<'_> {
         let base_url = match (given, &self.file.base_url) {
             (Some(b), _) => Some(b.trim_end_matches('/').to_string()),
             (None, Some(b)) if b == "builtin" => Some(BUILTIN_PLACEHOLDER.to_string()),
-            (None, Some(b)) => match Template::compile(b, &self.scope, Escape::None) {
+            (None, Some(b)) => match self.base_url_template(b) {
                 Ok(t) => {
                     let value = t.as_const().unwrap_or_default().trim_end_matches('/').to_string();
                     if let Err(e) = HttpUrl::parse(&value) {
@@ -667,6 +667,36 @@ impl Compiler<'_> {
             }
         }
         base_url
+    }
+
+    /// `baseUrl`'s template. It may use constant `vars` (`http://{{host}}:{{port}}`, as JMeter's
+    /// and Postman's host variables), and they theirs: each one named is folded in first, once
+    /// (a circle is an unknown variable), so this ends after at most twice as many rounds as
+    /// there are `vars`.
+    fn base_url_template(&mut self, b: &str) -> Result<Template, crate::compile::template::TemplateError> {
+        use crate::compile::template::TemplateError;
+        let mut pending: Vec<String> = Vec::new();
+        loop {
+            let src = match pending.last() {
+                Some(name) => self.file.vars.get(name).map(|v| v.value()).unwrap_or_default(),
+                None => b,
+            };
+            match Template::compile(src, &self.scope, Escape::None) {
+                Ok(t) => match pending.pop() {
+                    None => return Ok(t),
+                    Some(name) => {
+                        let value = t.as_const().ok_or_else(|| TemplateError::NotConstant(name.clone()))?;
+                        self.scope.consts.insert(name, value.to_string());
+                    }
+                },
+                Err(TemplateError::UnknownVariable(name))
+                    if self.file.vars.contains_key(&name) && !pending.contains(&name) =>
+                {
+                    pending.push(name);
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Adds variable `name`: a constant when its template is one, else by its scope — a
@@ -1607,5 +1637,27 @@ mod tests {
         let t = HttpUrl::parse("https://localhost/").unwrap();
         assert_eq!((t.port, t.authority.as_str(), t.tls), (443, "localhost", true));
         assert!(HttpUrl::parse("ftp://x/").is_err());
+    }
+
+    /// JMeter's `${host}` and Postman's `{{host}}` keep their meaning: `baseUrl` may use
+    /// constant `vars` (and they theirs); one that changes, or a circle, is refused by name.
+    #[test]
+    fn base_url_may_use_constant_vars() {
+        let compiled = |yaml: &str| {
+            let file: ScenarioFile = serde_yaml::from_str(yaml).unwrap();
+            compile(&file, &CompileOptions { env: Some(HashMap::new()), ..CompileOptions::default() })
+        };
+        let ok = "name: t\nbaseUrl: 'http://{{host}}:{{port}}/{{prefix}}'\n\
+                  vars: {host: 127.0.0.1, port: '8080', prefix: 'api/{{version}}', version: v2, url: '{{baseUrl}}/x'}\n\
+                  load: {executor: constant-vus, vus: 1, iterations: 1}\n\
+                  scenarios: [{name: s, steps: [{name: a, request: {url: '{{url}}'}}]}]\n";
+        let plan = compiled(ok).unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(plan.base_url.as_deref(), Some("http://127.0.0.1:8080/api/v2"));
+        let generated = ok.replace("port: '8080'", "port: '{{ randomInt(1, 9) }}'");
+        let problems = format!("{:?}", compiled(&generated).err().unwrap());
+        assert!(problems.contains("`{{port}}` is not a constant"), "{problems}");
+        let circle = ok.replace("version: v2", "version: '{{prefix}}'");
+        let problems = format!("{:?}", compiled(&circle).err().unwrap());
+        assert!(problems.contains("unknown variable `prefix`"), "{problems}");
     }
 }

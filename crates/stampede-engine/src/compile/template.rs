@@ -65,6 +65,9 @@ pub enum TemplateError {
     UnknownVariable(String),
     #[error("environment variable `{0}` is not set")]
     EnvNotSet(String),
+    /// `baseUrl` names a variable whose value changes (a generated one, an extracted one).
+    #[error("`{{{{{0}}}}}` is not a constant: `baseUrl` may use `vars` of constant values and `env` only")]
+    NotConstant(String),
     #[error("unclosed `{{{{` in template")]
     Unclosed,
     #[error("empty `{{{{}}}}` in template")]
@@ -145,7 +148,15 @@ impl Template {
                 return Err(TemplateError::EmptyName);
             }
             if let Some(env_name) = name.strip_prefix("env.") {
-                let value = scope.env_var(env_name).ok_or_else(|| TemplateError::EnvNotSet(env_name.to_string()))?;
+                // `{{env.NAME:-default}}`: the default when NAME is not set, as the shell's.
+                let (env_name, default) = match env_name.split_once(":-") {
+                    Some((n, d)) => (n.trim(), Some(d)),
+                    None => (env_name, None),
+                };
+                let value = scope
+                    .env_var(env_name)
+                    .or_else(|| default.map(str::to_string))
+                    .ok_or_else(|| TemplateError::EnvNotSet(env_name.to_string()))?;
                 fold(&t, &mut lit, &value, escape)?;
             } else if let Some(value) = scope.consts.get(name) {
                 fold(&t, &mut lit, value, escape)?;

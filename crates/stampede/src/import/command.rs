@@ -106,40 +106,55 @@ pub(crate) fn validation_env(imported: &Imported) -> HashMap<String, String> {
     env
 }
 
-/// Stand-ins for the data files the scenario names that are not where it will look (`dir`):
-/// their columns as a header and one row, so the output validates; the warning says to put them
-/// there. `None` when every one is there (the disk is read as usual).
-fn data_stand_ins(
+/// The files of multipart parts `steps` (blocks' too) send.
+fn part_files(steps: &[stampede_model::scenario::Step], out: &mut Vec<String>) {
+    for step in steps {
+        let parts = step.request.as_ref().and_then(|r| r.multipart.as_ref());
+        out.extend(parts.into_iter().flatten().filter_map(|p| p.file.clone()));
+        part_files(&step.steps, out);
+    }
+}
+
+/// Stand-ins for the files the scenario reads (data CSVs, multipart uploads) that are not where
+/// it will look (`dir`): a CSV as its columns and one row, an upload empty, so the output
+/// validates; a warning says to put each there. `None` when every one is there (the disk is
+/// read as usual).
+fn stand_ins(
     imported: &mut Imported,
     file: &stampede_model::scenario::ScenarioFile,
     dir: &Path,
 ) -> Option<std::sync::Arc<BTreeMap<String, Vec<u8>>>> {
     let mut missing = false;
     let mut files = BTreeMap::new();
-    for spec in file.data.values() {
-        let at = dir.join(&spec.csv);
-        match std::fs::read(&at) {
-            Ok(bytes) => {
-                files.insert(spec.csv.clone(), bytes);
-            }
-            Err(_) => {
-                missing = true;
-                let columns = imported.data.get(&spec.csv).cloned().unwrap_or_default();
-                let columns = if columns.is_empty() { vec!["column".to_string()] } else { columns };
-                let row = vec!["1"; columns.len()].join(",");
-                files.insert(spec.csv.clone(), format!("{}\n{row}\n", columns.join(",")).into_bytes());
-                imported.warnings.push(format!(
-                    "the data file `{}` is not at {} yet (where the scenario reads it): put it there before running{}",
-                    spec.csv,
-                    at.display(),
-                    if imported.data.get(&spec.csv).is_some_and(|c| !c.is_empty()) {
-                        format!(", with the header row `{}`", columns.join(","))
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
+    let mut uploads = Vec::new();
+    part_files(&file.setup, &mut uploads);
+    part_files(&file.teardown, &mut uploads);
+    part_files(&file.init, &mut uploads);
+    for s in &file.scenarios {
+        part_files(&s.steps, &mut uploads);
+    }
+    let named = file.data.values().map(|d| (d.csv.clone(), true)).chain(uploads.into_iter().map(|u| (u, false)));
+    for (name, csv) in named {
+        let at = dir.join(&name);
+        if let Ok(bytes) = std::fs::read(&at) {
+            files.insert(name, bytes);
+            continue;
         }
+        missing = true;
+        let columns = imported.data.get(&name).cloned().unwrap_or_default();
+        let stand_in = if csv {
+            let columns = if columns.is_empty() { vec!["column".to_string()] } else { columns.clone() };
+            format!("{}\n{}\n", columns.join(","), vec!["1"; columns.len()].join(",")).into_bytes()
+        } else {
+            Vec::new()
+        };
+        let header =
+            if columns.is_empty() { String::new() } else { format!(", with the header row `{}`", columns.join(",")) };
+        imported.warnings.push(format!(
+            "the file `{name}` is not at {} yet (where the scenario reads it): put it there before running{header}",
+            at.display()
+        ));
+        files.insert(name, stand_in);
     }
     missing.then(|| std::sync::Arc::new(files))
 }
@@ -204,7 +219,7 @@ fn check(imported: &mut Imported, dir: &Path, shown: &str) -> Result<stampede_mo
     let path = dir.join("imported.yaml");
     let file = stampede_engine::parse_str(&imported.yaml, &path)
         .map_err(|e| e.to_string().replace(&path.display().to_string(), shown))?;
-    let files = data_stand_ins(imported, &file, dir);
+    let files = stand_ins(imported, &file, dir);
     let opts = CompileOptions {
         env: Some(validation_env(imported)),
         base_dir: Some(dir.to_path_buf()),

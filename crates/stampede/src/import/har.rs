@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::secrets::{Secrets, host_of, is_credential, strip_user_info};
-use super::{Imported, Step, unique_name, write_steps, write_top};
+use super::{Extract, Imported, Part, Step, unique_name, write_steps, write_top};
 
 /// Headers a browser or the transport sets, which a step does not send as recorded.
 const DROPPED_HEADERS: [&str; 10] = [
@@ -81,6 +81,183 @@ fn var_name(path: &str, taken: &mut BTreeMap<String, usize>) -> String {
     if *n == 1 { base } else { format!("{base}{n}") }
 }
 
+/// Conditional headers a browser adds from its cache (`If-None-Match` with an ETag it kept): a
+/// VU has no cache, so they are not replayed, and a recorded 304 is expected as 200.
+const CACHE_CONDITIONS: [&str; 3] = ["if-modified-since", "if-none-match", "if-range"];
+
+/// A method token as HTTP allows one (RFC 9110 §9.1: tchar).
+fn is_token(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// What earlier responses returned, for the correlation: each distinctive value once (the
+/// first response that returned it), found in a later text by its first [`PREFIX`] bytes, so a
+/// recording's import takes time linear in its size.
+#[derive(Default)]
+struct Returned {
+    /// value → (the step that returned it, how to extract it).
+    values: std::collections::HashMap<String, (usize, Extract)>,
+    /// The first bytes of each distinctive value → those values.
+    prefixes: std::collections::HashMap<[u8; PREFIX], Vec<String>>,
+}
+
+/// The shortest value worth correlating anywhere in a text ([`distinctive`]).
+const PREFIX: usize = 8;
+
+impl Returned {
+    fn add(&mut self, step: usize, value: String, how: Extract) {
+        if value.len() < 2 || self.values.contains_key(&value) {
+            return;
+        }
+        if distinctive(&value) {
+            let key: [u8; PREFIX] = value.as_bytes()[..PREFIX].try_into().expect("distinctive values are long");
+            self.prefixes.entry(key).or_default().push(value.clone());
+        }
+        self.values.insert(value, (step, how));
+    }
+
+    /// `text` with each distinctive value an earlier response returned (the longest where
+    /// several start at one place) as `{{var}}`, or — `credential` — a credential whose whole
+    /// value (`Bearer <value>`) one returned; `var` names the extractor on its step.
+    fn correlate(&self, text: &mut String, credential: bool, mut var: impl FnMut(usize, &Extract) -> String) {
+        if credential {
+            let value = text.rsplit(' ').next().unwrap_or(text.as_str()).to_string();
+            if let Some((step, how)) = self.values.get(&value) {
+                let name = var(*step, how);
+                let cut = text.len() - value.len();
+                text.replace_range(cut.., &format!("{{{{{name}}}}}"));
+                return;
+            }
+        }
+        if self.prefixes.is_empty() || text.len() < PREFIX {
+            return;
+        }
+        let bytes = text.as_bytes();
+        let mut out = String::new();
+        let (mut i, mut last) = (0, 0);
+        while i + PREFIX <= bytes.len() {
+            let key: [u8; PREFIX] = bytes[i..i + PREFIX].try_into().expect("PREFIX bytes");
+            let found = self.prefixes.get(&key).and_then(|values| {
+                values.iter().filter(|v| bytes[i..].starts_with(v.as_bytes())).max_by_key(|v| v.len())
+            });
+            match found.filter(|_| text.is_char_boundary(i)) {
+                Some(value) => {
+                    let (step, how) = &self.values[value];
+                    out.push_str(&text[last..i]);
+                    out.push_str(&format!("{{{{{}}}}}", var(*step, how)));
+                    i += value.len();
+                    last = i;
+                }
+                None => i += 1,
+            }
+        }
+        if last > 0 {
+            out.push_str(&text[last..]);
+            *text = out;
+        }
+    }
+}
+
+/// The hidden form fields of an HTML page (`<input type="hidden" name="csrf" value="…">`), as
+/// (name, value): a CSRF token a later form post sends.
+fn form_fields(html: &str) -> Vec<(String, String)> {
+    let attr = |tag: &str, name: &str| {
+        let lower = tag.to_ascii_lowercase();
+        let at = lower.find(&format!(" {name}="))? + name.len() + 2;
+        let rest = &tag[at..];
+        let quote = rest.chars().next().filter(|q| *q == '"' || *q == '\'')?;
+        rest[1..].find(quote).map(|end| rest[1..1 + end].to_string())
+    };
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(at) = rest.find("<input") {
+        let tag_end = rest[at..].find('>').map_or(rest.len(), |e| at + e);
+        let tag = &rest[at..tag_end];
+        if let (Some(name), Some(value)) = (attr(tag, "name"), attr(tag, "value"))
+            && attr(tag, "type").is_some_and(|t| t.eq_ignore_ascii_case("hidden"))
+        {
+            out.push((name, value));
+        }
+        rest = &rest[tag_end..];
+    }
+    out
+}
+
+/// `text` as a regular expression matching it literally.
+fn regex_literal(text: &str) -> String {
+    text.chars().map(|c| if "\\.+*?()|[]{}^$".contains(c) { format!("\\{c}") } else { c.to_string() }).collect()
+}
+
+/// A recorded body from its `params` (a form or multipart post whose `text` the browser left
+/// out): a form's fields encoded in order, a multipart body's parts (files by name, to put beside
+/// the scenario).
+fn params_body(post: &Value, at: &str, warnings: &mut Vec<String>) -> (Option<String>, Vec<Part>) {
+    let params = post["params"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if params.is_empty() {
+        return (None, Vec::new());
+    }
+    let mime = post["mimeType"].as_str().unwrap_or_default().to_ascii_lowercase();
+    let field = |p: &Value, k: &str| p[k].as_str().map(str::to_string);
+    if mime.contains("multipart") {
+        let parts = params
+            .iter()
+            .map(|p| {
+                let name = field(p, "name").unwrap_or_default();
+                match field(p, "fileName").filter(|f| !f.is_empty()) {
+                    Some(file) => {
+                        warnings.push(format!("{at}: the file `{file}` of part `{name}` is not in the recording: put it beside the scenario"));
+                        Part {
+                            name,
+                            file: Some(file.clone()),
+                            filename: Some(file),
+                            content_type: field(p, "contentType"),
+                            ..Part::default()
+                        }
+                    }
+                    None => Part { name, value: Some(field(p, "value").unwrap_or_default()), ..Part::default() },
+                }
+            })
+            .collect();
+        return (None, parts);
+    }
+    let mut form = form_urlencoded_serializer();
+    for p in params {
+        form.append_pair(&field(p, "name").unwrap_or_default(), &field(p, "value").unwrap_or_default());
+    }
+    (Some(form.finish()), Vec::new())
+}
+
+/// The `application/x-www-form-urlencoded` serializer (as browsers encode forms).
+fn form_urlencoded_serializer() -> FormBody {
+    FormBody(String::new())
+}
+
+struct FormBody(String);
+
+impl FormBody {
+    fn append_pair(&mut self, name: &str, value: &str) {
+        if !self.0.is_empty() {
+            self.0.push('&');
+        }
+        let enc = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => (b as char).to_string(),
+                    b' ' => "+".to_string(),
+                    b => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        self.0.push_str(&enc(name));
+        self.0.push('=');
+        self.0.push_str(&enc(value));
+    }
+
+    fn finish(self) -> String {
+        self.0
+    }
+}
+
 /// Imports a HAR recording from `source`; `keep_static` keeps scripts, styles and images.
 pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Imported, String> {
     let har: Value = serde_json::from_str(text).map_err(|e| format!("{source}: not a HAR recording (JSON): {e}"))?;
@@ -88,10 +265,11 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
         har["log"]["entries"].as_array().ok_or_else(|| format!("{source}: no `log.entries` (not a HAR file)"))?;
     let mut warnings = Vec::new();
     let mut secrets = Secrets::default();
-    let mut skipped = 0;
     let mut kept: Vec<&Value> = Vec::new();
+    let mut assets: Vec<&Value> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         let url = e["request"]["url"].as_str().unwrap_or_default();
+        let method = e["request"]["method"].as_str().unwrap_or("GET");
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             if !url.is_empty() {
                 warnings.push(format!(
@@ -102,15 +280,27 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             }
             continue;
         }
+        if !is_token(method) {
+            warnings.push(format!("entry {}: `{method}` is not an HTTP method; left out", i + 1));
+            continue;
+        }
         if !keep_static && is_static(e) {
-            skipped += 1;
+            assets.push(e);
             continue;
         }
         kept.push(e);
     }
-    if skipped > 0 {
+    if kept.is_empty() && !assets.is_empty() {
         warnings.push(format!(
-            "{skipped} static asset request(s) (scripts, styles, images, fonts) left out (--keep-static keeps them)"
+            "the recording holds only static assets (scripts, styles, images, fonts): their {} request(s) are kept",
+            assets.len()
+        ));
+        kept = std::mem::take(&mut assets);
+    }
+    if !assets.is_empty() {
+        warnings.push(format!(
+            "{} static asset request(s) (scripts, styles, images, fonts) left out (--keep-static keeps them)",
+            assets.len()
         ));
     }
     if kept.is_empty() {
@@ -124,12 +314,12 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     };
     let first = origin(&urls[0].0);
     let base = urls.iter().all(|(u, _)| origin(u) == first).then(|| first.clone()).flatten();
-    // What each response returned, for the correlation: (entry index, JSON path, value).
-    let mut returned: Vec<(usize, String, String)> = Vec::new();
+    let mut returned = Returned::default();
     let mut taken = BTreeMap::new();
     let mut steps: Vec<Step> = Vec::new();
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     let mut generated = Vec::new();
+    let mut conditional = 0;
     for (i, e) in kept.iter().enumerate() {
         let req = &e["request"];
         let method = req["method"].as_str().unwrap_or("GET").to_ascii_uppercase();
@@ -144,49 +334,68 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             url.insert(11, '/');
         }
         let mut headers: Vec<(String, String)> = Vec::new();
+        let mut was_conditional = false;
         for h in req["headers"].as_array().into_iter().flatten() {
             let (Some(n), Some(v)) = (h["name"].as_str(), h["value"].as_str()) else { continue };
             let lower = n.to_ascii_lowercase();
             if n.starts_with(':') || lower.starts_with("sec-") || DROPPED_HEADERS.contains(&lower.as_str()) {
                 continue;
             }
+            if CACHE_CONDITIONS.contains(&lower.as_str()) {
+                was_conditional = true;
+                continue;
+            }
+            if !is_token(n) {
+                warnings.push(format!("{at}: `{n}` is not a header name; left out"));
+                continue;
+            }
             headers.push((n.to_string(), v.to_string()));
         }
-        let mut body = req["postData"]["text"].as_str().map(str::to_string).filter(|b| !b.is_empty());
+        conditional += usize::from(was_conditional);
+        let post = &req["postData"];
+        let (mut body, mut multipart) = match post["text"].as_str().filter(|b| !b.is_empty()) {
+            Some(text) => (Some(text.to_string()), Vec::new()),
+            None => params_body(post, &at, &mut warnings),
+        };
+        if !multipart.is_empty() {
+            // The engine draws its own boundary.
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-type"));
+        }
         // Correlation: a value an earlier response returned — anywhere when it is distinctive,
         // or as the whole credential of a credential header (`Bearer <token>`) however short.
-        let mut correlate = |text: &mut String, credential: bool, steps: &mut Vec<Step>| {
-            for (at, path, value) in returned.iter() {
-                let whole_credential = credential
-                    && value.len() >= 2
-                    && (text.as_str() == value.as_str() || text.ends_with(&format!(" {value}")));
-                if !(whole_credential || distinctive(value) && text.contains(value.as_str())) {
-                    continue;
+        let mut var = |owner: usize, how: &Extract| {
+            let step = &mut steps[owner];
+            match step.extract.iter().find(|(_, h)| h == how) {
+                Some((v, _)) => v.clone(),
+                None => {
+                    let v = var_name(how.hint(), &mut taken);
+                    step.extract.push((v.clone(), how.clone()));
+                    v
                 }
-                let owner = &mut steps[*at];
-                let var = match owner.extract.iter().find(|(_, p)| p == path) {
-                    Some((v, _)) => v.clone(),
-                    None => {
-                        let v = var_name(path, &mut taken);
-                        owner.extract.push((v.clone(), path.clone()));
-                        v
-                    }
-                };
-                *text = text.replace(value.as_str(), &format!("{{{{{var}}}}}"));
             }
         };
-        correlate(&mut url, false, &mut steps);
+        returned.correlate(&mut url, false, &mut var);
         for (n, v) in headers.iter_mut() {
-            correlate(v, is_credential(n), &mut steps);
+            returned.correlate(v, is_credential(n), &mut var);
         }
         if let Some(b) = body.as_mut() {
-            correlate(b, false, &mut steps);
-            // A UUID the page made itself (no response returned it): a new one on every run, as
-            // the page would make (an order id recorded once is a duplicate the second time).
-            let fresh = fresh_uuids(b);
-            if fresh > 0 {
-                generated.push(format!("request {}: {fresh} UUID(s) the client made are `uuid()`", i + 1));
+            returned.correlate(b, false, &mut var);
+        }
+        for p in multipart.iter_mut() {
+            if let Some(v) = p.value.as_mut() {
+                returned.correlate(v, false, &mut var);
             }
+        }
+        // A UUID the page made itself (no response returned it): a new one on every run, as
+        // the page would make (an order id recorded once is a duplicate the second time).
+        let mut fresh = body.as_mut().map_or(0, fresh_uuids);
+        for (n, v) in headers.iter_mut() {
+            if !is_credential(n) {
+                fresh += fresh_uuids(v);
+            }
+        }
+        if fresh > 0 {
+            generated.push(format!("request {}: {fresh} UUID(s) the client made are `uuid()`", i + 1));
         }
         // What is still a credential after the correlation comes from the environment.
         for (n, v) in headers.iter_mut() {
@@ -207,22 +416,31 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
         };
         let path = url.trim_start_matches("{{baseUrl}}").split('?').next().unwrap_or("/").to_string();
         let name = unique_name(&mut names, format!("{method} {path}"));
-        let status = e["response"]["status"].as_u64().unwrap_or(0) as u16;
+        let recorded = e["response"]["status"].as_u64().unwrap_or(0) as u16;
+        let status = if recorded == 304 && was_conditional { 200 } else { recorded };
         let started = e["startedDateTime"].as_str().unwrap_or_default();
         steps.push(Step {
-            comment: format!("recorded {started}: {method} {shown} → {status}"),
+            comment: format!("recorded {started}: {method} {shown} → {recorded}"),
             name,
             method,
             url,
             headers,
             body,
+            multipart: std::mem::take(&mut multipart),
             status: (100..600).contains(&status).then_some(status),
             ..Step::default()
         });
-        let content = &e["response"]["content"];
-        if content["mimeType"].as_str().is_some_and(|m| m.contains("json"))
-            && let Some(text) = content["text"].as_str()
-        {
+        // What this response returns, for the requests after it.
+        let response = &e["response"];
+        for h in response["headers"].as_array().into_iter().flatten() {
+            let (Some(n), Some(v)) = (h["name"].as_str(), h["value"].as_str()) else { continue };
+            if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("etag") {
+                returned.add(i, v.to_string(), Extract::Header(n.to_string()));
+            }
+        }
+        let content = &response["content"];
+        let mime = content["mimeType"].as_str().unwrap_or_default();
+        if let Some(text) = content["text"].as_str() {
             let decoded;
             let text = if content["encoding"] == "base64" {
                 decoded = base64_decode(text);
@@ -230,13 +448,28 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             } else {
                 text
             };
-            if let Ok(v) = serde_json::from_str::<Value>(text) {
+            if mime.contains("json")
+                && let Ok(v) = serde_json::from_str::<Value>(text)
+            {
                 let mut found = Vec::new();
                 leaves(&v, String::new(), &mut found);
-                returned
-                    .extend(found.into_iter().map(|(p, value)| (i, if p.is_empty() { "$".into() } else { p }, value)));
+                for (p, value) in found {
+                    returned.add(i, value, Extract::Json(if p.is_empty() { "$".into() } else { p }));
+                }
+            } else if mime.contains("html") {
+                for (field, value) in form_fields(text) {
+                    if distinctive(&value) {
+                        let regex = format!("name=\"{}\"[^>]*value=\"([^\"]*)\"", regex_literal(&field));
+                        returned.add(i, value, Extract::Regex(regex, field));
+                    }
+                }
             }
         }
+    }
+    if conditional > 0 {
+        warnings.push(format!(
+            "{conditional} request(s) sent If-None-Match / If-Modified-Since from the browser's cache: left out (a VU has no cache), a recorded 304 expected as 200"
+        ));
     }
     if kept.iter().any(|e| {
         e["request"]["headers"]

@@ -58,6 +58,70 @@ fn pairs(tree: &Node) -> Vec<(&Node, Option<&Node>)> {
     out
 }
 
+/// Where the `}` closing a `${` (its text is `after`) is: nested `${…}` skipped, `\\x` escapes
+/// too.
+fn matching_close(after: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut chars = after.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '$' if chars.peek().map(|(_, c)| *c) == Some('{') => {
+                chars.next();
+                depth += 1;
+            }
+            '}' if depth == 0 => return Some(i),
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `name(args)` → the name and its arguments (split at commas outside nested `${…}` and
+/// parentheses; `\\,` is a comma of the argument); a plain name has none.
+fn split_call(inner: &str) -> (&str, Vec<String>) {
+    let Some(open) = inner.find('(') else { return (inner.trim(), Vec::new()) };
+    let name = inner[..open].trim();
+    let body = inner[open + 1..].strip_suffix(')').unwrap_or(&inner[open + 1..]);
+    let mut args = Vec::new();
+    let mut arg = String::new();
+    let (mut braces, mut parens) = (0usize, 0usize);
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&',') => {
+                arg.push(',');
+                chars.next();
+            }
+            '$' if chars.peek() == Some(&'{') => {
+                braces += 1;
+                arg.push('$');
+            }
+            '}' if braces > 0 => {
+                braces -= 1;
+                arg.push('}');
+            }
+            '(' => {
+                parens += 1;
+                arg.push('(');
+            }
+            ')' if parens > 0 => {
+                parens -= 1;
+                arg.push(')');
+            }
+            ',' if braces == 0 && parens == 0 => args.push(std::mem::take(&mut arg)),
+            c => arg.push(c),
+        }
+    }
+    if !body.is_empty() || !args.is_empty() {
+        args.push(arg);
+    }
+    (name, args)
+}
+
 fn enabled(e: &Node) -> bool {
     e.attr("enabled") != Some("false")
 }
@@ -98,56 +162,144 @@ impl Plan {
         self.vars.insert(name, value.into());
     }
 
-    /// JMeter's `${…}` in `text` as Stampede templates.
+    /// JMeter's `${…}` in `text` as Stampede templates (nested ones too: `${__Random(1,${max})}`);
+    /// the text around them kept as text.
     fn templates(&mut self, text: &str, at: &str) -> String {
         let mut out = String::new();
         let mut rest = text;
         while let Some(open) = rest.find("${") {
-            out.push_str(&rest[..open]);
+            out.push_str(&super::literal(&rest[..open]));
             let after = &rest[open + 2..];
-            // The matching `}` (functions may hold parentheses, not braces).
-            let Some(close) = after.find('}') else {
-                out.push_str(&rest[open..]);
+            let Some(close) = matching_close(after) else {
+                out.push_str(&super::literal(&rest[open..]));
                 return out;
             };
             let inner = after[..close].trim();
-            let (func, args) = match inner.split_once('(') {
-                Some((f, a)) => (f.trim(), a.trim_end_matches(')').split(',').map(str::trim).collect::<Vec<_>>()),
-                None => (inner, Vec::new()),
-            };
-            let converted = match func {
-                "__UUID" => "{{ uuid() }}".to_string(),
-                "__Random" if args.len() >= 2 => format!("{{{{ randomInt({}, {}) }}}}", args[0], args[1]),
-                "__time" => "{{ unixMillis() }}".to_string(),
-                "__threadNum" => "{{ vu.id }}".to_string(),
-                "__P" | "__property" if !args.is_empty() => {
-                    let var = args[0].to_ascii_uppercase().replace(['.', '-'], "_");
-                    self.secrets.env.entry(var.clone()).or_insert_with(|| format!("{at}: JMeter property {}", args[0]));
-                    format!("{{{{env.{var}}}}}")
+            let converted = self.reference(inner, at);
+            out.push_str(&converted);
+            rest = &after[close + 1..];
+        }
+        out.push_str(&super::literal(rest));
+        out
+    }
+
+    /// One `${inner}`: a function call or a variable, as a template.
+    fn reference(&mut self, inner: &str, at: &str) -> String {
+        let (func, args) = split_call(inner);
+        match (func, args.as_slice()) {
+            ("__UUID", _) => "{{ uuid() }}".to_string(),
+            ("__Random", [a, b, ..]) => {
+                let (a, b) = (self.int_expr(a, at), self.int_expr(b, at));
+                format!("{{{{ randomInt({a}, {b}) }}}}")
+            }
+            ("__RandomString", [n, ..]) => {
+                if args.len() > 1 {
+                    self.warnings.push(format!(
+                        "{at}: `${{{inner}}}`: the characters to draw from are not converted (letters and digits)"
+                    ));
                 }
-                f if f.starts_with("__") => {
-                    self.warnings.push(format!("{at}: JMeter function `${{{inner}}}` is not converted; left as text"));
-                    format!("{{{{ '{}' }}}}", inner.replace('\'', ""))
+                format!("{{{{ randomString({}) }}}}", self.int_expr(n, at))
+            }
+            ("__time", []) => "{{ unixMillis() }}".to_string(),
+            ("__time", [f, ..]) if f.trim().is_empty() => "{{ unixMillis() }}".to_string(),
+            ("__time", [f, ..]) if f.trim() == "/1000" => "{{ unixMillis() / 1000 }}".to_string(),
+            ("__threadNum", _) => "{{ vu.id }}".to_string(),
+            ("__urlencode", [v]) => format!("{{{{ urlEncode({}) }}}}", self.text_expr(v, at)),
+            ("__P" | "__property", [name, rest @ ..]) => {
+                let var = super::env_name(name.trim());
+                self.secrets.env.entry(var.clone()).or_insert_with(|| {
+                    format!(
+                        "{at}: JMeter property {}{}",
+                        name.trim(),
+                        match rest.first() {
+                            Some(d) => format!(" (JMeter's default: {})", d.trim()),
+                            None => String::new(),
+                        }
+                    )
+                });
+                match rest.first() {
+                    Some(d) => format!("{{{{env.{var}:-{}}}}}", d.trim().replace('}', "")),
+                    None => format!("{{{{env.{var}}}}}"),
                 }
-                name => match self.columns.get(name) {
+            }
+            (f, _) if f.starts_with("__") => {
+                self.warnings.push(format!("{at}: JMeter function `${{{inner}}}` is not converted; left as text"));
+                super::literal(&format!("${{{inner}}}"))
+            }
+            _ => {
+                let name = inner;
+                match self.columns.get(name) {
                     Some(set) => format!("{{{{{set}.{name}}}}}"),
                     None if self.vars.contains_key(name) || self.extracted.contains(name) => format!("{{{{{name}}}}}"),
                     // Defined nowhere in the plan (a `-J` property, an element not converted).
                     None => {
-                        let var = name.to_ascii_uppercase().replace(['.', '-', ' '], "_");
+                        let var = super::env_name(name);
                         self.secrets
                             .env
                             .entry(var.clone())
                             .or_insert_with(|| format!("{at}: `${{{name}}}`, defined nowhere in the plan"));
                         format!("{{{{env.{var}}}}}")
                     }
-                },
-            };
-            out.push_str(&converted);
-            rest = &after[close + 1..];
+                }
+            }
         }
-        out.push_str(rest);
-        out
+    }
+
+    /// A function's argument as an expression of an integer: a number as it is, a variable or
+    /// function through `int(…)`.
+    fn int_expr(&mut self, arg: &str, at: &str) -> String {
+        let arg = arg.trim();
+        if arg.parse::<i64>().is_ok() {
+            return arg.to_string();
+        }
+        format!("int({})", self.text_expr(arg, at))
+    }
+
+    /// A function's argument as an expression of its text: `'text'`, a variable's name, or a
+    /// nested function's expression.
+    fn text_expr(&mut self, arg: &str, at: &str) -> String {
+        let t = self.templates(arg, at);
+        // One hole alone: its inside is the expression (`{{max}}` → `max`).
+        if let Some(inner) = t.strip_prefix("{{").and_then(|r| r.strip_suffix("}}"))
+            && !inner.contains("{{")
+            && !inner.trim().starts_with("env.")
+        {
+            return inner.trim().to_string();
+        }
+        if let Some(inner) = t.strip_prefix("{{env.").and_then(|r| r.strip_suffix("}}"))
+            && let Some((_, default)) = inner.split_once(":-")
+        {
+            return format!("'{}'", default.replace('\\', "\\\\").replace('\'', "\\'"));
+        }
+        format!("'{}'", arg.replace('\\', "\\\\").replace('\'', "\\'"))
+    }
+
+    /// A number of a thread group (threads, loops, seconds) as JMeter would read it: a number,
+    /// `${__P(name,default)}` (its default: no property is set here), or a variable of the plan.
+    fn number(&mut self, text: Option<&str>, at: &str, what: &str) -> Option<i64> {
+        let text = text?.trim();
+        if text.is_empty() {
+            return None;
+        }
+        if let Ok(n) = text.parse() {
+            return Some(n);
+        }
+        let inner = text.strip_prefix("${").and_then(|r| r.strip_suffix('}'));
+        let value = inner.and_then(|inner| match split_call(inner) {
+            ("__P" | "__property", args) => args.get(1).map(|d| d.trim().to_string()),
+            (name, args) if args.is_empty() => self.vars.get(name).and_then(|v| v.as_str()).map(str::to_string),
+            _ => None,
+        });
+        match value.as_deref().and_then(|v| v.trim().parse().ok()) {
+            Some(n) => {
+                self.warnings.push(format!("{at}: {what} `{text}` is {n} here (JMeter's default): edit it to change"));
+                Some(n)
+            }
+            None => {
+                self.warnings.push(format!("{at}: {what} `{text}` is not a number here; left at its default"));
+                None
+            }
+        }
     }
 
     /// Folds a level's configuration into `scope`; registers data sets and variables.
@@ -297,25 +449,44 @@ impl Plan {
         for (e, sub) in level.iter().filter(|(e, _)| enabled(e)) {
             let at = format!("`{}`", label(e));
             match e.name.as_str() {
-                "HTTPSamplerProxy" => out.push(self.sampler(e, *sub, &scope)),
+                "HTTPSamplerProxy" | "HTTPSampler" | "HTTPSampler2" => out.push(self.sampler(e, *sub, &scope)),
                 "TransactionController" => {
                     let steps = self.steps(*sub, &scope);
-                    out.push(json!({"name": label(e), "group": label(e), "steps": steps}));
+                    self.block(&mut out, &at, json!({"name": label(e), "group": label(e), "steps": steps}));
                 }
                 "LoopController" => {
                     let loops = e.prop_text("LoopController.loops").unwrap_or("1").trim().to_string();
                     let steps = self.steps(*sub, &scope);
-                    match loops.parse::<i64>() {
-                        Ok(n) if n >= 0 => out.push(json!({"name": label(e), "repeat": {"count": n}, "steps": steps})),
+                    match self.number(Some(&loops), &at, "its loop count") {
+                        Some(n) if n >= 0 => {
+                            self.block(&mut out, &at, json!({"name": label(e), "repeat": {"count": n}, "steps": steps}))
+                        }
                         _ => {
                             self.warnings.push(format!("{at}: a loop of `{loops}` runs once"));
-                            out.push(json!({"name": label(e), "steps": steps}));
+                            self.block(&mut out, &at, json!({"name": label(e), "steps": steps}));
                         }
                     }
                 }
-                "GenericController" => {
+                "GenericController"
+                | "RecordingController"
+                | "OnceOnlyController"
+                | "InterleaveControl"
+                | "RandomController"
+                | "RandomOrderController"
+                | "ThroughputController"
+                | "RunTime"
+                | "WhileController"
+                | "ForeachController"
+                | "SwitchController"
+                | "CriticalSectionController" => {
+                    if e.name != "GenericController" && e.name != "RecordingController" {
+                        self.warnings.push(format!(
+                            "{at}: a `{}` is not converted: its samplers run in order, every pass",
+                            e.name
+                        ));
+                    }
                     let steps = self.steps(*sub, &scope);
-                    out.push(json!({"name": label(e), "steps": steps}));
+                    self.block(&mut out, &at, json!({"name": label(e), "steps": steps}));
                 }
                 "IfController" => {
                     self.warnings.push(format!(
@@ -323,7 +494,7 @@ impl Plan {
                         e.prop_text("IfController.condition").unwrap_or_default()
                     ));
                     let steps = self.steps(*sub, &scope);
-                    out.push(json!({"name": label(e), "steps": steps}));
+                    self.block(&mut out, &at, json!({"name": label(e), "steps": steps}));
                 }
                 "HeaderManager" | "ConfigTestElement" | "CookieManager" | "CSVDataSet" | "Arguments"
                 | "ConstantTimer" | "UniformRandomTimer" | "ResponseAssertion" | "JSONPostProcessor"
@@ -333,6 +504,15 @@ impl Plan {
             }
         }
         out
+    }
+
+    /// A logic controller as a block, or (holding no step Stampede converts) left out and listed.
+    fn block(&mut self, out: &mut Vec<Value>, at: &str, block: Value) {
+        if block["steps"].as_array().is_none_or(Vec::is_empty) {
+            self.warnings.push(format!("{at}: holds no sampler Stampede converts; left out"));
+        } else {
+            out.push(block);
+        }
     }
 
     fn sampler(&mut self, e: &Node, sub: Option<&Node>, outer: &Scope) -> Value {
@@ -362,7 +542,24 @@ impl Plan {
         }
         let p = |k: &str| e.prop_text(k).filter(|v| !v.trim().is_empty()).map(|v| v.trim().to_string());
         let (dp, dd, dport) = scope.defaults.clone();
-        let method = p("HTTPSampler.method").unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
+        let mut method = p("HTTPSampler.method").unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
+        if method.contains("${") {
+            // A variable of the plan with a constant method, or GET.
+            let resolved = method
+                .strip_prefix("${")
+                .and_then(|m| m.strip_suffix('}'))
+                .and_then(|name| self.vars.get(name).or_else(|| self.vars.get(&name.to_ascii_lowercase())))
+                .and_then(Value::as_str)
+                .map(str::to_ascii_uppercase)
+                .filter(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_alphabetic()));
+            match resolved {
+                Some(m) => method = m,
+                None => {
+                    self.warnings.push(format!("{at}: method `{method}` is not a constant method: GET here"));
+                    method = "GET".into();
+                }
+            }
+        }
         let path = p("HTTPSampler.path").unwrap_or_else(|| "/".into());
         let url = if path.starts_with("http://") || path.starts_with("https://") {
             let templated = self.templates(&path, &at);
@@ -377,11 +574,19 @@ impl Plan {
             let protocol = p("HTTPSampler.protocol").or(dp).unwrap_or_else(|| "http".into());
             let domain = p("HTTPSampler.domain").or(dd).unwrap_or_default();
             let port = p("HTTPSampler.port").or(dport);
-            let origin = match port {
-                Some(port) => format!("{protocol}://{domain}:{port}"),
-                None => format!("{protocol}://{domain}"),
+            let origin = match (domain.is_empty(), port) {
+                // No server name anywhere (a template plan): the origin comes from BASE_URL.
+                (true, _) => {
+                    let var = super::command::BASE_URL;
+                    self.secrets
+                        .env
+                        .entry(var.into())
+                        .or_insert_with(|| format!("{at}: no server name, here or in HTTP Request Defaults"));
+                    format!("{{{{env.{var}}}}}")
+                }
+                (false, Some(port)) => self.templates(&format!("{protocol}://{domain}:{port}"), &at),
+                (false, None) => self.templates(&format!("{protocol}://{domain}"), &at),
             };
-            let origin = self.templates(&origin, &at);
             self.origins.push(origin.clone());
             let path = if path.starts_with('/') { path } else { format!("/{path}") };
             format!("{origin}{}", self.templates(&path, &at))
@@ -430,24 +635,35 @@ impl Plan {
         step
     }
 
-    /// A thread group's load: threads × loops iterations, or threads for its duration.
+    /// A thread group's load: threads × loops iterations, or threads for its duration; a ramp-up
+    /// with a duration ramps the VUs up (ramping-vus), as JMeter starts its threads.
     fn load(&mut self, g: &Node) -> Value {
         let at = format!("`{}`", label(g));
-        let int = |k: &str| g.prop_text(k).and_then(|v| v.trim().parse::<i64>().ok());
-        let threads = int("ThreadGroup.num_threads").unwrap_or(1).max(1);
+        let threads = self.number(g.prop_text("ThreadGroup.num_threads"), &at, "its thread count").unwrap_or(1).max(1);
         let main = g.children.iter().find(|c| c.attr("name") == Some("ThreadGroup.main_controller"));
-        let loops = main
-            .and_then(|m| m.prop_text("LoopController.loops"))
-            .and_then(|l| l.trim().parse::<i64>().ok())
-            .unwrap_or(1);
+        let loops =
+            self.number(main.and_then(|m| m.prop_text("LoopController.loops")), &at, "its loop count").unwrap_or(1);
+        let scheduled = g.prop_text("ThreadGroup.scheduler") == Some("true");
         let duration =
-            (g.prop_text("ThreadGroup.scheduler") == Some("true")).then(|| int("ThreadGroup.duration")).flatten();
-        if int("ThreadGroup.ramp_time").unwrap_or(0) > 0 {
-            self.warnings.push(format!("{at}: its ramp-up is not converted: every VU starts at once"));
-        }
+            if scheduled { self.number(g.prop_text("ThreadGroup.duration"), &at, "its duration") } else { None };
+        let ramp = self.number(g.prop_text("ThreadGroup.ramp_time"), &at, "its ramp-up").unwrap_or(0).max(0);
         match (duration, loops) {
-            (Some(d), _) => json!({"executor": "constant-vus", "vus": threads, "duration": format!("{d}s")}),
-            (None, l) if l >= 0 => json!({"executor": "constant-vus", "vus": threads, "iterations": threads * l}),
+            (Some(d), _) if ramp > 0 && ramp < d => json!({
+                "executor": "ramping-vus",
+                "stages": [
+                    {"duration": format!("{ramp}s"), "target": threads},
+                    {"duration": format!("{}s", d - ramp), "target": threads}
+                ]
+            }),
+            (Some(d), _) => json!({"executor": "constant-vus", "vus": threads, "duration": format!("{}s", d.max(1))}),
+            (None, l) if l >= 0 => {
+                if ramp > 0 {
+                    self.warnings.push(format!(
+                        "{at}: its ramp-up ({ramp} s) over a loop count is not converted: every VU starts at once"
+                    ));
+                }
+                json!({"executor": "constant-vus", "vus": threads, "iterations": (threads * l).max(1)})
+            }
             (None, _) => {
                 self.warnings.push(format!("{at}: it loops forever without a duration: one iteration per thread here"));
                 json!({"executor": "constant-vus", "vus": threads, "iterations": threads})
@@ -493,8 +709,30 @@ pub(crate) fn jmx(text: &str, source: &str) -> Result<Imported, String> {
             other => plan.warnings.push(format!("`{}`: element `{other}` is not converted", label(g))),
         }
     }
-    if scenarios.iter().all(|s| s["steps"].as_array().is_none_or(Vec::is_empty)) {
+    // A thread group without a sampler Stampede converts is no scenario (listed).
+    scenarios.retain(|s| {
+        let empty = s["steps"].as_array().is_none_or(Vec::is_empty);
+        if empty {
+            plan.warnings
+                .push(format!("`{}`: holds no HTTP sampler; left out", s["name"].as_str().unwrap_or_default()));
+        }
+        !empty
+    });
+    if scenarios.is_empty() {
         return Err(format!("{source}: no thread group with an HTTP sampler to import"));
+    }
+    // JMeter's default names ("Thread Group", "HTTP Request") repeat; Stampede's may not.
+    let mut taken = BTreeMap::new();
+    for s in &mut scenarios {
+        s["name"] = super::unique_name(&mut taken, s["name"].as_str().unwrap_or("Thread Group").to_string()).into();
+        let mut steps_taken = BTreeMap::new();
+        unique_step_names(&mut s["steps"], &mut steps_taken);
+    }
+    let mut once_taken = BTreeMap::new();
+    for steps in [&mut setup, &mut teardown] {
+        for step in steps.iter_mut() {
+            rename(step, &mut once_taken);
+        }
     }
     // One origin for every sampler: the scenario's baseUrl.
     let base = plan.origins.first().filter(|o| plan.origins.iter().all(|x| x == *o)).cloned();
@@ -530,6 +768,24 @@ pub(crate) fn jmx(text: &str, source: &str) -> Result<Imported, String> {
     Ok(imported.scrubbed(&plan.secrets))
 }
 
+/// Every step of `steps` (blocks' too) named uniquely within `taken`.
+fn unique_step_names(steps: &mut Value, taken: &mut BTreeMap<String, usize>) {
+    for step in steps.as_array_mut().into_iter().flatten() {
+        rename(step, taken);
+    }
+}
+
+fn rename(step: &mut Value, taken: &mut BTreeMap<String, usize>) {
+    let name = step["name"].as_str().unwrap_or("step").to_string();
+    step["name"] = super::unique_name(taken, name).into();
+    if step.get("group").is_some() {
+        step["group"] = step["name"].clone();
+    }
+    if step.get("steps").is_some() {
+        unique_step_names(&mut step["steps"], taken);
+    }
+}
+
 fn count_requests(file: &stampede_model::scenario::ScenarioFile) -> usize {
     fn count(steps: &[stampede_model::scenario::Step]) -> usize {
         steps.iter().map(|s| usize::from(s.request.is_some()) + count(&s.steps)).sum()
@@ -552,7 +808,7 @@ mod tests {
         );
         assert_eq!(
             out,
-            "{{users.user}}-{{token}}-{{ uuid() }}-{{ randomInt(1, 5) }}-{{ vu.id }}-{{env.HOST}}-{{ '__jexl3(1)' }}-{{env.NOWHERE}}"
+            "{{users.user}}-{{token}}-{{ uuid() }}-{{ randomInt(1, 5) }}-{{ vu.id }}-{{env.HOST}}-{{ '$' }}{__jexl3(1)}-{{env.NOWHERE}}"
         );
         assert!(plan.secrets.env["NOWHERE"].contains("defined nowhere in the plan"));
         assert!(plan.warnings[0].contains("`${__jexl3(1)}` is not converted"), "{:?}", plan.warnings);

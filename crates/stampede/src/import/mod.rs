@@ -93,8 +93,8 @@ pub(crate) struct Step {
     pub(crate) redirects: Option<u32>,
     /// The status to check.
     pub(crate) status: Option<u16>,
-    /// Correlated values: variable → the JSON path of the response that returns it.
-    pub(crate) extract: Vec<(String, String)>,
+    /// Correlated values: variable → where the response returns it.
+    pub(crate) extract: Vec<(String, Extract)>,
 }
 
 impl Step {
@@ -149,9 +149,36 @@ impl Step {
         }
         if !self.extract.is_empty() {
             yaml.push_str("        extract:  # correlated: later requests send these\n");
-            for (var, path) in &self.extract {
-                yaml.push_str(&format!("          {var}: {{json: {}}}\n", scalar(path)));
+            for (var, how) in &self.extract {
+                let spec = match how {
+                    Extract::Json(path) => format!("{{json: {}}}", flow_scalar(path)),
+                    Extract::Header(name) => format!("{{header: {}}}", flow_scalar(name)),
+                    Extract::Regex(regex, _) => format!("{{regex: {}, group: 1}}", double_quoted(regex)),
+                };
+                yaml.push_str(&format!("          {}: {spec}\n", scalar(var)));
             }
+        }
+    }
+}
+
+/// Where a correlated value is in a response.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Extract {
+    /// A JSON path of the body.
+    Json(String),
+    /// A header (`Location`, `ETag`).
+    Header(String),
+    /// A regular expression of the body with one group, and the name it names (an HTML form
+    /// field's).
+    Regex(String, String),
+}
+
+impl Extract {
+    /// What the variable is named after: a path's last field, a header's or a field's name.
+    pub(crate) fn hint(&self) -> &str {
+        match self {
+            Extract::Json(p) => p,
+            Extract::Header(n) | Extract::Regex(_, n) => n,
         }
     }
 }
@@ -266,6 +293,12 @@ pub(crate) fn block_or_scalar(text: &str, indent: usize) -> String {
         }
     }
     out
+}
+
+/// A YAML scalar inside a flow collection (`{json: …}`), where `[`, `]`, `{`, `}` and `,` end a
+/// plain one: quoted when it holds any.
+pub(crate) fn flow_scalar(text: &str) -> String {
+    if text.contains(['[', ']', '{', '}', ',']) { double_quoted(text) } else { scalar(text) }
 }
 
 /// `text` as a YAML double-quoted scalar: `"` and `\` escaped, and so are line breaks and

@@ -53,16 +53,22 @@ impl<'a> Doc<'a> {
     /// type and format.
     fn sample(&mut self, schema: &'a Value, at: &str, depth: usize) -> serde_json::Value {
         let Some(s) = self.resolve(schema, at) else { return serde_json::Value::Null };
+        // What the document gives is text as it is (an example's `{{name}}` is no template).
+        let given = |v: &Value| {
+            let mut v = serde_json::to_value(v).unwrap_or_default();
+            literal_json(&mut v);
+            v
+        };
         for key in ["example", "default"] {
             if let Some(v) = s.get(key) {
-                return serde_json::to_value(v).unwrap_or_default();
+                return given(v);
             }
         }
         if let Some(v) = s.get("examples").and_then(Value::as_sequence).and_then(|e| e.first()) {
-            return serde_json::to_value(v).unwrap_or_default();
+            return given(v);
         }
         if let Some(v) = s.get("enum").and_then(Value::as_sequence).and_then(|e| e.first()) {
-            return serde_json::to_value(v).unwrap_or_default();
+            return given(v);
         }
         if depth >= MAX_DEPTH {
             return serde_json::Value::Null;
@@ -95,7 +101,7 @@ impl<'a> Doc<'a> {
                 if let Some(props) = s.get("properties").and_then(Value::as_mapping) {
                     for (k, v) in props {
                         if let Some(k) = k.as_str() {
-                            o.insert(k.to_string(), self.sample(v, at, depth + 1));
+                            o.insert(super::literal(k), self.sample(v, at, depth + 1));
                         }
                     }
                 }
@@ -177,18 +183,301 @@ fn security(
     out
 }
 
+/// YAML integers past what the reader holds (`maximum: 18446744073709551616`, `minimum:
+/// -1e400`-like limits in generated specs) as the text they are written as, so the document
+/// reads: a plain scalar of 20 digits or more becomes a quoted one. Text elsewhere untouched.
+fn quote_big_integers(text: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut last = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if !(bytes[i] == b'-' || bytes[i].is_ascii_digit()) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let sign = usize::from(bytes[i] == b'-');
+        let mut j = i + sign;
+        while j < bytes.len() && bytes[j].is_ascii_digit() {
+            j += 1;
+        }
+        let digits = j - i - sign;
+        let before = text[..start].trim_end_matches(' ');
+        let opens = before.ends_with(':') || before.ends_with('-') || before.ends_with('[') || before.ends_with(',');
+        let after = text[j..].trim_start_matches(' ');
+        let closes = after.is_empty() || after.starts_with(['\n', '\r', ',', ']', '}', '#']);
+        if digits >= 20 && opens && closes && (start == 0 || !bytes[start - 1].is_ascii_alphanumeric()) {
+            let o = out.get_or_insert_with(String::new);
+            o.push_str(&text[last..start]);
+            o.push('\'');
+            o.push_str(&text[start..j]);
+            o.push('\'');
+            last = j;
+        }
+        i = if j > i { j } else { i + 1 };
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(&text[last..]);
+            std::borrow::Cow::Owned(o)
+        }
+        None => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// A JSON document's raw control characters inside strings (which JSON forbids and some
+/// generators write) escaped, so it reads.
+fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in text.chars() {
+        if in_string && c < ' ' {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            continue;
+        }
+        match c {
+            '\\' if in_string => escaped = !escaped,
+            '"' if !escaped => in_string = !in_string,
+            _ => escaped = false,
+        }
+        if c != '\\' {
+            escaped = false;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The document as a YAML value: JSON read as JSON (its escapes, surrogate pairs and all),
+/// else YAML.
+fn read_document(text: &str, source: &str) -> Result<Value, String> {
+    let not = |e: String| format!("{source}: not an OpenAPI description (JSON or YAML): {e}");
+    if text.trim_start().starts_with('{') {
+        let json = match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(j) => j,
+            Err(e) if e.to_string().contains("control character") => {
+                serde_json::from_str(&escape_controls(text)).map_err(|e| not(e.to_string()))?
+            }
+            Err(e) => return Err(not(e.to_string())),
+        };
+        return serde_yaml::to_value(json).map_err(|e| not(e.to_string()));
+    }
+    serde_yaml::from_str(&quote_big_integers(text)).map_err(|e| not(e.to_string()))
+}
+
+/// Every text of a sample body (keys and values) as Stampede sends it as it is: an example's
+/// `{{Sender_Name}}` is text, not a template.
+fn literal_json(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => *s = super::literal(s),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(literal_json),
+        serde_json::Value::Object(o) => {
+            let old = std::mem::take(o);
+            for (k, mut x) in old {
+                literal_json(&mut x);
+                o.insert(super::literal(&k), x);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A Swagger 2.0 document in OpenAPI 3's shape, as far as an import reads it: `servers` from
+/// `schemes`, `host` and `basePath`; `in: body` and `in: formData` parameters as a
+/// `requestBody`; a parameter's type as its `schema`; `definitions`, `parameters`,
+/// `responses` and `securityDefinitions` under `components`, with every `$ref` to them.
+fn from_swagger(mut doc: Value) -> Value {
+    fn refs(v: &mut Value) {
+        match v {
+            Value::Mapping(m) => {
+                for (k, x) in m.iter_mut() {
+                    if k.as_str() == Some("$ref")
+                        && let Value::String(r) = x
+                    {
+                        for (from, to) in [
+                            ("#/definitions/", "#/components/schemas/"),
+                            ("#/parameters/", "#/components/parameters/"),
+                            ("#/responses/", "#/components/responses/"),
+                        ] {
+                            if let Some(rest) = r.strip_prefix(from) {
+                                *r = format!("{to}{rest}");
+                            }
+                        }
+                    } else {
+                        refs(x);
+                    }
+                }
+            }
+            Value::Sequence(s) => s.iter_mut().for_each(refs),
+            _ => {}
+        }
+    }
+    refs(&mut doc);
+    let get = |d: &Value, k: &str| d.get(k).cloned();
+    let scheme = doc
+        .get("schemes")
+        .and_then(Value::as_sequence)
+        .and_then(|s| s.first())
+        .and_then(Value::as_str)
+        .unwrap_or("http")
+        .to_string();
+    let base_path = doc.get("basePath").and_then(Value::as_str).unwrap_or("").trim_end_matches('/').to_string();
+    let url = match doc.get("host").and_then(Value::as_str) {
+        Some(host) => format!("{scheme}://{host}{base_path}"),
+        None => base_path,
+    };
+    let consumes = doc
+        .get("consumes")
+        .and_then(Value::as_sequence)
+        .and_then(|s| s.first())
+        .and_then(Value::as_str)
+        .unwrap_or("application/json")
+        .to_string();
+    let mut components = serde_yaml::Mapping::new();
+    for (from, to) in [("definitions", "schemas"), ("parameters", "parameters"), ("responses", "responses")] {
+        if let Some(v) = get(&doc, from) {
+            components.insert(to.into(), v);
+        }
+    }
+    if let Some(Value::Mapping(defs)) = get(&doc, "securityDefinitions") {
+        let mut schemes = serde_yaml::Mapping::new();
+        for (name, mut def) in defs {
+            if def.get("type").and_then(Value::as_str) == Some("basic") {
+                def = serde_yaml::from_str("{type: http, scheme: basic}").unwrap_or(def);
+            }
+            schemes.insert(name, def);
+        }
+        components.insert("securitySchemes".into(), Value::Mapping(schemes));
+    }
+    let mut paths = doc.get("paths").cloned().unwrap_or(Value::Mapping(Default::default()));
+    for (_, item) in paths.as_mapping_mut().into_iter().flatten() {
+        let Some(item) = item.as_mapping_mut() else { continue };
+        let shared = item.get("parameters").cloned();
+        for (_, op) in item.iter_mut() {
+            let Some(op) = op.as_mapping_mut() else { continue };
+            let own_consumes = op
+                .get("consumes")
+                .and_then(Value::as_sequence)
+                .and_then(|s| s.first())
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let mut params: Vec<Value> =
+                shared.iter().chain(op.get("parameters")).filter_map(Value::as_sequence).flatten().cloned().collect();
+            if params.is_empty() {
+                continue;
+            }
+            let mut body = None;
+            let mut form = serde_yaml::Mapping::new();
+            let mut required_form = Vec::new();
+            params.retain(|p| match p.get("in").and_then(Value::as_str) {
+                Some("body") => {
+                    body = p.get("schema").cloned();
+                    false
+                }
+                Some("formData") => {
+                    let name = p.get("name").cloned().unwrap_or(Value::Null);
+                    let mut schema = p.clone();
+                    if let Some(m) = schema.as_mapping_mut() {
+                        for k in ["name", "in", "required", "description"] {
+                            m.remove(k);
+                        }
+                    }
+                    if p.get("required").and_then(Value::as_bool) == Some(true) {
+                        required_form.push(name.clone());
+                    }
+                    form.insert(name, schema);
+                    false
+                }
+                _ => true,
+            });
+            let params: Vec<Value> = params
+                .into_iter()
+                .map(|mut p| {
+                    if p.get("schema").is_none()
+                        && p.get("$ref").is_none()
+                        && let Some(m) = p.as_mapping_mut()
+                    {
+                        let mut schema = serde_yaml::Mapping::new();
+                        for k in ["type", "format", "enum", "default", "items", "minimum", "maximum"] {
+                            if let Some(v) = m.get(k).cloned() {
+                                schema.insert(k.into(), v);
+                            }
+                        }
+                        m.insert("schema".into(), Value::Mapping(schema));
+                    }
+                    p
+                })
+                .collect();
+            op.insert("parameters".into(), Value::Sequence(params));
+            let media = own_consumes.unwrap_or_else(|| consumes.clone());
+            let content = match (body, form.is_empty()) {
+                (Some(schema), _) => Some((media, serde_yaml::to_value(serde_json::json!({})).ok().map(|_| schema))),
+                (None, false) => {
+                    let media =
+                        if media.contains("multipart") { media } else { "application/x-www-form-urlencoded".into() };
+                    let mut schema = serde_yaml::Mapping::new();
+                    schema.insert("type".into(), "object".into());
+                    schema.insert("properties".into(), Value::Mapping(form));
+                    if !required_form.is_empty() {
+                        schema.insert("required".into(), Value::Sequence(required_form));
+                    }
+                    Some((media, Some(Value::Mapping(schema))))
+                }
+                (None, true) => None,
+            };
+            if let Some((media, Some(schema))) = content {
+                let mut m = serde_yaml::Mapping::new();
+                m.insert("schema".into(), schema);
+                let mut c = serde_yaml::Mapping::new();
+                c.insert(media.into(), Value::Mapping(m));
+                let mut rb = serde_yaml::Mapping::new();
+                rb.insert("content".into(), Value::Mapping(c));
+                op.insert("requestBody".into(), Value::Mapping(rb));
+            }
+        }
+        item.remove("parameters");
+        if let Some(p) = shared.filter(|_| false) {
+            item.insert("parameters".into(), p);
+        }
+    }
+    let mut out = serde_yaml::Mapping::new();
+    out.insert("openapi".into(), "3.0.0".into());
+    if let Some(info) = get(&doc, "info") {
+        out.insert("info".into(), info);
+    }
+    let mut server = serde_yaml::Mapping::new();
+    server.insert("url".into(), if url.is_empty() { "/".into() } else { url.into() });
+    out.insert("servers".into(), Value::Sequence(vec![Value::Mapping(server)]));
+    out.insert("paths".into(), paths);
+    out.insert("components".into(), Value::Mapping(components));
+    if let Some(sec) = get(&doc, "security") {
+        out.insert("security".into(), sec);
+    }
+    Value::Mapping(out)
+}
+
 /// Imports an OpenAPI 3.0 or 3.1 description from `source`.
 pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
-    let root: Value = serde_yaml::from_str(text_in)
-        .map_err(|e| format!("{source}: not an OpenAPI description (JSON or YAML): {e}"))?;
-    if root.get("swagger").is_some() {
-        return Err(format!("{source}: Swagger 2.0 is not supported; convert it to OpenAPI 3 first"));
+    let mut root = read_document(text_in, source)?;
+    let mut swagger = false;
+    if let Some(v) = root.get("swagger") {
+        let v = v.as_str().map(str::to_string).unwrap_or_else(|| format!("{v:?}"));
+        if !v.starts_with('2') {
+            return Err(format!("{source}: `swagger: {v}` is not Swagger 2.0"));
+        }
+        root = from_swagger(root);
+        swagger = true;
     }
     let version = root.get("openapi").and_then(Value::as_str).unwrap_or_default().to_string();
-    if !version.starts_with("3.0") && !version.starts_with("3.1") {
-        return Err(format!("{source}: `openapi: {version}` is not 3.0 or 3.1"));
+    if !version.starts_with("3.") {
+        return Err(format!("{source}: `openapi: {version}` is not OpenAPI 3 (nor Swagger 2.0)"));
     }
     let mut doc = Doc { root: &root, warnings: Vec::new() };
+    if swagger {
+        doc.warnings.push("a Swagger 2.0 document: read as OpenAPI 3 (servers from host and basePath, body and form parameters as request bodies)".into());
+    }
     let mut secrets = Secrets::default();
     // The first server, its variables at their defaults.
     let server = root.get("servers").and_then(Value::as_sequence).and_then(|s| s.first());
@@ -235,7 +524,11 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                     continue;
                 }
                 let value = match p.get("example") {
-                    Some(e) => serde_json::to_value(e).unwrap_or_default(),
+                    Some(e) => {
+                        let mut e = serde_json::to_value(e).unwrap_or_default();
+                        literal_json(&mut e);
+                        e
+                    }
                     None => match p.get("schema") {
                         Some(s) => doc.sample(s, &at, 0),
                         None => serde_json::Value::String("1".into()),
@@ -270,7 +563,11 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                     })
                 }) {
                     json = Some(match (m.get("example"), m.get("schema")) {
-                        (Some(e), _) => serde_json::to_value(e).unwrap_or_default(),
+                        (Some(e), _) => {
+                            let mut e = serde_json::to_value(e).unwrap_or_default();
+                            literal_json(&mut e);
+                            e
+                        }
                         (None, Some(s)) => doc.sample(s, &at, 0),
                         (None, None) => serde_json::json!({}),
                     });
@@ -388,7 +685,30 @@ components:
             "{:?}",
             out.warnings
         );
-        assert!(openapi("swagger: '2.0'", "s.yaml").unwrap_err().contains("Swagger 2.0"));
+        assert!(openapi("swagger: '1.2'", "s.yaml").unwrap_err().contains("is not Swagger 2.0"));
+        assert!(openapi("openapi: 4.0.0", "s.yaml").unwrap_err().contains("is not OpenAPI 3"));
+        // Integers past 64 bits (generated specs) are read as the text they are.
+        assert_eq!(
+            quote_big_integers("a: 18446744073709551616\nb: [1, -99999999999999999999]\nc: x1234567890123456789012"),
+            "a: '18446744073709551616'\nb: [1, '-99999999999999999999']\nc: x1234567890123456789012"
+        );
+        let swagger = r##"{"swagger": "2.0", "host": "127.0.0.1:8080", "basePath": "/v2/", "schemes": ["http"],
+            "paths": {"/pet": {"post": {"operationId": "addPet", "parameters": [{"in": "body", "name": "body", "schema": {"$ref": "#/definitions/Pet"}}],
+                "responses": {"200": {"description": "ok"}}}},
+              "/pet/{id}/upload": {"post": {"operationId": "upload", "consumes": ["application/x-www-form-urlencoded"],
+                "parameters": [{"in": "path", "name": "id", "required": true, "type": "integer", "minimum": 3},
+                               {"in": "formData", "name": "note", "type": "string", "default": "{{hi}}"}],
+                "responses": {"200": {"description": "ok"}}}}},
+            "definitions": {"Pet": {"type": "object", "properties": {"name": {"type": "string", "example": "rex"}}}}}"##;
+        let out = openapi(swagger, "petstore.json").unwrap();
+        let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("s.yaml")).unwrap();
+        assert_eq!(file.base_url.as_deref(), Some("http://127.0.0.1:8080/v2"), "{}", out.yaml);
+        let steps = &file.scenarios[0].steps;
+        let add = steps[0].request.as_ref().unwrap();
+        assert_eq!((add.method.as_str(), add.json.as_ref()), ("POST", Some(&serde_json::json!({"name": "rex"}))));
+        let upload = steps[1].request.as_ref().unwrap();
+        assert_eq!(upload.url, "{{baseUrl}}/pet/3/upload");
+        assert_eq!(upload.form.as_ref().unwrap()["note"], "{{ '{{' }}hi}}", "an example's braces are text");
         assert!(openapi("openapi: 3.0.0\ninfo: {title: t}\npaths: {}", "e.yaml").unwrap_err().contains("no operation"));
         assert!(openapi("{", "x.json").unwrap_err().contains("not an OpenAPI description"));
     }

@@ -228,7 +228,10 @@ impl Secrets {
             let mut out = data.to_string();
             for (old, new) in &changed {
                 let quoted = serde_json::to_string(old).unwrap_or_default();
-                if !out.contains(&quoted) {
+                // Only where it stands for the credential alone: the same text in another field
+                // (a user name equal to the password) is that field's.
+                let times = changed.iter().filter(|(o, _)| o == old).count();
+                if out.matches(&quoted).count() != times {
                     return serde_json::to_string(&v).unwrap_or_default();
                 }
                 out = out.replace(&quoted, &serde_json::to_string(new).unwrap_or_default());
@@ -331,6 +334,11 @@ mod tests {
         let body = s.body(r#"{"user":"ann","auth":{"password":"pw-1234","pin":1}}"#, host, "r2");
         assert_eq!(body, r#"{"user":"ann","auth":{"password":"{{env.API_EXAMPLE_COM_PASSWORD}}","pin":1}}"#);
         assert_eq!(s.body("a=1&token=t-9999", host, "r3"), "a=1&token={{env.API_EXAMPLE_COM_TOKEN}}");
+        // A user name equal to the password stays the user's.
+        assert_eq!(
+            s.body("{\"user\": \"same\", \"password\": \"same\"}", host, "r4"),
+            "{\"password\":\"{{env.API_EXAMPLE_COM_PASSWORD_2}}\",\"user\":\"same\"}"
+        );
         assert_eq!(s.body("plain text", host, "r3"), "plain text");
         assert_eq!(
             s.scrub("# GET /?api_key=k-5678 pw-1234"),

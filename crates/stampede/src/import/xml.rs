@@ -28,8 +28,17 @@ impl Node {
     }
 }
 
-/// Decodes entities and character references in `s`.
-fn unescape(s: &str, line: usize) -> Result<String, String> {
+/// How deep elements may nest (JMeter's deepest plans are a few dozen levels): deeper is a
+/// clear error, not a stack overflow in the walk that follows.
+pub(crate) const DEPTH: usize = 1_000;
+
+/// Decodes entities and character references in `s` (at `at` of `text`, whose line an error
+/// names: counted only then, so a document reads in linear time).
+fn unescape(s: &str, text: &str, at: usize) -> Result<String, String> {
+    if !s.contains('&') {
+        return Ok(s.to_string());
+    }
+    let line = line_of(text, at);
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(at) = rest.find('&') {
@@ -56,16 +65,20 @@ fn unescape(s: &str, line: usize) -> Result<String, String> {
     Ok(out)
 }
 
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+}
+
 /// Parses a document; its root element.
 pub(crate) fn parse(text: &str) -> Result<Node, String> {
     let mut stack: Vec<Node> = vec![Node::default()];
     let mut i = 0;
     let bytes = text.as_bytes();
-    let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+    let line = |at: usize| line_of(text, at);
     while i < bytes.len() {
         if bytes[i] != b'<' {
             let end = text[i..].find('<').map_or(text.len(), |e| i + e);
-            let chunk = unescape(&text[i..end], line(i))?;
+            let chunk = unescape(&text[i..end], text, i)?;
             if let Some(top) = stack.last_mut() {
                 top.text.push_str(&chunk);
             }
@@ -119,6 +132,9 @@ pub(crate) fn parse(text: &str) -> Result<Node, String> {
                     break;
                 }
                 if r.starts_with('>') {
+                    if stack.len() > DEPTH {
+                        return Err(format!("line {}: elements nest deeper than {DEPTH} levels", line(i)));
+                    }
                     stack.push(node);
                     i = j + 1;
                     break;
@@ -136,7 +152,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, String> {
                 let close = after[1..]
                     .find(quote)
                     .ok_or_else(|| format!("line {}: attribute `{key}` is not closed", line(j)))?;
-                node.attrs.push((key, unescape(&after[1..1 + close], line(j))?));
+                node.attrs.push((key, unescape(&after[1..1 + close], text, j)?));
                 j += r.len() - after.len() + close + 2;
             }
         }
@@ -166,5 +182,8 @@ mod tests {
         assert!(parse("<a>\n<b>").unwrap_err().contains("cut short"));
         assert!(parse("<a x=1/>").unwrap_err().contains("not quoted"));
         assert!(parse("<a>&nope;</a>").unwrap_err().contains("unknown entity"));
+        let deep = "<a>".repeat(200_000);
+        assert!(parse(&deep).unwrap_err().contains("line 1: elements nest deeper than 1000 levels"));
+        assert_eq!(parse(&format!("{}{}", "<a>".repeat(DEPTH), "</a>".repeat(DEPTH))).map(|n| n.name), Ok("a".into()));
     }
 }

@@ -3,6 +3,7 @@
 
 mod capacity;
 mod commands;
+mod corpus;
 mod curl_parity;
 mod dashboards;
 mod hostile;
