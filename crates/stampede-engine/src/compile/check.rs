@@ -21,9 +21,9 @@ pub enum Subject {
 #[derive(Debug)]
 pub enum Expectation {
     Equals(Template),
-    /// A JSON path's value equals one hole alone (`equals: "{{ qty }}"`) with its type: a
-    /// number equals a number (3 and 3.0 alike), a list a list; the template renders JSON. A
-    /// text value compares as text, as [`Expectation::Equals`] does.
+    /// A JSON path's value equals one hole alone (`equals: "{{ qty }}"`) by value: a number
+    /// equals a number (3 and 3.0 alike), a list a list whatever its spelling; the template
+    /// renders JSON. A string either side compares as text, as [`Expectation::Equals`] does.
     EqualsTyped(Template),
     Exists(bool),
     Contains(Template),
@@ -62,9 +62,11 @@ impl CheckPlan {
             let Some(doc) = doc.as_ref() else { return Err("the body is not JSON".into()) };
             let Some(got) = lookup(doc, path) else { return Err("it is missing".into()) };
             let want: serde_json::Value = serde_json::from_str(&t.render(slots)).unwrap_or_default();
-            let same = match &want {
-                serde_json::Value::String(w) => value_text(got) == *w,
-                w => json_equal(got, w),
+            // A string compares as text either side (a gRPC answer writes 64-bit numbers as strings).
+            let same = match (&want, got) {
+                (serde_json::Value::String(w), got) => value_text(got) == *w,
+                (w, serde_json::Value::String(g)) => value_text(w) == *g,
+                (w, got) => json_equal(got, w),
             };
             return if same { Ok(()) } else { Err(format!("got {got}, not {want}")) };
         }
@@ -340,7 +342,11 @@ mod tests {
         let body = br#"{"n": 3.0, "s": "3", "l": [1.0, {"b": "x", "a": 2}]}"#;
         let resp = ResponseView { status: 200, headers: &[], body };
         assert!(check("n", "{{ three }}").evaluate(&resp, &[], &mut None).is_ok(), "3.0 is the number 3");
-        assert_eq!(check("s", "{{three}}").evaluate(&resp, &[], &mut None).unwrap_err(), r#"got "3", not 3"#);
+        assert!(check("s", "{{three}}").evaluate(&resp, &[], &mut None).is_ok(), "a string compares as text");
+        assert_eq!(
+            check("n", "{{list}}").evaluate(&resp, &[], &mut None).unwrap_err(),
+            r#"got 3.0, not [1,{"a":2.0,"b":"x"}]"#
+        );
         assert!(check("l", "{{list}}").evaluate(&resp, &[], &mut None).is_ok(), "a list, whatever its spelling");
         assert!(check("l", "{{ list[0] + 1 }}").evaluate(&resp, &[], &mut None).is_err());
         // A text var compares as text, as before: "3" equals both 3 and "3".
