@@ -41,7 +41,9 @@ pub struct ScenarioFile {
     pub data: BTreeMap<String, DataSpec>,
     /// Variables for templates: `{{name}}`. A value may use `{{env.NAME}}` and expressions;
     /// one with a generated value (`{{ uuid() }}`) gives a fresh one at each use, unless it
-    /// says how long to keep one: `{value: "{{ uuid() }}", scope: iteration}`.
+    /// says how long to keep one: `{value: "{{ uuid() }}", scope: iteration}`. A number, a
+    /// boolean or a list (`qty: 3`, `ids: [1, 2]`) keeps its type, as does a value that is one
+    /// hole alone (`"{{ vu.id }}"`). A `vu` or `iteration` value may use what `init` extracted.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, VarSpec>,
     /// Steps each VU runs once, before its first iteration (log in and keep the token for the
@@ -78,12 +80,16 @@ pub struct ScenarioFile {
     pub seed: Option<u64>,
 }
 
-/// A variable of `vars`: a value, or a value with the scope it is kept for.
+/// A variable of `vars`: a template, a number, a boolean or a list, or a template with the
+/// scope it is kept for.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum VarSpec {
     /// A template: constant, or fresh at each use when it holds a generated value.
     Value(String),
+    /// A number (`qty: 3`), a boolean (`on: true`) or a list (`ids: [1, 2]`), kept with its
+    /// type: `"{{qty}}"` alone in a JSON body sends 3, `"n={{qty}}"` the text `n=3`.
+    Typed(TypedValue),
     Scoped {
         value: String,
         /// How long one value is kept.
@@ -92,18 +98,47 @@ pub enum VarSpec {
     },
 }
 
-impl VarSpec {
-    /// The template.
-    pub fn value(&self) -> &str {
+/// A value of `vars` that is not text.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum TypedValue {
+    Bool(bool),
+    Number(serde_json::Number),
+    List(Vec<serde_json::Value>),
+}
+
+impl TypedValue {
+    /// The value as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
         match self {
-            VarSpec::Value(v) | VarSpec::Scoped { value: v, .. } => v,
+            TypedValue::Bool(b) => serde_json::Value::Bool(*b),
+            TypedValue::Number(n) => serde_json::Value::Number(n.clone()),
+            TypedValue::List(items) => serde_json::Value::Array(items.clone()),
+        }
+    }
+}
+
+impl VarSpec {
+    /// The template, when the value is text.
+    pub fn template(&self) -> Option<&str> {
+        match self {
+            VarSpec::Value(v) | VarSpec::Scoped { value: v, .. } => Some(v),
+            VarSpec::Typed(_) => None,
+        }
+    }
+
+    /// The value, when it is a number, a boolean or a list.
+    pub fn typed(&self) -> Option<&TypedValue> {
+        match self {
+            VarSpec::Typed(t) => Some(t),
+            _ => None,
         }
     }
 
     /// How long one value is kept.
     pub fn scope(&self) -> VarScope {
         match self {
-            VarSpec::Value(_) => VarScope::Use,
+            VarSpec::Value(_) | VarSpec::Typed(_) => VarScope::Use,
             VarSpec::Scoped { scope, .. } => *scope,
         }
     }
@@ -488,7 +523,8 @@ pub struct Step {
     pub repeat: Option<RepeatSpec>,
     /// Times the block as one transaction named so (Gatling's group, JMeter's transaction
     /// controller): from its first request's send to its last step's end, with its own
-    /// latency in every report and in thresholds (`latency{group:checkout}.p95 < 400ms`).
+    /// latency in every report and in thresholds (`latency{group:checkout}.p95 < 400ms`). A
+    /// run of the block whose steps were all skipped (by their `if`) is no transaction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     /// The block's steps (and blocks), run in order.
@@ -605,7 +641,8 @@ pub enum OnError {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ExtractSpec {
-    /// A JSON path into the body: `$.headers.Host` or the dotted `headers.Host`.
+    /// A JSON path into the body: `$.headers.Host` or the dotted `headers.Host`; `$` alone is
+    /// the whole body. The value keeps its JSON type (a number, a list, an object…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<String>,
     /// A regular expression on the body; the value is capture group `group` (default 1, or

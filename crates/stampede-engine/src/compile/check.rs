@@ -21,6 +21,10 @@ pub enum Subject {
 #[derive(Debug)]
 pub enum Expectation {
     Equals(Template),
+    /// A JSON path's value equals one hole alone (`equals: "{{ qty }}"`) by value: a number
+    /// equals a number (3 and 3.0 alike), a list a list whatever its spelling; the template
+    /// renders JSON. A string either side compares as text, as [`Expectation::Equals`] does.
+    EqualsTyped(Template),
     Exists(bool),
     Contains(Template),
     Matches(regex::Regex),
@@ -53,6 +57,19 @@ impl CheckPlan {
         slots: &[String],
         json: &mut Option<Option<serde_json::Value>>,
     ) -> Result<(), String> {
+        if let (Subject::Json(path), Some(Expectation::EqualsTyped(t))) = (&self.subject, &self.expect) {
+            let doc = json.get_or_insert_with(|| serde_json::from_slice(resp.body).ok());
+            let Some(doc) = doc.as_ref() else { return Err("the body is not JSON".into()) };
+            let Some(got) = lookup(doc, path) else { return Err("it is missing".into()) };
+            let want: serde_json::Value = serde_json::from_str(&t.render(slots)).unwrap_or_default();
+            // A string compares as text either side (a gRPC answer writes 64-bit numbers as strings).
+            let same = match (&want, got) {
+                (serde_json::Value::String(w), got) => value_text(got) == *w,
+                (w, serde_json::Value::String(g)) => value_text(w) == *g,
+                (w, got) => json_equal(got, w),
+            };
+            return if same { Ok(()) } else { Err(format!("got {got}, not {want}")) };
+        }
         let owned;
         let value: Option<&str> = match &self.subject {
             Subject::Status(s) => {
@@ -88,6 +105,10 @@ impl CheckPlan {
             (Some(Expectation::Exists(true)) | None, None) => Err("it is missing".into()),
             (Some(Expectation::Exists(false)), Some(v)) => Err(format!("it is there: {}", shown(v))),
             (Some(_), None) => Err("it is missing".into()),
+            (Some(Expectation::EqualsTyped(t)), Some(v)) => {
+                let want = crate::compile::template::slot_text(&t.render(slots)).into_owned();
+                if v == want { Ok(()) } else { Err(format!("got {}", shown(v))) }
+            }
             (Some(Expectation::Equals(t)), Some(v)) => {
                 let want = t.render(slots);
                 if v == want { Ok(()) } else { Err(format!("got {}", shown(v))) }
@@ -107,6 +128,19 @@ impl CheckPlan {
                 }
             }
         }
+    }
+}
+
+/// Whether two JSON values are equal, numbers by their value (3 equals 3.0).
+fn json_equal(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value as J;
+    match (a, b) {
+        (J::Number(x), J::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b)),
+        (J::Object(x), J::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        (a, b) => a == b,
     }
 }
 
@@ -159,7 +193,20 @@ pub(crate) fn compile(
                 continue;
             }
         };
-        if let Some(expect) = expectation(e, scope, &field, problems) {
+        let typed = e.equals.as_ref().map(|v| v.as_text()).filter(|v| crate::compile::template::lone_hole(v).is_some());
+        let expect = match typed {
+            Some(src) if e.exists.is_none() && e.contains.is_none() && e.matches.is_none() => {
+                match Template::json(&serde_json::Value::String(src), scope) {
+                    Ok(t) => Some(Expectation::EqualsTyped(t)),
+                    Err(err) => {
+                        problems.add(&field, err);
+                        None
+                    }
+                }
+            }
+            _ => expectation(e, scope, &field, problems),
+        };
+        if let Some(expect) = expect {
             let name = format!("json {} {}", describe(&segments), describe_expect(e));
             checks.push(CheckPlan { name, subject: Subject::Json(segments), expect: Some(expect) });
         }
@@ -271,6 +318,41 @@ mod tests {
         assert!(re.evaluate(&resp, &[], &mut None).is_ok());
         let not_json = ResponseView { status: 200, headers: &[], body: b"<html>" };
         assert_eq!(eq.evaluate(&not_json, &[], &mut None).unwrap_err(), "the body is not JSON");
+    }
+
+    #[test]
+    fn a_json_value_equals_one_hole_alone_with_its_type() {
+        let mut scope = Scope::default();
+        for (name, value) in [("three", serde_json::json!(3)), ("list", serde_json::json!([1, {"a": 2.0, "b": "x"}]))] {
+            scope.consts.insert(name.into(), crate::compile::extract::value_text(&value));
+            scope.typed.insert(name.into(), value);
+        }
+        scope.consts.insert("text".into(), "3".into());
+        let check = |path: &str, want: &str| {
+            let spec = CheckSpec {
+                json: [(path.to_string(), Expect { equals: Some(Scalar::Text(want.into())), ..Expect::default() })]
+                    .into(),
+                ..CheckSpec::default()
+            };
+            let mut problems = Problems::default();
+            let mut checks = compile(&spec, None, &scope, &mut problems.under(""));
+            assert!(problems.is_empty(), "{problems:?}");
+            checks.remove(0)
+        };
+        let body = br#"{"n": 3.0, "s": "3", "l": [1.0, {"b": "x", "a": 2}]}"#;
+        let resp = ResponseView { status: 200, headers: &[], body };
+        assert!(check("n", "{{ three }}").evaluate(&resp, &[], &mut None).is_ok(), "3.0 is the number 3");
+        assert!(check("s", "{{three}}").evaluate(&resp, &[], &mut None).is_ok(), "a string compares as text");
+        assert_eq!(
+            check("n", "{{list}}").evaluate(&resp, &[], &mut None).unwrap_err(),
+            r#"got 3.0, not [1,{"a":2.0,"b":"x"}]"#
+        );
+        assert!(check("l", "{{list}}").evaluate(&resp, &[], &mut None).is_ok(), "a list, whatever its spelling");
+        assert!(check("l", "{{ list[0] + 1 }}").evaluate(&resp, &[], &mut None).is_err());
+        // A text var compares as text, as before: "3" equals both 3 and "3".
+        assert!(check("n", "{{text}}").evaluate(&resp, &[], &mut None).is_err(), "3.0 is not the text 3");
+        assert!(check("s", "{{text}}").evaluate(&resp, &[], &mut None).is_ok());
+        assert!(check("$.missing", "{{three}}").evaluate(&resp, &[], &mut None).unwrap_err().contains("missing"));
     }
 
     #[test]

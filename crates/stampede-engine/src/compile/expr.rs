@@ -93,6 +93,8 @@ pub(crate) struct ExprError {
 /// `baseUrl`) and per-VU values (extracted), with their slots.
 pub(crate) struct Names<'a> {
     pub(crate) consts: &'a HashMap<String, String>,
+    /// The constants whose value is not text, as JSON (`vars: {qty: 3}`).
+    pub(crate) typed: &'a HashMap<String, serde_json::Value>,
     pub(crate) slots: &'a HashMap<String, usize>,
     /// Variables used in place (`vars` with a generated value and no scope).
     pub(crate) macros: &'a HashMap<String, Arc<dyn Render>>,
@@ -184,7 +186,9 @@ impl Expr {
                 "test" => Root::Test,
                 "response" => Root::Response,
                 _ => {
-                    if let Some(value) = names.consts.get(&name) {
+                    if let Some(value) = names.typed.get(&name) {
+                        Root::Const(name.clone(), from_json(value))
+                    } else if let Some(value) = names.consts.get(&name) {
                         Root::Const(name.clone(), Value::from(value.as_str()))
                     } else if let Some(&slot) = names.slots.get(&name) {
                         if names.json_slots.contains(&slot) {
@@ -325,6 +329,7 @@ fn uses(node: &IdedExpr, roots: &[Root], weights: &HashMap<usize, u64>) -> (u64,
         for r in roots {
             let (c, b) = match r {
                 Root::Const(n, Value::String(v)) if n == name => (0, v.len() as u64),
+                Root::Const(n, v) if n == name => (0, to_json(v).to_string().len() as u64),
                 Root::Slot(n, slot) | Root::JsonSlot(n, slot) if n == name => (weight(slot), 0),
                 Root::Row(n, columns) if n == name => (columns.iter().map(|(_, s)| weight(s)).sum(), 0),
                 Root::Macro(n, t) if n == name => (t.expansion(), 0),
@@ -860,7 +865,9 @@ mod tests {
     use super::*;
 
     fn compile(src: &str) -> Result<Expr, ExprError> {
-        let consts = HashMap::from([("host".to_string(), "shop".to_string())]);
+        let consts =
+            HashMap::from([("host".to_string(), "shop".to_string()), ("ids".to_string(), "[1,2]".to_string())]);
+        let typed = HashMap::from([("ids".to_string(), serde_json::json!([1, 2]))]);
         let slots = HashMap::from([
             ("token".to_string(), 0),
             ("products".to_string(), 1),
@@ -871,6 +878,7 @@ mod tests {
         let weights = HashMap::new();
         let names = Names {
             consts: &consts,
+            typed: &typed,
             slots: &slots,
             macros: &HashMap::new(),
             json_slots: &json_slots,

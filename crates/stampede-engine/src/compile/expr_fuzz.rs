@@ -260,7 +260,15 @@ fn check(input: &[u8]) {
     let macros = HashMap::from([("m".to_string(), Arc::new(Fixed) as Arc<dyn Render>)]);
     let json_slots = HashSet::from([1]);
     let weights = HashMap::new();
-    let names = Names { consts: &consts, slots: &slots, macros: &macros, json_slots: &json_slots, weights: &weights };
+    let typed = HashMap::new();
+    let names = Names {
+        consts: &consts,
+        typed: &typed,
+        slots: &slots,
+        macros: &macros,
+        json_slots: &json_slots,
+        weights: &weights,
+    };
     let Ok(expr) = Expr::compile(&source, &names) else { return };
     EVALUATED.fetch_add(1, Ordering::Relaxed);
     let values = ["abc".to_string(), products, "a@b.c".to_string(), "Ann".to_string()];

@@ -112,9 +112,12 @@ impl fmt::Display for Extractor {
     }
 }
 
-/// Parses `$.a.b[0].c`, `a.b.0.c` or `$['a'].b`.
+/// Parses `$.a.b[0].c`, `a.b.0.c` or `$['a'].b`; `$` alone is the whole document (no segment).
 pub(crate) fn parse_json_path(path: &str) -> Result<Vec<Segment>, String> {
     let p = path.trim();
+    if p == "$" {
+        return Ok(Vec::new());
+    }
     let p = p.strip_prefix('$').unwrap_or(p);
     let mut segs = Vec::new();
     let mut rest = p;
@@ -252,7 +255,11 @@ impl Extractor {
             Source::Json(path) => {
                 let doc = json.get_or_insert_with(|| serde_json::from_slice(resp.body).ok());
                 let Some(doc) = doc.as_ref() else { return Err(format!("{self}: the body is not JSON")) };
-                lookup(doc, path).map(value_text).ok_or_else(|| format!("{self}: no `{}` in the body", describe(path)))
+                // As JSON: a number stays a number and a string is quoted, which text reads
+                // unquoted ([`crate::compile::template::slot_text`]).
+                lookup(doc, path)
+                    .map(serde_json::Value::to_string)
+                    .ok_or_else(|| format!("{self}: no `{}` in the body", describe(path)))
             }
             Source::JsonAll(path) => {
                 let doc = json.get_or_insert_with(|| serde_json::from_slice(resp.body).ok());
@@ -267,6 +274,9 @@ impl Extractor {
 
 /// A JSON path as written in messages (`a.b.0`).
 pub(crate) fn describe(path: &[Segment]) -> String {
+    if path.is_empty() {
+        return "$".into();
+    }
     path.iter()
         .map(|s| match s {
             Segment::Key(k) => k.clone(),
@@ -320,11 +330,28 @@ mod tests {
             br#"{"headers": {"Host": "127.0.0.1:9"}, "items": [{"id": 1}, {"id": 42}], "form": {"key23": "Paris"}}"#;
         let mut json = None;
         let e = compile("host", &spec(Some("headers.Host"), None), 0).unwrap();
-        assert_eq!(e.apply(&view(200, body), &mut json).unwrap(), "127.0.0.1:9");
+        assert_eq!(e.apply(&view(200, body), &mut json).unwrap(), r#""127.0.0.1:9""#, "a string, as JSON");
         let e = compile("id", &spec(Some("$.items[1].id"), None), 0).unwrap();
         assert_eq!(e.apply(&view(200, body), &mut json).unwrap(), "42");
+        let e = compile("item", &spec(Some("items.0"), None), 0).unwrap();
+        assert_eq!(e.apply(&view(200, body), &mut json).unwrap(), r#"{"id":1}"#);
         let e = compile("x", &spec(Some("$.form.missing"), None), 0).unwrap();
         assert!(e.apply(&view(200, body), &mut json).unwrap_err().contains("no `form.missing`"));
+    }
+
+    #[test]
+    fn the_root_path_keeps_the_whole_body_with_its_type() {
+        let e = compile("doc", &spec(Some("$"), None), 0).unwrap();
+        let body = br#"{"b": [1, "x"], "a": null}"#;
+        assert_eq!(e.apply(&view(200, body), &mut None).unwrap(), r#"{"a":null,"b":[1,"x"]}"#);
+        assert_eq!(e.apply(&view(200, b" 7 "), &mut None).unwrap(), "7");
+        assert_eq!(e.apply(&view(200, br#""hi""#), &mut None).unwrap(), r#""hi""#);
+        assert!(e.apply(&view(200, b"<html>"), &mut None).unwrap_err().contains("not JSON"));
+        assert!(e.gives_json());
+        // `$` with `all: true` is the list of the one document.
+        let all = compile("docs", &ExtractSpec { all: Some(true), ..spec(Some("$"), None) }, 0).unwrap();
+        assert_eq!(all.apply(&view(200, b"[1,2]"), &mut None).unwrap(), "[[1,2]]");
+        assert!(parse_json_path("").is_err() && parse_json_path("$.").is_err(), "no field named");
     }
 
     #[test]

@@ -89,8 +89,7 @@ pub(crate) fn count(count: &Count, slots: &[String], max: Option<u32>) -> Result
     Ok(n)
 }
 
-/// A list's elements, each as a slot holds it (a string as it is, a number as its digits, a
-/// list or map as JSON), as a loop takes them: the first `max` only (only those are written
+/// A list's elements, each as a JSON slot holds it (as JSON: a string quoted), as a loop takes them: the first `max` only (only those are written
 /// out), and a list longer than [`budget::LOOP_PASSES`] without a smaller `max` refused.
 pub(crate) fn elements(list: &Expr, slots: &[String], max: Option<u32>) -> Result<Elements, String> {
     match list.eval(slots)? {
@@ -122,8 +121,8 @@ impl Iterator for Elements {
         if self.next >= self.taken {
             return None;
         }
-        let mut s = String::new();
-        write_text(&self.items[self.next], &mut s);
+        // As JSON, which the loop variable's slot holds: a string element stays a string.
+        let s = crate::compile::expr::to_json(&self.items[self.next]).to_string();
         self.next += 1;
         Some(s)
     }

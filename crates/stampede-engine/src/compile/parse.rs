@@ -66,6 +66,10 @@ fn untagged_hint(path: &str) -> String {
     match field {
         "status" => "expected a status code (200), a class (2xx), a range (200-299) or a list of these".into(),
         "think" => "expected a duration (500ms) or a range {min: 1s, max: 3s}".into(),
+        _ if path.starts_with("vars.") => format!(
+            "`{field}` has an unexpected shape: a variable is a text, a number, true or false, a list, \
+             or {{value, scope}}"
+        ),
         _ => format!("`{field}` has an unexpected shape"),
     }
 }

@@ -85,6 +85,9 @@ pub struct ScopedVar {
     pub template: Template,
     /// [`VarScope::Iteration`] or [`VarScope::Vu`].
     pub per: VarScope,
+    /// It uses what the `init` steps extract (or a data row, or `setup.NAME`): computed once
+    /// the VU ran them, not before.
+    pub after_init: bool,
 }
 
 /// A capacity search (`executor: capacity`): plateaus of a constant arrival rate, each higher
@@ -503,6 +506,7 @@ fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<
         slot_count: 0,
         test_generator: crate::compile::expr::Gen::outside_load(seed, crate::compile::random::Stream::Test, 0, 1),
         vars: Vec::new(),
+        pending_vars: Vec::new(),
         protos: crate::compile::grpc::Protos::new(opts.reflected.clone()),
     };
     let shared_load = c.shared_load();
@@ -513,6 +517,7 @@ fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<
     c.data_sources(opts.data_partition);
     let (setup, setup_outputs) = c.setup_steps();
     let init = c.once_steps(INIT, &file.init);
+    c.define_vars(true);
     let (scenarios, own_groups) = c.scenarios();
     let teardown = c.once_steps(TEARDOWN, &file.teardown);
     let thresholds = c.thresholds();
@@ -605,6 +610,9 @@ struct Compiler<'a> {
     /// for them all (two `uuid()` differ), the same on every runner that shares the seed.
     test_generator: crate::compile::expr::Gen,
     vars: Vec<ScopedVar>,
+    /// The `vars` that name what is not known before the steps (values `init` extracts, data
+    /// columns, `setup.NAME`), defined after `init` ([`Compiler::define_vars`]).
+    pending_vars: Vec<String>,
     /// The `.proto` files' services, compiled at the first `grpc` step.
     protos: crate::compile::grpc::Protos,
 }
@@ -656,17 +664,71 @@ impl Compiler<'_> {
         if let Some(b) = &base_url {
             self.scope.consts.insert("baseUrl".into(), b.clone());
         }
-        for (name, value) in &self.file.vars {
+        for name in self.file.vars.keys() {
             if name == "baseUrl" || name.starts_with("env.") || name.is_empty() || is_builtin(name) {
                 self.problems.add(format!("vars.{name}"), "this name is reserved");
                 continue;
             }
-            match Template::compile(value.value(), &self.scope, Escape::None) {
-                Ok(t) => self.add_var(name, t, value.scope()),
-                Err(e) => self.problems.add(format!("vars.{name}"), e),
+            self.pending_vars.push(name.clone());
+        }
+        self.define_vars(false);
+        base_url
+    }
+
+    /// Defines the pending `vars` in their order (one may use another before it). Before the
+    /// steps (`after_init` false) one that does not compile waits: it may name a value `init`
+    /// extracts, a data column or `setup.NAME`, all known after `init`, when what still does
+    /// not compile is a problem.
+    fn define_vars(&mut self, after_init: bool) {
+        for name in std::mem::take(&mut self.pending_vars) {
+            let Some(spec) = self.file.vars.get(&name) else { continue };
+            if let Err(e) = self.define_var(&name, spec, after_init) {
+                if after_init {
+                    self.problems.add(format!("vars.{name}"), e);
+                } else {
+                    self.pending_vars.push(name);
+                }
             }
         }
-        base_url
+    }
+
+    /// Defines variable `name`: a number, a boolean or a list as a typed constant; a template
+    /// by [`Compiler::add_var`], typed when it is one hole alone (`"{{ vu.id }}"`).
+    fn define_var(
+        &mut self,
+        name: &str,
+        spec: &stampede_model::scenario::VarSpec,
+        after_init: bool,
+    ) -> Result<(), crate::compile::template::TemplateError> {
+        use crate::compile::template::{TemplateError, lone_hole};
+        if let Some(value) = spec.typed() {
+            let json = value.to_json();
+            let text = crate::compile::extract::value_text(&json);
+            if text.len() > budget::TEMPLATE_BYTES {
+                return Err(TemplateError::Budget(budget::over(
+                    "template.bytes",
+                    format!("a value of {} bytes", text.len()),
+                )));
+            }
+            self.scope.consts.insert(name.to_string(), text);
+            self.scope.typed.insert(name.to_string(), json);
+            return Ok(());
+        }
+        let src = spec.template().unwrap_or_default();
+        let t = Template::compile(src, &self.scope, Escape::None)?;
+        let json = match lone_hole(src) {
+            Some(_) => Some(Template::json(&serde_json::Value::String(src.to_string()), &self.scope)?),
+            None => None,
+        };
+        if after_init && spec.scope() == VarScope::Test && t.as_const().is_none() {
+            return Err(TemplateError::Misplaced(
+                "a `test` variable is computed once before any VU runs: it cannot use a value of `init`, `setup` \
+                 or a data row (use `scope: vu` or `iteration`)"
+                    .into(),
+            ));
+        }
+        self.add_var(name, t, json, spec.scope(), after_init);
+        Ok(())
     }
 
     /// `baseUrl`'s template. It may use constant `vars` (`http://{{host}}:{{port}}`, as JMeter's
@@ -701,10 +763,15 @@ impl Compiler<'_> {
 
     /// Adds variable `name`: a constant when its template is one, else by its scope — a
     /// template used in place (each use fresh), a slot filled per iteration or per VU, or a
-    /// value computed now for the whole test.
-    fn add_var(&mut self, name: &str, t: Template, per: VarScope) {
+    /// value computed now for the whole test. `json` is its template as a JSON value when it
+    /// is one hole alone: the value keeps its type (a constant in `typed`, a JSON slot).
+    fn add_var(&mut self, name: &str, t: Template, json: Option<Template>, per: VarScope, after_init: bool) {
+        let typed = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok().filter(|v| !v.is_string());
         if let Some(value) = t.as_const() {
             self.scope.consts.insert(name.to_string(), value.to_string());
+            if let Some(v) = json.as_ref().and_then(Template::as_const).and_then(typed) {
+                self.scope.typed.insert(name.to_string(), v);
+            }
             return;
         }
         match per {
@@ -714,15 +781,34 @@ impl Compiler<'_> {
             VarScope::Iteration | VarScope::Vu => {
                 self.scope.weights.insert(self.slot_count, t.expansion().max(1));
                 self.scope.slots.insert(name.to_string(), self.slot_count);
-                self.vars.push(ScopedVar { slot: self.slot_count, template: t, per });
+                let template = match json {
+                    Some(json) => {
+                        self.scope.json_slots.insert(self.slot_count);
+                        json
+                    }
+                    None => t,
+                };
+                self.vars.push(ScopedVar { slot: self.slot_count, template, per, after_init });
                 self.slot_count += 1;
             }
             VarScope::Test => {
-                let value = self.test_generator.lend(|| t.render(&[]));
+                // One hole alone is drawn once, as JSON: its text is that value's.
+                let value = self.test_generator.lend(|| json.as_ref().unwrap_or(&t).render(&[]));
                 match crate::compile::template::take_render_error() {
                     Some(e) => self.problems.add(format!("vars.{name}"), format!("expression {e}")),
-                    None => {
+                    None if json.is_none() => {
                         self.scope.consts.insert(name.to_string(), value);
+                    }
+                    None => {
+                        let text = match typed(&value) {
+                            Some(v) => {
+                                let text = crate::compile::extract::value_text(&v);
+                                self.scope.typed.insert(name.to_string(), v);
+                                text
+                            }
+                            None => crate::compile::template::slot_text(&value).into_owned(),
+                        };
+                        self.scope.consts.insert(name.to_string(), text);
                     }
                 }
             }

@@ -24,8 +24,11 @@ pub enum Escape {
 /// Names a template may refer to.
 #[derive(Debug, Default)]
 pub struct Scope {
-    /// Constant values: `vars`, `baseUrl`.
+    /// Constant values: `vars`, `baseUrl`, as text.
     pub consts: HashMap<String, String>,
+    /// The constants whose value is not text (`vars: {qty: 3}`, or a var that is one
+    /// expression alone): a hole holding one alone in a JSON value writes it with its type.
+    pub typed: HashMap<String, serde_json::Value>,
     /// Per-VU values and their slot numbers.
     pub slots: HashMap<String, usize>,
     /// Environment lookups (`{{env.NAME}}`); `None` reads the process environment.
@@ -33,8 +36,9 @@ pub struct Scope {
     /// Variables whose template is used in place, fresh at each use (`vars` with a generated
     /// value and no scope).
     pub macros: HashMap<String, std::sync::Arc<Template>>,
-    /// Slots holding JSON (from `json:` extractors, or any with `all: true`): expressions read
-    /// them typed — a list, a number — when they parse as JSON.
+    /// Slots holding JSON (from `json:` extractors, or any with `all: true`, a loop's variable,
+    /// a `vu` or `iteration` var that is one hole alone): each holds its value as JSON text
+    /// (a string quoted), which expressions and lone holes read typed and text reads unquoted.
     pub json_slots: std::collections::HashSet<usize>,
     /// The copies of other values the variable filling a slot holds (a slot of no variable,
     /// such as an extracted value, holds 1): the variable graph's weights.
@@ -79,6 +83,9 @@ pub enum TemplateError {
     /// A budget passed ([`crate::compile::budget`]): what and which.
     #[error("{0}")]
     Budget(String),
+    /// A value used where it cannot be known yet.
+    #[error("{0}")]
+    Misplaced(String),
     /// Another tool's syntax, which would be sent as it is.
     #[error("`${{{0}}}` is not a Stampede template: write `{{{{{0}}}}}`")]
     ForeignSyntax(String),
@@ -88,6 +95,10 @@ pub enum TemplateError {
 enum Part {
     Lit(String),
     Slot(usize),
+    /// A slot holding JSON, written as text (a string unquoted, see [`slot_text`]).
+    SlotText(usize),
+    /// A slot holding JSON, written as JSON (a typed value in a JSON body).
+    SlotJson(usize),
     /// Evaluated at each use, written as text.
     Expr(Box<Expr>),
     /// Evaluated at each use, written as JSON (a typed value in a JSON body).
@@ -109,6 +120,28 @@ fn render_failed(message: String) {
     RENDER_ERROR.with(|e| {
         e.borrow_mut().get_or_insert(message);
     });
+}
+
+/// The text of a JSON slot's value: a string without its quotes, anything else as it is
+/// (a number's digits, a list's JSON). A value that is not JSON (a slot not filled yet, or
+/// filled by another kind of extractor) is its own text.
+pub(crate) fn slot_text(stored: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    if let Some(inner) = stored.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+        if !inner.contains(['"', '\\']) && !inner.contains(|c: char| c.is_control()) {
+            return Cow::Borrowed(inner);
+        }
+        if let Ok(s) = serde_json::from_str::<String>(stored) {
+            return Cow::Owned(s);
+        }
+    }
+    Cow::Borrowed(stored)
+}
+
+/// The hole of `s` when `s` is one hole alone (`"{{ vu.id }}"`, spaces inside allowed).
+pub(crate) fn lone_hole(s: &str) -> Option<&str> {
+    let hole = s.strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    (!hole.is_empty() && !hole.contains("{{") && !hole.contains("}}")).then_some(hole)
 }
 
 /// Whether `hole` is a plain name (`token`, `env.HOME`, `user.name`), not an expression.
@@ -161,7 +194,8 @@ impl Template {
             } else if let Some(value) = scope.consts.get(name) {
                 fold(&t, &mut lit, value, escape)?;
             } else if let Some(&slot) = scope.slots.get(name) {
-                t.push(Part::Slot(slot), &mut lit);
+                let part = if scope.json_slots.contains(&slot) { Part::SlotText(slot) } else { Part::Slot(slot) };
+                t.push(part, &mut lit);
             } else if let Some(m) = scope.macros.get(name) {
                 for part in &m.parts {
                     match part {
@@ -219,7 +253,7 @@ impl Template {
     fn weigh(&mut self, scope: &Scope) -> Result<(), TemplateError> {
         let weight = |p: &Part| match p {
             Part::Lit(_) => 0,
-            Part::Slot(s) => scope.weights.get(s).copied().unwrap_or(1),
+            Part::Slot(s) | Part::SlotText(s) | Part::SlotJson(s) => scope.weights.get(s).copied().unwrap_or(1),
             Part::Expr(e) | Part::Json(e) => e.expansion(),
         };
         let text: usize = self.parts.iter().map(|p| if let Part::Lit(s) = p { s.len() } else { 0 }).sum();
@@ -246,8 +280,9 @@ impl Template {
     }
 
     /// Compiles a JSON body: its strings as templates (escaped for JSON), and a string that is
-    /// one expression alone (`"{{ randomInt(1, 3) }}"`) as that expression's typed value — a
-    /// number, a boolean, a list or an object, not a string.
+    /// one hole alone as that value with its own type — an expression's (`"{{ randomInt(1, 3) }}"`,
+    /// `"{{ vu.id }}"`), a var's (`qty: 3`), an extracted JSON value's — a number, a boolean,
+    /// null, a list or an object as well as a string.
     pub fn json(value: &serde_json::Value, scope: &Scope) -> Result<Template, TemplateError> {
         let mut t = Template { parts: Vec::new(), escape: Escape::JsonString, expansion: 0, text: 0 };
         let mut lit = String::new();
@@ -263,17 +298,10 @@ impl Template {
         use serde_json::Value as J;
         match value {
             J::String(s) => {
-                let hole = s.strip_prefix("{{").and_then(|r| r.strip_suffix("}}")).map(str::trim);
-                match hole.filter(|h| !h.contains("{{") && !h.contains("}}") && !is_plain_name(h)) {
-                    Some(h) => {
-                        let expr = compile_expr(h, scope, &s[..s.find(h).unwrap_or(0)])?;
-                        self.push(Part::Json(Box::new(expr)), lit);
-                    }
-                    None => {
-                        lit.push('"');
-                        self.append(Template::compile(s, scope, Escape::JsonString)?, lit)?;
-                        lit.push('"');
-                    }
+                if !self.typed_hole(s, scope, lit)? {
+                    lit.push('"');
+                    self.append(Template::compile(s, scope, Escape::JsonString)?, lit)?;
+                    lit.push('"');
                 }
             }
             J::Array(items) => {
@@ -302,6 +330,56 @@ impl Template {
             other => lit.push_str(&other.to_string()),
         }
         Ok(())
+    }
+
+    /// Writes `s` with its own type when it is one hole alone whose value has one (true), or
+    /// leaves it (false) to be written as a string: a text constant, `env.NAME`, a value
+    /// extracted as text (header, regex, cookie) or a data column.
+    fn typed_hole(&mut self, s: &str, scope: &Scope, lit: &mut String) -> Result<bool, TemplateError> {
+        let Some(h) = lone_hole(s) else { return Ok(false) };
+        if h.starts_with("env.") {
+            return Ok(false);
+        }
+        if let Some(value) = scope.typed.get(h) {
+            fold(self, lit, &value.to_string(), Escape::None)?;
+            return Ok(true);
+        }
+        if scope.consts.contains_key(h) {
+            return Ok(false);
+        }
+        if let Some(&slot) = scope.slots.get(h) {
+            if !scope.json_slots.contains(&slot) {
+                return Ok(false);
+            }
+            self.push(Part::SlotJson(slot), lit);
+            return Ok(true);
+        }
+        if let Some(m) = scope.macros.get(h) {
+            // A var used in place is typed when it is one hole alone itself.
+            return Ok(match m.parts.as_slice() {
+                [Part::Expr(e)] | [Part::Json(e)] => {
+                    self.push(Part::Json(e.clone()), lit);
+                    true
+                }
+                [Part::SlotText(slot)] | [Part::SlotJson(slot)] => {
+                    self.push(Part::SlotJson(*slot), lit);
+                    true
+                }
+                _ => false,
+            });
+        }
+        let expr = compile_expr(h, scope, &s[..s.find(h).unwrap_or(0)])?;
+        if expr.is_const() {
+            let value = expr.eval(&[]).map_err(|message| TemplateError::Expression {
+                hole: h.to_string(),
+                column: s[..s.find(h).unwrap_or(0)].chars().count() + 1,
+                message,
+            })?;
+            fold(self, lit, &expr::to_json(&value).to_string(), Escape::None)?;
+        } else {
+            self.push(Part::Json(Box::new(expr)), lit);
+        }
+        Ok(true)
     }
 
     /// Appends `part`, after the literal text gathered so far.
@@ -360,6 +438,18 @@ impl Template {
                     let value = slots.get(*i).map(String::as_str).unwrap_or("");
                     self.write_value(value, out);
                 }
+                Part::SlotText(i) => {
+                    let value = slots.get(*i).map(String::as_str).unwrap_or("");
+                    self.write_value(&slot_text(value), out);
+                }
+                Part::SlotJson(i) => {
+                    let value = slots.get(*i).map(String::as_str).unwrap_or("");
+                    if serde_json::from_str::<serde::de::IgnoredAny>(value).is_ok() {
+                        out.extend_from_slice(value.as_bytes());
+                    } else {
+                        out.extend_from_slice(serde_json::Value::from(value).to_string().as_bytes());
+                    }
+                }
                 Part::Expr(e) => {
                     let mut value = String::new();
                     match e.render_into(slots, &mut value) {
@@ -401,6 +491,7 @@ pub(crate) fn expression(src: &str, scope: &Scope) -> Result<Expr, (usize, Strin
         scope.macros.iter().map(|(k, v)| (k.clone(), v.clone() as std::sync::Arc<dyn Render>)).collect();
     let names = Names {
         consts: &scope.consts,
+        typed: &scope.typed,
         slots: &scope.slots,
         macros: &macros,
         json_slots: &scope.json_slots,
@@ -547,6 +638,43 @@ mod tests {
         assert_eq!(out["quote"], "say \"hi\"");
         assert_eq!(out["n"], 5);
         assert_eq!(out["nested"][0]["v"], 0.5);
+    }
+
+    #[test]
+    fn a_lone_name_keeps_the_type_of_its_value_and_text_stays_text() {
+        let mut s = scope();
+        s.consts.insert("qty".into(), "3".into());
+        s.typed.insert("qty".into(), serde_json::json!(3));
+        s.consts.insert("seven".into(), "7".into());
+        s.slots.insert("id".into(), 1);
+        s.slots.insert("code".into(), 2);
+        s.json_slots.extend([1, 2]);
+        s.env.as_mut().unwrap().insert("N".into(), "5".into());
+        let body = serde_json::json!({
+            "qty": "{{qty}}", "seven": "{{ seven }}", "id": "{{id}}", "code": "{{code}}", "n": "{{env.N}}",
+            "token": "{{token}}", "text": "{{code}}-{{id}}", "sum": "{{ qty + 1 }}", "list": ["{{ id }}"],
+        });
+        let t = Template::json(&body, &s).unwrap();
+        // Held as JSON: the number 7 and the string "42".
+        let slots = ["x".to_string(), "7".to_string(), r#""42""#.to_string()];
+        let out: serde_json::Value = serde_json::from_str(&t.render(&slots)).unwrap();
+        assert_eq!(
+            out,
+            serde_json::json!({
+                "qty": 3, "seven": "7", "id": 7, "code": "42", "n": "5", "token": "x", "text": "42-7", "sum": 4,
+                "list": [7],
+            })
+        );
+        // In text, a JSON slot's string is unquoted.
+        let t = Template::compile("c={{code}}&id={{id}}", &s, Escape::None).unwrap();
+        assert_eq!(t.render(&slots), "c=42&id=7");
+        // A slot not filled yet, or holding text, is a string.
+        let t = Template::json(&serde_json::json!({"id": "{{id}}"}), &s).unwrap();
+        assert_eq!(t.render(&["".into(), "".into()]), r#"{"id":""}"#);
+        assert_eq!(t.render(&["".into(), "a b".into()]), r#"{"id":"a b"}"#);
+        assert_eq!(slot_text(r#""a\"b""#), "a\"b");
+        assert_eq!(slot_text(r#""plain""#), "plain");
+        assert_eq!(slot_text("[1]"), "[1]");
     }
 
     #[test]

@@ -37,6 +37,21 @@ pub(super) struct Walk<'a> {
     pub(super) open: bool,
     /// The kind of the first failure since the innermost group started.
     pub(super) failed: Option<ErrorKind>,
+    /// The steps run so far (not those skipped by their `if`): a group none of whose steps
+    /// ran is no transaction.
+    pub(super) steps_run: u32,
+}
+
+impl<'a> Walk<'a> {
+    /// A walk through `scenario`; `intended` is an open model's scheduled start.
+    pub(super) fn new(
+        scenario: &'a ScenarioPlan,
+        shared: &'a Shared,
+        local: &'a WorkerLocal,
+        intended: Option<Instant>,
+    ) -> Walk<'a> {
+        Walk { scenario, shared, local, intended, open: intended.is_some(), failed: None, steps_run: 0 }
+    }
 }
 
 /// Runs `nodes` in order. A block's run is boxed (a block runs nodes again): a flow of plain
@@ -71,6 +86,7 @@ async fn step(vu: &mut Vu, step: &StepPlan, walk: &mut Walk<'_>) -> Next {
         Ok(false) => return Next::Go,
         Err(why) => return failed(vu, step, ErrorKind::Check, format!("its `if` failed: {why}"), walk),
     }
+    walk.steps_run = walk.steps_run.wrapping_add(1);
     let ok = run_step(vu, step, walk.intended.take(), walk.open, walk.local).await;
     let next = match ok {
         Ok(()) => Next::Go,
@@ -90,6 +106,7 @@ async fn step(vu: &mut Vu, step: &StepPlan, walk: &mut Walk<'_>) -> Next {
 
 /// A step that failed before it sent anything: counted and sampled as its failure.
 fn failed(vu: &mut Vu, step: &StepPlan, kind: ErrorKind, message: String, walk: &mut Walk<'_>) -> Next {
+    walk.steps_run = walk.steps_run.wrapping_add(1);
     {
         let mut m = walk.local.metrics.borrow_mut();
         m.steps[step.metric].requests += 1;
@@ -124,10 +141,12 @@ async fn run_block(vu: &mut Vu, block: &BlockPlan, walk: &mut Walk<'_>) -> Next 
     let Some(group) = block.group else { return runs(vu, block, walk).await };
     let started = walk.intended.unwrap_or_else(Instant::now);
     let outer = walk.failed.take();
+    let steps_before = walk.steps_run;
     let next = runs(vu, block, walk).await;
     let failed = walk.failed;
     walk.failed = outer.or(failed);
-    if next != Next::Stop {
+    // A pass whose steps were all skipped sent nothing: no transaction to time.
+    if next != Next::Stop && walk.steps_run != steps_before {
         let micros = started.elapsed().as_micros() as u64;
         let mut m = walk.local.metrics.borrow_mut();
         let g = m.group(group);

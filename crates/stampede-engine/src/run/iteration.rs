@@ -36,25 +36,28 @@ pub(super) async fn run_iteration(
     let (runner, runners) = shared.plan.runner;
     let n = shared.iterations_started.fetch_add(1, Ordering::Relaxed);
     vu.generator.test_iteration = n * u64::from(runners.max(1)) + u64::from(runner);
-    vu.renew_vars(&shared.plan, VarScope::Iteration);
+    vu.renew_vars(&shared.plan, VarScope::Iteration, false);
     // Each iteration is a new visit: a fresh cookie jar.
     vu.jar = shared.plan.cookies.then(crate::client::cookies::Jar::default);
     if !vu.initialized {
         vu.initialized = true;
         let init = &shared.plan.init;
         if !init.flow.is_empty() {
-            let mut walk = Walk { scenario: init, shared, local, intended: None, open: false, failed: None };
+            let mut walk = Walk::new(init, shared, local, None);
             if run_nodes(vu, &init.flow, &mut walk).await == Next::Stop {
                 return false;
             }
         }
+        // The variables that use what `init` extracted, now that it did.
+        vu.renew_vars(&shared.plan, VarScope::Vu, true);
     }
+    vu.renew_vars(&shared.plan, VarScope::Iteration, true);
     let sc = shared.plan.groups[group].pick(&mut vu.rng);
     let scenario = &shared.plan.scenarios[sc];
     // The walk ends before the kept sockets close: a VU task keeps no more state across that
     // await than it must.
     let next = {
-        let mut walk = Walk { scenario, shared, local, intended, open: intended.is_some(), failed: None };
+        let mut walk = Walk::new(scenario, shared, local, intended);
         run_nodes(vu, &scenario.flow, &mut walk).await
     };
     if !vu.sockets.is_empty() {

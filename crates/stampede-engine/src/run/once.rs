@@ -81,8 +81,7 @@ fn run_once_here(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String
         };
         let mut vu = Vu::outside_load(stream, &shared);
         vu.jar = plan.cookies.then(crate::client::cookies::Jar::default);
-        let mut walk =
-            Walk { scenario: steps, shared: &shared, local: &local, intended: None, open: false, failed: None };
+        let mut walk = Walk::new(steps, &shared, &local, None);
         let next = run_nodes(&mut vu, &steps.flow, &mut walk).await;
         (next, walk.failed, vu.slots)
     });

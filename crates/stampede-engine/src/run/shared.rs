@@ -83,7 +83,12 @@ impl Shared {
             aborted: std::sync::OnceLock::new(),
             iterations_started: AtomicU64::new(0),
             setup_values: setup_slots(&plan, values),
-            redactor: plan.redactor.with(values.iter().map(|(k, v)| (v.clone(), format!("setup.{k}")))),
+            redactor: plan.redactor.with(values.iter().flat_map(|(k, v)| {
+                // A value extracted as JSON is held quoted; requests send its text.
+                let text = crate::compile::template::slot_text(v);
+                let text = (text != v.as_str()).then(|| (text.into_owned(), format!("setup.{k}")));
+                std::iter::once((v.clone(), format!("setup.{k}"))).chain(text)
+            })),
             plan,
         }
     }

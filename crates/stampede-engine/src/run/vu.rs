@@ -78,19 +78,20 @@ impl Vu {
         for (slot, value) in &shared.setup_values {
             vu.slots[*slot].clone_from(value);
         }
-        vu.renew_vars(&shared.plan, VarScope::Vu);
+        vu.renew_vars(&shared.plan, VarScope::Vu, false);
         vu
     }
 
     /// Computes the variables kept `per` VU or iteration into their slots, in their order
-    /// (one may use another defined before it).
-    pub(super) fn renew_vars(&mut self, plan: &Plan, per: VarScope) {
+    /// (one may use another defined before it): those that use what `init` extracts
+    /// (`after_init`), or the others.
+    pub(super) fn renew_vars(&mut self, plan: &Plan, per: VarScope, after_init: bool) {
         if plan.vars.is_empty() {
             return;
         }
         let Vu { generator, slots, .. } = self;
         generator.lend(|| {
-            for var in plan.vars.iter().filter(|v| v.per == per) {
+            for var in plan.vars.iter().filter(|v| v.per == per && v.after_init == after_init) {
                 let value = var.template.render(slots);
                 slots[var.slot] = value;
             }

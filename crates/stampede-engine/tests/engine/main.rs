@@ -10,3 +10,4 @@ mod layers;
 mod open_model;
 mod run;
 mod scenario_files;
+mod values;
