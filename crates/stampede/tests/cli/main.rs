@@ -12,3 +12,4 @@ mod protocols;
 mod recording;
 mod reports;
 mod seeds;
+mod ws_peers;
