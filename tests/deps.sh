@@ -4,8 +4,10 @@
 # (tests/jmeter/home.sh), for the JMeter import's test; xmllint (libxml2-utils) and GitHub's Markdown renderer (cmark-gfm), for
 # the CI outputs' tests; and the JUnit XML schema Jenkins' xUnit plugin publishes, as pytest's
 # source ships it (testing/example_scripts/junit-10.xsd, MIT), cached under
-# ~/.cache/stampede/junit-xsd. Installed when missing (as root, from Debian's packages and PyPI);
-# without root it says what to install and fails, rather than letting the test be skipped.
+# ~/.cache/stampede/junit-xsd; grpc-go's interop server (tests/grpc/interop.sh) and the WebSocket
+# peers, Python's websockets and Node's ws (tests/ws/peers.sh). Installed when missing (as root,
+# from Debian's packages, PyPI, npm and the Go module proxy); without root it says what to
+# install and fails, rather than letting the test be skipped.
 set -euo pipefail
 cache="${STAMPEDE_CACHE:-$HOME/.cache/stampede}"
 pytest_version=8.3.4
@@ -21,6 +23,7 @@ if [[ ! -s "$xsd" ]]; then
 fi
 bash "$(dirname "$0")/jmeter/home.sh" >/dev/null
 bash "$(dirname "$0")/grpc/interop.sh" >/dev/null
+bash "$(dirname "$0")/ws/peers.sh" >/dev/null
 missing=()
 for pkg in chromium libxml2-utils cmark-gfm; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -800,6 +800,22 @@ pub struct WsAction {
     /// Keep the socket open this long (answers that come meanwhile are counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<Dur>,
+    /// End the session here: a Close frame with this code and reason, then wait for the
+    /// server's. The last action of a step that does not `keepOpen`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close: Option<WsClose>,
+}
+
+/// A `close` action's Close frame.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WsClose {
+    /// The code: 1000 or one from 3000 to 4999 (default the step's `closeCode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+    /// The reason the frame gives (at most 123 bytes of UTF-8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Which message a `receive` waits for, and what it takes from it.

@@ -57,8 +57,12 @@ pub(crate) const BLOCK_DEPTH: usize = 32;
 /// Characters one `randomString(n)` may give (a rendered value's budget).
 pub(crate) const RANDOM_STRING: usize = RENDERED_BYTES;
 
+/// Bytes of one WebSocket message a session receives, all its frames together: one past it
+/// fails the session with kind `protocol`, and the client closes with 1009 (message too big).
+pub(crate) const WS_MESSAGE_BYTES: usize = 64 << 20;
+
 /// Every budget: its name as errors give it, its limit as text, and what it bounds.
-pub(crate) const ALL: [(&str, &str, &str); 10] = [
+pub(crate) const ALL: [(&str, &str, &str); 11] = [
     ("template.bytes", "16 MiB", "the text one template folds to when it compiles (constants put in)"),
     ("file.bytes", "64 MiB", "the text all the templates of one file fold to, in all"),
     ("template.holes", "10,000", "the per-VU values one template holds, variables used in place put in"),
@@ -81,6 +85,11 @@ pub(crate) const ALL: [(&str, &str, &str); 10] = [
     ),
     ("block.depth", "32", "blocks (`if`, `repeat`, `group`) nested inside one another"),
     ("randomString", "64 MiB", "the length `randomString(n)` may ask for"),
+    (
+        "ws.message",
+        "64 MiB",
+        "one WebSocket message a session receives, all its frames together (past it: kind `protocol`, Close 1009)",
+    ),
 ];
 
 /// The message of a budget passed: `what` is how much was asked.
@@ -178,5 +187,6 @@ mod tests {
         assert_eq!((limit("file.bytes"), FILE_BYTES), ("64 MiB", 64 << 20));
         assert_eq!((limit("rendered.bytes"), RENDERED_BYTES), ("64 MiB", 64 << 20));
         assert_eq!((limit("randomString"), RANDOM_STRING), ("64 MiB", 64 << 20));
+        assert_eq!((limit("ws.message"), WS_MESSAGE_BYTES), ("64 MiB", 64 << 20));
     }
 }

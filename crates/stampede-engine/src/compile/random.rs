@@ -1,8 +1,9 @@
 //! Where random numbers come from: one stream per user of them, each derived from the run's
 //! seed and who draws it.
 //!
-//! A VU draws its data rows, weighted scenario picks, think times, WebSocket keys and
-//! generated values (`uuid()`, `randomInt`…) from its own stream, named by its number in the
+//! A VU draws its data rows, weighted scenario picks, think times and generated values
+//! (`uuid()`, `randomInt`…) from its own stream (a WebSocket key is never drawn: it must differ
+//! on every connection, whatever the seed), named by its number in the
 //! whole test (`vu.id`, distinct across runners); `setup`, `teardown` and the `test`-scoped
 //! variables have streams of their own. The same seed gives every stream the same numbers
 //! again; distinct streams of one seed start from distinct states.

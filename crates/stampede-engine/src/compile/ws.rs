@@ -16,6 +16,16 @@ use crate::error::Problems;
 
 const DEFAULT_RECEIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The bytes of a Close frame's reason: its payload is at most 125 bytes, 2 of them the code.
+const MAX_CLOSE_REASON: usize = 123;
+
+/// The codes a client's own close may give (RFC 6455 §7.4): normal closure, or one registered
+/// for libraries and applications. The others (1001 going away, 1002 protocol error, 1007,
+/// 1009…) Stampede sends by itself when they apply.
+fn client_may_close_with(code: u16) -> bool {
+    code == 1000 || (3000..=4999).contains(&code)
+}
+
 /// One thing a session does.
 #[derive(Debug)]
 pub enum WsActionPlan {
@@ -31,6 +41,11 @@ pub enum WsActionPlan {
         count: u32,
     },
     Hold(Duration),
+    /// A Close with this code and reason; the session ends.
+    Close {
+        code: u16,
+        reason: String,
+    },
 }
 
 /// A compiled WebSocket session.
@@ -99,10 +114,16 @@ pub(crate) fn compile_session(
     let mut actions = Vec::new();
     for (i, a) in spec.actions.iter().enumerate() {
         let path = at(&format!("actions[{i}]"));
-        let given =
-            [a.send.is_some(), a.send_json.is_some(), a.send_binary.is_some(), a.receive.is_some(), a.hold.is_some()];
+        let given = [
+            a.send.is_some(),
+            a.send_json.is_some(),
+            a.send_binary.is_some(),
+            a.receive.is_some(),
+            a.hold.is_some(),
+            a.close.is_some(),
+        ];
         if given.iter().filter(|g| **g).count() != 1 {
-            problems.add(path, "needs exactly one of `send`, `sendJson`, `sendBinary`, `receive` and `hold`");
+            problems.add(path, "needs exactly one of `send`, `sendJson`, `sendBinary`, `receive`, `hold` and `close`");
             continue;
         }
         let template = |src: &str, field: &str, problems: &mut Problems| {
@@ -129,6 +150,25 @@ pub(crate) fn compile_session(
             }
         } else if let Some(hold) = a.hold {
             actions.push(WsActionPlan::Hold(hold.get()));
+        } else if let Some(c) = &a.close {
+            if i + 1 != spec.actions.len() {
+                problems.add(format!("{path}.close"), "ends the session: it must be the last action");
+            }
+            if spec.keep_open {
+                problems.add(format!("{path}.close"), "closes the socket that `keepOpen` would keep");
+            }
+            let code = c.code.or(spec.close_code).unwrap_or(1000);
+            if !client_may_close_with(code) {
+                problems.add(format!("{path}.close.code"), "a client may close with 1000 or a code from 3000 to 4999");
+            }
+            let reason = c.reason.clone().unwrap_or_default();
+            if reason.len() > MAX_CLOSE_REASON {
+                problems.add(
+                    format!("{path}.close.reason"),
+                    format!("is {} bytes; a Close frame holds at most {MAX_CLOSE_REASON}", reason.len()),
+                );
+            }
+            actions.push(WsActionPlan::Close { code, reason });
         } else if let Some(r) = &a.receive {
             let check = CheckSpec {
                 status: None,
@@ -151,7 +191,7 @@ pub(crate) fn compile_session(
         }
     }
     let close_code = spec.close_code.unwrap_or(1000);
-    if !(close_code == 1000 || (3000..=4999).contains(&close_code)) {
+    if !client_may_close_with(close_code) {
         problems.add(at("closeCode"), "a client may close with 1000 or a code from 3000 to 4999");
     }
     if problems.len() != before {

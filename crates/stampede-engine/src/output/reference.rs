@@ -36,12 +36,14 @@ pub fn language_reference() -> String {
     out.push_str(
         "\nRandom choices come from streams derived from the run's seed (`seed:` or `stampede run --seed`; without \
          one, a new seed for each run). Each VU draws its data rows (`mode: random`), its scenario picks by \
-         weight, its think times, its WebSocket keys and its generated values (`uuid()`, `randomInt`…) from the \
-         stream of its `vu.id`, which is distinct across runners; `setup`, `teardown` and the `test`-scoped \
+         weight, its think times and its generated values (`uuid()`, `randomInt`…) from the stream of its \
+         `vu.id`, which is distinct across runners; `setup`, `teardown` and the `test`-scoped \
          variables draw from streams of their own. The same seed makes every stream's choices again (with \
          several VUs, which VU runs which iteration follows the timing of the answers). `uniqueId()` gives \
          `RUNNER-VU-N` in a VU, `RUNNER-setup-N` and `RUNNER-teardown-N` in `setup` and `teardown`, and `test-N` \
-         in a `test`-scoped variable: never the same value twice.\n\n## Variables\n\n| variable | holds |\n| --- | --- |\n",
+         in a `test`-scoped variable: never the same value twice. A WebSocket handshake's `Sec-WebSocket-Key` \
+         is no choice of a stream: it comes from the system's random source, fresh for each connection (RFC \
+         6455 §4.1), whatever the seed.\n\n## Variables\n\n| variable | holds |\n| --- | --- |\n",
     );
     for (name, what) in VARIABLES {
         let _ = writeln!(out, "| `{name}` | {what} |");
@@ -87,16 +89,24 @@ pub fn language_reference() -> String {
         let _ = writeln!(out, "| `{field}` | {} |", describe("WsSpec", field));
     }
     out.push_str("\nEach action is one of:\n\n| field | meaning |\n| --- | --- |\n");
-    for field in ["send", "sendJson", "sendBinary", "receive", "hold"] {
+    for field in ["send", "sendJson", "sendBinary", "receive", "hold", "close"] {
         let _ = writeln!(out, "| `{field}` | {} |", describe("WsAction", field));
+    }
+    out.push_str("\n`close` takes:\n\n| field | meaning |\n| --- | --- |\n");
+    for field in ["code", "reason"] {
+        let _ = writeln!(out, "| `{field}` | {} |", describe("WsClose", field));
     }
     out.push_str("\n`receive` takes:\n\n| field | meaning |\n| --- | --- |\n");
     for field in ["equals", "contains", "matches", "json", "timeout", "count"] {
         let _ = writeln!(out, "| `{field}` | {} |", describe("WsReceive", field));
     }
     out.push_str(
-        "\nA refused upgrade is an error of kind `upgrade` (its HTTP status counted), a socket the server closes \
-         mid-session one of kind `close`.\n",
+        "\nA refused upgrade is an error of kind `upgrade` (its HTTP status counted); a socket the server closes \
+         mid-session one of kind `close` naming the code (its Close is answered with the same code), and so is a \
+         connection that ends without a Close (code 1006); a server that breaks the protocol is an error of kind \
+         `protocol` (the client closes with 1002, or 1007 for a text message that is not UTF-8, 1009 for one \
+         over the `ws.message` budget). Every other end closes with the step's `closeCode` (reason `timeout` \
+         after a timeout) and waits up to 3s for the server to end the connection.\n",
     );
     out.push_str("\n## Steps outside the iterations\n\n| field | runs |\n| --- | --- |\n");
     for field in ["setup", "init", "teardown"] {

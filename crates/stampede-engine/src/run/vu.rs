@@ -16,7 +16,7 @@ pub(super) struct Vu {
     /// Its HTTP/1.1 connection, and the connections it opened during the current step.
     pub(super) conn: VuConn,
     pub(super) slots: Vec<String>,
-    /// Its choices: data rows, scenario picks, think times, WebSocket keys.
+    /// Its choices: data rows, scenario picks, think times.
     pub(super) rng: fastrand::Rng,
     /// Its generated values' source (`uuid()`, `vu.iteration`…), lent while its templates render.
     pub(super) generator: Gen,
@@ -56,7 +56,7 @@ impl Vu {
     }
 
     /// A VU drawing from `generator`'s stream: its own choices (data rows, scenario picks,
-    /// think times, WebSocket keys) from a generator forked from it.
+    /// think times) from a generator forked from it.
     fn with(mut generator: Gen, shared: &Shared) -> Vu {
         let rng = generator.rng.fork();
         let mut vu = Vu {

@@ -14,3 +14,4 @@ mod protocols;
 mod recording;
 mod reports;
 mod seeds;
+mod ws_peers;
