@@ -113,7 +113,8 @@ enum Command {
     },
     /// Turn a test you already have into a Stampede scenario (YAML to review: comments say
     /// where each part came from, secrets become `{{env.NAME}}`, what could not be converted is
-    /// listed). Exit codes: 0 (with warnings on stderr), 2 nothing usable.
+    /// listed). Exit codes: 0 imported (warnings on stderr), 2 nothing HTTP in the input (or it
+    /// does not parse), 3 a bug of ours (the output did not validate; written anyway).
     #[command(after_long_help = IMPORT_SECRETS)]
     Import {
         /// What the input is.
@@ -148,8 +149,22 @@ enum Command {
     Launch(launch::LaunchArgs),
 }
 
-/// `stampede import --help`: the rule for credentials.
+/// `stampede import --help`: the rules, and the one for credentials.
 const IMPORT_SECRETS: &str = "\
+Every input with at least one HTTP request imports to a scenario that validates (exit 0);
+what is not converted is listed on stderr and at the top of the file. The output is validated
+with the real environment; a variable it reads that is unset gets a stand-in, a data file or
+upload not there yet a warning. A missing origin (a relative server, an undefined
+{{baseUrl}}, a sampler without a server) is {{env.BASE_URL}} unless --base-url gives it.
+baseUrl may use constant vars (http://{{host}}:{{port}}); {{env.NAME:-default}} has a default.
+Multi-line bodies are YAML block scalars; braces in recorded text are sent as text; a BOM is
+skipped. curl: the request is what Debian's curl sends (-d, --data-raw, --data-binary,
+--data-urlencode, --json, -G, --url-query, -F, -u, -b, -H, -X, -A, -e, -I, -L, --compressed,
+-k, -g; -x is a proxy, listed). JMeter: ${__P(name,default)} defaults, nested functions,
+unique names, ramp-up as ramping-vus. HAR: params bodies, cache conditions dropped,
+correlation from JSON, Location, ETag and HTML form fields. OpenAPI 3.x and Swagger 2.0.
+
+
 Credentials are never written as recorded, in a step or a comment. Headers (Authorization,
 Proxy-Authorization, Cookie, X-Api-Key and names with api-key, token, secret, session, auth),
 query keys and JSON or form body fields (api_key, access_token, token, key, sig, signature,

@@ -739,8 +739,17 @@ impl Compiler<'_> {
         use crate::compile::template::TemplateError;
         let mut pending: Vec<String> = Vec::new();
         loop {
-            let src = match pending.last() {
-                Some(name) => self.file.vars.get(name).map(|v| v.value()).unwrap_or_default(),
+            let src = match pending.last().and_then(|name| self.file.vars.get(name)) {
+                Some(spec) => match (spec.template(), spec.typed()) {
+                    (Some(t), _) => t,
+                    (None, Some(typed)) => {
+                        // A number or a boolean (`port: 8080`): its text.
+                        let text = crate::compile::extract::value_text(&typed.to_json());
+                        self.scope.consts.insert(pending.pop().unwrap_or_default(), text);
+                        continue;
+                    }
+                    (None, None) => "",
+                },
                 None => b,
             };
             match Template::compile(src, &self.scope, Escape::None) {
@@ -1734,12 +1743,12 @@ mod tests {
             compile(&file, &CompileOptions { env: Some(HashMap::new()), ..CompileOptions::default() })
         };
         let ok = "name: t\nbaseUrl: 'http://{{host}}:{{port}}/{{prefix}}'\n\
-                  vars: {host: 127.0.0.1, port: '8080', prefix: 'api/{{version}}', version: v2, url: '{{baseUrl}}/x'}\n\
+                  vars: {host: 127.0.0.1, port: 8080, prefix: 'api/{{version}}', version: v2, url: '{{baseUrl}}/x'}\n\
                   load: {executor: constant-vus, vus: 1, iterations: 1}\n\
                   scenarios: [{name: s, steps: [{name: a, request: {url: '{{url}}'}}]}]\n";
         let plan = compiled(ok).unwrap_or_else(|p| panic!("{p:?}"));
         assert_eq!(plan.base_url.as_deref(), Some("http://127.0.0.1:8080/api/v2"));
-        let generated = ok.replace("port: '8080'", "port: '{{ randomInt(1, 9) }}'");
+        let generated = ok.replace("port: 8080", "port: '{{ randomInt(1, 9) }}'");
         let problems = format!("{:?}", compiled(&generated).err().unwrap());
         assert!(problems.contains("`{{port}}` is not a constant"), "{problems}");
         let circle = ok.replace("version: v2", "version: '{{prefix}}'");

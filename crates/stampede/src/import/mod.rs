@@ -382,4 +382,25 @@ mod tests {
         let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("c.yaml")).unwrap();
         assert_eq!(file.scenarios[0].steps[0].request.as_ref().unwrap().body.as_deref(), Some("{\n  \"a\": 1\n}\n"));
     }
+
+    /// 200,000 nested elements, arrays or mappings: a clear error naming the depth, never a
+    /// stack overflow (XML: [`xml::DEPTH`]; JSON: serde_json's 128 levels; YAML: serde_yaml's).
+    #[test]
+    fn inputs_nested_past_the_budget_are_refused_not_a_stack_overflow() {
+        let n = 200_000;
+        let json = format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let har = format!("{{\"log\": {{\"entries\": {json}}}}}");
+        assert!(har::har(&har, "deep.har", false).unwrap_err().contains("recursion limit"), "har");
+        let postman = format!(
+            "{{\"info\": {{\"schema\": \"https://schema.getpostman.com/json/collection/v2.1.0/\"}}, \"item\": {json}}}"
+        );
+        assert!(postman::postman(&postman, "deep.json", None).unwrap_err().contains("recursion limit"), "postman");
+        let openapi = format!("{{\"openapi\": \"3.0.0\", \"paths\": {json}}}");
+        assert!(openapi::openapi(&openapi, "deep.json").unwrap_err().contains("recursion limit"), "openapi json");
+        let yaml = format!("openapi: 3.0.0\npaths: {json}\n");
+        let e = openapi::openapi(&yaml, "deep.yaml").unwrap_err();
+        assert!(e.contains("recursion limit"), "openapi yaml: {e}");
+        let jmx = format!("<jmeterTestPlan>{}", "<hashTree>".repeat(n));
+        assert!(jmx::jmx(&jmx, "deep.jmx").unwrap_err().contains("nest deeper than 1000 levels"), "jmx");
+    }
 }

@@ -264,7 +264,41 @@ fn read_document(text: &str, source: &str) -> Result<Value, String> {
         };
         return serde_yaml::to_value(json).map_err(|e| not(e.to_string()));
     }
+    // The YAML reader takes time quadratic in how deep flow collections nest: past its own
+    // limit (128 levels, which it would reach only after that time), refused at once.
+    if flow_depth(text) > YAML_DEPTH {
+        return Err(not(format!("collections nest deeper than {YAML_DEPTH} levels (recursion limit)")));
+    }
     serde_yaml::from_str(&quote_big_integers(text)).map_err(|e| not(e.to_string()))
+}
+
+/// How deep a YAML document may nest its flow collections (`[[…]]`, `{a: {…}}`): serde_yaml's
+/// own recursion limit.
+const YAML_DEPTH: usize = 128;
+
+/// The deepest nesting of `[` and `{` in `text` outside quotes and comments.
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut prev = '\n';
+    for c in text.chars() {
+        match (quote, c) {
+            _ if comment => comment = c != '\n',
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '#') if prev.is_whitespace() => comment = true,
+            (None, '"' | '\'') if depth > 0 || prev.is_whitespace() || prev == ':' => quote = Some(c),
+            (None, '[' | '{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    deepest
 }
 
 /// Every text of a sample body (keys and values) as Stampede sends it as it is: an example's

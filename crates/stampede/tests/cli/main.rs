@@ -12,6 +12,7 @@ mod launch;
 mod loopback_ports;
 mod protocols;
 mod recording;
+mod replay;
 mod reports;
 mod seeds;
 mod ws_peers;
