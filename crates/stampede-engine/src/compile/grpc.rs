@@ -460,6 +460,7 @@ pub(crate) fn compile_call(
     let method = find_method(pool, &spec.method).map_err(|e| problems.add(at("method"), e)).ok()?;
     let kind = CallKind::of(&method);
     let input = method.input();
+    let empty = serde_json::Value::Object(Default::default());
     let values: Vec<(String, &serde_json::Value)> = match (&spec.message, &spec.messages, kind) {
         (Some(_), Some(_), _) => {
             problems.add(at("messages"), "set `message` or `messages`, not both");
@@ -471,10 +472,10 @@ pub(crate) fn compile_call(
         }
         (Some(m), None, _) => vec![(at("message"), m)],
         (None, Some(list), _) => list.iter().enumerate().map(|(i, m)| (at(&format!("messages[{i}]")), m)).collect(),
-        (None, None, _) => Vec::new(),
+        // No message given: one empty message (every field at its default). A stream's
+        // `messages: []` sends none: the call opens and half-closes at once.
+        (None, None, _) => vec![(at("message"), &empty)],
     };
-    let empty = serde_json::Value::Object(Default::default());
-    let values = if values.is_empty() { vec![(at("message"), &empty)] } else { values };
     let mut messages = Vec::new();
     for (path, value) in &values {
         check_fields(value, &input, path, problems);
@@ -649,22 +650,7 @@ pub(crate) fn compile_status(
     crate::compile::check::StatusCheck { ranges }
 }
 
-/// The code of a gRPC status name (`OK` is 0).
-pub(crate) fn status_code(name: &str) -> Option<u16> {
-    if name.eq_ignore_ascii_case("OK") {
-        return Some(0);
-    }
-    (1..=16u16)
-        .find(|c| stampede_model::ErrorKind::grpc(u32::from(*c)).is_some_and(|k| k.name().eq_ignore_ascii_case(name)))
-}
-
-/// The name of gRPC status `code`.
-pub(crate) fn status_name(code: u16) -> &'static str {
-    match code {
-        0 => "OK",
-        c => stampede_model::ErrorKind::grpc(u32::from(c)).map_or("UNKNOWN", stampede_model::ErrorKind::name),
-    }
-}
+pub(crate) use crate::stats::metrics::{grpc_status_code as status_code, grpc_status_name as status_name};
 
 #[cfg(test)]
 mod tests {

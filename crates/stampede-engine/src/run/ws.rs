@@ -24,7 +24,7 @@ use crate::compile::ws::{WsActionPlan, WsPlan};
 use stampede_model::ErrorKind;
 
 use super::outcome::SAMPLE_BYTES;
-use super::step::{Answer, Failure};
+use super::step::{Answer, Ending, Failure};
 use super::vu::Vu;
 
 /// The most bytes of a handshake answer's head.
@@ -68,6 +68,8 @@ struct Tally {
     round_trips: Vec<u64>,
     /// The last send.
     last_send: Option<Instant>,
+    /// The server's close code (1005 for a close frame without one, 1006 for none at all).
+    closed_with: Option<u16>,
 }
 
 /// Runs `step`'s session.
@@ -86,7 +88,7 @@ pub(super) async fn session(
             sent_head.clear();
             let error =
                 ExchangeError { kind: ErrorKind::Protocol, message: e.to_string(), sent: false, answered: false };
-            return Err(Failure { error, sent: 0, messages: None });
+            return Err(Failure { error, sent: 0, messages: None, ending: None });
         }
     };
     sent_head.clear();
@@ -154,7 +156,8 @@ pub(super) async fn session(
 
 impl Tally {
     fn failed(&self, error: ExchangeError) -> Failure {
-        Failure { error, sent: self.bytes_sent, messages: Some((self.sent, self.received)) }
+        let ending = self.closed_with.map(Ending::WsClose);
+        Failure { error, sent: self.bytes_sent, messages: Some((self.sent, self.received)), ending }
     }
 }
 
@@ -339,7 +342,10 @@ fn next_message(
     doing: &str,
 ) -> Result<Option<Vec<u8>>, ExchangeError> {
     let message = match next {
-        None => return Err(closed(None, doing)),
+        None => {
+            tally.closed_with = Some(1006);
+            return Err(closed(None, doing));
+        }
         Some(Err(e)) => return Err(ws_error(&e)),
         Some(Ok(m)) => m,
     };
@@ -353,7 +359,10 @@ fn next_message(
             tally.received += 1;
             Ok(Some(b.to_vec()))
         }
-        Message::Close(frame) => Err(closed(frame, doing)),
+        Message::Close(frame) => {
+            tally.closed_with = Some(frame.as_ref().map_or(1005, |f| u16::from(f.code)));
+            Err(closed(frame, doing))
+        }
         _ => Ok(None),
     }
 }

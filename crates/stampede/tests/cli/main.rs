@@ -4,6 +4,7 @@
 mod capacity;
 mod commands;
 mod dashboards;
+mod grpc_interop;
 mod hostile;
 mod html_browser;
 mod launch;
