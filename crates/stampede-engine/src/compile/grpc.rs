@@ -706,6 +706,46 @@ mod tests {
         assert!(problems.iter().any(|p| p.location == "grpc.reflect" && p.message.contains("needs a `baseUrl`")));
     }
 
+    /// #33: a stream's `messages: []` is no message at all (the call opens and half-closes);
+    /// no `message` at all is one empty message; a unary call cannot be given an empty list.
+    #[test]
+    fn an_empty_list_of_messages_sends_none_and_no_message_sends_one_empty_one() {
+        let served = compile_sources(
+            BTreeMap::from([(
+                "p.proto".to_string(),
+                b"syntax = \"proto3\";\npackage p;\nmessage M { int32 id = 1; }\n\
+                  service S { rpc Up(stream M) returns (M); rpc Both(stream M) returns (stream M); rpc Get(M) returns (M); }\n"
+                    .to_vec(),
+            )]),
+            &["p.proto".to_string()],
+        )
+        .unwrap();
+        let yaml = "name: r\nbaseUrl: http://127.0.0.1:9\ngrpc: {reflect: true}\n\
+            load: {executor: constant-vus, vus: 1, iterations: 1}\nscenarios:\n  - name: s\n    steps:\n\
+            \x20     - {name: none, grpc: {method: p.S/Up, messages: []}}\n\
+            \x20     - {name: none both ways, grpc: {method: p.S/Both, messages: []}}\n\
+            \x20     - {name: default, grpc: {method: p.S/Up}}\n\
+            \x20     - {name: two, grpc: {method: p.S/Both, messages: [{id: 1}, {}]}}\n";
+        let plan = compiled(yaml, Some(served.clone())).unwrap_or_else(|p| panic!("{p:?}"));
+        let sent: Vec<(u64, usize)> = plan.scenarios[0]
+            .steps
+            .iter()
+            .map(|s| match &s.protocol {
+                crate::compile::plan::Protocol::Grpc(g) => {
+                    let mut body = Vec::new();
+                    g.encode(&[], &mut body).unwrap();
+                    (g.messages_per_call(), body.len())
+                }
+                _ => panic!("a gRPC step"),
+            })
+            .collect();
+        // Framed: 5 bytes each, and `id: 1` two more.
+        assert_eq!(sent, [(0, 0), (0, 0), (1, 5), (2, 12)]);
+        let unary = yaml.replace("p.S/Up, messages: []", "p.S/Get, messages: []");
+        let problems = compiled(&unary, Some(served)).err().unwrap();
+        assert!(problems.iter().any(|p| p.message.contains("it takes one request `message`")), "{problems:?}");
+    }
+
     #[test]
     fn deadlines_become_grpc_timeouts() {
         assert_eq!(grpc_timeout(Duration::from_millis(250)), "250m");

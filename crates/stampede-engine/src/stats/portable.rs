@@ -716,6 +716,29 @@ mod tests {
         }
     }
 
+    /// A runner's result with a gRPC status or close code this version cannot read is an
+    /// error, not a count silently dropped from the merge.
+    #[test]
+    fn unknown_grpc_statuses_and_close_codes_are_errors() {
+        let keys = vec![StepKey { scenario: "s".into(), step: "a".into() }];
+        let names = vec!["s".to_string()];
+        for (grpc, close, wanted) in [
+            (("NOT_A_STATUS", 1), ("1000", 1), "unknown gRPC status `NOT_A_STATUS`"),
+            (("OK", 1), ("normal", 1), "`normal` is not a WebSocket close code"),
+        ] {
+            let step = PortableStep {
+                scenario: "s".into(),
+                step: "a".into(),
+                grpc_statuses: BTreeMap::from([(grpc.0.to_string(), grpc.1)]),
+                ws_close_codes: BTreeMap::from([(close.0.to_string(), close.1)]),
+                ..encode(&keys, &WorkerMetrics::new(1, 1), &names).steps[0].clone()
+            };
+            let portable = PortableMetrics { steps: vec![step], ..PortableMetrics::default() };
+            let err = merge_into(&portable, &keys, &names, &mut WorkerMetrics::new(1, 1)).unwrap_err();
+            assert_eq!(err.to_string(), wanted);
+        }
+    }
+
     #[test]
     fn the_timeline_interval_keeps_a_long_run_within_its_points() {
         use std::time::Duration;
