@@ -254,7 +254,9 @@ pub(super) fn record_failure(
         };
         let request = shown(&vu.sent_head, vu.sent_head.len());
         let head = status.map(|code| {
-            let mut text = format!("HTTP {code}\n");
+            // A gRPC call's HTTP/2 status carried it: its own status is in `grpc-status`.
+            let version = if matches!(step.protocol, Protocol::Grpc(_)) { "HTTP/2" } else { "HTTP" };
+            let mut text = format!("{version} {code}\n");
             for (n, v) in &vu.headers.list {
                 text.push_str(&format!("{n}: {v}\n"));
             }

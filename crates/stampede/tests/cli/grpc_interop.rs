@@ -367,6 +367,10 @@ fn status_code_and_message() {
     assert_eq!(report["total"]["grpcStatuses"], json!({"UNKNOWN": 3 * N}));
     assert!(stdout.contains("step `unary`: gRPC status UNKNOWN: test status message"), "{stdout}");
     assert!(stdout.contains("step `streaming`: gRPC status UNKNOWN: test status message"), "{stdout}");
+    // A sample's answer shows the HTTP/2 status that carried the call, and its gRPC status.
+    let sample = report["errorSamples"].as_array().unwrap().iter().find(|s| s["step"] == "unary").unwrap();
+    let answer = sample["response"].as_str().unwrap();
+    assert!(answer.starts_with("HTTP/2 200\n") && answer.contains("grpc-status: 2\n"), "{answer}");
     for (method, calls) in [("UnaryCall", 2 * N), ("FullDuplexCall", N)] {
         let m = server.method(method);
         assert_eq!(n(&m, "calls"), calls, "{m}");
