@@ -2,12 +2,12 @@
 # grpc-go's interop server (tests/grpc/interop: grpc-go's own TestService implementation) for
 # the gRPC steps' tests against a server that is not ours, built from the Go module proxy at the
 # versions go.mod/go.sum pin, with the TestService's .proto files it prints from its
-# descriptors. Cached under ~/.cache/stampede/grpc-interop-<hash of go.mod, go.sum, main.go>
+# descriptors. Cached under ~/.cache/stampede/grpc-interop-<hash of go.mod, go.sum, *.go>
 # (STAMPEDE_CACHE overrides); built only when missing. Prints the folder: `server`, `protos/`.
 set -euo pipefail
 src="$(cd "$(dirname "$0")/interop" && pwd)"
 cache="${STAMPEDE_CACHE:-$HOME/.cache/stampede}"
-key="$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)"
+key="$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-12)"
 out="$cache/grpc-interop-$key"
 if [[ -f "$out/complete" ]]; then
   echo "$out"

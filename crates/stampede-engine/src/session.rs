@@ -102,8 +102,9 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
     // problems is reported as such, not as a server that could not be asked).
     let compiled = (|| -> Result<Plan, PrepareError> {
         if file.grpc.as_ref().is_some_and(|g| g.reflect) && opts.reflected.is_none() {
-            validate(file, path, &opts)?;
-            opts.reflected = Some(reflection::ask(file, &opts)?);
+            let checked = validate(file, path, &opts)?;
+            let asked = reflection::Asking { file, path, base_url: checked.base_url.as_deref().unwrap_or_default() };
+            opts.reflected = Some(reflection::ask(&asked, &opts)?);
         }
         Ok(validate(file, path, &opts)?)
     })();

@@ -19,8 +19,15 @@ pub struct PortableStep {
     pub requests: u64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, u64>,
+    /// HTTP answers by status code.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub status: BTreeMap<String, u64>,
+    /// gRPC calls by the status they ended with, by name (`OK`, `NOT_FOUND`…).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_statuses: BTreeMap<String, u64>,
+    /// WebSocket sessions by the close code they ended with (`1000`, `1006`…).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ws_close_codes: BTreeMap<String, u64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     /// gRPC and WebSocket messages sent and received (absent for HTTP steps).

@@ -310,8 +310,17 @@ pub struct StepSummary {
     pub error_rate: f64,
     /// Failed requests by kind: connect, dns, timeout, reset, protocol, check, io.
     pub errors_by_kind: BTreeMap<String, u64>,
-    /// Answers by HTTP status.
+    /// Answers by HTTP status (a WebSocket handshake's too; a gRPC call's HTTP/2 status is not
+    /// its answer: see `grpcStatuses`).
     pub status_codes: BTreeMap<String, u64>,
+    /// gRPC calls by the status they ended with, by name (`OK`, `NOT_FOUND`…): the server's, or
+    /// `DEADLINE_EXCEEDED` when the deadline passed first. Absent without gRPC calls.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_statuses: BTreeMap<String, u64>,
+    /// WebSocket sessions by the close code they ended with (`1000` normal, `1006` no close
+    /// frame…). Absent without WebSocket sessions that closed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ws_close_codes: BTreeMap<String, u64>,
     /// Total latency of answered requests, ms (open models: from the scheduled start).
     pub latency_ms: LatencySummary,
     /// Open models: latency from the actual send (service time), ms.

@@ -738,7 +738,8 @@ pub struct GrpcSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<serde_json::Value>,
     /// The messages a client-streaming or bidirectional call sends, in order, before it
-    /// half-closes (its answers are read as they come).
+    /// half-closes (its answers are read as they come); `[]` sends none (the call opens and
+    /// half-closes at once). Without `message` or `messages`, a call sends one empty message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<serde_json::Value>>,
     /// Metadata (request headers): name → value.

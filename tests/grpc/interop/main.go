@@ -3,7 +3,9 @@
 // writes the service's .proto files there (printed from the descriptors grpc-go compiled in)
 // and exits; otherwise it serves on -addr and prints the address it listens on. It offers
 // server reflection (grpc-go's reflection package) for the steps that ask for it, unless
-// -no-reflection.
+// -no-reflection. With -stats-addr it also serves, on that (loopback) address, `GET /stats`:
+// what grpc-go's own stats events saw of each method (see stats.go), and prints `stats ADDR`
+// as its second line.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/jhump/protoreflect/desc"
@@ -26,6 +29,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on (loopback)")
 	protos := flag.String("write-protos", "", "write the TestService's .proto files into this folder and exit")
 	noReflection := flag.Bool("no-reflection", false, "do not offer server reflection")
+	statsAddr := flag.String("stats-addr", "", "serve GET /stats (JSON) on this loopback address")
 	flag.Parse()
 	if *protos != "" {
 		writeProtos(*protos)
@@ -36,8 +40,17 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Println(lis.Addr().String())
+	rec := newRecorder()
+	if *statsAddr != "" {
+		statsLis, err := net.Listen("tcp", *statsAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("stats " + statsLis.Addr().String())
+		go func() { log.Fatal(http.Serve(statsLis, rec)) }()
+	}
 	os.Stdout.Sync()
-	s := grpc.NewServer()
+	s := grpc.NewServer(grpc.StatsHandler(rec))
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 	if !*noReflection {
 		reflection.Register(s)

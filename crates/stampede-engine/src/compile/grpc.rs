@@ -460,6 +460,7 @@ pub(crate) fn compile_call(
     let method = find_method(pool, &spec.method).map_err(|e| problems.add(at("method"), e)).ok()?;
     let kind = CallKind::of(&method);
     let input = method.input();
+    let empty = serde_json::Value::Object(Default::default());
     let values: Vec<(String, &serde_json::Value)> = match (&spec.message, &spec.messages, kind) {
         (Some(_), Some(_), _) => {
             problems.add(at("messages"), "set `message` or `messages`, not both");
@@ -471,10 +472,10 @@ pub(crate) fn compile_call(
         }
         (Some(m), None, _) => vec![(at("message"), m)],
         (None, Some(list), _) => list.iter().enumerate().map(|(i, m)| (at(&format!("messages[{i}]")), m)).collect(),
-        (None, None, _) => Vec::new(),
+        // No message given: one empty message (every field at its default). A stream's
+        // `messages: []` sends none: the call opens and half-closes at once.
+        (None, None, _) => vec![(at("message"), &empty)],
     };
-    let empty = serde_json::Value::Object(Default::default());
-    let values = if values.is_empty() { vec![(at("message"), &empty)] } else { values };
     let mut messages = Vec::new();
     for (path, value) in &values {
         check_fields(value, &input, path, problems);
@@ -649,22 +650,7 @@ pub(crate) fn compile_status(
     crate::compile::check::StatusCheck { ranges }
 }
 
-/// The code of a gRPC status name (`OK` is 0).
-pub(crate) fn status_code(name: &str) -> Option<u16> {
-    if name.eq_ignore_ascii_case("OK") {
-        return Some(0);
-    }
-    (1..=16u16)
-        .find(|c| stampede_model::ErrorKind::grpc(u32::from(*c)).is_some_and(|k| k.name().eq_ignore_ascii_case(name)))
-}
-
-/// The name of gRPC status `code`.
-pub(crate) fn status_name(code: u16) -> &'static str {
-    match code {
-        0 => "OK",
-        c => stampede_model::ErrorKind::grpc(u32::from(c)).map_or("UNKNOWN", stampede_model::ErrorKind::name),
-    }
-}
+pub(crate) use crate::stats::metrics::{grpc_status_code as status_code, grpc_status_name as status_name};
 
 #[cfg(test)]
 mod tests {
@@ -718,6 +704,46 @@ mod tests {
         // Reflection asks `baseUrl`'s server: a file without one is told so.
         let problems = compiled(&REFLECTING.replace("baseUrl: http://127.0.0.1:9\n", ""), None).err().unwrap();
         assert!(problems.iter().any(|p| p.location == "grpc.reflect" && p.message.contains("needs a `baseUrl`")));
+    }
+
+    /// #33: a stream's `messages: []` is no message at all (the call opens and half-closes);
+    /// no `message` at all is one empty message; a unary call cannot be given an empty list.
+    #[test]
+    fn an_empty_list_of_messages_sends_none_and_no_message_sends_one_empty_one() {
+        let served = compile_sources(
+            BTreeMap::from([(
+                "p.proto".to_string(),
+                b"syntax = \"proto3\";\npackage p;\nmessage M { int32 id = 1; }\n\
+                  service S { rpc Up(stream M) returns (M); rpc Both(stream M) returns (stream M); rpc Get(M) returns (M); }\n"
+                    .to_vec(),
+            )]),
+            &["p.proto".to_string()],
+        )
+        .unwrap();
+        let yaml = "name: r\nbaseUrl: http://127.0.0.1:9\ngrpc: {reflect: true}\n\
+            load: {executor: constant-vus, vus: 1, iterations: 1}\nscenarios:\n  - name: s\n    steps:\n\
+            \x20     - {name: none, grpc: {method: p.S/Up, messages: []}}\n\
+            \x20     - {name: none both ways, grpc: {method: p.S/Both, messages: []}}\n\
+            \x20     - {name: default, grpc: {method: p.S/Up}}\n\
+            \x20     - {name: two, grpc: {method: p.S/Both, messages: [{id: 1}, {}]}}\n";
+        let plan = compiled(yaml, Some(served.clone())).unwrap_or_else(|p| panic!("{p:?}"));
+        let sent: Vec<(u64, usize)> = plan.scenarios[0]
+            .steps
+            .iter()
+            .map(|s| match &s.protocol {
+                crate::compile::plan::Protocol::Grpc(g) => {
+                    let mut body = Vec::new();
+                    g.encode(&[], &mut body).unwrap();
+                    (g.messages_per_call(), body.len())
+                }
+                _ => panic!("a gRPC step"),
+            })
+            .collect();
+        // Framed: 5 bytes each, and `id: 1` two more.
+        assert_eq!(sent, [(0, 0), (0, 0), (1, 5), (2, 12)]);
+        let unary = yaml.replace("p.S/Up, messages: []", "p.S/Get, messages: []");
+        let problems = compiled(&unary, Some(served)).err().unwrap();
+        assert!(problems.iter().any(|p| p.message.contains("it takes one request `message`")), "{problems:?}");
     }
 
     #[test]

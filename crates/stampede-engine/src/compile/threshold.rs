@@ -643,6 +643,8 @@ mod tests {
             error_rate: 0.0,
             errors_by_kind: Default::default(),
             status_codes: Default::default(),
+            grpc_statuses: Default::default(),
+            ws_close_codes: Default::default(),
             latency_ms: LatencySummary { p50: p99_ms / 2.0, p99: p99_ms, ..LatencySummary::default() },
             service_ms: None,
             round_trip_ms: None,

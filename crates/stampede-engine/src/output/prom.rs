@@ -165,6 +165,17 @@ impl Exporter {
             "gRPC and WebSocket messages received, by step.",
             MetricType::COUNTER,
         );
+        let mut grpc_calls = self.family(
+            "stampede_grpc_calls_total",
+            "gRPC calls, by the status they ended with (grpc_status: OK, NOT_FOUND…; the server's, or \
+             DEADLINE_EXCEEDED when the deadline passed first).",
+            MetricType::COUNTER,
+        );
+        let mut ws_closes = self.family(
+            "stampede_websocket_closes_total",
+            "WebSocket sessions, by the close code they ended with (close_code: 1000, 1006…).",
+            MetricType::COUNTER,
+        );
         for (i, key) in self.keys.iter().enumerate() {
             let s = step(i);
             let labels = step_labels(key);
@@ -173,6 +184,16 @@ impl Exporter {
                 let mut l = labels.clone();
                 l.push(("status", status.to_string()));
                 self.push_value(&mut responses, &l, n as f64);
+            }
+            for (code, n) in s.grpc_status_counts() {
+                let mut l = labels.clone();
+                l.push(("grpc_status", crate::stats::metrics::grpc_status_name(code).to_string()));
+                self.push_value(&mut grpc_calls, &l, n as f64);
+            }
+            for (code, n) in s.ws_close_counts() {
+                let mut l = labels.clone();
+                l.push(("close_code", code.to_string()));
+                self.push_value(&mut ws_closes, &l, n as f64);
             }
             // gRPC statuses, `upgrade` and `close` once they happened; HTTP's kinds always.
             for kind in ErrorKind::ALL.into_iter().filter(|k| !k.is_protocol_specific() || s.errors[k.index()] > 0) {
@@ -291,7 +312,7 @@ impl Exporter {
         if !phases.get_metric().is_empty() {
             families.push(phases);
         }
-        for m in [messages_sent, messages_received] {
+        for m in [messages_sent, messages_received, grpc_calls, ws_closes] {
             if !m.get_metric().is_empty() {
                 families.push(m);
             }
@@ -552,8 +573,12 @@ mod tests {
         for _ in 0..3 {
             call.record_error(ErrorKind::Unimplemented);
         }
+        call.add_grpc_status(0, 7);
+        call.add_grpc_status(12, 3);
         let mut get = StepStats::default();
         get.requests = 5;
+        get.record_status(200);
+        get.add_ws_close(1006, 2);
         let totals = Totals {
             steps: vec![call, get],
             groups: Vec::new(),
@@ -577,6 +602,16 @@ mod tests {
         assert!(line(r#"stampede_messages_sent_total{scenario="s",step="call"} 10"#).is_some(), "{text}");
         assert!(line(r#"stampede_messages_received_total{scenario="s",step="call"} 30"#).is_some(), "{text}");
         assert!(!text.contains(r#"stampede_messages_sent_total{scenario="s",step="get"}"#), "HTTP steps have none");
+        // gRPC calls by their status, apart from HTTP's statuses; WebSocket closes by code.
+        for wanted in [
+            r#"stampede_grpc_calls_total{scenario="s",step="call",grpc_status="OK"} 7"#,
+            r#"stampede_grpc_calls_total{scenario="s",step="call",grpc_status="UNIMPLEMENTED"} 3"#,
+            r#"stampede_responses_total{scenario="s",step="get",status="200"} 1"#,
+            r#"stampede_websocket_closes_total{scenario="s",step="get",close_code="1006"} 2"#,
+        ] {
+            assert!(text.lines().any(|l| l == wanted), "{wanted} in {text}");
+        }
+        assert!(!text.contains(r#"stampede_responses_total{scenario="s",step="call""#), "{text}");
     }
 
     #[test]

@@ -80,6 +80,8 @@ fn summarize(stats: &StepStats, seconds: f64, scenario: Option<String>, step: Op
         error_rate: if stats.requests > 0 { errors as f64 / stats.requests as f64 } else { 0.0 },
         errors_by_kind: errors_by_name(&stats.errors),
         status_codes: stats.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+        grpc_statuses: crate::stats::portable::grpc_statuses_by_name(stats),
+        ws_close_codes: stats.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect(),
         latency_ms: latency_summary(stats),
         service_ms: stats.service.as_ref().map(|h| histogram_summary(h)),
         round_trip_ms: stats.round_trip.as_ref().map(|h| histogram_summary(h)),
@@ -480,14 +482,41 @@ pub fn render_table(report: &Report) -> String {
             }
         }
     }
-    if !report.total.status_codes.is_empty() {
-        let codes: Vec<String> = report.total.status_codes.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
-        let _ = writeln!(out, "status codes: {}", codes.join(", "));
-    }
+    out.push_str(&status_lines(&report.total));
     if let Some(c) = &report.capacity {
         out.push_str(&render_capacity(c));
     }
     out
+}
+
+/// What the answers were, one line per protocol: HTTP status codes, gRPC statuses (in code
+/// order: OK first) and WebSocket close codes; a line only for what the run had.
+pub(crate) fn status_lines(total: &StepSummary) -> String {
+    let mut out = String::new();
+    for (label, tally) in status_tallies(total) {
+        let counts: Vec<String> = tally.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let _ = writeln!(out, "{label}: {}", counts.join(", "));
+    }
+    out
+}
+
+/// One protocol's tally: its label, and counts by status (name or code).
+pub(crate) type Tally<'a> = (&'static str, Vec<(&'a str, u64)>);
+
+/// A summary's tallies by protocol, each labelled, in their natural order; only those with
+/// counts.
+pub(crate) fn status_tallies(s: &StepSummary) -> Vec<Tally<'_>> {
+    fn listed(m: &std::collections::BTreeMap<String, u64>) -> Vec<(&str, u64)> {
+        m.iter().map(|(k, n)| (k.as_str(), *n)).collect()
+    }
+    let mut grpc = listed(&s.grpc_statuses);
+    grpc.sort_by_key(|(name, _)| crate::stats::metrics::grpc_status_code(name).unwrap_or(u16::MAX));
+    let mut close = listed(&s.ws_close_codes);
+    close.sort_by_key(|(code, _)| code.parse::<u16>().unwrap_or(u16::MAX));
+    [("HTTP status codes", listed(&s.status_codes)), ("gRPC statuses", grpc), ("WebSocket close codes", close)]
+        .into_iter()
+        .filter(|(_, t)| !t.is_empty())
+        .collect()
 }
 
 /// One plateau as the CLI prints it when it ends.

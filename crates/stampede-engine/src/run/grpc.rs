@@ -15,7 +15,7 @@ use stampede_model::ErrorKind;
 
 use super::outcome::SAMPLE_BYTES;
 use super::send::WithDeadline;
-use super::step::{Answer, Failure};
+use super::step::{Answer, Ending, Failure};
 use super::vu::Vu;
 
 /// One call of `step`; the answer's status is the gRPC status code.
@@ -42,7 +42,7 @@ pub(super) async fn call(
                 Err(message) => {
                     sent_head.clear();
                     let error = ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false };
-                    return Err(Failure { error, sent: 0, messages: None });
+                    return Err(Failure { error, sent: 0, messages: None, ending: None });
                 }
             }
         }
@@ -61,10 +61,11 @@ pub(super) async fn call(
         let exchange = std::pin::pin!(exchange);
         WithDeadline { inner: exchange, timer: timer.as_mut(), deadline }.await
     };
-    // The request's messages went out whole once it was sent (one body).
+    // The request's messages went out whole once it was sent (one body); a call that never
+    // went out (a refused connect) sent nothing.
     let failed = |error: ExchangeError| {
         let messages = error.sent.then_some((g.messages_per_call(), 0));
-        Failure { error, sent, messages }
+        Failure { sent: if error.sent { sent } else { 0 }, error, messages, ending: None }
     };
     let info = match outcome {
         Some(Ok(info)) => info,
@@ -72,17 +73,17 @@ pub(super) async fn call(
         // deadline passes) is the deadline too, as gRPC clients report it.
         Some(Err(e)) if Instant::now() >= started + g.deadline => {
             let message = format!("no answer within the deadline of {:?} ({})", g.deadline, e.message);
-            return Err(failed(ExchangeError { kind: ErrorKind::DeadlineExceeded, message, ..e }));
+            return Err(past_deadline(failed(ExchangeError { kind: ErrorKind::DeadlineExceeded, message, ..e })));
         }
         Some(Err(e)) => return Err(failed(e)),
         None => {
             let message = format!("no answer within the deadline of {:?}", g.deadline);
-            return Err(failed(ExchangeError {
+            return Err(past_deadline(failed(ExchangeError {
                 kind: ErrorKind::DeadlineExceeded,
                 message,
                 sent: true,
                 answered: false,
-            }));
+            })));
         }
     };
     let answered = |message: String| failed(ExchangeError::protocol(message));
@@ -96,13 +97,15 @@ pub(super) async fn call(
         return Err(answered(format!("grpc-status `{code}` is not a status code")));
     };
     let detail = headers.get("grpc-message").map(percent_decode).filter(|m| !m.is_empty());
+    // An answer that does not decode still ended with the server's status.
+    let unreadable = |message: String| Failure { ending: Some(Ending::Grpc(code)), ..answered(message) };
     let received_messages = if step.needs_body {
         let mut json = Vec::new();
-        let n = g.decode(body, Some(&mut json), code == 0).map_err(answered)?;
+        let n = g.decode(body, Some(&mut json), code == 0).map_err(unreadable)?;
         *body = json;
         n
     } else {
-        g.decode(body, None, code == 0).map_err(answered)?
+        g.decode(body, None, code == 0).map_err(unreadable)?
     };
     Ok(Answer {
         status: code,
@@ -115,6 +118,14 @@ pub(super) async fn call(
         round_trips: Vec::new(),
     })
 }
+
+/// A call its deadline ended: DEADLINE_EXCEEDED, as gRPC clients report it.
+fn past_deadline(failure: Failure) -> Failure {
+    Failure { ending: Some(Ending::Grpc(DEADLINE_EXCEEDED)), ..failure }
+}
+
+/// gRPC's status code DEADLINE_EXCEEDED.
+const DEADLINE_EXCEEDED: u16 = 4;
 
 /// `grpc-message` is percent-encoded.
 fn percent_decode(v: &str) -> String {

@@ -103,8 +103,9 @@ pub(super) async fn send(
                 sent_head.clear();
                 sent_head.extend_from_slice(&bytes[..bytes.len().min(SAMPLE_BYTES + 1)]);
             }
-            sent += bytes.len() as u64;
             let head = method == "HEAD";
+            // Counted as sent unless it never went out (a refused connect sent nothing).
+            sent += bytes.len() as u64;
             let info = transport::exchange(
                 conn,
                 wt,
@@ -115,7 +116,15 @@ pub(super) async fn send(
                 &mut *headers,
                 req.connect_timeout,
             )
-            .await?;
+            .await
+            .inspect_err(|e| {
+                if !e.sent {
+                    // This hop's bytes, found again as `bytes` was chosen: a length kept
+                    // across the exchange would weigh on every VU's task.
+                    let hop = if cookie.is_none() && !redirected { first.len() } else { extra_buf.len() };
+                    sent -= hop as u64;
+                }
+            })?;
             received += info.bytes_received;
             // Time to first byte counts to the first answer of a redirect chain.
             first_byte = first_byte.or(info.first_byte);

@@ -41,7 +41,7 @@ pub(super) async fn run_step(
                 detail: None,
                 round_trips: Vec::new(),
             })
-            .map_err(|(error, sent)| Failure { error, sent, messages: None }),
+            .map_err(|(error, sent)| Failure { error, sent, messages: None, ending: None }),
         // Boxed: their states are large, and inline they would weigh on every VU's task.
         _ => Box::pin(other_protocol(vu, step, local, started)).await,
     };
@@ -82,8 +82,17 @@ pub(super) async fn run_step(
             let ttfb = answer.first_byte.map_or(service, |at| at.saturating_duration_since(started).as_micros() as u64);
             s.phases.record_answer(ttfb.min(service), service);
             m.interval.record_latency(step.metric, micros.max(1));
-            if let Some(code) = answer.http_status {
-                s.record_status(code);
+            // A gRPC call's answer is its status, not the HTTP/2 200 that carried it.
+            match answer_ending(step, &answer) {
+                Some(Ending::Grpc(code)) => s.add_grpc_status(code, 1),
+                ending => {
+                    if let Some(code) = answer.http_status {
+                        s.record_status(code);
+                    }
+                    if let Some(Ending::WsClose(code)) = ending {
+                        s.add_ws_close(code, 1);
+                    }
+                }
             }
             let resp = ResponseView { status: answer.status, headers: &vu.headers.list, body: &vu.body };
             // An answer the step does not accept: for gRPC its status is the error's kind, for
@@ -116,7 +125,12 @@ pub(super) async fn run_step(
                 (None, None, Ok(())) => None,
             }
         }
-        Err(Failure { error, sent, messages }) => {
+        Err(Failure { error, sent, messages, ending }) => {
+            match ending {
+                Some(Ending::Grpc(code)) => s.add_grpc_status(code, 1),
+                Some(Ending::WsClose(code)) => s.add_ws_close(code, 1),
+                None => {}
+            }
             s.bytes_sent += sent;
             if let Some((out, back)) = messages {
                 s.messages_sent += out;
@@ -163,6 +177,29 @@ pub(super) struct Answer {
     pub(super) round_trips: Vec<u64>,
 }
 
+/// How `step`'s answered call or session ended: a gRPC call with its status; a WebSocket
+/// session that upgraded and was not kept open with its close code. (Not a field of
+/// [`Answer`]: every VU's task holds one, and it is known from the plan.)
+fn answer_ending(step: &StepPlan, answer: &Answer) -> Option<Ending> {
+    match &step.protocol {
+        Protocol::Grpc(_) => Some(Ending::Grpc(answer.status)),
+        Protocol::Ws(w) if answer.status == 101 && !w.keep_open => Some(Ending::WsClose(w.close_code)),
+        _ => None,
+    }
+}
+
+/// How a gRPC call or a WebSocket session ended, beyond HTTP: tallied apart from HTTP
+/// statuses in every report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// The status code a gRPC call ended with: the server's, or DEADLINE_EXCEEDED when its
+    /// deadline passed first (as gRPC clients report it).
+    Grpc(u16),
+    /// The close code a WebSocket session ended with: the one it closed with, the server's,
+    /// or 1006 when the connection ended without a close frame.
+    WsClose(u16),
+}
+
 /// A step that got no answer it could use: why, and what it had sent and received by then.
 pub(super) struct Failure {
     pub(super) error: crate::client::exchange::ExchangeError,
@@ -170,6 +207,8 @@ pub(super) struct Failure {
     pub(super) sent: u64,
     /// gRPC and WebSocket: messages sent and received before the failure.
     pub(super) messages: Option<(u64, u64)>,
+    /// How the call or session ended, when it did end so (a deadline, a server's close).
+    pub(super) ending: Option<Ending>,
 }
 
 /// The failure of an answer whose status `step` does not accept.
@@ -215,7 +254,9 @@ pub(super) fn record_failure(
         };
         let request = shown(&vu.sent_head, vu.sent_head.len());
         let head = status.map(|code| {
-            let mut text = format!("HTTP {code}\n");
+            // A gRPC call's HTTP/2 status carried it: its own status is in `grpc-status`.
+            let version = if matches!(step.protocol, Protocol::Grpc(_)) { "HTTP/2" } else { "HTTP" };
+            let mut text = format!("{version} {code}\n");
             for (n, v) in &vu.headers.list {
                 text.push_str(&format!("{n}: {v}\n"));
             }

@@ -33,7 +33,7 @@ use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
 
 use super::outcome::SAMPLE_BYTES;
-use super::step::{Answer, Failure};
+use super::step::{Answer, Ending as StepEnding, Failure};
 use super::vu::Vu;
 
 /// The most bytes of a handshake answer's head.
@@ -190,6 +190,8 @@ struct Tally {
     round_trips: Vec<u64>,
     /// The last send.
     last_send: Option<Instant>,
+    /// The server's close code (1005 for a close frame without one, 1006 for none at all).
+    closed_with: Option<u16>,
 }
 
 /// Runs `step`'s session.
@@ -208,7 +210,7 @@ pub(super) async fn session(
             sent_head.clear();
             let error =
                 ExchangeError { kind: ErrorKind::Protocol, message: e.to_string(), sent: false, answered: false };
-            return Err(Failure { error, sent: 0, messages: None });
+            return Err(Failure { error, sent: 0, messages: None, ending: None });
         }
     };
     sent_head.clear();
@@ -293,7 +295,8 @@ pub(super) async fn session(
 
 impl Tally {
     fn failed(&self, error: ExchangeError) -> Failure {
-        Failure { error, sent: self.bytes_sent, messages: Some((self.sent, self.received)) }
+        let ending = self.closed_with.map(StepEnding::WsClose);
+        Failure { error, sent: self.bytes_sent, messages: Some((self.sent, self.received)), ending }
     }
 }
 
@@ -479,8 +482,17 @@ fn next_message(
     doing: &str,
 ) -> Result<Option<Vec<u8>>, Broken> {
     let message = match next {
-        None => return Err(failure(&WsError::ConnectionClosed, doing)),
-        Some(Err(e)) => return Err(failure(&e, doing)),
+        None => {
+            tally.closed_with = Some(1006);
+            return Err(failure(&WsError::ConnectionClosed, doing));
+        }
+        Some(Err(e)) => {
+            let broken = failure(&e, doing);
+            if broken.error.kind == ErrorKind::Close {
+                tally.closed_with = Some(1006);
+            }
+            return Err(broken);
+        }
         Some(Ok(m)) => m,
     };
     tally.bytes_received += message.len() as u64;
@@ -493,7 +505,10 @@ fn next_message(
             tally.received += 1;
             Ok(Some(b.to_vec()))
         }
-        Message::Close(frame) => Err(Broken { error: closed(frame, doing), ending: Ending::Answer }),
+        Message::Close(frame) => {
+            tally.closed_with = Some(frame.as_ref().map_or(1005, |f| u16::from(f.code)));
+            Err(Broken { error: closed(frame, doing), ending: Ending::Answer })
+        }
         _ => Ok(None),
     }
 }

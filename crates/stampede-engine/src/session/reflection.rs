@@ -5,6 +5,7 @@
 //! then for the files those import, until none is missing.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -22,6 +23,9 @@ use crate::run::once::{Once, run_once};
 /// The reflection service's packages, newest first: servers offer `v1`, older ones only
 /// `v1alpha` (the same messages).
 const PACKAGES: [&str; 2] = ["grpc.reflection.v1", "grpc.reflection.v1alpha"];
+
+/// The name of the step that asks (a step of the engine's own, never shown).
+const QUESTION: &str = "reflection";
 
 /// At most this many questions (a file's imports are asked for in the next one).
 const ROUNDS: usize = 16;
@@ -70,18 +74,36 @@ enum Asked {
     Failed(String),
 }
 
-/// The services `file`'s steps call, as the server at its base URL describes them, with the
-/// files they import. On a thread of its own (the question runs on a runtime of its own).
-pub(crate) fn ask(file: &ScenarioFile, opts: &CompileOptions) -> Result<DescriptorPool, RunError> {
-    std::thread::scope(|s| s.spawn(|| ask_here(file, opts)).join())
+/// Whose services are asked for, and of which server.
+pub(crate) struct Asking<'a> {
+    pub(crate) file: &'a ScenarioFile,
+    /// Where `file` was read from: the errors name it.
+    pub(crate) path: &'a Path,
+    /// The file's `baseUrl` as it compiled (templates such as `{{env.PORT}}` expanded).
+    pub(crate) base_url: &'a str,
+}
+
+/// The services `asking.file`'s steps call, as the server at its base URL describes them,
+/// with the files they import. On a thread of its own (the question runs on a runtime of its
+/// own).
+pub(crate) fn ask(asking: &Asking<'_>, opts: &CompileOptions) -> Result<DescriptorPool, RunError> {
+    std::thread::scope(|s| s.spawn(|| ask_here(asking, opts)).join())
         .unwrap_or_else(|_| Err(RunError::Other("asking the server for its services panicked".into())))
 }
 
-fn ask_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<DescriptorPool, RunError> {
-    let base = opts.base_url.clone().or_else(|| file.base_url.clone()).unwrap_or_default();
+fn ask_here(asking: &Asking<'_>, opts: &CompileOptions) -> Result<DescriptorPool, RunError> {
+    let Asking { file, path, base_url: base } = *asking;
     let services: BTreeSet<String> =
         grpc_methods(file).into_iter().filter_map(|m| service_and_method(m).map(|(s, _)| s.to_string())).collect();
-    let fail = |why: String| RunError::Other(format!("asking {base} for its gRPC services by reflection: {why}"));
+    // Said of the user's file and field: the question is a step of the engine's own.
+    let fail = |why: String| {
+        RunError::Other(format!(
+            "{}: grpc.reflect: asking {base} for its gRPC services by reflection: {why}",
+            path.display()
+        ))
+    };
+    let opts = CompileOptions { base_url: Some(base.to_string()), ..opts.clone() };
+    let opts = &opts;
     let mut last = String::new();
     for package in PACKAGES {
         match files_of(file, opts, package, &services) {
@@ -143,11 +165,11 @@ fn question(
     let method = format!("{package}.ServerReflection/ServerReflectionInfo");
     let spec = serde_json::json!({
         "name": "grpc reflection",
-        "baseUrl": opts.base_url.clone().or_else(|| file.base_url.clone()),
+        "baseUrl": opts.base_url,
         "grpc": {"reflect": true},
         "load": {"executor": "constant-vus", "vus": 1, "iterations": 1},
         "setup": [{
-            "name": "reflection",
+            "name": QUESTION,
             "grpc": {
                 "method": method,
                 "messages": questions,
@@ -170,6 +192,8 @@ fn question(
     })?;
     let outcome = run_once(&Arc::new(plan), Once::Setup, &BTreeMap::new()).map_err(|e| Asked::Failed(e.to_string()))?;
     if let Some(why) = outcome.failure {
+        // Without the name of the question's own step, which the user never wrote.
+        let why = why.strip_prefix(&format!("step `{QUESTION}`: ")).map_or(why.clone(), str::to_string);
         return Err(match outcome.error_samples.first().map(|e| e.kind) {
             Some(ErrorKind::Unimplemented) => Asked::Unimplemented(why),
             _ => Asked::Failed(why),

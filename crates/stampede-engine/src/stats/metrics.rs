@@ -46,7 +46,31 @@ pub struct StepStats {
     /// WebSocket steps: each send to its matching message, µs.
     pub round_trip: Option<Box<Histogram<u64>>>,
     status: Vec<u64>,
+    /// gRPC calls by the status code they ended with (0–16; others count as UNKNOWN, as gRPC
+    /// clients read them).
+    grpc_status: [u64; GRPC_CODES],
+    /// WebSocket sessions by the close code they ended with, in ascending code order.
+    ws_close: Vec<(u16, u64)>,
 }
+
+/// The name of gRPC status `code` (`OK`, `NOT_FOUND`…); a code gRPC does not define is
+/// `UNKNOWN`, as gRPC clients read it.
+pub(crate) fn grpc_status_name(code: u16) -> &'static str {
+    match code {
+        0 => "OK",
+        c => ErrorKind::grpc(u32::from(c)).map_or("UNKNOWN", ErrorKind::name),
+    }
+}
+
+/// The code of gRPC status `name` (any case; `OK` is 0).
+pub(crate) fn grpc_status_code(name: &str) -> Option<u16> {
+    (0..GRPC_CODES as u16).find(|c| grpc_status_name(*c).eq_ignore_ascii_case(name))
+}
+
+/// gRPC status codes 0 (OK) to 16 (UNAUTHENTICATED).
+const GRPC_CODES: usize = 17;
+/// The code a status outside 0–16 counts as (UNKNOWN).
+const GRPC_UNKNOWN: usize = 2;
 
 impl Default for StepStats {
     fn default() -> Self {
@@ -65,6 +89,8 @@ impl Default for StepStats {
             service: None,
             round_trip: None,
             status: vec![0; STATUS_SLOTS],
+            grpc_status: [0; GRPC_CODES],
+            ws_close: Vec::new(),
         }
     }
 }
@@ -115,6 +141,30 @@ impl StepStats {
         {
             self.status[slot] += n;
         }
+    }
+
+    /// Adds `n` gRPC calls that ended with status `code`.
+    pub fn add_grpc_status(&mut self, code: u16, n: u64) {
+        let slot = usize::from(code);
+        self.grpc_status[if slot < GRPC_CODES { slot } else { GRPC_UNKNOWN }] += n;
+    }
+
+    /// gRPC status codes the calls ended with, with counts, in ascending code order.
+    pub fn grpc_status_counts(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.grpc_status.iter().enumerate().filter(|(_, n)| **n > 0).map(|(c, n)| (c as u16, *n))
+    }
+
+    /// Adds `n` WebSocket sessions that ended with close code `code`.
+    pub fn add_ws_close(&mut self, code: u16, n: u64) {
+        match self.ws_close.binary_search_by_key(&code, |(c, _)| *c) {
+            Ok(i) => self.ws_close[i].1 += n,
+            Err(i) => self.ws_close.insert(i, (code, n)),
+        }
+    }
+
+    /// WebSocket close codes the sessions ended with, with counts, in ascending order.
+    pub fn ws_close_counts(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.ws_close.iter().copied()
     }
 
     #[inline]
@@ -169,6 +219,14 @@ impl StepStats {
         for (a, b) in d.status.iter_mut().zip(earlier.status.iter()) {
             *a = a.saturating_sub(*b);
         }
+        for (a, b) in d.grpc_status.iter_mut().zip(earlier.grpc_status.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        for (code, n) in &mut d.ws_close {
+            let before = earlier.ws_close.iter().find(|(c, _)| c == code).map_or(0, |(_, n)| *n);
+            *n = n.saturating_sub(before);
+        }
+        d.ws_close.retain(|(_, n)| *n > 0);
         for (a, b) in d.checks.iter_mut().zip(earlier.checks.iter()) {
             a[0] = a[0].saturating_sub(b[0]);
             a[1] = a[1].saturating_sub(b[1]);
@@ -198,6 +256,12 @@ impl StepStats {
         self.max_us = self.max_us.max(other.max_us);
         for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
             *a += b;
+        }
+        for (a, b) in self.grpc_status.iter_mut().zip(other.grpc_status.iter()) {
+            *a += b;
+        }
+        for &(code, n) in &other.ws_close {
+            self.add_ws_close(code, n);
         }
         for (i, c) in other.checks.iter().enumerate() {
             self.add_check(i, c[0], c[1]);
@@ -534,5 +598,30 @@ mod tests {
         s.record_error(ErrorKind::Timeout);
         assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, 2), (503, 1)]);
         assert_eq!(s.error_total(), 1);
+    }
+
+    #[test]
+    fn grpc_statuses_and_close_codes_are_tallied_apart_from_http_statuses_and_merge_exactly() {
+        let mut a = StepStats::default();
+        a.add_grpc_status(0, 40);
+        a.add_grpc_status(5, 80);
+        a.add_grpc_status(99, 1); // not a status gRPC defines: UNKNOWN, as clients read it
+        a.add_ws_close(4001, 2);
+        a.add_ws_close(1000, 3);
+        assert_eq!(a.status_counts().count(), 0, "no HTTP status was recorded");
+        assert_eq!(a.grpc_status_counts().collect::<Vec<_>>(), vec![(0, 40), (2, 1), (5, 80)]);
+        assert_eq!(a.ws_close_counts().collect::<Vec<_>>(), vec![(1000, 3), (4001, 2)]);
+        let mut b = StepStats::default();
+        b.add_grpc_status(5, 7);
+        b.add_ws_close(1006, 1);
+        b.add_ws_close(1000, 1);
+        let before = a.clone();
+        a.merge(&b);
+        assert_eq!(a.grpc_status_counts().collect::<Vec<_>>(), vec![(0, 40), (2, 1), (5, 87)]);
+        assert_eq!(a.ws_close_counts().collect::<Vec<_>>(), vec![(1000, 4), (1006, 1), (4001, 2)]);
+        // What came after a snapshot is exactly the other's.
+        let since = a.since(&before);
+        assert_eq!(since.grpc_status_counts().collect::<Vec<_>>(), vec![(5, 7)]);
+        assert_eq!(since.ws_close_counts().collect::<Vec<_>>(), vec![(1000, 1), (1006, 1)]);
     }
 }

@@ -17,7 +17,10 @@ pub use stampede_model::portable::{
 use stampede_model::{ErrorKind, StepKey};
 
 use crate::stats::histogram::new_interval_histogram;
-use crate::stats::metrics::{DropReason, IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name};
+use crate::stats::metrics::{
+    DropReason, IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name, grpc_status_code,
+    grpc_status_name,
+};
 use crate::stats::phases::{Phase, PhaseStats, Phases};
 
 /// Why portable metrics could not be read back.
@@ -31,6 +34,15 @@ pub enum PortableError {
     ErrorKind(String),
     #[error("unknown reason for dropped iterations `{0}`")]
     DropReason(String),
+    #[error("unknown gRPC status `{0}`")]
+    GrpcStatus(String),
+    #[error("`{0}` is not a WebSocket close code")]
+    CloseCode(String),
+}
+
+/// A step's gRPC statuses by name (`OK`, `NOT_FOUND`), as reports and results show them.
+pub(crate) fn grpc_statuses_by_name(s: &StepStats) -> BTreeMap<String, u64> {
+    s.grpc_status_counts().map(|(c, n)| (grpc_status_name(c).to_string(), n)).collect()
 }
 
 /// Encodes interval stats (all steps together, e.g. a runner's running total) as one
@@ -46,6 +58,8 @@ pub fn step_from_interval(scenario: &str, step: &str, stats: &IntervalStats) -> 
         requests: stats.requests,
         errors: errors_by_name(&stats.errors_by_kind),
         status: BTreeMap::new(),
+        grpc_statuses: BTreeMap::new(),
+        ws_close_codes: BTreeMap::new(),
         bytes_sent: 0,
         bytes_received: 0,
         messages_sent: 0,
@@ -121,6 +135,8 @@ fn encode_steps(keys: &[StepKey], stats: &[StepStats]) -> Vec<PortableStep> {
                 requests: s.requests,
                 errors: errors_by_name(&s.errors),
                 status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+                grpc_statuses: grpc_statuses_by_name(s),
+                ws_close_codes: s.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect(),
                 bytes_sent: s.bytes_sent,
                 bytes_received: s.bytes_received,
                 messages_sent: s.messages_sent,
@@ -476,6 +492,14 @@ fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
             s.add_status(code, *n);
         }
     }
+    for (name, n) in &p.grpc_statuses {
+        let code = grpc_status_code(name).ok_or_else(|| PortableError::GrpcStatus(name.clone()))?;
+        s.add_grpc_status(code, *n);
+    }
+    for (code, n) in &p.ws_close_codes {
+        let code = code.parse::<u16>().map_err(|_| PortableError::CloseCode(code.clone()))?;
+        s.add_ws_close(code, *n);
+    }
     s.bytes_sent = p.bytes_sent;
     s.bytes_received = p.bytes_received;
     s.messages_sent = p.messages_sent;
@@ -531,6 +555,10 @@ mod tests {
             m.steps[0].messages_sent += 3;
             m.steps[0].messages_received += 4;
             m.steps[0].record_round_trip_us(1_000 * (runner + 1));
+            // gRPC statuses and WebSocket close codes, tallied apart from HTTP statuses.
+            m.steps[0].add_grpc_status(0, 40);
+            m.steps[0].add_grpc_status(5, 80 + runner);
+            m.steps[0].add_ws_close(if runner == 4 { 1006 } else { 1000 }, 2);
             m.iterations[0] = 10 + runner;
             m.schedule_lag.record(50 + runner * 1_000).unwrap();
             // Open models: each runner had iterations wait for a VU, and dropped some.
@@ -553,6 +581,9 @@ mod tests {
         assert_eq!(s.latency.len(), union.latency.len());
         assert_eq!(s.errors[ErrorKind::Timeout.index()], 5);
         assert_eq!(s.status_counts().collect::<Vec<_>>(), vec![(200, union.latency.len())]);
+        assert_eq!(s.grpc_status_counts().collect::<Vec<_>>(), vec![(0, 200), (5, 400 + 10)]);
+        assert_eq!(s.ws_close_counts().collect::<Vec<_>>(), vec![(1000, 8), (1006, 2)]);
+        assert_eq!(grpc_statuses_by_name(s), BTreeMap::from([("NOT_FOUND".to_string(), 410), ("OK".to_string(), 200)]));
         assert_eq!(merged.iterations[0], 10 + 11 + 12 + 13 + 14);
         assert_eq!(
             (merged.schedule_lag.len(), merged.schedule_lag.max()),
@@ -682,6 +713,29 @@ mod tests {
             for q in [0.5, 0.9, 0.99, 1.0] {
                 assert_eq!(m.stats.latency.value_at_quantile(q), all.value_at_quantile(q), "total q={q}");
             }
+        }
+    }
+
+    /// A runner's result with a gRPC status or close code this version cannot read is an
+    /// error, not a count silently dropped from the merge.
+    #[test]
+    fn unknown_grpc_statuses_and_close_codes_are_errors() {
+        let keys = vec![StepKey { scenario: "s".into(), step: "a".into() }];
+        let names = vec!["s".to_string()];
+        for (grpc, close, wanted) in [
+            (("NOT_A_STATUS", 1), ("1000", 1), "unknown gRPC status `NOT_A_STATUS`"),
+            (("OK", 1), ("normal", 1), "`normal` is not a WebSocket close code"),
+        ] {
+            let step = PortableStep {
+                scenario: "s".into(),
+                step: "a".into(),
+                grpc_statuses: BTreeMap::from([(grpc.0.to_string(), grpc.1)]),
+                ws_close_codes: BTreeMap::from([(close.0.to_string(), close.1)]),
+                ..encode(&keys, &WorkerMetrics::new(1, 1), &names).steps[0].clone()
+            };
+            let portable = PortableMetrics { steps: vec![step], ..PortableMetrics::default() };
+            let err = merge_into(&portable, &keys, &names, &mut WorkerMetrics::new(1, 1)).unwrap_err();
+            assert_eq!(err.to_string(), wanted);
         }
     }
 

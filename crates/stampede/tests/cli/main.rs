@@ -6,6 +6,7 @@ mod commands;
 mod corpus;
 mod curl_parity;
 mod dashboards;
+mod grpc_interop;
 mod hostile;
 mod html_browser;
 mod launch;

@@ -147,6 +147,16 @@ thresholds:
         report["total"]["errorsByKind"],
         serde_json::json!({"DEADLINE_EXCEEDED": 40, "NOT_FOUND": 40, "UNIMPLEMENTED": 40})
     );
+    // The report's statuses are the target's, by name; no HTTP/2 200 stands in for them.
+    assert_eq!(
+        report["total"]["grpcStatuses"],
+        serde_json::json!({"OK": 160, "NOT_FOUND": 80, "UNIMPLEMENTED": 40, "DEADLINE_EXCEEDED": 40})
+    );
+    assert_eq!(report["total"]["statusCodes"], serde_json::json!({}));
+    assert!(
+        stdout.contains("gRPC statuses: OK ×160, DEADLINE_EXCEEDED ×40, NOT_FOUND ×80, UNIMPLEMENTED ×40"),
+        "{stdout}"
+    );
     // The table and the HTML report say the same.
     assert!(stdout.contains("errors by kind: DEADLINE_EXCEEDED 40, NOT_FOUND 40, UNIMPLEMENTED 40"), "{stdout}");
     assert!(
@@ -240,12 +250,98 @@ scenarios:
     // Closes: normal for `echo`, 4000 for the kept socket's last step.
     assert_eq!(ws["closes"]["1000"], 30, "{ws}");
     assert_eq!(ws["closes"]["4000"], 30, "{ws}");
+    // The report tallies the code each session ended with, apart from HTTP statuses: the
+    // one it closed with, or the server's; a kept socket's step did not end its session.
+    assert_eq!(step(&report, "echo")["wsCloseCodes"], serde_json::json!({"1000": 30}));
+    assert!(step(&report, "open")["wsCloseCodes"].is_null());
+    assert_eq!(step(&report, "same socket")["wsCloseCodes"], serde_json::json!({"4000": 30}));
+    assert_eq!(step(&report, "closed")["wsCloseCodes"], serde_json::json!({"4001": 30}));
+    assert_eq!(step(&report, "echo")["statusCodes"], serde_json::json!({"101": 30}), "the upgrade's own status");
+    assert!(stdout.contains("WebSocket close codes: 1000 ×30, 4000 ×30, 4001 ×30"), "{stdout}");
+    assert!(html.contains("<th>WebSocket close codes</th>"), "the HTML report's Statuses");
     // Every socket was closed (the target's side of the last close may still be under way).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while target_stats(port)["websocket"]["open"] != 0 {
         assert!(std::time::Instant::now() < deadline, "sockets left open: {}", target_stats(port));
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// #33: a connection that never opened sent nothing. Against a closed loopback port, HTTP/1.1
+/// requests, HTTP/2 requests and gRPC calls are each an error of kind `connect`, exactly one
+/// per request, and their steps sent 0 bytes and no message.
+#[test]
+fn refused_connects_send_no_bytes_over_http1_http2_and_grpc() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/target.proto"),
+        dir.path().join("target.proto"),
+    )
+    .unwrap();
+    for (version, steps) in [("1.1", ["http1", "grpc"].as_slice()), ("2", ["http2"].as_slice())] {
+        let file = write_scenario(
+            dir.path(),
+            &format!(
+                r#"
+name: refused
+baseUrl: http://127.0.0.1:{closed}
+load: {{executor: constant-vus, vus: 2, iterations: 10}}
+http: {{version: "{version}"}}
+grpc: {{protoFiles: [target.proto]}}
+scenarios:
+  - name: s
+    steps:
+      - name: http{h}
+        request: {{method: POST, url: "{{{{baseUrl}}}}/upload", body: "twelve bytes"}}
+      - name: grpc
+        if: "{grpc}"
+        grpc: {{method: stampede.target.v1.Target/Echo, message: {{text: hello}}}}
+"#,
+                h = if version == "2" { "2" } else { "1" },
+                grpc = steps.contains(&"grpc"),
+            ),
+        );
+        let (run, report) = run_report(&file, dir.path());
+        let stdout = text(&run.stdout);
+        assert_eq!(run.status.code(), Some(0), "{stdout}{}", text(&run.stderr));
+        for name in steps {
+            let s = step(&report, name);
+            assert_eq!(figures(&report, name), (10, 10), "{name}: {stdout}");
+            assert_eq!(s["errorsByKind"], serde_json::json!({"connect": 10}), "{name}: {stdout}");
+            assert_eq!(s["bytesSent"], 0, "{name}: a refused connect sent nothing");
+            assert_eq!(messages(&report, name), (0, 0), "{name}");
+            assert!(s["grpcStatuses"].is_null(), "{name}: no call got a status");
+        }
+        assert_eq!(report["total"]["bytesSent"], 0);
+    }
+}
+
+/// #33: reflection that cannot reach the server says so of the user's own file and field,
+/// with `baseUrl`'s templates expanded, and names no step the user did not write.
+#[test]
+fn a_failed_reflection_names_the_users_file_and_the_expanded_base_url() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_scenario(
+        dir.path(),
+        "name: reflection\nbaseUrl: \"http://127.0.0.1:{{env.GRPC_PORT}}\"\n\
+         load: {executor: constant-vus, vus: 1, iterations: 1}\ngrpc: {reflect: true}\n\
+         scenarios:\n  - name: s\n    steps:\n      - {name: unary, grpc: {method: grpc.testing.TestService/EmptyCall}}\n",
+    );
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["run", file.to_str().unwrap()])
+        .env("GRPC_PORT", closed.to_string())
+        .output()
+        .unwrap();
+    let err = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "{err}");
+    let wanted = format!(
+        "{}: grpc.reflect: asking http://127.0.0.1:{closed} for its gRPC services by reflection: connect to 127.0.0.1:{closed}",
+        file.display()
+    );
+    assert!(err.contains(&wanted), "{err}");
+    assert!(!err.contains("{{") && !err.contains("step `"), "{err}");
 }
 
 /// The problem lines `stampede validate` prints for `yaml` (next to a proto `proto`).
