@@ -144,6 +144,37 @@ pub(crate) fn lone_hole(s: &str) -> Option<&str> {
     (!hole.is_empty() && !hole.contains("{{") && !hole.contains("}}")).then_some(hole)
 }
 
+/// A string of a JSON value with its text outside `{{…}}` holes escaped for the inside of a JSON
+/// string (quotes, backslashes, control characters): the holes' values are escaped as they are
+/// filled in, the text around them here.
+fn json_literals(s: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |t: &str| t.chars().any(|c| c == '"' || c == '\\' || c < ' ');
+    if !needs(s) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let escape = |t: &str, out: &mut String| {
+        let quoted = serde_json::to_string(t).unwrap_or_default();
+        out.push_str(&quoted[1..quoted.len() - 1]);
+    };
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut rest = s;
+    while let Some(open) = rest.find("{{") {
+        escape(&rest[..open], &mut out);
+        match rest[open..].find("}}") {
+            Some(close) => {
+                out.push_str(&rest[open..open + close + 2]);
+                rest = &rest[open + close + 2..];
+            }
+            None => {
+                out.push_str(&rest[open..]);
+                return std::borrow::Cow::Owned(out);
+            }
+        }
+    }
+    escape(rest, &mut out);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether `hole` is a plain name (`token`, `env.HOME`, `user.name`), not an expression.
 fn is_plain_name(hole: &str) -> bool {
     hole.starts_with(|c: char| c.is_alphabetic() || c == '_')
@@ -300,7 +331,7 @@ impl Template {
             J::String(s) => {
                 if !self.typed_hole(s, scope, lit)? {
                     lit.push('"');
-                    self.append(Template::compile(s, scope, Escape::JsonString)?, lit)?;
+                    self.append(Template::compile(&json_literals(s), scope, Escape::JsonString)?, lit)?;
                     lit.push('"');
                 }
             }
@@ -321,7 +352,7 @@ impl Template {
                         lit.push(',');
                     }
                     lit.push('"');
-                    self.append(Template::compile(key, scope, Escape::JsonString)?, lit)?;
+                    self.append(Template::compile(&json_literals(key), scope, Escape::JsonString)?, lit)?;
                     lit.push_str("\":");
                     self.json_value(item, scope, lit)?;
                 }
@@ -585,6 +616,18 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["a"], "say \"hi\"");
         assert_eq!(v["t"], "x\"y");
+    }
+
+    /// Found by the gRPC interop cases: a JSON value's own text with a quote, a backslash, a
+    /// tab or a line break was sent as it is, and the body was no JSON.
+    #[test]
+    fn a_json_values_own_text_is_escaped_around_its_holes() {
+        let value: serde_json::Value =
+            serde_json::json!({"a\"k": "tab\there \"{{token}}\" line\nbreak \\ end", "b": ["q\"", "\u{1}"]});
+        let t = Template::json(&value, &scope()).unwrap();
+        let out = t.render(&["x\"y".to_string()]);
+        let back: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(back, serde_json::json!({"a\"k": "tab\there \"x\"y\" line\nbreak \\ end", "b": ["q\"", "\u{1}"]}));
     }
 
     #[test]

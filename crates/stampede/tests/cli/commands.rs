@@ -1488,7 +1488,7 @@ fn curl_commands_import_to_a_scenario_that_runs_clean() {
 
     // Nothing usable, or broken shell text: exit 2 naming the input.
     for (text_in, says) in
-        [("echo hello\n", "no curl command with a URL"), ("curl 'http://x/\n", "quote is not closed")]
+        [("echo hello\n", "no curl command with an http(s) URL"), ("curl 'http://x/\n", "quote is not closed")]
     {
         let bad = dir.path().join("bad.sh");
         std::fs::write(&bad, text_in).unwrap();
@@ -1587,7 +1587,8 @@ fn imported_credentials_become_one_environment_variable_per_host_and_never_keep_
                 "Authorization: Bearer {{env.OTHER_HOST_AUTHORIZATION}}",
                 "X-Api-Key: '{{env.API_EXAMPLE_COM_X_API_KEY}}'",
                 "X-Api-Key: '{{env.OTHER_HOST_X_API_KEY}}'",
-                r#""password":"{{env.API_EXAMPLE_COM_PASSWORD}}""#,
+                // The body keeps its layout; the credential's value is replaced where it stands.
+                r#""password": "{{env.API_EXAMPLE_COM_PASSWORD}}""#,
                 "token: '{{env.OTHER_HOST_TOKEN}}'",
                 "adminPassword: '{{env.ADMIN_PASSWORD}}'",
             ],
@@ -1615,7 +1616,8 @@ fn imported_credentials_become_one_environment_variable_per_host_and_never_keep_
                 "X-Api-Key: '{{env.API_EXAMPLE_COM_X_API_KEY}}'",
                 "Authorization: Bearer {{env.API_EXAMPLE_COM_AUTHORIZATION}}",
                 "Authorization: Bearer {{env.OTHER_HOST_AUTHORIZATION}}",
-                r#""password":"{{env.OTHER_HOST_PASSWORD}}""#,
+                // The body keeps its layout; the credential's value is replaced where it stands.
+                r#"{"user": "ann", "password": "{{env.OTHER_HOST_PASSWORD}}"}"#,
                 "client_secret: '{{env.OTHER_HOST_CLIENT_SECRET}}'",
                 "key: '{{env.OTHER_HOST_KEY}}'",
                 "apiSecret: '{{env.API_SECRET}}'",
@@ -1800,8 +1802,12 @@ fn openapi_descriptions_import_to_scenarios_that_validate_and_run_clean() {
     );
     assert_eq!(text(&import.stdout).matches("      - name: ").count(), 2);
     // Not a description at all: exit 2 naming the file.
-    std::fs::write(&broken, "swagger: '2.0'\n").unwrap();
+    std::fs::write(&broken, "swagger: '1.2'\n").unwrap();
     let import = stampede(&["import", "openapi", broken.to_str().unwrap()]);
     assert_eq!(import.status.code(), Some(2));
-    assert!(text(&import.stderr).contains("broken.yaml: Swagger 2.0 is not supported"), "{}", text(&import.stderr));
+    assert!(
+        text(&import.stderr).contains("broken.yaml: `swagger: 1.2` is not Swagger 2.0"),
+        "{}",
+        text(&import.stderr)
+    );
 }
