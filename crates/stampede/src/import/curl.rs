@@ -717,6 +717,8 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     let commands = shell_words(text).map_err(|e| format!("{source}: {e}"))?;
     let mut warnings = Vec::new();
     let mut requests = Vec::new();
+    // What each command's options left unconverted, for its steps' place in the file.
+    let mut parsed_notes: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for (i, words) in commands.iter().enumerate() {
         let n = i + 1;
         // `$ curl …` as docs show a prompt; `sudo`, `time`, `command` before it.
@@ -728,7 +730,9 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
                 .push(format!("command {n}: `{}` is not curl; left out", words[0].replace([VAR_OPEN, VAR_CLOSE], "$")));
             continue;
         };
+        let before = warnings.len();
         let mut r = parse_curl(&words[start..], n, &mut warnings).map_err(|e| format!("{source}: {e}"))?;
+        parsed_notes.insert(n, warnings[before..].to_vec());
         let urls = std::mem::take(&mut r.urls);
         if urls.is_empty() {
             warnings.push(format!("command {n}: no http(s) URL; left out"));
@@ -763,6 +767,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     let follow = requests.iter().filter(|(_, r, _, _)| r.location).count();
     for (n, r, url, user) in &requests {
         let n = *n;
+        let before = warnings.len();
         let host = host_of(url);
         let host = host.as_deref();
         let at = format!("command {n}");
@@ -869,7 +874,10 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             })
             .collect();
         let redirects = (follow > 0 && follow < requests.len()).then_some(if r.location { 10 } else { 0 });
+        let mut notes = parsed_notes.get(&n).cloned().unwrap_or_default();
+        notes.extend(warnings[before..].iter().cloned());
         steps.push(Step {
+            notes,
             comment: format!("from curl command {n}: {method} {origin}{path}"),
             name,
             method,
@@ -970,6 +978,14 @@ mod tests {
         assert!(!out.yaml.contains("abc") && !out.yaml.contains("sid=1"), "no secret in the file:\n{}", out.yaml);
         assert_eq!(out.env.keys().collect::<Vec<_>>(), ["HOST_127_0_0_1_AUTHORIZATION", "HOST_127_0_0_1_COOKIE"]);
         assert!(out.yaml.contains("# from curl command 1: POST http://127.0.0.1:8080/shop/login"), "{}", out.yaml);
+        // In its place too: above the step of the command it came from.
+        assert!(
+            out.yaml.contains(
+                "      # not converted: command 2: option `--retry` is not converted\n      - name: GET /search"
+            ),
+            "{}",
+            out.yaml
+        );
         for w in ["option `--retry` is not converted", "`wget` is not curl"] {
             assert!(out.warnings.iter().any(|x| x.contains(w)), "{:?}", out.warnings);
             assert!(out.yaml.contains(w), "listed in the file too");

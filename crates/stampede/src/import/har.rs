@@ -321,6 +321,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     let mut generated = Vec::new();
     let mut conditional = 0;
     for (i, e) in kept.iter().enumerate() {
+        let before = warnings.len();
         let req = &e["request"];
         let method = req["method"].as_str().unwrap_or("GET").to_ascii_uppercase();
         let (url, user_info) = urls[i].clone();
@@ -420,6 +421,7 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
         let status = if recorded == 304 && was_conditional { 200 } else { recorded };
         let started = e["startedDateTime"].as_str().unwrap_or_default();
         steps.push(Step {
+            notes: warnings[before..].to_vec(),
             comment: format!("recorded {started}: {method} {shown} → {recorded}"),
             name,
             method,

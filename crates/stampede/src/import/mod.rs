@@ -91,6 +91,9 @@ pub(crate) struct Step {
     pub(crate) multipart: Vec<Part>,
     /// Redirects to follow, when not the file's.
     pub(crate) redirects: Option<u32>,
+    /// What of this request was not converted: written in its place, above the step (and in
+    /// the list at the head of the file).
+    pub(crate) notes: Vec<String>,
     /// The status to check.
     pub(crate) status: Option<u16>,
     /// Correlated values: variable → where the response returns it.
@@ -100,6 +103,9 @@ pub(crate) struct Step {
 impl Step {
     fn write(&self, yaml: &mut String) {
         yaml.push_str(&format!("      # {}\n", one_line(&self.comment)));
+        for note in &self.notes {
+            yaml.push_str(&format!("      # not converted: {}\n", one_line(note)));
+        }
         yaml.push_str(&format!("      - name: {}\n        request:\n", scalar(&self.name)));
         if self.method != "GET" {
             yaml.push_str(&format!("          method: {}\n", self.method));

@@ -537,6 +537,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
         let Some(item) = doc.resolve(item, &format!("paths.{path}")) else { continue };
         for method in METHODS {
             let Some(op) = item.get(method) else { continue };
+            let before = doc.warnings.len();
             let at = format!("{} {path}", method.to_ascii_uppercase());
             let name = op.get("operationId").and_then(Value::as_str).map_or_else(|| at.clone(), str::to_string);
             let params: Vec<&Value> = item
@@ -641,6 +642,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
                 .map(|s| format!(": {}", s.replace('\n', " ")))
                 .unwrap_or_default();
             steps.push(Step {
+                notes: doc.warnings[before..].to_vec(),
                 comment: format!("from {at}{summary}"),
                 name,
                 method: method.to_ascii_uppercase(),

@@ -215,6 +215,7 @@ pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Re
     let mut count = 0;
     let mut urls = BTreeSet::new();
     for r in &requests {
+        let before = warnings.len();
         let at = format!("request `{}`", r.name);
         let req = &r.item["request"];
         // A request may be a bare URL string.
@@ -320,6 +321,7 @@ pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Re
             _ => {}
         }
         steps.push(Step {
+            notes: warnings[before..].to_vec(),
             comment: format!("from Postman: {}", r.name),
             name: r.name.clone(),
             method,
