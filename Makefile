@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release image test test-steps unit lint fmt fuzz chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-language bench-7 bench-scale generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release image test test-steps unit lint fmt fuzz chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-language bench-import bench-7 bench-scale generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -100,6 +100,11 @@ bench-flow:
 # constants; the quickstart vs a build from before the language); a section of bench/RESULTS.md.
 bench-language:
 	bash bench/language.sh
+
+# Issue #33: import speed and memory for generated 5 and 50 MB HAR and JMX inputs and the
+# corpus's largest (a section of bench/RESULTS.md).
+bench-import:
+	bash bench/import.sh
 
 # Issue #7, each a section of bench/RESULTS.md (see bench/README.md); QUICK=1 for a smoke test.
 # Open model at 20,000 req/s and at each tool's highest sustainable rate: stampede vs oha vs vegeta.

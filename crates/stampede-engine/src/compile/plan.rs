@@ -72,6 +72,9 @@ pub struct Plan {
     pub teardown: Arc<ScenarioPlan>,
     /// What `setup` extracts: each name with its slot, which VUs read as `setup.NAME`.
     pub setup_outputs: Vec<(String, usize)>,
+    /// The slots of `setup_outputs` that hold JSON (`json:` extractors): passed to runners as
+    /// their text when they are strings ([`Plan::portable_setup_value`]).
+    pub setup_json: std::collections::HashSet<usize>,
     /// (scenario, group) names of the `group` blocks, by their transaction index.
     pub group_keys: Vec<StepKey>,
     /// What error samples may not keep: the environment's values the file read.
@@ -173,6 +176,29 @@ impl GroupPlan {
 }
 
 impl Plan {
+    /// A setup value as it goes to runners and into the run's Secret: a JSON slot's string as
+    /// its text (`SETUP-1`, not `"SETUP-1"`), anything else as it is.
+    pub fn portable_setup_value(&self, slot: usize, value: &str) -> String {
+        if self.setup_json.contains(&slot)
+            && let Ok(serde_json::Value::String(text)) = serde_json::from_str::<serde_json::Value>(value)
+        {
+            return text;
+        }
+        value.to_string()
+    }
+
+    /// A setup value from [`Plan::portable_setup_value`] as its slot holds it: a JSON slot's
+    /// text that is no JSON number, boolean, list or object as a JSON string.
+    pub fn slot_setup_value(&self, slot: usize, value: &str) -> String {
+        if !self.setup_json.contains(&slot) {
+            return value.to_string();
+        }
+        match serde_json::from_str::<serde_json::Value>(value) {
+            Ok(serde_json::Value::String(_)) | Err(_) => serde_json::to_string(value).unwrap_or_default(),
+            Ok(_) => value.to_string(),
+        }
+    }
+
     /// The most VUs that run at once, all groups together.
     pub fn max_vus(&self) -> u32 {
         self.groups.iter().map(|g| g.load.max_vus()).sum()
@@ -516,6 +542,8 @@ fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<
     }
     c.data_sources(opts.data_partition);
     let (setup, setup_outputs) = c.setup_steps();
+    let setup_json =
+        setup_outputs.iter().map(|(_, slot)| *slot).filter(|slot| c.scope.json_slots.contains(slot)).collect();
     let init = c.once_steps(INIT, &file.init);
     c.define_vars(true);
     let (scenarios, own_groups) = c.scenarios();
@@ -571,6 +599,7 @@ fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<
         setup: Arc::new(setup),
         teardown: Arc::new(teardown),
         setup_outputs,
+        setup_json,
         group_keys: c.group_keys,
     })
 }

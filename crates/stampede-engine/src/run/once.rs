@@ -93,7 +93,11 @@ fn run_once_here(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String
         out.failure = Some(first.unwrap_or_else(|| format!("a step of `{}` failed", steps.name)));
     }
     if which == Once::Setup {
-        out.values = plan.setup_outputs.iter().map(|(name, slot)| (name.clone(), vu_slots[*slot].clone())).collect();
+        out.values = plan
+            .setup_outputs
+            .iter()
+            .map(|(name, slot)| (name.clone(), plan.portable_setup_value(*slot, &vu_slots[*slot])))
+            .collect();
     }
     Ok(out)
 }

@@ -45,7 +45,10 @@ pub(super) struct Shared {
 
 /// The setup values of `values` (by name) in the slots of `plan`'s setup outputs.
 pub(super) fn setup_slots(plan: &Plan, values: &std::collections::BTreeMap<String, String>) -> Vec<(usize, String)> {
-    plan.setup_outputs.iter().filter_map(|(name, slot)| Some((*slot, values.get(name)?.clone()))).collect()
+    plan.setup_outputs
+        .iter()
+        .filter_map(|(name, slot)| Some((*slot, plan.slot_setup_value(*slot, values.get(name)?))))
+        .collect()
 }
 
 /// The running state of one group of VUs.

@@ -97,8 +97,10 @@ fn is_token(text: &str) -> bool {
 struct Returned {
     /// value → (the step that returned it, how to extract it).
     values: std::collections::HashMap<String, (usize, Extract)>,
-    /// The first bytes of each distinctive value → those values.
-    prefixes: std::collections::HashMap<[u8; PREFIX], Vec<String>>,
+    /// The first bytes of each distinctive value → the lengths of those values, longest first
+    /// (a place in a text is looked up once per length, however many values share a prefix:
+    /// `order-0000001`, `order-0000002`…).
+    prefixes: std::collections::HashMap<[u8; PREFIX], Vec<usize>>,
 }
 
 /// The shortest value worth correlating anywhere in a text ([`distinctive`]).
@@ -111,7 +113,10 @@ impl Returned {
         }
         if distinctive(&value) {
             let key: [u8; PREFIX] = value.as_bytes()[..PREFIX].try_into().expect("distinctive values are long");
-            self.prefixes.entry(key).or_default().push(value.clone());
+            let lengths = self.prefixes.entry(key).or_default();
+            if let Err(at) = lengths.binary_search_by(|l| value.len().cmp(l)) {
+                lengths.insert(at, value.len());
+            }
         }
         self.values.insert(value, (step, how));
     }
@@ -137,10 +142,13 @@ impl Returned {
         let (mut i, mut last) = (0, 0);
         while i + PREFIX <= bytes.len() {
             let key: [u8; PREFIX] = bytes[i..i + PREFIX].try_into().expect("PREFIX bytes");
-            let found = self.prefixes.get(&key).and_then(|values| {
-                values.iter().filter(|v| bytes[i..].starts_with(v.as_bytes())).max_by_key(|v| v.len())
+            let found = self.prefixes.get(&key).and_then(|lengths| {
+                lengths.iter().find_map(|l| {
+                    let candidate = text.get(i..i + l)?;
+                    self.values.get_key_value(candidate).map(|(v, _)| v)
+                })
             });
-            match found.filter(|_| text.is_char_boundary(i)) {
+            match found {
                 Some(value) => {
                     let (step, how) = &self.values[value];
                     out.push_str(&text[last..i]);

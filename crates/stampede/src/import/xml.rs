@@ -32,19 +32,18 @@ impl Node {
 /// clear error, not a stack overflow in the walk that follows.
 pub(crate) const DEPTH: usize = 1_000;
 
-/// Decodes entities and character references in `s` (at `at` of `text`, whose line an error
-/// names: counted only then, so a document reads in linear time).
-fn unescape(s: &str, text: &str, at: usize) -> Result<String, String> {
+/// Decodes entities and character references in `s`; what is wrong, without its line (the
+/// caller names it, counting lines only then: a document reads in linear time).
+fn unescape(s: &str) -> Result<String, String> {
     if !s.contains('&') {
         return Ok(s.to_string());
     }
-    let line = line_of(text, at);
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(at) = rest.find('&') {
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
-        let end = after.find(';').ok_or_else(|| format!("line {line}: an `&` without its `;`"))?;
+        let end = after.find(';').ok_or_else(|| "an `&` without its `;`".to_string())?;
         let entity = &after[..end];
         let c = match entity {
             "lt" => '<',
@@ -56,7 +55,7 @@ fn unescape(s: &str, text: &str, at: usize) -> Result<String, String> {
                 u32::from_str_radix(&e[2..], 16).ok().and_then(char::from_u32).unwrap_or('\u{fffd}')
             }
             e if e.starts_with('#') => e[1..].parse().ok().and_then(char::from_u32).unwrap_or('\u{fffd}'),
-            e => return Err(format!("line {line}: unknown entity `&{e};`")),
+            e => return Err(format!("unknown entity `&{e};`")),
         };
         out.push(c);
         rest = &after[end + 1..];
@@ -78,7 +77,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, String> {
     while i < bytes.len() {
         if bytes[i] != b'<' {
             let end = text[i..].find('<').map_or(text.len(), |e| i + e);
-            let chunk = unescape(&text[i..end], text, i)?;
+            let chunk = unescape(&text[i..end]).map_err(|e| format!("line {}: {e}", line(i)))?;
             if let Some(top) = stack.last_mut() {
                 top.text.push_str(&chunk);
             }
@@ -152,7 +151,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, String> {
                 let close = after[1..]
                     .find(quote)
                     .ok_or_else(|| format!("line {}: attribute `{key}` is not closed", line(j)))?;
-                node.attrs.push((key, unescape(&after[1..1 + close], text, j)?));
+                node.attrs.push((key, unescape(&after[1..1 + close]).map_err(|e| format!("line {}: {e}", line(j)))?));
                 j += r.len() - after.len() + close + 2;
             }
         }
