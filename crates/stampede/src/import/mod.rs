@@ -17,6 +17,7 @@ pub(crate) mod jmx;
 pub(crate) mod openapi;
 pub(crate) mod postman;
 pub(crate) mod secrets;
+mod shell;
 mod xml;
 
 #[cfg(test)]
