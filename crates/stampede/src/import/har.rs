@@ -228,42 +228,24 @@ fn params_body(post: &Value, at: &str, warnings: &mut Vec<String>) -> (Option<St
             .collect();
         return (None, parts);
     }
-    let mut form = form_urlencoded_serializer();
-    for p in params {
-        form.append_pair(&field(p, "name").unwrap_or_default(), &field(p, "value").unwrap_or_default());
-    }
-    (Some(form.finish()), Vec::new())
+    let pairs: Vec<(String, String)> =
+        params.iter().map(|p| (field(p, "name").unwrap_or_default(), field(p, "value").unwrap_or_default())).collect();
+    (Some(form_encoded(&pairs)), Vec::new())
 }
 
-/// The `application/x-www-form-urlencoded` serializer (as browsers encode forms).
-fn form_urlencoded_serializer() -> FormBody {
-    FormBody(String::new())
-}
-
-struct FormBody(String);
-
-impl FormBody {
-    fn append_pair(&mut self, name: &str, value: &str) {
-        if !self.0.is_empty() {
-            self.0.push('&');
-        }
-        let enc = |s: &str| {
-            s.bytes()
-                .map(|b| match b {
-                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => (b as char).to_string(),
-                    b' ' => "+".to_string(),
-                    b => format!("%{b:02X}"),
-                })
-                .collect::<String>()
-        };
-        self.0.push_str(&enc(name));
-        self.0.push('=');
-        self.0.push_str(&enc(value));
-    }
-
-    fn finish(self) -> String {
-        self.0
-    }
+/// `pairs` as a browser encodes a form (`application/x-www-form-urlencoded`): letters, digits
+/// and `*-._` as they are, a space as `+`, every other byte `%XX`; `&` between the pairs.
+fn form_encoded(pairs: &[(String, String)]) -> String {
+    let enc = |s: &str| -> String {
+        s.bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => (b as char).to_string(),
+                b' ' => "+".to_string(),
+                b => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    pairs.iter().map(|(k, v)| format!("{}={}", enc(k), enc(v))).collect::<Vec<_>>().join("&")
 }
 
 /// Imports a HAR recording from `source`; `keep_static` keeps scripts, styles and images.
@@ -590,5 +572,52 @@ mod tests {
         assert_eq!(base64_decode("eyJpdGVtcyI6MX0="), "{\"items\":1}");
         assert!(har("{\"log\": {}}", "x.har", false).unwrap_err().contains("no `log.entries`"));
         assert!(har("{\"log\": {\"entr", "x.har", false).unwrap_err().contains("not a HAR recording"));
+    }
+
+    /// #33: what a browser records beyond `postData.text` and JSON bodies: a form in `params`,
+    /// a multipart one, the cache's conditions, a `Location` and a CSRF field to correlate.
+    #[test]
+    fn params_bodies_cache_conditions_and_header_and_form_correlation() {
+        let recording = r#"{"log": {"entries": [
+            {"startedDateTime": "t1", "request": {"method": "GET", "url": "http://127.0.0.1:8080/form", "headers": []},
+             "response": {"status": 200, "headers": [], "content": {"mimeType": "text/html",
+               "text": "<form><input type=\"hidden\" name=\"csrf\" value=\"tok-7f3a9c2e1b\"></form>"}}},
+            {"startedDateTime": "t2", "request": {"method": "POST", "url": "http://127.0.0.1:8080/orders",
+               "headers": [{"name": "Content-Type", "value": "application/x-www-form-urlencoded"}],
+               "postData": {"mimeType": "application/x-www-form-urlencoded",
+                 "params": [{"name": "csrf", "value": "tok-7f3a9c2e1b"}, {"name": "note", "value": "a b&c"}]}},
+             "response": {"status": 201, "headers": [{"name": "Location", "value": "/orders/ord-000123456"}], "content": {}}},
+            {"startedDateTime": "t3", "request": {"method": "GET", "url": "http://127.0.0.1:8080/orders/ord-000123456",
+               "headers": [{"name": "If-None-Match", "value": "\"e1\""}, {"name": "X-Trace", "value": "0b7a4c52-3f7e-4d1a-9c33-2a1f6d5e8b90"}]},
+             "response": {"status": 304, "headers": [], "content": {}}},
+            {"startedDateTime": "t4", "request": {"method": "POST", "url": "http://127.0.0.1:8080/upload",
+               "headers": [{"name": "Content-Type", "value": "multipart/form-data; boundary=xyz"}],
+               "postData": {"mimeType": "multipart/form-data; boundary=xyz",
+                 "params": [{"name": "title", "value": "cat"}, {"name": "img", "fileName": "cat.png", "contentType": "image/png"}]}},
+             "response": {"status": 200, "headers": [], "content": {}}}
+        ]}}"#;
+        let out = har(recording, "h.har", false).unwrap();
+        let file = stampede_engine::parse_str(&out.yaml, std::path::Path::new("h.yaml")).unwrap();
+        let steps = &file.scenarios[0].steps;
+        let req = |i: usize| steps[i].request.as_ref().unwrap();
+        assert_eq!(
+            steps[0].extract["csrf"].regex.as_deref(),
+            Some("name=\"csrf\"[^>]*value=\"([^\"]*)\""),
+            "{}",
+            out.yaml
+        );
+        assert_eq!(req(1).body.as_deref(), Some("csrf={{csrf}}&note=a+b%26c"));
+        assert_eq!(steps[1].extract["Location"].header.as_deref(), Some("Location"));
+        assert_eq!(req(2).url, "{{baseUrl}}{{Location}}");
+        assert!(!req(2).headers.contains_key("If-None-Match"), "the cache's condition is not replayed");
+        assert_eq!(req(2).headers["X-Trace"], "{{ uuid() }}", "a client-made id in a header is fresh");
+        assert_eq!(
+            steps[2].check.as_ref().and_then(|c| c.status.as_ref()).map(|s| format!("{s:?}")),
+            Some("One(Code(200))".into())
+        );
+        let parts = req(3).multipart.as_ref().unwrap();
+        assert_eq!((parts[0].value.as_deref(), parts[1].file.as_deref()), (Some("cat"), Some("cat.png")));
+        assert!(!req(3).headers.contains_key("Content-Type"), "the engine draws its own boundary");
+        assert!(out.warnings.iter().any(|w| w.contains("`cat.png`")), "{:?}", out.warnings);
     }
 }
