@@ -15,11 +15,18 @@ use std::sync::{Arc, Mutex};
 
 /// A request as it arrived: method, target, headers (lower-case name, value) in order, body.
 #[derive(Debug, Clone, PartialEq)]
-struct Seen {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Seen {
+    /// The first value of header `name` (lower-case).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
 }
 
 /// A server on loopback that answers every request `200` (and closes) and keeps what it saw.
@@ -52,9 +59,12 @@ impl Recorder {
     }
 }
 
-fn read_request(reader: &mut impl BufRead) -> Option<Seen> {
+/// One HTTP/1.1 request from `reader` (`None` at its end or on anything malformed).
+pub(crate) fn read_request(reader: &mut impl BufRead) -> Option<Seen> {
     let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
+    if reader.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
     let mut words = line.split_whitespace();
     let (method, target) = (words.next()?.to_string(), words.next()?.to_string());
     let mut headers = Vec::new();

@@ -5,7 +5,7 @@
 //! from the source by the test itself, in order, as many times as the source's load says).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
@@ -14,15 +14,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::corpus::corpus;
-
-/// A request as the server saw it: method, path and query, headers (lower-case names).
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    target: String,
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
-}
+use super::curl_parity::{Seen, read_request};
 
 /// An answer: status, headers, body.
 type Answer = (u16, Vec<(String, String)>, Vec<u8>);
@@ -71,30 +63,6 @@ impl Server {
     fn take(&self) -> Vec<Seen> {
         std::mem::take(&mut *self.seen.lock().unwrap())
     }
-}
-
-fn read_request(reader: &mut impl BufRead) -> Option<Seen> {
-    let mut line = String::new();
-    if reader.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let mut words = line.split_whitespace();
-    let (method, target) = (words.next()?.to_string(), words.next()?.to_string());
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut h = String::new();
-        reader.read_line(&mut h).ok()?;
-        let h = h.trim_end_matches(['\r', '\n']);
-        if h.is_empty() {
-            break;
-        }
-        let (name, value) = h.split_once(':')?;
-        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-    }
-    let length: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-    let mut body = vec![0; length];
-    std::io::Read::read_exact(reader, &mut body).ok()?;
-    Some(Seen { method, target, headers, body })
 }
 
 fn ok_json(_: &Seen) -> Answer {
@@ -176,7 +144,7 @@ fn a_chrome_har_replays_against_its_recorded_answers_request_for_request() {
                 .as_str()
                 .is_some_and(|n| n.eq_ignore_ascii_case("if-none-match") || n.eq_ignore_ascii_case("if-modified-since"))
         });
-        if status == 304 && conditional && !seen.headers.contains_key("if-none-match") {
+        if status == 304 && conditional && seen.header("if-none-match").is_none() {
             status = 200;
         }
         let body = e["response"]["content"]["text"].as_str().unwrap_or_default().as_bytes().to_vec();
@@ -244,7 +212,7 @@ fn a_postman_collection_sends_its_requests_in_order_with_its_variables() {
     let seen = server.take();
     assert_eq!(totals(&report), (expected.len() as u64, 0), "{report:#}");
     assert_eq!(method_and_path(&seen), expected);
-    assert!(seen.iter().any(|s| s.headers.get("authorization").map(String::as_str) == Some("Bearer t-42")), "{seen:?}");
+    assert!(seen.iter().any(|s| s.header("authorization") == Some("Bearer t-42")), "{seen:?}");
 }
 
 /// JMeter's own "build a web test plan" tutorial plan: its thread group's threads × loops
