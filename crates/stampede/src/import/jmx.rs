@@ -30,7 +30,13 @@ struct Plan {
     /// Names extracted by post-processors (they stay `{{name}}`).
     extracted: BTreeSet<String>,
     origins: Vec<String>,
+    /// How deep the function whose argument is being converted is nested ([`FUNCTION_DEPTH`]).
+    depth: usize,
 }
+
+/// How deep JMeter functions may nest in one another's arguments (`${__Random(1,${__P(max)})}`
+/// is 2): deeper ones are kept as text and listed, not converted by a recursion nothing bounds.
+const FUNCTION_DEPTH: usize = 16;
 
 /// What applies to the samplers of a level and below.
 #[derive(Clone, Default)]
@@ -258,7 +264,16 @@ impl Plan {
     /// A function's argument as an expression of its text: `'text'`, a variable's name, or a
     /// nested function's expression.
     fn text_expr(&mut self, arg: &str, at: &str) -> String {
+        if self.depth >= FUNCTION_DEPTH {
+            self.warnings.push(format!("{at}: functions nested deeper than {FUNCTION_DEPTH}: the argument is text"));
+            return format!(
+                "'{}'",
+                arg.replace('\\', "\\\\").replace('\'', "\\'").replace("{{", "{ {").replace("}}", "} }")
+            );
+        }
+        self.depth += 1;
         let t = self.templates(arg, at);
+        self.depth -= 1;
         // One hole alone: its inside is the expression (`{{max}}` → `max`).
         if let Some(inner) = t.strip_prefix("{{").and_then(|r| r.strip_suffix("}}"))
             && !inner.contains("{{")
@@ -812,6 +827,21 @@ mod tests {
         );
         assert!(plan.secrets.env["NOWHERE"].contains("defined nowhere in the plan"));
         assert!(plan.warnings[0].contains("`${__jexl3(1)}` is not converted"), "{:?}", plan.warnings);
+    }
+
+    /// A hostile plan nests functions 100,000 deep in one argument: a warning and text past
+    /// [`FUNCTION_DEPTH`], not a stack overflow; two levels convert as before.
+    #[test]
+    fn functions_nested_past_the_budget_are_text_not_a_stack_overflow() {
+        let mut plan = Plan::default();
+        let n = 100_000;
+        let deep = format!("{}1{}", "${__Random(1,".repeat(n), ")}".repeat(n));
+        let out = plan.templates(&deep, "s");
+        assert!(out.starts_with("{{ randomInt(1, int("), "{}", &out[..60]);
+        assert!(plan.warnings.iter().any(|w| w.contains("nested deeper than 16")), "{:?}", plan.warnings);
+        let mut plan = Plan::default();
+        plan.vars.insert("max".into(), "9".into());
+        assert_eq!(plan.templates("${__Random(1,${max})}", "s"), "{{ randomInt(1, int(max)) }}");
     }
 
     #[test]
