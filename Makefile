@@ -82,6 +82,7 @@ fuzz:
 	export STAMPEDE_FUZZ_SEED=$$seed STAMPEDE_FUZZ_CASES=$(FUZZ_CASES) STAMPEDE_FUZZ_SECS=$(FUZZ_SECS); \
 	$(CARGO) test -p stampede-engine --test engine fuzz:: -- --nocapture && \
 	$(CARGO) test -p stampede-engine --lib _fuzz:: -- --nocapture && \
+	$(CARGO) test -p stampede-core --lib _fuzz:: -- --nocapture && \
 	$(CARGO) test -p stampede --bin stampede import::fuzz:: -- --nocapture
 
 # Runs the quick-start example against the built-in target.

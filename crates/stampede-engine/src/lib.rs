@@ -1,23 +1,26 @@
 //! Stampede's load engine: a scenario file in, load on a target, a report out.
 //!
-//! The folders, in the order a run passes through them (each depends only on those above it,
-//! and on the `stampede-model` crate for the wire types; `tests/engine/layers.rs` checks it):
+//! It stands on the pure core (`stampede-core`): compiling a scenario to a [`Plan`], the
+//! expression language, thresholds, histograms, the report model and its renderers live there,
+//! and the engine's code reaches them as `crate::compile`, `crate::stats::…` and
+//! `crate::output::…` (re-exported). What is here runs a plan.
+//!
+//! The folders, in the order a run passes through them (each depends only on those above it;
+//! `stampede-core/tests/layers.rs` checks it, and that no two files use each other in a circle):
 //!
 //! | folder | its job |
 //! | --- | --- |
-//! | `error` | errors and validation problems, each naming the file, the field and the reason |
-//! | `stats` | HDR histograms, per-step counters, latency phases, portable (mergeable) results, the process's own CPU and memory |
-//! | `client` | request URLs, opening connections (DNS, TCP, TLS, source addresses), the HTTP/1.1 codec, HTTP/2, cookies |
-//! | `compile` | a scenario file to an immutable [`Plan`]: templates, checks, extractors, data files, thresholds, the `http` section |
-//! | `run` | the workload models: VUs on worker threads, closed and open models, the reporter's ticks |
-//! | `output` | the report (table and JSON) and the Prometheus exposition |
-//! | `session` | one run end to end: the built-in target, compile, run, measure, report |
+//! | `error` | why a run could not take place ([`RunError`]); a scenario's problems are the core's |
+//! | `stats` | the process's own CPU, memory and open-file limit (`sysstat`), beside the core's statistics |
+//! | `client` | opening connections (DNS, TCP, TLS from the plan's settings, source addresses), the HTTP/1.1 codec, HTTP/2, cookies |
+//! | `run` | the workload models: VUs on worker threads, closed and open models, the reporter's ticks; one step of each protocol (`send` HTTP, `grpc`, `ws`, with `answer` below all three), flow blocks (`flow`), setup and teardown (`once`) |
+//! | `output` | the Prometheus exposition of a running test (`prom`, served by `stampede-serve`) |
+//! | `session` | one run end to end: the built-in target, compile (with gRPC reflection), run, measure, report; a capacity search's plateaus |
 //!
 //! Everything inside is `pub(crate)`; this file re-exports what the CLI, the runner and the
-//! operator use.
+//! tests use.
 
 mod client;
-mod compile;
 mod error;
 mod output;
 mod run;
@@ -29,29 +32,34 @@ mod stats;
 #[path = "../tests/engine/fuzz/support.rs"]
 mod fuzz_support;
 
-pub use client::url::HttpUrl;
-pub use compile::parse::{load_file, parse_str};
-pub use compile::plan::{BUILTIN_PLACEHOLDER, CapacitySearch, CapacityStep, CompileOptions, Plan, compile};
-pub use compile::threshold::Measured;
-pub use error::{Problem, RunError, ScenarioError};
-pub use output::ci::{render_junit, render_junit_not_run, render_summary_markdown, render_summary_not_run};
-pub use output::compare::{Change, StepChange, compare, render_comparison};
-pub use output::html::render_html;
+pub use stampede_core::capacity::{
+    Judged, SearchState, answer as capacity_answer, judge as judge_plateau, next_plateau, record as record_plateau,
+};
+pub use stampede_core::compile::plan::{BUILTIN_PLACEHOLDER, CapacitySearch, CapacityStep, CompileOptions, Plan};
+pub use stampede_core::compile::threshold::Measured;
+pub use stampede_core::error::{Problem, ScenarioError};
+pub use stampede_core::output::ci::{
+    render_junit, render_junit_not_run, render_summary_markdown, render_summary_not_run,
+};
+pub use stampede_core::output::compare::{Change, StepChange, compare, render_comparison};
+pub use stampede_core::output::html::render_html;
+pub use stampede_core::output::reference::language_reference;
+pub use stampede_core::output::report::{
+    build_report, latency_summary, plateau_line, render_capacity, render_phases, render_table,
+};
+pub use stampede_core::output::verdict::{Direction, FailOn, Figure, judge, render_verdict};
+pub use stampede_core::stats::metrics::{DropReason, IntervalStats, StepStats, WorkerMetrics};
+pub use stampede_core::stats::phases::Phase;
+pub use stampede_core::stats::portable;
+pub use stampede_core::stats::timeline::{interval_point, merged_point};
+pub use stampede_core::wire::url::HttpUrl;
+pub use stampede_core::{compile, load_file, parse_str, wants_builtin};
+
+pub use error::RunError;
 pub use output::prom::{Exporter, MetricsServer};
-pub use output::reference::language_reference;
-pub use output::report::{build_report, latency_summary, plateau_line, render_capacity, render_phases, render_table};
-pub use output::serve::{Accept, serve_http};
-pub use output::verdict::{Direction, FailOn, Figure, judge, render_verdict};
 pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};
 pub use run::once::{Once, OnceOutcome, run_once};
-pub use session::capacity::{
-    Judged, Plateau, SearchState, answer as capacity_answer, judge as judge_plateau, next_plateau,
-    plateau as run_plateau, record as record_plateau,
-};
-pub use session::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate, wants_builtin};
+pub use session::capacity::{Plateau, plateau as run_plateau};
+pub use session::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate};
 pub use stampede_model::report::Report;
 pub use stampede_model::scenario::ScenarioFile;
-pub use stats::metrics::{DropReason, IntervalStats, StepStats, WorkerMetrics};
-pub use stats::phases::Phase;
-pub use stats::portable;
-pub use stats::timeline::{interval_point, merged_point};

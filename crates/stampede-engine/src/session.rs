@@ -9,12 +9,14 @@ use std::time::Instant;
 pub(crate) mod capacity;
 mod reflection;
 
-use crate::compile::plan::{self, CompileOptions, Plan};
-use crate::error::{RunError, ScenarioError};
+use crate::client::tls::TlsPlan;
+use crate::compile::plan::{CompileOptions, Plan};
+use crate::error::{Problem, RunError, ScenarioError};
 use crate::output::report::{self, GeneratorFacts, Report, round3};
 use crate::run::executor::{self, RunOptions, RunOutcome, Tick};
 use crate::run::once::{Once, OnceOutcome, run_once};
 use crate::stats::sysstat;
+use stampede_core::validate::{speaks_http2, wants_builtin};
 use stampede_model::scenario::ScenarioFile;
 use stampede_target::TargetServer;
 use std::collections::BTreeMap;
@@ -35,44 +37,15 @@ pub enum PrepareError {
     Run(#[from] RunError),
 }
 
-/// Whether the file asks for the built-in target.
-pub fn wants_builtin(file: &ScenarioFile) -> bool {
-    file.base_url.as_deref() == Some("builtin")
-}
-
-/// Validates without running anything (`builtin` is checked against a placeholder address).
+/// Validates without running anything, as the core does ([`stampede_core::validate`]), and
+/// builds the TLS configurations the run would use: a client key that does not fit its
+/// certificate, or a `caFile` that cannot be a trust anchor, is a problem of `http.tls`.
 pub fn validate(file: &ScenarioFile, path: &Path, opts: &CompileOptions) -> Result<Plan, ScenarioError> {
-    let mut opts = opts.clone();
-    if opts.base_dir.is_none() {
-        opts.base_dir = path.parent().filter(|p| !p.as_os_str().is_empty()).map(Path::to_path_buf);
+    let plan = stampede_core::validate(file, path, opts)?;
+    match TlsPlan::new(&plan.transport.tls).check() {
+        Ok(()) => Ok(plan),
+        Err(e) => Err(stampede_core::validate::invalid(file, path, vec![Problem::new("http.tls.clientKey", e)])),
     }
-    plan::compile(file, &opts).map_err(|problems| {
-        let err = ScenarioError::Invalid { file: path.to_path_buf(), problems };
-        // The lines of the file as it is on disk (the text parsed, unless it changed since).
-        match std::fs::read_to_string(path) {
-            Ok(text) => located(err, &text, file),
-            Err(_) => err,
-        }
-    })
-}
-
-/// Each problem of `err` with its line and column in `text`, the text `parsed` came from.
-fn located(err: ScenarioError, text: &str, parsed: &ScenarioFile) -> ScenarioError {
-    match err {
-        ScenarioError::Invalid { file, mut problems } => {
-            for p in &mut problems {
-                p.position = crate::compile::locate::locate(&p.location, text, parsed);
-            }
-            ScenarioError::Invalid { file, problems }
-        }
-        other => other,
-    }
-}
-
-/// Whether the scenario sends gRPC calls or asks for HTTP/2: the built-in target then speaks it.
-fn speaks_http2(file: &ScenarioFile) -> bool {
-    file.http.version != stampede_model::scenario::HttpVersion::Http11
-        || !crate::compile::grpc::grpc_methods(file).is_empty()
 }
 
 /// Compiles the file, starting the built-in target first when `baseUrl: builtin`.

@@ -17,7 +17,7 @@ use stampede_api::{
     Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, OnceState, OnceStatus, REPORT_KEY, RESULT_KEY, RunnerReport,
     SCENARIO_KEY, SETUP_KEY, TEARDOWN_KEY, names,
 };
-use stampede_engine::Once;
+use stampede_core::Once;
 use stampede_model::report::Report;
 
 use crate::validation::validate_with_files;

@@ -18,7 +18,7 @@ use kube::Resource;
 use stampede_api::{
     DATA_MOUNT, LoadTest, METRICS_PORT, RESULT_KEY, RUN_LABEL, SCENARIO_KEY, SETUP_VALUES_KEY, env, names, run_id,
 };
-use stampede_engine::Once;
+use stampede_core::Once;
 
 /// Label naming the LoadTest an object belongs to.
 pub const LOADTEST_LABEL: &str = "stampede.dev/loadtest";

@@ -11,7 +11,7 @@ use stampede_api::{
     CleanupMode, HISTORY_LIMIT, LoadTest, LoadTestStatus, OnceState, OnceStatus, Phase, RERUN_ANNOTATION, RunRecord,
     RunnerCounts, RunnerReport, RunnerState, Summary,
 };
-use stampede_engine::{Once, Plan};
+use stampede_core::{Once, Plan};
 use stampede_model::report::Report;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

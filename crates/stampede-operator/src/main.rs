@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.http_addr))?;
     tracing::info!("serving /healthz, /readyz and /metrics on {}", listener.local_addr()?);
     let served = metrics.clone();
-    tokio::spawn(stampede_engine::serve_http(
+    tokio::spawn(stampede_serve::serve_http(
         listener,
         move |path: &str| stampede_operator::metrics::http_response(path, &served),
         std::future::pending(),

@@ -5,10 +5,10 @@
 use std::time::{Duration, SystemTime};
 
 use stampede_api::{RunnerReport, RunnerState, StepResult, Summary};
-use stampede_engine::Plan;
-use stampede_engine::portable::{self, PortableError, PortableMetrics};
-use stampede_engine::{RunOutcome, StepStats, WorkerMetrics};
-use stampede_engine::{build_report, latency_summary, merged_point};
+use stampede_core::Plan;
+use stampede_core::portable::{self, PortableError, PortableMetrics};
+use stampede_core::{RunOutcome, StepStats, WorkerMetrics};
+use stampede_core::{build_report, latency_summary, merged_point};
 use stampede_model::errors_by_name;
 use stampede_model::report::{GeneratorFacts, Report, RunnerRow, Verdict, round3};
 
@@ -59,7 +59,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
         .iter()
         .map(|t| {
             t.evaluate_against(
-                &stampede_engine::Measured::new(&plan.step_keys, &plan.group_keys, &merged),
+                &stampede_core::Measured::new(&plan.step_keys, &plan.group_keys, &merged),
                 seconds,
                 ctx.baseline,
             )
@@ -139,6 +139,7 @@ fn merged_report(
         interrupted: reports.iter().any(|r| r.state != RunnerState::Done),
         error_samples: Vec::new(),
         aborted: None,
+        source_addresses_spread: 0,
     };
     let mut report = build_report(plan, &outcome, false, generator);
     report.run.loadtest = Some(ctx.loadtest.to_string());
@@ -237,7 +238,7 @@ pub fn capacity(
 ) -> Result<Option<(stampede_api::CapacityStatus, stampede_model::report::CapacityResult)>, ShareError> {
     let Some(search) = plan.capacity.clone() else { return Ok(None) };
     let names = scenario_names(plan);
-    let mut state = stampede_engine::SearchState::default();
+    let mut state = stampede_core::SearchState::default();
     let mut results = Vec::new();
     for k in 0u32.. {
         let shares: Vec<(u32, &stampede_api::PlateauShare)> =
@@ -254,10 +255,10 @@ pub fn capacity(
         let rate: f64 = shares.iter().map(|s| s.rate).sum();
         let seconds = shares.iter().map(|s| s.seconds).fold(0.0, f64::max);
         let cpu = shares.iter().find_map(|s| s.cpu_saturated.clone());
-        let (result, mut judged) = stampede_engine::judge_plateau(plan, rate, seconds, &window, cpu, false);
+        let (result, mut judged) = stampede_core::judge_plateau(plan, rate, seconds, &window, cpu, false);
         // Runners keep one schedule: a plateau is not run again after a stall.
         judged.stall = false;
-        stampede_engine::record_plateau(&search, &mut state, judged);
+        stampede_core::record_plateau(&search, &mut state, judged);
         results.push(result);
     }
     let all_done = !reports.is_empty() && reports.iter().all(|r| r.state == RunnerState::Done);
@@ -270,7 +271,7 @@ pub fn capacity(
             _ => "the runners finished every plateau".into(),
         });
     }
-    let answer = stampede_engine::capacity_answer(&search, &state, &results);
+    let answer = stampede_core::capacity_answer(&search, &state, &results);
     let text = answer.capacity.map(|r| format!("{}{r:.0}/s", if answer.lower_bound { "≥ " } else { "" }));
     let rows = results
         .iter()

@@ -13,7 +13,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER};
-use stampede_engine::Plan;
+use stampede_core::Plan;
 
 use crate::leader::Fence;
 use crate::metrics::Metrics;

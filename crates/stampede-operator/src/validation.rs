@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use stampede_api::{DATA_MOUNT, LoadTest, env as runner_env};
-use stampede_engine::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
+use stampede_core::{BUILTIN_PLACEHOLDER, CompileOptions, Plan};
 
 use crate::Invalid;
 
@@ -28,7 +28,7 @@ pub fn validate_with_files(
     source: &str,
     files: Option<BTreeMap<String, Vec<u8>>>,
 ) -> Result<Arc<Plan>, Invalid> {
-    let file = stampede_engine::parse_str(yaml, Path::new(source)).map_err(|e| Invalid(e.to_string()))?;
+    let file = stampede_core::parse_str(yaml, Path::new(source)).map_err(|e| Invalid(e.to_string()))?;
     let mut env = runner_environment(lt);
     // `spec.envFrom` (whole ConfigMaps or Secrets) may set any name; which ones is not known
     // here (the operator reads no Secret), so every `{{env.NAME}}` of the scenario is taken to be
@@ -38,7 +38,7 @@ pub fn validate_with_files(
             env.entry(name).or_insert_with(|| ENV_PLACEHOLDER.into());
         }
     }
-    let base_url = stampede_engine::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
+    let base_url = stampede_core::wants_builtin(&file).then(|| BUILTIN_PLACEHOLDER.to_string());
     // Every runner must be able to run its share: one with a rate and no VU would lose it.
     let runners = u32::try_from(lt.spec.runners.max(1)).unwrap_or(1);
     let shared_used = file.scenarios.iter().any(|s| s.load.is_none());
@@ -55,7 +55,7 @@ pub fn validate_with_files(
         )
         .filter_map(|(at, l)| l.share_problem(runners).map(|(field, why)| format!("{at}.{field}: {why}")))
         .collect();
-    let plan = stampede_engine::validate(
+    let plan = stampede_core::validate(
         &file,
         Path::new(source),
         &CompileOptions { base_url, env: Some(env), files: files.map(Arc::new), ..CompileOptions::default() },

@@ -42,6 +42,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 pub mod grpc;
+mod grpc_call;
 pub mod reflection;
 pub mod shop;
 pub mod ws;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::grpc::{Call, Messages, Status};
+use crate::grpc_call::{Call, Messages, Status};
 
 /// The service's `.proto`, as served.
 const SOURCE: &str = include_str!("../../../examples/target.proto");

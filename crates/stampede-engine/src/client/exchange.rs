@@ -9,7 +9,7 @@ use stampede_model::ErrorKind;
 /// Why an exchange failed, whether the request may have reached the server, and whether the
 /// server had started to answer.
 #[derive(Debug)]
-pub struct ExchangeError {
+pub(crate) struct ExchangeError {
     pub kind: ErrorKind,
     pub message: String,
     /// The request may have reached the server: any byte of it was written (HTTP/1.1), it

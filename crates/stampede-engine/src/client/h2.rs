@@ -23,6 +23,8 @@ use tokio::sync::Notify;
 
 use crate::client::connect::{self, Io};
 use crate::client::exchange::{ExchangeError, Headers, ResponseInfo, classify_io};
+use crate::client::settings::Transport;
+#[cfg(test)]
 use crate::client::settings::TransportPlan;
 use crate::client::tls::Alpn;
 use crate::client::url::HttpUrl;
@@ -256,7 +258,7 @@ impl Pool {
         &self,
         origin: &Rc<Origin>,
         target: &HttpUrl,
-        plan: &TransportPlan,
+        plan: &Transport,
         alpn: Alpn,
         limit: Duration,
         opened: &mut Vec<ConnectTimes>,
@@ -325,7 +327,7 @@ impl Pool {
         &self,
         target: &HttpUrl,
         request: &[u8],
-        plan: &TransportPlan,
+        plan: &Transport,
         alpn: Alpn,
         limit: Duration,
         mut body: Option<&mut Vec<u8>>,
@@ -650,7 +652,11 @@ mod tests {
     /// the second as `second` says: their outcomes (status, or error kind and whether sent),
     /// the connections the server accepted and the requests it read.
     fn two_requests(second: Second) -> (Vec<Got>, u32, u32) {
-        let plan = TransportPlan { version: HttpVersion::Http2, max_streams: 10, ..TransportPlan::default() };
+        let plan = Transport::new(Arc::new(TransportPlan {
+            version: HttpVersion::Http2,
+            max_streams: 10,
+            ..TransportPlan::default()
+        }));
         let wt = WorkerTransport::new(Arc::new(plan), 0, 1);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         tokio::task::LocalSet::new().block_on(&rt, async {

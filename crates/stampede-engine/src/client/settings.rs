@@ -1,48 +1,34 @@
-//! The scenario's connection settings, compiled: HTTP version, connections and streams, the
-//! connection policy, TLS and source addresses.
+//! The connection settings a run opens connections with: the plan's ([`TransportPlan`], data),
+//! its TLS configurations (built on first use) and its source addresses (a round-robin shared
+//! by every worker thread).
 
-use stampede_model::scenario::{ConnectionPolicy, HttpVersion};
+use std::ops::Deref;
+use std::sync::Arc;
+
+pub(crate) use stampede_core::wire::settings::*;
 
 use crate::client::source::SourceAddrs;
 use crate::client::tls::TlsPlan;
 
-/// Default most concurrent streams per HTTP/2 connection.
-pub(crate) const DEFAULT_MAX_STREAMS: u32 = 100;
-
-/// The scenario's connection settings, compiled.
+/// One run's connection settings: the plan's, with what opening a connection needs.
 #[derive(Debug, Default)]
-pub struct TransportPlan {
-    pub version: HttpVersion,
-    /// HTTP/2 connections per origin for the whole runner (`None`: one per worker thread).
-    pub connections: Option<u32>,
-    pub max_streams: u32,
-    pub policy: ConnectionPolicy,
-    pub max_requests_per_connection: Option<u32>,
+pub(crate) struct Transport {
+    pub plan: Arc<TransportPlan>,
     pub tls: TlsPlan,
-    /// Source addresses of new connections.
     pub sources: SourceAddrs,
 }
 
-impl TransportPlan {
-    /// HTTP/2 connections per origin for worker `worker` of `threads`: an even share of
-    /// `connections`, at least one.
-    pub fn connections_for(&self, worker: usize, threads: usize) -> usize {
-        let threads = threads.max(1);
-        let total = self.connections.map_or(threads, |c| c as usize);
-        (total / threads + usize::from(worker < total % threads)).max(1)
+impl Transport {
+    /// The run-time side of `plan`'s settings.
+    pub(crate) fn new(plan: Arc<TransportPlan>) -> Transport {
+        Transport { tls: TlsPlan::new(&plan.tls), sources: SourceAddrs::new(plan.local_addresses.clone()), plan }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl Deref for Transport {
+    type Target = TransportPlan;
 
-    #[test]
-    fn http2_connections_are_spread_over_workers_at_least_one_each() {
-        let plan = TransportPlan { connections: Some(5), ..TransportPlan::default() };
-        assert_eq!((0..3).map(|w| plan.connections_for(w, 3)).collect::<Vec<_>>(), vec![2, 2, 1]);
-        assert_eq!((0..4).map(|w| plan.connections_for(w, 8)).sum::<usize>(), 4);
-        let default = TransportPlan::default();
-        assert_eq!(default.connections_for(0, 4), 1);
+    fn deref(&self) -> &TransportPlan {
+        &self.plan
     }
 }

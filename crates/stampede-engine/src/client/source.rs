@@ -15,6 +15,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::net::{TcpSocket, TcpStream};
@@ -24,52 +25,10 @@ const SPREAD_FIRST: u8 = 2;
 const SPREAD_LAST: u8 = 254;
 /// Most addresses tried for one connect when each says it has no port left.
 const TRIES: usize = 4;
-/// Most addresses `http.localAddresses` may expand to.
-pub(crate) const MAX_LOCAL_ADDRESSES: usize = 65_536;
-
-/// Parses `http.localAddresses`: each entry an IP address or an IPv4 range `A-B` (inclusive).
-/// Returns the expanded list, or `(index, reason)` for each bad entry.
-pub(crate) fn parse_local_addresses(entries: &[String]) -> Result<Vec<IpAddr>, Vec<(usize, String)>> {
-    let mut out = Vec::new();
-    let mut bad = Vec::new();
-    for (i, entry) in entries.iter().enumerate() {
-        match parse_entry(entry.trim()) {
-            Ok(mut ips) => out.append(&mut ips),
-            Err(reason) => bad.push((i, reason)),
-        }
-    }
-    if bad.is_empty() && out.len() > MAX_LOCAL_ADDRESSES {
-        bad.push((entries.len() - 1, format!("more than {MAX_LOCAL_ADDRESSES} addresses in all")));
-    }
-    if bad.is_empty() { Ok(out) } else { Err(bad) }
-}
-
-fn parse_entry(entry: &str) -> Result<Vec<IpAddr>, String> {
-    let Some((from, to)) = entry.split_once('-') else {
-        return entry
-            .parse::<IpAddr>()
-            .map(|ip| vec![ip])
-            .map_err(|_| format!("`{entry}` is not an IP address or an IPv4 range `A-B`"));
-    };
-    let parse = |s: &str| {
-        s.trim()
-            .parse::<Ipv4Addr>()
-            .map_err(|_| format!("`{}` in the range `{entry}` is not an IPv4 address", s.trim()))
-    };
-    let (from, to) = (u32::from(parse(from)?), u32::from(parse(to)?));
-    if from > to {
-        return Err(format!("the range `{entry}` runs backwards"));
-    }
-    if (to - from) as usize >= MAX_LOCAL_ADDRESSES {
-        return Err(format!("the range `{entry}` holds more than {MAX_LOCAL_ADDRESSES} addresses"));
-    }
-    Ok((from..=to).map(|n| IpAddr::V4(Ipv4Addr::from(n))).collect())
-}
-
 /// The runner's source addresses: the configured ones, or the loopback spread once ports ran
 /// out. Shared by every worker thread; touched only when a connection is opened.
 #[derive(Debug, Default)]
-pub struct SourceAddrs {
+pub(crate) struct SourceAddrs {
     /// `http.localAddresses`, expanded; empty: the system picks.
     fixed: Vec<IpAddr>,
     /// The loopback spread is on.
@@ -79,13 +38,13 @@ pub struct SourceAddrs {
 }
 
 impl SourceAddrs {
-    pub fn new(fixed: Vec<IpAddr>) -> SourceAddrs {
+    pub(crate) fn new(fixed: Vec<IpAddr>) -> SourceAddrs {
         SourceAddrs { fixed, ..SourceAddrs::default() }
     }
 
     /// How many loopback source addresses connections were spread over after the system's
     /// ports ran out (0: they did not run out, or `http.localAddresses` was given).
-    pub fn spread_over(&self) -> usize {
+    pub(crate) fn spread_over(&self) -> usize {
         if self.spreading.load(Ordering::Relaxed) { self.next.load(Ordering::Relaxed).min(spread_len()) } else { 0 }
     }
 
@@ -104,7 +63,7 @@ impl SourceAddrs {
 
     /// Connects to `dest` from the next source address; on a loopback target whose ports ran
     /// out, turns the spread on and tries a few spread addresses.
-    pub async fn connect(&self, dest: SocketAddr) -> io::Result<TcpStream> {
+    pub(crate) async fn connect(&self, dest: SocketAddr) -> io::Result<TcpStream> {
         let mut result = connect_from(dest, self.pick(dest)).await;
         let mut tries = 0;
         while let Err(e) = &result
@@ -154,32 +113,6 @@ async fn connect_from(dest: SocketAddr, source: Option<IpAddr>) -> io::Result<Tc
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strings(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn addresses_and_inclusive_ranges_expand_in_order() {
-        let ips = parse_local_addresses(&strings(&["10.0.0.1", "127.0.0.2-127.0.0.4", "::1"])).unwrap();
-        let shown: Vec<String> = ips.iter().map(|ip| ip.to_string()).collect();
-        assert_eq!(shown, ["10.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "::1"]);
-        // A range may cross an octet.
-        assert_eq!(parse_local_addresses(&strings(&["10.0.0.255-10.0.1.1"])).unwrap().len(), 3);
-    }
-
-    #[test]
-    fn bad_entries_are_named_by_index_with_the_reason() {
-        let bad =
-            parse_local_addresses(&strings(&["127.0.0.1", "127.0.0.300", "10.0.0.9-10.0.0.1", "::1-::2"])).unwrap_err();
-        let idx: Vec<usize> = bad.iter().map(|(i, _)| *i).collect();
-        assert_eq!(idx, [1, 2, 3]);
-        assert!(bad[0].1.contains("not an IP address"), "{}", bad[0].1);
-        assert!(bad[1].1.contains("backwards"), "{}", bad[1].1);
-        assert!(bad[2].1.contains("not an IPv4 address"), "{}", bad[2].1);
-        let huge = parse_local_addresses(&strings(&["10.0.0.0-10.2.0.0"])).unwrap_err();
-        assert!(huge[0].1.contains("more than 65536"), "{}", huge[0].1);
-    }
 
     #[test]
     fn fixed_addresses_go_round_robin_and_the_spread_only_serves_loopback_v4() {

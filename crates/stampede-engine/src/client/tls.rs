@@ -12,7 +12,6 @@ use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio::net::TcpStream;
@@ -20,11 +19,12 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::client::exchange::ExchangeError;
+use stampede_core::wire::tls::TlsSettings;
 use stampede_model::ErrorKind;
 
 /// Application protocols offered in the handshake (ALPN).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Alpn {
+pub(crate) enum Alpn {
     /// `http/1.1` only.
     Http11,
     /// `h2` only.
@@ -45,7 +45,7 @@ impl Alpn {
 
 /// Compiled TLS settings; the client configurations are built on first use.
 #[derive(Default)]
-pub struct TlsPlan {
+pub(crate) struct TlsPlan {
     extra_roots: Vec<CertificateDer<'static>>,
     client_auth: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
     server_name: Option<ServerName<'static>>,
@@ -85,39 +85,26 @@ fn system_roots() -> &'static RootCertStore {
     })
 }
 
-/// A PEM file's certificates, or why it has none.
-pub(crate) fn certs_from_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs =
-        CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| format!("invalid PEM: {e}"))?;
-    if certs.is_empty() { Err("holds no PEM certificate".into()) } else { Ok(certs) }
-}
-
-/// A PEM file's private key.
-pub(crate) fn key_from_pem(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("no PEM private key: {e}"))
-}
-
-/// A TLS server name (SNI and the certificate check).
-pub(crate) fn server_name(name: &str) -> Result<ServerName<'static>, String> {
-    ServerName::try_from(name.to_string()).map_err(|_| format!("`{name}` is not a DNS name or IP address"))
-}
-
 impl TlsPlan {
-    /// TLS settings from their parts. Builds a configuration at once, so that a key that does
-    /// not fit its certificate is found before the run.
-    pub(crate) fn new(
-        insecure: bool,
-        extra_roots: Vec<CertificateDer<'static>>,
-        client_auth: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-        server_name: Option<ServerName<'static>>,
-    ) -> Result<TlsPlan, String> {
-        let plan = TlsPlan { extra_roots, client_auth, server_name, insecure, ..TlsPlan::default() };
-        plan.connector(Alpn::Both)?;
-        Ok(plan)
+    /// The TLS side of a run, from the plan's settings; configurations are built on first use.
+    pub(crate) fn new(settings: &TlsSettings) -> TlsPlan {
+        TlsPlan {
+            extra_roots: settings.extra_roots.clone(),
+            client_auth: settings.client_auth.as_ref().map(|(chain, key)| (chain.clone(), key.clone_key())),
+            server_name: settings.server_name.clone(),
+            insecure: settings.insecure,
+            ..TlsPlan::default()
+        }
+    }
+
+    /// Builds a configuration now: a key that does not fit its certificate, or a `caFile`
+    /// whose certificates cannot be trust anchors, is found before the run.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        self.connector(Alpn::Both).map(|_| ())
     }
 
     /// The connector offering `alpn`.
-    pub fn connector(&self, alpn: Alpn) -> Result<TlsConnector, String> {
+    pub(crate) fn connector(&self, alpn: Alpn) -> Result<TlsConnector, String> {
         let slot = match alpn {
             Alpn::Http11 => 0,
             Alpn::H2 => 1,
@@ -152,7 +139,7 @@ impl TlsPlan {
     }
 
     /// Runs the TLS handshake for `host` on `tcp`.
-    pub async fn handshake(
+    pub(crate) async fn handshake(
         &self,
         alpn: Alpn,
         host: &str,

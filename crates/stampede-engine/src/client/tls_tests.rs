@@ -13,7 +13,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, 
 use stampede_model::ErrorKind;
 
 use crate::client::exchange::Headers;
-use crate::client::settings::TransportPlan;
+use crate::client::settings::Transport;
 use crate::client::transport::{self, VuConn, WorkerTransport};
 use crate::client::url::HttpUrl;
 use crate::compile::files::Files;
@@ -52,12 +52,12 @@ fn tls_target(pki: &Pki, h2: bool) -> TargetServer {
     TargetServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1, options).unwrap()
 }
 
-fn transport_plan(yaml: &str, dir: &Path) -> Arc<TransportPlan> {
+fn transport_plan(yaml: &str, dir: &Path) -> Arc<Transport> {
     let http: HttpDefaults = serde_yaml::from_str(yaml).unwrap();
     let mut problems = crate::error::Problems::default();
     let plan = compile_transport(&http, Files::new(dir, None), &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
-    Arc::new(plan)
+    Arc::new(Transport::new(Arc::new(plan)))
 }
 
 fn get(url: &str) -> (HttpUrl, Vec<u8>) {
@@ -81,7 +81,7 @@ struct Client {
 }
 
 impl Client {
-    fn new(plan: Arc<TransportPlan>) -> Client {
+    fn new(plan: Arc<Transport>) -> Client {
         Client {
             wt: WorkerTransport::new(plan, 0, 1),
             vu: VuConn::default(),

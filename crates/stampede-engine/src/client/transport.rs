@@ -16,7 +16,7 @@ use crate::client::connect::open;
 use crate::client::exchange::{ExchangeError, Headers, ResponseInfo};
 use crate::client::h2::{Outcome, Pool};
 use crate::client::http1::Connection;
-use crate::client::settings::TransportPlan;
+use crate::client::settings::{Transport, TransportPlan};
 use crate::client::tls::Alpn;
 use crate::client::url::HttpUrl;
 use crate::stats::phases::ConnectTimes;
@@ -24,12 +24,12 @@ use crate::stats::phases::ConnectTimes;
 /// What one worker thread shares among its VUs: the HTTP/2 pool.
 #[derive(Debug)]
 pub(crate) struct WorkerTransport {
-    pub plan: Arc<TransportPlan>,
+    pub plan: Arc<Transport>,
     pub h2: Pool,
 }
 
 impl WorkerTransport {
-    pub(crate) fn new(plan: Arc<TransportPlan>, worker: usize, threads: usize) -> WorkerTransport {
+    pub(crate) fn new(plan: Arc<Transport>, worker: usize, threads: usize) -> WorkerTransport {
         let h2 = Pool::new(plan.connections_for(worker, threads), plan.max_streams);
         WorkerTransport { plan, h2 }
     }
@@ -161,7 +161,7 @@ pub(crate) async fn exchange_h2(
 #[expect(clippy::too_many_arguments, reason = "the parts of one exchange, borrowed from the VU")]
 async fn exchange_http1(
     vc: &mut VuConn,
-    plan: &TransportPlan,
+    plan: &Transport,
     target: &HttpUrl,
     bytes: &[u8],
     head: bool,
@@ -254,7 +254,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_server_closed_while_idle_is_replaced_before_the_next_request() {
         let (target, seen) = one_answer_per_connection().await;
-        let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+        let wt = WorkerTransport::new(Arc::new(Transport::default()), 0, 1);
         let mut vc = VuConn::default();
         let mut headers = Headers::default();
         let limit = Duration::from_secs(5);
@@ -362,7 +362,7 @@ mod tests {
         for on_upload in [OnUpload::RefuseAndClose, OnUpload::RefuseAndHold] {
             // On a new connection.
             let (target, connections, requests) = upload_server(on_upload).await;
-            let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+            let wt = WorkerTransport::new(Arc::new(Transport::default()), 0, 1);
             let mut vc = VuConn::default();
             let r = send(&mut vc, &wt, &target, &body).await;
             assert_eq!(r.map(|i| (i.status, i.keep_alive)).map_err(|e| e.message), Ok((413, false)));
@@ -387,7 +387,7 @@ mod tests {
     async fn an_upload_reset_part_way_without_an_answer_is_an_error_and_not_sent_again() {
         let body = upload();
         let (target, connections, requests) = upload_server(OnUpload::Reset).await;
-        let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+        let wt = WorkerTransport::new(Arc::new(Transport::default()), 0, 1);
         let mut vc = VuConn::default();
         let e = send(&mut vc, &wt, &target, &body).await.unwrap_err();
         assert_eq!((e.kind, e.sent, e.answered), (ErrorKind::Reset, true, false), "{e:?}");
@@ -429,7 +429,7 @@ mod tests {
             }
         });
         let target = HttpUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
-        let wt = WorkerTransport::new(Arc::new(TransportPlan::default()), 0, 1);
+        let wt = WorkerTransport::new(Arc::new(Transport::default()), 0, 1);
         let mut vc = VuConn::default();
         assert_eq!(send(&mut vc, &wt, &target, GET).await.map(|i| i.status).map_err(|e| e.message), Ok(200));
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();

@@ -1,8 +1,6 @@
-pub(crate) mod ci;
-pub(crate) mod compare;
-pub(crate) mod html;
+//! The core's reports and renderers ([`stampede_core::output`]), and what serves them while a
+//! run goes on: the Prometheus exposition (served by `stampede-serve`).
+
+pub(crate) use stampede_core::output::*;
+
 pub(crate) mod prom;
-pub(crate) mod reference;
-pub(crate) mod report;
-pub(crate) mod serve;
-pub(crate) mod verdict;

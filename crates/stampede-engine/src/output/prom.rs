@@ -19,12 +19,12 @@ use prometheus::{Encoder, TextEncoder};
 use tokio::sync::watch;
 
 use crate::compile::plan::Plan;
-use crate::output::serve::serve_http;
 use crate::run::executor::{Tick, Totals};
 use crate::stats::metrics::{DropReason, StepStats};
 use crate::stats::phases::Phase;
 use crate::stats::sysstat;
 use stampede_model::{ErrorKind, StepKey};
+use stampede_serve::serve_http;
 
 /// Upper bounds of the latency buckets, in seconds: 100 µs to 60 s, roughly 1-2.5-5 per decade.
 pub(crate) const LATENCY_BUCKETS: [f64; 18] =

@@ -125,6 +125,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         interrupted: shared.interrupt.load(Ordering::Relaxed),
         error_samples,
         aborted: shared.aborted.get().cloned(),
+        source_addresses_spread: shared.transport.sources.spread_over(),
     })
 }
 

@@ -13,9 +13,9 @@ use crate::compile::grpc::GrpcPlan;
 use crate::compile::plan::StepPlan;
 use stampede_model::ErrorKind;
 
+use super::answer::{Answer, Ending, Failure};
 use super::outcome::SAMPLE_BYTES;
 use super::send::WithDeadline;
-use super::step::{Answer, Ending, Failure};
 use super::vu::Vu;
 
 /// One call of `step`; the answer's status is the gRPC status code.

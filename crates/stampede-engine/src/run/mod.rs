@@ -1,5 +1,6 @@
 //! Running a plan: [`executor`] starts the worker threads and returns the outcome.
 
+mod answer;
 mod closed;
 pub(crate) mod executor;
 mod flow;
@@ -11,6 +12,7 @@ mod outcome;
 mod reporter;
 mod send;
 mod shared;
+mod socket;
 mod step;
 mod vu;
 mod worker;

@@ -15,12 +15,7 @@ use super::outcome::ErrorSample;
 use super::shared::{Shared, WorkerLocal};
 use super::vu::Vu;
 
-/// Which of the once-run step lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Once {
-    Setup,
-    Teardown,
-}
+pub use crate::compile::plan::Once;
 
 /// What a run of `setup` or `teardown` gave.
 #[derive(Debug)]

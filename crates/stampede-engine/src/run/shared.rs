@@ -41,6 +41,9 @@ pub(super) struct Shared {
     pub(super) setup_values: Vec<(usize, String)>,
     /// What error samples may not keep: the plan's environment values and setup's values.
     pub(super) redactor: crate::compile::secrets::Redactor,
+    /// How the run opens connections: TLS configurations and source addresses, shared by every
+    /// worker.
+    pub(super) transport: Arc<crate::client::settings::Transport>,
 }
 
 /// The setup values of `values` (by name) in the slots of `plan`'s setup outputs.
@@ -86,6 +89,7 @@ impl Shared {
             aborted: std::sync::OnceLock::new(),
             iterations_started: AtomicU64::new(0),
             setup_values: setup_slots(&plan, values),
+            transport: Arc::new(crate::client::settings::Transport::new(plan.transport.clone())),
             redactor: plan.redactor.with(values.iter().flat_map(|(k, v)| {
                 // A value extracted as JSON is held quoted; requests send its text.
                 let text = crate::compile::template::slot_text(v);
@@ -165,7 +169,7 @@ impl WorkerLocal {
             max_active: Cell::new(0),
             next_tick: Cell::new(1),
             error_samples: RefCell::new(Vec::new()),
-            transport: WorkerTransport::new(plan.transport.clone(), id, threads),
+            transport: WorkerTransport::new(shared.transport.clone(), id, threads),
         }
     }
 }

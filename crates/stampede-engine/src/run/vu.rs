@@ -38,7 +38,7 @@ pub(super) struct Vu {
     /// start another iteration, without reading the clock again.
     pub(super) ended: Option<Instant>,
     /// WebSockets kept open by `keepOpen` steps until the iteration ends.
-    pub(super) sockets: Vec<super::ws::Socket>,
+    pub(super) sockets: Vec<super::socket::Socket>,
 }
 
 impl Vu {

@@ -32,8 +32,9 @@ use stampede_model::ErrorKind;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
 
+use super::answer::{Answer, Ending as StepEnding, Failure};
 use super::outcome::SAMPLE_BYTES;
-use super::step::{Answer, Ending as StepEnding, Failure};
+use super::socket::Socket;
 use super::vu::Vu;
 
 /// The most bytes of a handshake answer's head.
@@ -43,20 +44,6 @@ const MAX_HEAD: usize = 16 * 1024;
 /// and the end of the TCP connection, which the server ends first: RFC 6455 §7.1.1) before it
 /// drops the connection itself.
 pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(3);
-
-/// A socket kept open across steps of an iteration (`keepOpen`), by its URL.
-pub(super) struct Socket {
-    key: String,
-    stream: WebSocketStream<Io>,
-    /// The close code of the step that kept it, for when the iteration ends.
-    close_code: u16,
-}
-
-impl std::fmt::Debug for Socket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Socket").field("key", &self.key).finish()
-    }
-}
 
 /// Small buffers: tungstenite's defaults (128 KiB each way, allocated per socket) would make
 /// 10,000 open sockets cost 2.5 GB. Reads grow their buffer for a larger message; writes go out

@@ -1,6 +1,5 @@
-pub(crate) mod histogram;
-pub(crate) mod metrics;
-pub(crate) mod phases;
-pub mod portable;
+//! The core's statistics ([`stampede_core::stats`]) and the process's own CPU and memory.
+
+pub(crate) use stampede_core::stats::*;
+
 pub(crate) mod sysstat;
-pub(crate) mod timeline;

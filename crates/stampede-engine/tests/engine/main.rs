@@ -6,7 +6,6 @@ mod budgets;
 mod common;
 mod flow;
 mod fuzz;
-mod layers;
 mod open_model;
 mod run;
 mod scenario_files;

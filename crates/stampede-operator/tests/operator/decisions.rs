@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stampede_api::{LoadTest, LoadTestSpec, Phase, RunnerReport, RunnerState};
-use stampede_engine::Plan;
-use stampede_engine::WorkerMetrics;
-use stampede_engine::portable::{self, PortableStep};
+use stampede_core::Plan;
+use stampede_core::WorkerMetrics;
+use stampede_core::portable::{self, PortableStep};
 use stampede_model::ErrorKind;
 use stampede_operator::desired::desired;
 use stampede_operator::lifecycle::{
@@ -176,7 +176,7 @@ fn open_model_drops_of_every_runner_add_up_in_the_status() {
         m.steps[0].record_latency_us(1_000);
         m.iterations[0] = 100;
         for _ in 0..dropped {
-            m.record_dropped(0, stampede_engine::DropReason::QueueFull);
+            m.record_dropped(0, stampede_core::DropReason::QueueFull);
         }
         let encoded = portable::encode(&keys, &m, &["buy".to_string()]);
         // As the runner writes it and the operator reads it back.
@@ -652,7 +652,7 @@ fn report_with_timeline(index: u32, requests: u64, seconds: u64) -> RunnerReport
     let mut r = report(index, RunnerState::Done, requests, 1_000);
     let mut timeline = portable::TimelineBuilder::new(1);
     for tick in 1..=seconds {
-        let mut t = stampede_engine::IntervalStats::default();
+        let mut t = stampede_core::IntervalStats::default();
         for _ in 0..requests / seconds {
             t.record_request(0);
             t.record_latency(0, 1_000);
@@ -1218,7 +1218,7 @@ fn an_open_model_that_did_not_deliver_its_load_is_not_passed() {
             }
             m.iterations[0] = ran;
             for _ in 0..dropped {
-                m.record_dropped(0, stampede_engine::DropReason::QueueFull);
+                m.record_dropped(0, stampede_core::DropReason::QueueFull);
             }
             RunnerReport {
                 duration_seconds: 10.0,

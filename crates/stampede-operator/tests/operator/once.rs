@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stampede_api::{LoadTest, LoadTestSpec, OnceState, OnceStatus, Phase, RunnerReport, RunnerState, env, names};
-use stampede_engine::{Once, Plan};
+use stampede_core::{Once, Plan};
 use stampede_operator::desired::{OnceSteps, Replaced, desired, once_job, replaced};
 use stampede_operator::lifecycle::{Action, JobState, Observed, OnceSeen, Scenario, decide, read_once};
 use stampede_operator::validation::validate;
@@ -95,9 +95,9 @@ fn cond(lt: &LoadTest, type_: &str) -> Option<(String, String, String)> {
 fn done(index: u32) -> Option<RunnerReport> {
     let lt = loadtest(1, false);
     let plan = plan(&lt);
-    let m = stampede_engine::WorkerMetrics::new(plan.step_keys.len(), 1);
+    let m = stampede_core::WorkerMetrics::new(plan.step_keys.len(), 1);
     Some(RunnerReport {
-        result: Some(stampede_engine::portable::encode(&plan.step_keys, &m, &["buy".to_string()])),
+        result: Some(stampede_core::portable::encode(&plan.step_keys, &m, &["buy".to_string()])),
         run: Some(RUN.into()),
         ..RunnerReport::new(index, RunnerState::Done)
     })

@@ -17,8 +17,8 @@ use stampede_api::{
     LoadTest, LoadTestSpec, LoadTestStatus, OnceState, OnceStatus, Phase, RESULT_KEY, RunnerReport, RunnerState,
     SCENARIO_KEY,
 };
-use stampede_engine::WorkerMetrics;
-use stampede_engine::portable;
+use stampede_core::WorkerMetrics;
+use stampede_core::portable;
 use stampede_operator::controller::{Context, Metrics, reconcile_once};
 use stampede_operator::leader::Fence;
 use stampede_operator::lifecycle::{self, Observed, START_DELAY};

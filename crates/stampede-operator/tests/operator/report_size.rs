@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use stampede_api::{RunnerReport, RunnerState};
-use stampede_engine::portable::{self, TimelineBuilder};
-use stampede_engine::{IntervalStats, WorkerMetrics};
+use stampede_core::portable::{self, TimelineBuilder};
+use stampede_core::{IntervalStats, WorkerMetrics};
 use stampede_model::ErrorKind;
 use stampede_operator::lifecycle::REPORT_LIMIT_BYTES;
 use stampede_operator::results::{ReportContext, final_summary};
@@ -16,7 +16,7 @@ const RUNNERS: u32 = 20;
 /// A ConfigMap's data limit (1 MiB with the object).
 const CONFIG_MAP_LIMIT: usize = 1024 * 1024;
 
-fn hour_long_plan() -> std::sync::Arc<stampede_engine::Plan> {
+fn hour_long_plan() -> std::sync::Arc<stampede_core::Plan> {
     let steps: String = (0..STEPS)
         .map(|i| format!("      - {{name: step{i}, request: {{url: \"{{{{baseUrl}}}}/s{i}\"}}}}\n"))
         .collect();
@@ -24,14 +24,14 @@ fn hour_long_plan() -> std::sync::Arc<stampede_engine::Plan> {
         "name: hour\nbaseUrl: http://my-service.default.svc\nload: {{executor: constant-vus, vus: 200, duration: 1h}}\n\
          scenarios:\n  - name: shop\n    steps:\n{steps}thresholds: [\"latency.p99 < 500ms\"]\n"
     );
-    let file = stampede_engine::parse_str(&yaml, std::path::Path::new("hour.yaml")).unwrap();
-    std::sync::Arc::new(stampede_engine::compile(&file, &stampede_engine::CompileOptions::default()).unwrap())
+    let file = stampede_core::parse_str(&yaml, std::path::Path::new("hour.yaml")).unwrap();
+    std::sync::Arc::new(stampede_core::compile(&file, &stampede_core::CompileOptions::default()).unwrap())
 }
 
 /// One runner's final report: an hour of 1-s ticks, 20 requests per step per second with a
 /// long-tailed latency and a few errors (a histogram's size depends on how many of its buckets
 /// are used, which these samples spread over, more than on its counts).
-fn runner(plan: &stampede_engine::Plan, index: u32) -> RunnerReport {
+fn runner(plan: &stampede_core::Plan, index: u32) -> RunnerReport {
     let mut rng = fastrand::Rng::with_seed(index as u64);
     let interval = portable::timeline_interval(plan.planned_duration());
     let mut timeline = TimelineBuilder::new(interval);
@@ -95,7 +95,7 @@ fn an_hour_of_ten_steps_on_twenty_runners_fits_its_config_maps() {
         "every request is in one interval"
     );
     let t2 = Instant::now();
-    let html = stampede_engine::render_html(&merged.report, None);
+    let html = stampede_core::render_html(&merged.report, None);
     let render = t2.elapsed();
     eprintln!(
         "1 h, {STEPS} steps, {RUNNERS} runners: interval {interval} s ({} points); runner result {} KiB (largest), \

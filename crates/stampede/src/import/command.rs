@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use stampede_engine::CompileOptions;
 
-use super::Imported;
+use super::{BASE_URL, Imported};
 use crate::Failure;
 
 /// What `stampede import` was asked.
@@ -37,9 +37,6 @@ pub(crate) enum Format {
     Har,
     Jmx,
 }
-
-/// The name of the variable a missing origin becomes.
-pub(crate) const BASE_URL: &str = "BASE_URL";
 
 /// `text` without the byte-order mark Fiddler, Windows editors and some exporters begin with.
 pub(crate) fn without_bom(text: &str) -> &str {

@@ -592,7 +592,7 @@ impl Plan {
             let origin = match (domain.is_empty(), port) {
                 // No server name anywhere (a template plan): the origin comes from BASE_URL.
                 (true, _) => {
-                    let var = super::command::BASE_URL;
+                    let var = super::BASE_URL;
                     self.secrets
                         .env
                         .entry(var.into())

@@ -23,6 +23,9 @@ mod xml;
 #[cfg(test)]
 mod fuzz;
 
+/// The name of the variable a missing origin becomes (`{{env.BASE_URL}}`, or `--base-url`).
+pub(crate) const BASE_URL: &str = "BASE_URL";
+
 /// What an import gave: the scenario (YAML with comments), the environment variables its
 /// secrets became, and what could not be converted.
 #[derive(Debug, Default, PartialEq)]

@@ -527,7 +527,7 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
     let host = host_of(&base);
     let host = host.as_deref();
     if relative {
-        secrets.env.insert("BASE_URL".into(), format!("the API's host: servers[0] is the relative `{base}`"));
+        secrets.env.insert(super::BASE_URL.into(), format!("the API's host: servers[0] is the relative `{base}`"));
     }
     let mut steps = Vec::new();
     let mut count = 0;

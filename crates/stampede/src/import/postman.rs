@@ -339,7 +339,7 @@ pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Re
     // Requests that go to `{{baseUrl}}` when the collection defines none (an environment did):
     // the origin comes from BASE_URL (or `--base-url`).
     if base_url.is_none() && steps.iter().any(|s| s.url.contains("{{baseUrl}}")) {
-        let var = super::command::BASE_URL;
+        let var = super::BASE_URL;
         secrets.env.insert(var.into(), "the collection's `{{baseUrl}}`, defined in no variable it has".into());
         base_url = Some(format!("{{{{env.{var}}}}}"));
     }

@@ -1,0 +1,20 @@
+pub mod budget;
+pub mod check;
+pub mod data;
+pub mod expr;
+#[cfg(test)]
+mod expr_fuzz;
+pub mod extract;
+pub mod files;
+pub mod flow;
+pub mod grpc;
+pub mod http;
+pub mod locate;
+pub mod parse;
+pub mod plan;
+pub mod random;
+pub mod request;
+pub mod secrets;
+pub mod template;
+pub mod threshold;
+pub mod ws;

@@ -1,0 +1,6 @@
+pub mod ci;
+pub mod compare;
+pub mod html;
+pub mod reference;
+pub mod report;
+pub mod verdict;

@@ -1,0 +1,5 @@
+pub mod histogram;
+pub mod metrics;
+pub mod phases;
+pub mod portable;
+pub mod timeline;
