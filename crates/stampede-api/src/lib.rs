@@ -197,8 +197,10 @@ pub struct LoadTestTemplate {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateMeta {
+    /// Labels of each LoadTest created.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Annotations of each LoadTest created.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
@@ -216,6 +218,7 @@ pub enum ConcurrencyPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LoadTestScheduleStatus {
+    /// The spec generation this status is of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// The schedule time of the last run created (RFC 3339).
@@ -250,6 +253,7 @@ pub struct LoadTestScheduleStatus {
     /// Valid (the schedule and time zone parse).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// What the controller last said: why a run was skipped or missed, or an invalid spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -345,41 +349,56 @@ pub enum CleanupMode {
 /// (executor names, VU counts, duration syntax); the engine validates the rest and reports
 /// problems as the `Valid` condition.
 fn scenario_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let duration = serde_json::json!({"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$|^0$"});
+    let duration = |description: &str| {
+        serde_json::json!({
+            "type": "string",
+            "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$|^0$",
+            "description": description,
+        })
+    };
     schemars::json_schema!({
         "description": "The scenario, inline: the same schema as a Stampede scenario file.",
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
         "required": ["name", "scenarios"],
         "properties": {
-            "name": {"type": "string"},
-            "baseUrl": {"type": "string"},
+            "name": {"type": "string", "description": "The test's name, in reports."},
+            "baseUrl": {
+                "type": "string",
+                "description": "The origin relative URLs are sent to (e.g. `http://my-service.default.svc`), or `builtin` for the built-in target."
+            },
             "load": {
                 "type": "object",
+                "description": "How load is generated for the scenarios without a `load` of their own: the executor and its numbers, split between the runners.",
                 "x-kubernetes-preserve-unknown-fields": true,
                 "required": ["executor"],
                 "properties": {
                     "executor": {
                         "type": "string",
+                        "description": "The workload model: closed (`constant-vus`, `ramping-vus`), open (`constant-arrival-rate`, `ramping-arrival-rate`), or a `capacity` search.",
                         "enum": ["constant-vus", "ramping-vus", "constant-arrival-rate", "ramping-arrival-rate", "capacity"]
                     },
-                    "rate": {"type": "integer", "minimum": 1},
-                    "startRate": {"type": "integer", "minimum": 0},
-                    "timeUnit": duration,
-                    "preAllocatedVUs": {"type": "integer", "minimum": 0},
-                    "maxVUs": {"type": "integer", "minimum": 1},
-                    "vus": {"type": "integer", "minimum": 1},
-                    "iterations": {"type": "integer", "minimum": 1},
-                    "startVus": {"type": "integer", "minimum": 0},
-                    "duration": duration,
-                    "gracefulStop": duration,
-                    "gracefulRampDown": duration,
+                    "rate": {"type": "integer", "minimum": 1, "description": "Open models: iterations started per `timeUnit`."},
+                    "startRate": {"type": "integer", "minimum": 0, "description": "`ramping-arrival-rate`: the rate before the first stage."},
+                    "timeUnit": duration("Open models: the period `rate` counts over (default 1s)."),
+                    "preAllocatedVUs": {"type": "integer", "minimum": 0, "description": "Open models: VUs made before the start."},
+                    "maxVUs": {"type": "integer", "minimum": 1, "description": "Open models: the most VUs; an iteration that finds every one busy waits or is dropped."},
+                    "vus": {"type": "integer", "minimum": 1, "description": "`constant-vus`: how many VUs run iterations."},
+                    "iterations": {"type": "integer", "minimum": 1, "description": "`constant-vus`: iterations in all (instead of a duration)."},
+                    "startVus": {"type": "integer", "minimum": 0, "description": "`ramping-vus`: VUs before the first stage."},
+                    "duration": duration("How long the load runs."),
+                    "gracefulStop": duration("How long iterations in flight may finish after the end (default 30s)."),
+                    "gracefulRampDown": duration("`ramping-vus`: how long a VU ramped down may finish its iteration."),
                     "stages": {
                         "type": "array",
+                        "description": "Ramping models: each stage moves to `target` (VUs or rate) over `duration`.",
                         "items": {
                             "type": "object",
                             "required": ["duration", "target"],
-                            "properties": {"duration": duration, "target": {"type": "integer", "minimum": 0}}
+                            "properties": {
+                                "duration": duration("How long the stage takes."),
+                                "target": {"type": "integer", "minimum": 0, "description": "The VUs or rate at the stage's end."}
+                            }
                         }
                     }
                 }
@@ -387,9 +406,14 @@ fn scenario_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "scenarios": {
                 "type": "array",
                 "minItems": 1,
+                "description": "The scenarios: each a list of steps (HTTP, gRPC, WebSocket, groups and flow blocks) its VUs run as one iteration.",
                 "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
             },
-            "thresholds": {"type": "array", "items": {"type": "string"}}
+            "thresholds": {
+                "type": "array",
+                "description": "Pass/fail rules judged on the merged results, e.g. `latency.p95 < 300ms`, `errors.rate < 1%`.",
+                "items": {"type": "string"}
+            }
         }
     })
 }
@@ -435,13 +459,16 @@ pub struct LoadTestStatus {
     /// Valid, RunnersReady, Started, Completed, ThresholdsPassed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// How many runner pods are wanted, ready, running, done and failed.
     #[serde(default)]
     pub runners: RunnerCounts,
     /// The instant all runners start at (RFC 3339), set once every runner is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<String>,
+    /// When the load started (RFC 3339): the instant every runner began together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
+    /// When the run ended (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<String>,
     /// Merged results: live while running, final when finished.
@@ -508,10 +535,13 @@ impl OnceState {
 #[serde(rename_all = "camelCase")]
 pub struct OnceStatus {
     pub state: OnceState,
+    /// Why it failed, or what it said at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When its pod started the steps (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
+    /// When its steps ended (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<String>,
     /// Requests sent.
@@ -570,21 +600,28 @@ pub struct RunRecord {
     /// The schedule time it was created for (scheduled runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_time: Option<String>,
+    /// When its load started (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
+    /// When it ended (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<String>,
     pub phase: Phase,
     /// `Passed` (every threshold passed), `Failed` or `Aborted`.
     pub verdict: String,
+    /// Requests sent, over every runner.
     pub requests: u64,
+    /// Requests per second over the run.
     pub rps: f64,
     /// Failed requests / requests, 0–1.
     pub error_rate: f64,
+    /// Median latency, ms, from the histograms merged over every runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_ms: Option<f64>,
+    /// 95th percentile latency, ms, from the merged histograms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p95_ms: Option<f64>,
+    /// 99th percentile latency, ms, from the merged histograms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ms: Option<f64>,
     /// p99 as text for `kubectl get` (e.g. `12.3ms`).
@@ -635,10 +672,15 @@ pub fn verdict(phase: Phase) -> &'static str {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunnerCounts {
+    /// Runner pods wanted (`spec.runners`).
     pub desired: i32,
+    /// Runners that prepared and wait for the start instant.
     pub ready: i32,
+    /// Runners sending load.
     pub running: i32,
+    /// Runners that finished their share and reported it.
     pub succeeded: i32,
+    /// Runners that failed (their pod, or their run).
     pub failed: i32,
 }
 
@@ -649,7 +691,9 @@ pub struct Summary {
     /// False while the test runs (interim figures), true once every runner reported.
     #[serde(rename = "final")]
     pub is_final: bool,
+    /// Requests sent, over every runner.
     pub requests: u64,
+    /// Requests per second over the run (or so far).
     pub rps: f64,
     /// Failed requests / requests, 0–1.
     pub error_rate: f64,
@@ -657,11 +701,16 @@ pub struct Summary {
     pub errors: String,
     /// p99 latency as text for `kubectl get` (e.g. `12.3ms`).
     pub p99: String,
+    /// Failed requests by kind (`connect`, `timeout`, `status`, `check`, a gRPC status, …).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// Latency over every step, ms, from the histograms merged over every runner (never averaged percentiles).
     pub latency_ms: LatencySummary,
+    /// Bytes received, over every runner.
     pub bytes_received: u64,
+    /// Bytes sent, over every runner.
     pub bytes_sent: u64,
+    /// Iterations completed, over every runner.
     pub iterations: u64,
     /// Open models (arrival-rate executors): iterations due when every VU was busy that never
     /// started (the wait queue was full, or they waited `maxWait` in vain). Non-zero means the
@@ -672,6 +721,7 @@ pub struct Summary {
     /// in their latency, which counts from the scheduled start).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub waited_iterations: u64,
+    /// How long the load ran, seconds.
     pub duration_seconds: f64,
     /// Per step (final summary only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -682,11 +732,17 @@ pub struct Summary {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepResult {
+    /// The scenario the step belongs to.
     pub scenario: String,
+    /// The step's name (a group's name for a group's transaction).
     pub step: String,
+    /// Requests the step sent, over every runner.
     pub requests: u64,
+    /// Failed requests of the step.
     pub errors: u64,
+    /// The step's requests per second.
     pub rps: f64,
+    /// The step's latency, ms, from its histograms merged over every runner.
     pub latency_ms: LatencySummary,
 }
 
@@ -775,6 +831,7 @@ pub struct CapacityStatus {
     /// p99 latency (ms) and error rate (0–1) at that rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ms: Option<f64>,
+    /// Failed requests / requests (0–1) at that rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_rate: Option<f64>,
     /// The answer is a lower bound (the generator limited it, or maxRate was reached).
@@ -798,12 +855,19 @@ pub struct CapacityStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlateauRow {
+    /// The plateau's target rate, iterations/s.
     pub rate: f64,
+    /// Iterations started per second, measured after the warm-up.
     pub achieved_rate: f64,
+    /// Requests sent in the measured part.
     pub requests: u64,
+    /// Median latency, ms, in the measured part.
     pub p50_ms: f64,
+    /// 99th percentile latency, ms, in the measured part.
     pub p99_ms: f64,
+    /// Failed requests / requests, 0–1, in the measured part.
     pub error_rate: f64,
+    /// Every threshold held, the rate was reached and the generator kept up.
     pub passed: bool,
     /// The thresholds that failed, or why the generator fell short.
     #[serde(default, skip_serializing_if = "Option::is_none")]

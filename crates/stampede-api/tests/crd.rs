@@ -51,3 +51,43 @@ fn the_crd_has_the_print_columns_and_admission_rules_users_rely_on() {
         assert!(yaml.contains(needle), "the CRD lacks `{needle}`");
     }
 }
+
+/// The fields of `schema` (an OpenAPI schema as JSON) that have no description, by path.
+fn undescribed(schema: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
+        for (name, prop) in props {
+            let here = format!("{path}.{name}");
+            let described = prop.get("description").and_then(|d| d.as_str()).is_some_and(|d| !d.trim().is_empty());
+            if !described {
+                out.push(here.clone());
+            }
+            undescribed(prop, &here, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        undescribed(items, &format!("{path}[]"), out);
+    }
+    if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+        undescribed(values, &format!("{path}{{}}"), out);
+    }
+}
+
+/// #34: `kubectl explain loadtest.spec…` (and `.status…`, and the schedule's) explains every
+/// field: each property of both CRDs has a description.
+#[test]
+fn every_field_of_both_crds_has_a_description_for_kubectl_explain() {
+    for (kind, yaml) in
+        [("loadtest", stampede_api::crd_yaml()), ("loadtestschedule", stampede_api::schedule_crd_yaml())]
+    {
+        let crd: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+        let mut missing = Vec::new();
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let root = &version["schema"]["openAPIV3Schema"];
+            for part in ["spec", "status"] {
+                assert!(root["properties"][part].is_object(), "{kind} has no {part}");
+                undescribed(&root["properties"][part], &format!("{kind}.{part}"), &mut missing);
+            }
+        }
+        assert!(missing.is_empty(), "{kind}: fields without a description: {missing:#?}");
+    }
+}

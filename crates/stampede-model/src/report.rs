@@ -278,14 +278,23 @@ pub struct GeneratorFacts {
 /// Latency statistics in milliseconds (µs precision).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct LatencySummary {
+    /// Mean, ms.
     pub mean: f64,
+    /// Smallest, ms.
     pub min: f64,
+    /// Largest, ms.
     pub max: f64,
+    /// Median, ms.
     pub p50: f64,
+    /// 75th percentile, ms.
     pub p75: f64,
+    /// 90th percentile, ms.
     pub p90: f64,
+    /// 95th percentile, ms.
     pub p95: f64,
+    /// 99th percentile, ms.
     pub p99: f64,
+    /// 99.9th percentile, ms.
     #[serde(rename = "p99.9")]
     pub p999: f64,
 }
@@ -478,6 +487,7 @@ pub struct PhasesSummary {
 pub struct Verdict {
     /// The threshold as written.
     pub threshold: String,
+    /// Whether the threshold held.
     pub passed: bool,
     /// The measured value, in the threshold's unit (ms, %, req/s or a count).
     pub actual: f64,

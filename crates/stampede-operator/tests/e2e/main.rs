@@ -5,6 +5,7 @@
 
 mod capacity;
 mod chart;
+mod explain;
 mod faults;
 mod gitops;
 mod hostile;
