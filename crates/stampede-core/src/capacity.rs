@@ -13,7 +13,7 @@
 use stampede_model::report::{CapacityResult, LatencySummary, PlateauResult, Verdict};
 
 use crate::compile::plan::{CapacitySearch, Plan};
-use crate::compile::threshold::Measured;
+use crate::compile::threshold::{Baseline, Measured, judge_thresholds};
 use crate::output::report::{self, histogram_summary, round3};
 use crate::stats::metrics::{StepStats, WorkerMetrics};
 
@@ -34,6 +34,7 @@ pub fn judge(
     window: &WorkerMetrics,
     cpu_saturated: Option<String>,
     refine: bool,
+    baseline: Baseline<'_>,
 ) -> (PlateauResult, Judged) {
     let seconds = seconds.max(1e-9);
     let mut total = StepStats::default();
@@ -42,11 +43,8 @@ pub fn judge(
     }
     let errors: u64 = total.errors.iter().sum();
     let dropped: u64 = window.dropped.iter().sum();
-    let thresholds: Vec<Verdict> = plan
-        .thresholds
-        .iter()
-        .map(|t| t.evaluate(&Measured::new(&plan.step_keys, &plan.group_keys, window), seconds))
-        .collect();
+    let measured = Measured::new(&plan.step_keys, &plan.group_keys, window);
+    let thresholds: Vec<Verdict> = judge_thresholds(&plan.thresholds, &measured, seconds, baseline);
     // The schedule is exact, so what was due in the measured part is rate × seconds; what started
     // is that less the iterations dropped (counted when due). Counting starts per tick instead
     // would be off by one at each edge of the window, 2 % of a 1-s window at 50/s. An iteration
@@ -326,7 +324,7 @@ mod tests {
             window.schedule_lag.record(50_000).unwrap();
         }
         window.dropped = vec![dropped];
-        judge(&plan, 900.0, 4.0, &window, None, false)
+        judge(&plan, 900.0, 4.0, &window, None, false, Err(crate::compile::threshold::NO_BASELINE))
     }
 
     /// #22: thresholds are judged first. VUs exhausted and iterations late *because the

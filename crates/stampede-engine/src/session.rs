@@ -116,7 +116,7 @@ pub fn execute_capacity(
     let builtin = prepared.target.is_some();
     let target_cpu = prepared.target.map(TargetServer::stop).unwrap_or_default();
     let ((state, plateaus), _) = result?;
-    Ok(capacity::whole_report(&prepared.plan, &search, &state, plateaus, builtin, target_cpu))
+    Ok(capacity::whole_report(&prepared.plan, &search, &state, plateaus, (builtin, target_cpu), opts))
 }
 
 /// Runs the test's `setup` steps (what they extract goes to every VU), then `load`, then its
@@ -182,6 +182,6 @@ pub fn execute_full(
         peak_rss_bytes: after.max_rss_bytes,
         peak_vus: outcome.max_active_vus,
     };
-    let report = report::build_report(&prepared.plan, &outcome, builtin, generator);
+    let report = report::build_report(&prepared.plan, &outcome, builtin, generator, opts.baseline());
     Ok((report, outcome))
 }

@@ -958,7 +958,7 @@ impl<'a> Run<'a> {
         // holds, `done` tells the runners to stop (and stays so). A plateau that cannot be
         // merged cannot be judged: the search fails, saying why, rather than a verdict over
         // every plateau together.
-        let capacity = match results::capacity(&self.plan, &reports, self.runners as usize) {
+        let capacity = match results::capacity(&self.plan, &reports, self.runners as usize, self.ctx.baseline) {
             Ok(capacity) => capacity,
             Err(e) => {
                 let message = format!("cannot merge runner results: capacity search: {e}");

@@ -54,17 +54,6 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
         merged.merge(&own);
         seconds = seconds.max(r.duration_seconds);
     }
-    let verdicts: Vec<Verdict> = plan
-        .thresholds
-        .iter()
-        .map(|t| {
-            t.evaluate_against(
-                &stampede_core::Measured::new(&plan.step_keys, &plan.group_keys, &merged),
-                seconds,
-                ctx.baseline,
-            )
-        })
-        .collect();
     let steps = plan
         .step_keys
         .iter()
@@ -87,7 +76,9 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
     summary.waited_iterations = merged.queue_wait.len();
     summary.is_final = true;
     summary.steps = steps;
-    let report = merged_report(plan, reports, rows, merged, seconds, &verdicts, ctx)?;
+    // The thresholds are judged once, on the merged histograms, as the report is built.
+    let report = merged_report(plan, reports, rows, merged, seconds, ctx)?;
+    let verdicts = report.thresholds.clone();
     Ok(Merged { summary, verdicts, report })
 }
 
@@ -105,7 +96,6 @@ fn merged_report(
     rows: Vec<RunnerRow>,
     metrics: WorkerMetrics,
     seconds: f64,
-    verdicts: &[Verdict],
     ctx: &ReportContext<'_>,
 ) -> Result<Report, PortableError> {
     let duration = run_length(seconds);
@@ -141,9 +131,8 @@ fn merged_report(
         aborted: None,
         source_addresses_spread: 0,
     };
-    let mut report = build_report(plan, &outcome, false, generator);
+    let mut report = build_report(plan, &outcome, false, generator, ctx.baseline);
     report.run.loadtest = Some(ctx.loadtest.to_string());
-    report.thresholds = verdicts.to_vec();
     // Each runner judged its own saturation; the sum of their CPU says nothing per core.
     let saturated: Vec<String> =
         reports.iter().filter_map(|r| r.saturated.as_ref().map(|why| format!("runner {}: {why}", r.index))).collect();
@@ -235,6 +224,7 @@ pub fn capacity(
     plan: &Plan,
     reports: &[&RunnerReport],
     runners: usize,
+    baseline: stampede_core::Baseline<'_>,
 ) -> Result<Option<(stampede_api::CapacityStatus, stampede_model::report::CapacityResult)>, ShareError> {
     let Some(search) = plan.capacity.clone() else { return Ok(None) };
     let names = scenario_names(plan);
@@ -255,7 +245,7 @@ pub fn capacity(
         let rate: f64 = shares.iter().map(|s| s.rate).sum();
         let seconds = shares.iter().map(|s| s.seconds).fold(0.0, f64::max);
         let cpu = shares.iter().find_map(|s| s.cpu_saturated.clone());
-        let (result, mut judged) = stampede_core::judge_plateau(plan, rate, seconds, &window, cpu, false);
+        let (result, mut judged) = stampede_core::judge_plateau(plan, rate, seconds, &window, cpu, false, baseline);
         // Runners keep one schedule: a plateau is not run again after a stall.
         judged.stall = false;
         stampede_core::record_plateau(&search, &mut state, judged);

@@ -743,7 +743,9 @@ fn attempt(
     }
     let interrupt = Arc::new(AtomicBool::new(false));
     watch_ctrl_c(interrupt.clone());
-    let mut run_opts = RunOptions { interrupt, ..RunOptions::default() };
+    // Relative thresholds are judged against the baseline where every threshold is: in the
+    // report, and at each plateau of a capacity search.
+    let mut run_opts = RunOptions { interrupt, baseline: baseline.cloned().map(Arc::new), ..RunOptions::default() };
     if let Some(t) = args.threads {
         run_opts.threads = t.max(1);
     }
@@ -785,40 +787,24 @@ fn attempt(
     }
     let mut progress = Progress::new(args.progress_every.max(1), args.quiet);
     let capacity = plan.capacity.is_some();
-    let (mut report, outcome) = if capacity {
+    let report = if capacity {
         // Plateau by plateau: one line each as it ends (the ticks restart with every plateau).
         let quiet = args.quiet;
-        let report = stampede_engine::execute_capacity(prepared, &run_opts, &mut |_| {}, &mut |p| {
+        stampede_engine::execute_capacity(prepared, &run_opts, &mut |_| {}, &mut |p| {
             if !quiet {
                 eprintln!("{}", stampede_engine::plateau_line(p));
             }
         })
-        .map_err(run_failed)?;
-        (report, None)
+        .map_err(run_failed)?
     } else {
-        let (report, outcome) = stampede_engine::execute_full(prepared, &run_opts, &mut |t| {
+        stampede_engine::execute(prepared, &run_opts, &mut |t| {
             if let Some(e) = &exporter {
                 e.observe(t);
             }
             progress.tick(t)
         })
-        .map_err(run_failed)?;
-        (report, Some(outcome))
+        .map_err(run_failed)?
     };
-    if let (Some(base), Some(outcome)) = (baseline, &outcome) {
-        let seconds = outcome.duration.as_secs_f64();
-        report.thresholds = plan
-            .thresholds
-            .iter()
-            .map(|t| {
-                t.evaluate_against(
-                    &stampede_engine::Measured::new(&plan.step_keys, &plan.group_keys, &outcome.metrics),
-                    seconds,
-                    Ok(base),
-                )
-            })
-            .collect();
-    }
     Ok((report, plan))
 }
 

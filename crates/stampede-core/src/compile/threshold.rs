@@ -317,12 +317,12 @@ impl Threshold {
     /// Evaluates against per-step stats (merged over workers and runners). A relative
     /// threshold fails here, saying it has no baseline; see [`Threshold::evaluate_against`].
     pub fn evaluate(&self, m: &Measured<'_>, seconds: f64) -> Verdict {
-        self.evaluate_against(m, seconds, Err("no baseline run was given"))
+        self.evaluate_against(m, seconds, Err(NO_BASELINE))
     }
 
     /// Evaluates against per-step stats, a relative threshold against `baseline` (or fails,
     /// naming why there is none).
-    pub fn evaluate_against(&self, m: &Measured<'_>, seconds: f64, baseline: Result<&Report, &str>) -> Verdict {
+    pub fn evaluate_against(&self, m: &Measured<'_>, seconds: f64, baseline: Baseline<'_>) -> Verdict {
         let mut merged = StepStats::default();
         for stats in self.selected(m) {
             merged.merge(stats);
@@ -507,6 +507,25 @@ impl Threshold {
             }
         })
     }
+}
+
+/// What relative thresholds (`… < baseline * 1.10`) are judged against: the baseline run's
+/// report, or why there is none (they then fail, saying so).
+pub type Baseline<'a> = Result<&'a Report, &'a str>;
+
+/// Why a run without `--baseline` (or `spec.baseline`) fails its relative thresholds.
+pub const NO_BASELINE: &str = "no baseline run was given";
+
+/// The one judgement of a plan's thresholds, wherever it is made — a run's report, a capacity
+/// plateau, the operator's merged results: each of `thresholds` on what `measured` holds over
+/// `seconds`, relative ones against `baseline`.
+pub fn judge_thresholds(
+    thresholds: &[Threshold],
+    measured: &Measured<'_>,
+    seconds: f64,
+    baseline: Baseline<'_>,
+) -> Vec<Verdict> {
+    thresholds.iter().map(|t| t.evaluate_against(measured, seconds, baseline)).collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The run report: one summary per step plus a total, the run facts and a timeline.
 //! Rendered as a terminal table and as JSON (schema: `schemas/report.schema.json`).
 
-use crate::compile::threshold::Measured;
+use crate::compile::threshold::{Baseline, Measured, judge_thresholds};
 use std::fmt::Write as _;
 
 pub use stampede_model::report::*;
@@ -136,7 +136,13 @@ fn summarize_groups(keys: &[StepKey], groups: &[StepStats], seconds: f64) -> Vec
 }
 
 /// Builds the report of a finished run. `generator` carries the process's own CPU and memory.
-pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, generator: GeneratorFacts) -> Report {
+pub fn build_report(
+    plan: &Plan,
+    outcome: &RunOutcome,
+    builtin_target: bool,
+    generator: GeneratorFacts,
+    baseline: Baseline<'_>,
+) -> Report {
     let seconds = outcome.duration.as_secs_f64();
     let steps: Vec<StepSummary> = plan
         .step_keys
@@ -185,11 +191,8 @@ pub fn build_report(plan: &Plan, outcome: &RunOutcome, builtin_target: bool, gen
             })
         })
         .collect();
-    let thresholds = plan
-        .thresholds
-        .iter()
-        .map(|t| t.evaluate(&Measured::new(&plan.step_keys, &plan.group_keys, &outcome.metrics), seconds))
-        .collect();
+    let measured = Measured::new(&plan.step_keys, &plan.group_keys, &outcome.metrics);
+    let thresholds = judge_thresholds(&plan.thresholds, &measured, seconds, baseline);
     let mut generator = generator;
     if total.requests > 0 {
         generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);

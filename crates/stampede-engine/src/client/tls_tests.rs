@@ -372,7 +372,7 @@ fn assert_ttfb_within_total(report: &Report) {
 }
 
 fn report(plan: &Plan, outcome: &RunOutcome) -> Report {
-    report::build_report(plan, outcome, false, GeneratorFacts::default())
+    report::build_report(plan, outcome, false, GeneratorFacts::default(), Err(stampede_core::NO_BASELINE))
 }
 
 #[test]

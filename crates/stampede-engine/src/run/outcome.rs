@@ -24,6 +24,16 @@ pub struct RunOptions {
     /// `setup` and `teardown` ran, or will run, elsewhere (in a cluster: once for the whole
     /// LoadTest, in pods of their own); this run only loads, with `setup_values` as they gave.
     pub once_elsewhere: bool,
+    /// The baseline run's report (`--baseline`): relative thresholds are judged against it, in
+    /// the report and at each plateau of a capacity search.
+    pub baseline: Option<Arc<stampede_model::report::Report>>,
+}
+
+impl RunOptions {
+    /// What relative thresholds are judged against.
+    pub fn baseline(&self) -> stampede_core::Baseline<'_> {
+        self.baseline.as_deref().ok_or(stampede_core::NO_BASELINE)
+    }
 }
 
 impl Default for RunOptions {
@@ -35,6 +45,7 @@ impl Default for RunOptions {
             interrupt: Arc::new(AtomicBool::new(false)),
             setup_values: Arc::default(),
             once_elsewhere: false,
+            baseline: None,
         }
     }
 }

@@ -87,7 +87,7 @@ pub fn plateau(
     let cpu_percent = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9) * 100.0;
     let cpu_saturated = (cpu_percent > report::SATURATION_CPU_SHARE * 100.0 * outcome.threads as f64)
         .then(|| format!("generator CPU {cpu_percent:.0}% of {} core(s)", outcome.threads));
-    let (result, verdict) = judge(&plan, rate, seconds, &window, cpu_saturated.clone(), refine);
+    let (result, verdict) = judge(&plan, rate, seconds, &window, cpu_saturated.clone(), refine, opts.baseline());
     Ok(Plateau { result, verdict, window, seconds, cpu_saturated, outcome, cpu, wall })
 }
 
@@ -125,8 +125,8 @@ pub(crate) fn whole_report(
     search: &CapacitySearch,
     state: &SearchState,
     plateaus: Vec<Plateau>,
-    builtin: bool,
-    target_cpu: Duration,
+    (builtin, target_cpu): (bool, Duration),
+    opts: &RunOptions,
 ) -> Report {
     let mut metrics: Option<WorkerMetrics> = None;
     let mut timeline = Vec::new();
@@ -181,7 +181,7 @@ pub(crate) fn whole_report(
         peak_rss_bytes: sysstat::process().max_rss_bytes,
         peak_vus: outcome.max_active_vus,
     };
-    let mut report = report::build_report(plan, &outcome, builtin, generator);
+    let mut report = report::build_report(plan, &outcome, builtin, generator, opts.baseline());
     let answer = answer(search, state, &results);
     // The verdicts that matter are those at the capacity; without one, the first plateau's.
     if let Some(p) = answer.verdict_plateau() {

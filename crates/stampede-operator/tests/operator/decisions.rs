@@ -1263,3 +1263,51 @@ fn an_open_model_that_did_not_deliver_its_load_is_not_passed() {
     assert_eq!(cond(&st, "LoadDelivered").0, "False");
     assert_eq!(cond(&st, "Passed").0, "True");
 }
+
+/// #34: the operator judges a capacity search's plateaus against `spec.baseline` too: a
+/// relative threshold is compared with the baseline's figure at each plateau (it used to fail
+/// at every one, saying there was no baseline).
+#[test]
+fn a_capacity_plateau_judges_relative_thresholds_against_the_baseline() {
+    let yaml = r#"
+name: capacity
+baseUrl: http://my-service.default.svc
+load: {executor: capacity, startRate: 100, step: 100, plateau: 4s, warmup: 1s, maxRate: 1000, stopAfter: 2, preAllocatedVUs: 10, maxVUs: 50}
+scenarios:
+  - name: api
+    steps:
+      - {name: get, request: {url: "{{baseUrl}}/get"}}
+thresholds: ["latency.p99 < baseline * 1.10"]
+"#;
+    let scenario: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
+    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({"runners": 2, "scenario": scenario})).unwrap();
+    let lt = LoadTest::new("cap", spec);
+    let plan = validate(&lt, yaml, "test").unwrap();
+    let mut m = WorkerMetrics::new(1, 1);
+    for _ in 0..200 {
+        m.steps[0].requests += 1;
+        m.steps[0].record_latency_us(1_000);
+        m.steps[0].record_status(200);
+    }
+    m.iterations[0] = 200;
+    let share = |index: u32| RunnerReport {
+        plateaus: vec![stampede_api::PlateauShare {
+            index: 0,
+            rate: 50.0,
+            seconds: 4.0,
+            metrics: portable::encode(&plan.step_keys, &m, &["api".to_string()]),
+            cpu_saturated: None,
+        }],
+        ..RunnerReport::new(index, RunnerState::Running)
+    };
+    let (r0, r1) = (share(0), share(1));
+    let base = baseline(5.0, 100);
+    let judged = |baseline| stampede_operator::results::capacity(&plan, &[&r0, &r1], 2, baseline).unwrap().unwrap().1;
+    let with = judged(Ok(&base));
+    let verdict = &with.plateaus[0].thresholds[0];
+    assert!(verdict.passed, "1 ms is under 5 ms × 1.10: {verdict:?}");
+    assert_eq!(verdict.baseline, Some(base.total.latency_ms.p99), "{verdict:?}");
+    let without = judged(Err("spec.baseline is not set"));
+    let verdict = &without.plateaus[0].thresholds[0];
+    assert!(!verdict.passed && verdict.message.as_deref().is_some_and(|m| m.contains("spec.baseline is not set")));
+}

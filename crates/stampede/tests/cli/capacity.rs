@@ -381,3 +381,76 @@ thresholds: ["latency.p99 < 150ms"]
         assert!(p["achievedRate"].as_f64().unwrap() > 0.0, "{p}");
     }
 }
+
+/// #34: with `--baseline`, a capacity search judges its relative thresholds against the
+/// baseline at every plateau (they used to fail everywhere: "no baseline run was given"), and
+/// the report's verdicts are those of the plateau that answers.
+#[test]
+fn relative_thresholds_are_judged_against_the_baseline_at_every_plateau() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.yaml");
+    std::fs::write(
+        &base,
+        r#"
+name: base
+baseUrl: builtin
+load: {executor: constant-vus, vus: 1, iterations: 20}
+scenarios:
+  - name: s
+    steps:
+      - {name: get, request: {url: "{{baseUrl}}/get"}}
+"#,
+    )
+    .unwrap();
+    let base_json = dir.path().join("base.json");
+    let out = stampede(&["run", base.to_str().unwrap(), "--quiet", "--out", base_json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let scenario = dir.path().join("cap.yaml");
+    std::fs::write(
+        &scenario,
+        r#"
+name: relative
+baseUrl: builtin
+load:
+  executor: capacity
+  startRate: 20
+  step: 20
+  plateau: 2s
+  warmup: 1s
+  maxRate: 40
+  stopAfter: 1
+  preAllocatedVUs: 4
+  maxVUs: 8
+  gracefulStop: 1s
+scenarios:
+  - name: s
+    steps:
+      - {name: get, request: {url: "{{baseUrl}}/get"}}
+thresholds: ["latency.p99 < baseline * 1000", "errors.rate < 1%"]
+"#,
+    )
+    .unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let json = dir.path().join("report.json");
+    let out = stampede(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--baseline",
+        base_json.to_str().unwrap(),
+        "--out",
+        json.to_str().unwrap(),
+    ]);
+    let written = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let report: Value = serde_json::from_str(&written).unwrap();
+    let plateaus = report["capacity"]["plateaus"].as_array().unwrap();
+    assert!(!plateaus.is_empty(), "{}", text(&out.stdout));
+    let relative = |verdicts: &Value| -> Value {
+        verdicts.as_array().unwrap().iter().find(|v| v["threshold"] == "latency.p99 < baseline * 1000").unwrap().clone()
+    };
+    for p in plateaus {
+        let v = relative(&p["thresholds"]);
+        assert!(v["baseline"].as_f64().is_some() && v.get("message").is_none(), "plateau {}: {v}", p["rate"]);
+    }
+    let v = relative(&report["thresholds"]);
+    assert!(v["baseline"].as_f64().is_some() && v.get("message").is_none(), "{v}");
+}
