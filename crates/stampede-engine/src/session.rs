@@ -41,6 +41,8 @@ pub enum PrepareError {
 /// builds the TLS configurations the run would use: a client key that does not fit its
 /// certificate, or a `caFile` that cannot be a trust anchor, is a problem of `http.tls`.
 pub fn validate(file: &ScenarioFile, path: &Path, opts: &CompileOptions) -> Result<Plan, ScenarioError> {
+    #[cfg(test)]
+    tests::COMPILES.with(|n| n.set(n.get() + 1));
     let plan = stampede_core::validate(file, path, opts)?;
     match TlsPlan::new(&plan.transport.tls).check() {
         Ok(()) => Ok(plan),
@@ -75,9 +77,28 @@ pub fn prepare(file: &ScenarioFile, path: &Path, mut opts: CompileOptions) -> Re
     // problems is reported as such, not as a server that could not be asked).
     let compiled = (|| -> Result<Plan, PrepareError> {
         if file.grpc.as_ref().is_some_and(|g| g.reflect) && opts.reflected.is_none() {
-            let checked = validate(file, path, &opts)?;
-            let asked = reflection::Asking { file, path, base_url: checked.base_url.as_deref().unwrap_or_default() };
-            opts.reflected = Some(reflection::ask(&asked, &opts)?);
+            // Asked at the file's `baseUrl`, resolved alone; the scenario then compiles once,
+            // with the answer. When asking fails, a file with problems is reported as such.
+            let asked = stampede_core::compile::plan::resolve_base_url(file, &opts)
+                .ok()
+                .flatten()
+                .map(|base_url| reflection::ask(&reflection::Asking { file, path, base_url: &base_url }, &opts));
+            match asked {
+                Some(Ok(pool)) => opts.reflected = Some(pool),
+                Some(Err(e)) => {
+                    validate(file, path, &opts)?;
+                    return Err(e.into());
+                }
+                None => {
+                    return Err(validate(file, path, &opts).err().map_or_else(
+                        || {
+                            RunError::Other("grpc.reflect: the scenario's `baseUrl` could not be resolved".into())
+                                .into()
+                        },
+                        PrepareError::from,
+                    ));
+                }
+            }
         }
         Ok(validate(file, path, &opts)?)
     })();
@@ -184,4 +205,64 @@ pub fn execute_full(
     };
     let report = report::build_report(&prepared.plan, &outcome, builtin, generator, opts.baseline());
     Ok((report, outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    thread_local! {
+        /// Whole-scenario compiles ([`validate`]) on this thread.
+        pub(super) static COMPILES: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn prepare_counted(yaml: &str) -> (Result<Prepared, PrepareError>, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reflect.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let file = stampede_core::parse_str(yaml, &path).unwrap();
+        COMPILES.with(|n| n.set(0));
+        let prepared = prepare(&file, &path, CompileOptions::default());
+        (prepared, COMPILES.with(Cell::get))
+    }
+
+    const REFLECT: &str = "name: reflect
+baseUrl: builtin
+load: {executor: constant-vus, vus: 1, iterations: 1}
+grpc: {reflect: true}
+scenarios:
+  - name: s
+    steps:
+      - name: echo
+        grpc: {method: stampede.target.v1.Target/Echo, message: {text: hi}}
+";
+
+    /// #34: a scenario with `grpc.reflect` compiles once: its `baseUrl` is resolved alone for
+    /// the question, then the scenario compiles with the server's answer (it compiled twice).
+    #[test]
+    fn a_scenario_that_asks_its_server_for_the_services_compiles_once() {
+        let (prepared, compiles) = prepare_counted(REFLECT);
+        let prepared = prepared.unwrap();
+        assert_eq!(compiles, 1);
+        assert_eq!(prepared.plan.step_keys.len(), 1);
+        prepared.target.map(TargetServer::stop);
+    }
+
+    /// When asking fails, a file with problems is reported by its problems, not as a server
+    /// that could not be asked.
+    #[test]
+    fn a_file_with_problems_that_asks_a_server_that_is_not_there_is_reported_by_its_problems() {
+        let yaml = REFLECT
+            .replace("baseUrl: builtin", "baseUrl: http://127.0.0.1:1")
+            .replace("vus: 1, iterations: 1", "vus: 0, iterations: 1");
+        let (prepared, _) = prepare_counted(&yaml);
+        match prepared {
+            Err(PrepareError::Invalid(e)) => assert!(e.to_string().contains("load.vus"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        let (prepared, _) = prepare_counted(&REFLECT.replace("baseUrl: builtin", "baseUrl: http://127.0.0.1:1"));
+        assert!(matches!(prepared, Err(PrepareError::Run(_))), "{prepared:?}");
+    }
 }

@@ -513,11 +513,29 @@ pub const BUILTIN_PLACEHOLDER: &str = "http://127.0.0.1:9";
 /// thread of its own with a known stack ([`budget::COMPILE_STACK`]), whatever thread calls it
 /// (an operator's async worker has 2 MiB): with the budgets, no file can take the caller down.
 pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
+    on_compile_thread(|| compile_here(file, opts))
+}
+
+/// The file's `baseUrl` as [`compile`] resolves it (the caller's, the built-in target's
+/// placeholder, or the file's with its constant `vars`), without compiling the rest: what a
+/// scenario with `grpc.reflect` asks its server at, before it compiles once with the answer.
+pub fn resolve_base_url(file: &ScenarioFile, opts: &CompileOptions) -> Result<Option<String>, Vec<Problem>> {
+    on_compile_thread(|| {
+        let mut c = Compiler::new(file, opts);
+        let base_url = c.base_url_and_vars(opts.base_url.as_deref());
+        if c.problems.is_empty() { Ok(base_url) } else { Err(c.problems.into_vec()) }
+    })
+}
+
+/// Runs `work` on a thread of its own with the compiler's stack ([`budget::COMPILE_STACK`]):
+/// expressions are compiled and constant ones evaluated as deep as the budgets allow, whatever
+/// the caller's stack (a tokio worker's is 2 MiB).
+fn on_compile_thread<T: Send>(work: impl FnOnce() -> Result<T, Vec<Problem>> + Send) -> Result<T, Vec<Problem>> {
     std::thread::scope(|s| {
         match std::thread::Builder::new()
             .name("stampede-compile".into())
             .stack_size(budget::COMPILE_STACK)
-            .spawn_scoped(s, || compile_here(file, opts))
+            .spawn_scoped(s, work)
         {
             Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
             Err(e) => Err(vec![Problem::new("(file)", format!("cannot start a thread to compile it: {e}"))]),
@@ -525,23 +543,31 @@ pub fn compile(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<P
     })
 }
 
+impl<'a> Compiler<'a> {
+    /// A compiler of `file` with `opts`, nothing compiled yet.
+    fn new(file: &'a ScenarioFile, opts: &'a CompileOptions) -> Compiler<'a> {
+        let base_dir = opts.base_dir.as_deref().unwrap_or(std::path::Path::new("."));
+        let seed = opts.seed.or(file.seed).unwrap_or_else(|| fastrand::u64(..));
+        Compiler {
+            file,
+            files: Files::new(base_dir, opts.files.as_deref()),
+            problems: Problems::default(),
+            scope: Scope { env: opts.env.clone(), ..Scope::default() },
+            data: Vec::new(),
+            step_keys: Vec::new(),
+            group_keys: Vec::new(),
+            slot_count: 0,
+            test_generator: crate::compile::expr::Gen::outside_load(seed, crate::compile::random::Stream::Test, 0, 1),
+            vars: Vec::new(),
+            pending_vars: Vec::new(),
+            protos: crate::compile::grpc::Protos::new(opts.reflected.clone()),
+            seed,
+        }
+    }
+}
+
 fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<Problem>> {
-    let base_dir = opts.base_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
-    let seed = opts.seed.or(file.seed).unwrap_or_else(|| fastrand::u64(..));
-    let mut c = Compiler {
-        file,
-        files: Files::new(&base_dir, opts.files.as_deref()),
-        problems: Problems::default(),
-        scope: Scope { env: opts.env.clone(), ..Scope::default() },
-        data: Vec::new(),
-        step_keys: Vec::new(),
-        group_keys: Vec::new(),
-        slot_count: 0,
-        test_generator: crate::compile::expr::Gen::outside_load(seed, crate::compile::random::Stream::Test, 0, 1),
-        vars: Vec::new(),
-        pending_vars: Vec::new(),
-        protos: crate::compile::grpc::Protos::new(opts.reflected.clone()),
-    };
+    let mut c = Compiler::new(file, opts);
     let shared_load = c.shared_load();
     let base_url = c.base_url_and_vars(opts.base_url.as_deref());
     if file.grpc.as_ref().is_some_and(|g| g.reflect) && base_url.is_none() {
@@ -598,7 +624,7 @@ fn compile_here(file: &ScenarioFile, opts: &CompileOptions) -> Result<Plan, Vec<
         transport: Arc::new(transport),
         capacity,
         undelivered_load: file.undelivered_load,
-        seed,
+        seed: c.seed,
         redactor: crate::compile::secrets::Redactor::new(c.scope.env_read.take()),
         runner: opts.runner.unwrap_or((0, 1)),
         vars: c.vars,
@@ -645,6 +671,8 @@ struct Compiler<'a> {
     /// The generator of the `test`-scoped variables, computed now in their order: one stream
     /// for them all (two `uuid()` differ), the same on every runner that shares the seed.
     test_generator: crate::compile::expr::Gen,
+    /// The plan's seed (the caller's, the file's, or a random one).
+    seed: u64,
     vars: Vec<ScopedVar>,
     /// The `vars` that name what is not known before the steps (values `init` extracts, data
     /// columns, `setup.NAME`), defined after `init` ([`Compiler::define_vars`]).
