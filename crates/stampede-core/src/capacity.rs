@@ -99,7 +99,10 @@ pub fn judge(
 /// A plateau's verdict, as the search needs it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Judged {
+    /// The plateau's target rate, iterations/s.
     pub rate: f64,
+    /// Every threshold held, the achieved rate was within [`RATE_TOLERANCE`] of the target, and
+    /// the generator's CPU was not saturated.
     pub passed: bool,
     /// The generator (VUs or CPU), not the service, kept it from passing: the SLO held but too
     /// few iterations started, or the generator's CPU was saturated.
@@ -107,6 +110,7 @@ pub struct Judged {
     /// Too few iterations started with the generator's CPU fine and its VU pool far from full:
     /// a stall of its machine.
     pub stall: bool,
+    /// A refining plateau (between the last pass and the first failure), not a rising one.
     pub refine: bool,
 }
 
@@ -118,8 +122,10 @@ pub struct SearchState {
     pub rising: u32,
     /// Failures in a row.
     pub failures: u32,
-    /// The highest rate that passed, and the lowest that failed above it.
+    /// The highest rate that passed, iterations/s (`None`: none yet).
     pub pass: Option<f64>,
+    /// The lowest rate that failed above `pass`, iterations/s (`None`: none yet, or a later pass
+    /// cleared it).
     pub fail: Option<f64>,
     /// Refining plateaus run so far.
     pub refined: u32,

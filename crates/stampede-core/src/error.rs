@@ -8,12 +8,14 @@ use std::path::PathBuf;
 pub struct Problem {
     /// Where: e.g. ``scenario `buy`, step `login`: request.url`` or `load.stages[1]`.
     pub location: String,
+    /// What is wrong; shown after the location.
     pub message: String,
     /// Line and column (from 1) in the file's text, when found there.
     pub position: Option<(usize, usize)>,
 }
 
 impl Problem {
+    /// A problem at `location` with no position in the file's text.
     pub fn new(location: impl Into<String>, message: impl Into<String>) -> Self {
         Problem { location: location.into(), message: message.into(), position: None }
     }
@@ -54,10 +56,12 @@ impl Problems {
         self.0.len()
     }
 
+    /// No problem found so far.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// The problems in the order they were added.
     pub fn into_vec(self) -> Vec<Problem> {
         self.0
     }
@@ -80,14 +84,37 @@ impl Under<'_> {
 /// Why a scenario file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
+    /// The file cannot be read: missing, not readable, or not UTF-8.
     #[error("{}: cannot read the file: {source}", file.display())]
-    Read { file: PathBuf, source: std::io::Error },
+    Read {
+        /// The scenario file, as given.
+        file: PathBuf,
+        /// The I/O error reading it.
+        source: std::io::Error,
+    },
     /// The text is not valid YAML, or a field has the wrong name or type.
     #[error("{}{}: {}{message}", file.display(), fmt_position(*line, *column), fmt_path(path))]
-    Parse { file: PathBuf, line: Option<usize>, column: Option<usize>, path: String, message: String },
+    Parse {
+        /// The scenario file, as given.
+        file: PathBuf,
+        /// Line of the error, from 1 (`None`: the file is empty, or the parser gave none).
+        line: Option<usize>,
+        /// Column of the error, from 1 (`None` as for `line`).
+        column: Option<usize>,
+        /// Path of the offending field, e.g. `scenarios[0].steps[2].request` (empty or `.`: no
+        /// field to name, as for a syntax error).
+        path: String,
+        /// What is wrong: the parser's words, or a hint at what the field accepts.
+        message: String,
+    },
     /// The file parses but does not make sense.
     #[error("{}: invalid scenario:\n{}", file.display(), fmt_problems(file, problems))]
-    Invalid { file: PathBuf, problems: Vec<Problem> },
+    Invalid {
+        /// The scenario file, as given.
+        file: PathBuf,
+        /// Every problem found, in the order the compiler found them.
+        problems: Vec<Problem>,
+    },
 }
 
 impl ScenarioError {

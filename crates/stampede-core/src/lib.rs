@@ -18,11 +18,19 @@
 //! The engine (`stampede-engine`) runs plans on these; the operator validates, merges and
 //! judges with them alone.
 
+#![warn(missing_docs)]
+
 pub mod capacity;
+/// Scenario file to immutable [`Plan`]: parsing, templates, expressions, flow, checks, gRPC,
+/// WebSocket, thresholds and budgets.
 pub mod compile;
 pub mod error;
 pub mod outcome;
+/// What a run is shown as: the report model, table, JSON, HTML, JUnit and Markdown, comparisons
+/// and verdicts, the language reference.
 pub mod output;
+/// What a run records: HDR histograms, per-step counters, latency phases, portable (mergeable)
+/// results, timeline points.
 pub mod stats;
 pub mod validate;
 pub mod wire;

@@ -22,6 +22,7 @@ pub struct Tick {
     pub length: Duration,
     /// VUs running at the end of the interval.
     pub active_vus: u32,
+    /// What the workers recorded in this interval alone, merged.
     pub stats: IntervalStats,
     /// Everything recorded since the start, merged over workers (when the run was asked for them).
     /// Each worker's part is its latest snapshot, so counters only grow from tick to tick.
@@ -48,6 +49,7 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// A copy of one worker's cumulative recordings (the open-model histograms `None` when empty).
     pub fn of(metrics: &WorkerMetrics) -> Self {
         Totals {
             steps: metrics.steps.clone(),
@@ -60,6 +62,7 @@ impl Totals {
         }
     }
 
+    /// Adds `other` into these; empty totals (no steps) become a copy of it.
     pub fn merge(&mut self, other: &Totals) {
         if self.steps.is_empty() {
             *self = other.clone();
@@ -102,8 +105,11 @@ impl Totals {
 /// A failure kept with its message and, truncated, the request and response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ErrorSample {
+    /// The failing step's metric index (like [`Plan::step_keys`](crate::Plan::step_keys)).
     pub metric: usize,
+    /// What kind of failure it was.
     pub kind: ErrorKind,
+    /// ``step `NAME`: `` and the reason, secrets redacted.
     pub message: String,
     /// The request as sent (first [`SAMPLE_BYTES`] bytes, lossy UTF-8).
     pub request: String,
@@ -117,16 +123,24 @@ pub const SAMPLE_BYTES: usize = 1024;
 /// What a run produced.
 #[derive(Debug)]
 pub struct RunOutcome {
+    /// Every worker's recordings, merged.
     pub metrics: WorkerMetrics,
+    /// Wall-clock time the load started.
     pub started_at: SystemTime,
+    /// How long the load ran, from its start until every worker had finished.
     pub duration: Duration,
+    /// Worker threads the run used.
     pub threads: usize,
     /// CPU time of the worker threads together.
     pub worker_cpu: Duration,
     /// One point per interval (the merged histograms are summarized, not kept).
     pub timeline: Vec<TimelinePoint>,
+    /// Peak VUs active at once: each worker's peak, added up.
     pub max_active_vus: u32,
+    /// The run was stopped early from outside (Ctrl-C, or the caller's interrupt flag).
     pub interrupted: bool,
+    /// Examples of failures: per worker, the first of each kind at each step, up to a cap (empty:
+    /// nothing failed).
     pub error_samples: Vec<ErrorSample>,
     /// Why the run was aborted early by a step's `onError: abort-run`.
     pub aborted: Option<String>,

@@ -4,7 +4,8 @@
 //!   whether by `crate::`, `super::` or `self::` paths, and no two folders either;
 //! - in the crates with layers (the core and the engine), each top-level module uses only the
 //!   modules listed before it, so a new `use` that breaks the layering fails here;
-//! - `lib.rs` exposes modules through its map and re-exports, never as `pub mod` (the engine).
+//! - `lib.rs` exposes modules through its map and re-exports, never as `pub mod` (the engine);
+//! - no source file is over 1,000 lines.
 //!
 //! Test code (from a file's `#[cfg(test)]` on, and test-only files) may use anything, and
 //! comments use nothing; `lib.rs`, `main.rs` and `mod.rs` files are maps (declarations and
@@ -295,6 +296,33 @@ fn no_mod_rs_holds_a_function() {
         }
     }
     assert!(with_code.is_empty(), "{with_code:?}");
+}
+
+/// No source file of any crate, tests included, is over 1,000 lines: past that a file holds
+/// more than one thing (split it by what it holds).
+#[test]
+fn no_source_file_is_over_1000_lines() {
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(crates_dir()).unwrap() {
+        let krate = entry.unwrap().path();
+        for part in ["src", "tests"] {
+            if !krate.join(part).is_dir() {
+                continue;
+            }
+            let mut files = Vec::new();
+            rust_files(&krate.join(part), &mut files);
+            for f in files {
+                seen += 1;
+                let lines = std::fs::read_to_string(&f).unwrap().lines().count();
+                if lines > 1000 {
+                    long.push(format!("{} ({lines} lines)", f.strip_prefix(crates_dir()).unwrap().display()));
+                }
+            }
+        }
+    }
+    assert!(seen > 100, "only {seen} files: the scan is broken");
+    assert!(long.is_empty(), "{long:#?}");
 }
 
 #[test]

@@ -20,6 +20,8 @@
 //! Everything inside is `pub(crate)`; this file re-exports what the CLI, the runner and the
 //! tests use.
 
+#![warn(missing_docs)]
+
 mod client;
 mod error;
 mod output;

@@ -24,15 +24,20 @@ use std::collections::BTreeMap;
 /// A plan ready to run, with the built-in target when the scenario asked for it.
 #[derive(Debug)]
 pub struct Prepared {
+    /// The compiled plan (its base URL the built-in target's address when that runs).
     pub plan: Arc<Plan>,
+    /// The built-in target, started for `baseUrl: builtin` (`None` otherwise); running the
+    /// plan stops it.
     pub target: Option<TargetServer>,
 }
 
 /// Why a scenario could not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
+    /// The scenario has problems, each with its place in the file.
     #[error(transparent)]
     Invalid(#[from] ScenarioError),
+    /// The built-in target could not start, or gRPC reflection could not ask the server.
     #[error(transparent)]
     Run(#[from] RunError),
 }

@@ -12,14 +12,17 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Dur(pub Duration);
 
 impl Dur {
+    /// A duration of `secs` whole seconds.
     pub fn from_secs(secs: u64) -> Self {
         Dur(Duration::from_secs(secs))
     }
 
+    /// The duration it holds.
     pub fn get(self) -> Duration {
         self.0
     }
 
+    /// Whether it is zero long (`0`, `0s`, `0ms`…).
     pub fn is_zero(self) -> bool {
         self.0.is_zero()
     }
@@ -35,7 +38,9 @@ impl From<Duration> for Dur {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid duration `{text}`: {reason}")]
 pub struct DurationError {
+    /// The text that did not parse, without surrounding whitespace.
     pub text: String,
+    /// Why it did not parse, e.g. `must not be negative`.
     pub reason: String,
 }
 

@@ -3,7 +3,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Why a request failed.
+/// Why a request failed. A gRPC status the step does not accept counts under its gRPC name
+/// (`UNAVAILABLE`…).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ErrorKind {
@@ -30,42 +31,59 @@ pub enum ErrorKind {
     Upgrade,
     /// A WebSocket closed before the session ended, or with a code other than the expected.
     Close,
-    /// A gRPC call ended with this status code (gRPC's own names: `UNIMPLEMENTED`…).
+    /// gRPC status 1: the operation was cancelled, typically by the caller.
     #[serde(rename = "CANCELLED")]
     Cancelled,
+    /// gRPC status 2: an error the server did not classify further.
     #[serde(rename = "UNKNOWN")]
     Unknown,
+    /// gRPC status 3: the server rejected the request's arguments, whatever its state.
     #[serde(rename = "INVALID_ARGUMENT")]
     InvalidArgument,
+    /// gRPC status 4: the deadline passed before the call ended: the server's status, or the
+    /// step's own `deadline` passing first.
     #[serde(rename = "DEADLINE_EXCEEDED")]
     DeadlineExceeded,
+    /// gRPC status 5: something the call asked for (a file, a record) was not found.
     #[serde(rename = "NOT_FOUND")]
     NotFound,
+    /// gRPC status 6: what the call tried to create already exists.
     #[serde(rename = "ALREADY_EXISTS")]
     AlreadyExists,
+    /// gRPC status 7: the caller is known but not allowed to do this.
     #[serde(rename = "PERMISSION_DENIED")]
     PermissionDenied,
+    /// gRPC status 8: a resource ran out: a quota or rate limit, the server's memory, a size limit.
     #[serde(rename = "RESOURCE_EXHAUSTED")]
     ResourceExhausted,
+    /// gRPC status 9: the system is not in the state the call needs.
     #[serde(rename = "FAILED_PRECONDITION")]
     FailedPrecondition,
+    /// gRPC status 10: the call was aborted, typically by a conflict with a concurrent one.
     #[serde(rename = "ABORTED")]
     Aborted,
+    /// gRPC status 11: the call went past a valid range (e.g. reading past the end).
     #[serde(rename = "OUT_OF_RANGE")]
     OutOfRange,
+    /// gRPC status 12: the server does not implement or support the method.
     #[serde(rename = "UNIMPLEMENTED")]
     Unimplemented,
+    /// gRPC status 13: an internal error of the server.
     #[serde(rename = "INTERNAL")]
     Internal,
+    /// gRPC status 14: the service is unavailable for now (usually transient: a retry may work).
     #[serde(rename = "UNAVAILABLE")]
     Unavailable,
+    /// gRPC status 15: data was lost or corrupted beyond recovery.
     #[serde(rename = "DATA_LOSS")]
     DataLoss,
+    /// gRPC status 16: the call has no valid credentials.
     #[serde(rename = "UNAUTHENTICATED")]
     Unauthenticated,
 }
 
 impl ErrorKind {
+    /// Every kind, in declaration order: `ALL[kind.index()] == kind`.
     pub const ALL: [ErrorKind; 27] = [
         ErrorKind::Connect,
         ErrorKind::Dns,
@@ -96,10 +114,13 @@ impl ErrorKind {
         ErrorKind::Unauthenticated,
     ];
 
+    /// The kind's position in [`ErrorKind::ALL`], for arrays of counts by kind.
     pub fn index(self) -> usize {
         self as usize
     }
 
+    /// The kind's name as scenario files, reports, results and metrics write it (`connect`,
+    /// `NOT_FOUND`…).
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::Connect => "connect",

@@ -10,8 +10,11 @@
 //! Plain serde/schemars data, no I/O: reading the CRD or a report never compiles the HTTP
 //! client, and an engine refactor cannot change the CRD schema by accident.
 
+#![warn(missing_docs)]
+
 mod duration;
 mod error_kind;
+pub mod load;
 pub mod portable;
 pub mod report;
 pub mod scenario;

@@ -14,9 +14,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PortableStep {
+    /// Name of the step's scenario (`init`, `setup` or `teardown` for those steps; empty in an
+    /// interim total).
     pub scenario: String,
+    /// The step's name (a group's name in `groups`; `total` in an interim total).
     pub step: String,
+    /// Requests sent (answered or not).
     pub requests: u64,
+    /// Failed requests by error kind (`connect`, `timeout`, `NOT_FOUND`…); kinds without any are absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, u64>,
     /// HTTP answers by status code.
@@ -28,16 +33,21 @@ pub struct PortableStep {
     /// WebSocket sessions by the close code they ended with (`1000`, `1006`…).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ws_close_codes: BTreeMap<String, u64>,
+    /// Bytes sent: request heads and bodies (WebSocket: the handshake and message payloads).
     pub bytes_sent: u64,
+    /// Bytes received: response heads and bodies as read (WebSocket: the handshake and message
+    /// payloads).
     pub bytes_received: u64,
-    /// gRPC and WebSocket messages sent and received (absent for HTTP steps).
+    /// gRPC and WebSocket messages sent (absent for HTTP steps).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub messages_sent: u64,
+    /// gRPC and WebSocket messages received (absent for HTTP steps).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub messages_received: u64,
     /// Exact smallest latency, µs (absent without samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_us: Option<u64>,
+    /// Exact largest latency, µs (0 without samples).
     pub max_us: u64,
     /// Total latency histogram (µs), HdrHistogram V2 + deflate, base64.
     pub histogram: String,
@@ -70,6 +80,7 @@ pub struct PortablePhase {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PortableMetrics {
+    /// Each step's stats, one entry per (scenario, step), in file order.
     pub steps: Vec<PortableStep>,
     /// The `group` blocks' transactions, as steps named by the group (`requests` counts the
     /// transactions, `errors` the failed ones).
@@ -100,9 +111,12 @@ pub struct PortableMetrics {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PortableTimeline {
+    /// Length of every interval in whole seconds: 1, or more so that a long run keeps at most
+    /// 240 intervals.
     pub interval_seconds: u32,
     /// Seconds the run lasted (the last interval may be shorter than the others).
     pub duration_seconds: f64,
+    /// The intervals, in `index` order.
     pub points: Vec<PortableInterval>,
 }
 
@@ -110,10 +124,12 @@ pub struct PortableTimeline {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PortableInterval {
+    /// The interval's number, from 1 (see [`PortableTimeline`] for the seconds it covers).
     pub index: u64,
     /// VUs running at the end of the interval.
     #[serde(default, skip_serializing_if = "is_zero32")]
     pub active_vus: u32,
+    /// Iterations completed in this interval.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub iterations: u64,
     /// Open models: iterations started on schedule.
@@ -139,7 +155,9 @@ pub struct PortableInterval {
 pub struct PortableIntervalStep {
     /// The step's position in the result's `steps` (which names it).
     pub step: usize,
+    /// Requests of this step that ended in this interval (answered or not).
     pub requests: u64,
+    /// Failed requests of this step in this interval, by error kind; kinds without any are absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, u64>,
     /// Latency histogram (µs, 2 significant digits), HdrHistogram V2 + deflate, base64.

@@ -22,6 +22,8 @@ pub struct Report {
     pub name: String,
     /// Start of the run, RFC 3339 (UTC).
     pub started_at: String,
+    /// The run itself: executor, duration, VUs, iterations, schedule and the generator's own
+    /// resource use.
     pub run: RunFacts,
     /// All steps together.
     pub total: StepSummary,
@@ -78,9 +80,10 @@ pub struct CapacityResult {
     pub limit: String,
     /// Why the search stopped.
     pub stopped: String,
-    /// p99 latency (ms) and error rate (0–1) at the capacity's plateau.
+    /// p99 latency at the capacity's plateau, ms; absent without a capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ms: Option<f64>,
+    /// Error rate (failed requests / requests, 0–1) at the capacity's plateau; absent without a capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_rate: Option<f64>,
     /// In the order run: the rising search, then any refining plateaus.
@@ -109,9 +112,13 @@ pub struct PlateauResult {
     pub refine: bool,
     /// Seconds measured (the plateau after its warm-up).
     pub seconds: f64,
+    /// Requests sent in the measured part.
     pub requests: u64,
+    /// Failed requests in the measured part.
     pub errors: u64,
+    /// `errors / requests`, 0–1.
     pub error_rate: f64,
+    /// Latency of the measured part's answers, ms.
     pub latency_ms: LatencySummary,
     /// Iterations due when every VU was busy.
     pub dropped_iterations: u64,
@@ -137,7 +144,9 @@ pub struct TrendPoint {
     pub started_at: Option<String>,
     /// `Passed` (every threshold passed), `Failed` or `Aborted`.
     pub verdict: String,
+    /// Requests sent, over every runner.
     pub requests: u64,
+    /// Requests per second over the run.
     pub rps: f64,
     /// Failed requests / requests, 0–1.
     pub error_rate: f64,
@@ -156,24 +165,35 @@ pub struct TrendPoint {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RunnerRow {
+    /// The runner's number, from 0 (its Job completion index).
     pub index: u32,
     /// `done` or `failed`.
     pub state: String,
     /// When it started sending (RFC 3339 with µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// Seconds the runner ran.
     pub duration_seconds: f64,
+    /// Requests the runner sent.
     pub requests: u64,
+    /// The runner's failed requests.
     pub errors: u64,
+    /// The runner's requests per second over its own duration.
     pub rps: f64,
+    /// The runner's median latency, ms (0 without answers).
     pub p50_ms: f64,
+    /// The runner's p99 latency, ms (0 without answers).
     pub p99_ms: f64,
+    /// The runner's largest latency, ms (0 without answers).
     pub max_ms: f64,
+    /// The runner's CPU use (user + system) over wall time, in percent of one core.
     pub cpu_percent: f64,
+    /// The runner's peak resident memory, bytes.
     pub peak_rss_bytes: u64,
     /// Why its figures are suspect, if they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturated: Option<String>,
+    /// Why the runner failed, or a note on its figures (e.g. partial results after SIGTERM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -185,6 +205,7 @@ pub struct RunFacts {
     /// A cluster run: the LoadTest, as `namespace/name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadtest: Option<String>,
+    /// The load's executor (`constant-vus`…); with several load blocks, theirs joined by ` + `.
     pub executor: String,
     /// Wall-clock length of the run, seconds.
     pub duration_seconds: f64,
@@ -217,6 +238,7 @@ pub struct RunFacts {
     pub base_url: Option<String>,
     /// The built-in target served this run in-process (its CPU is excluded below).
     pub builtin_target: bool,
+    /// The load generator's own CPU and memory use, and its peak VUs.
     pub generator: GeneratorFacts,
 }
 
@@ -344,9 +366,15 @@ pub struct StepSummary {
     pub phases_ms: PhasesSummary,
     /// Requests per second over the run.
     pub rps: f64,
+    /// Bytes received over the run: response heads and bodies as read (WebSocket: the handshake
+    /// and message payloads).
     pub bytes_received: u64,
+    /// Bytes sent over the run: request heads and bodies (WebSocket: the handshake and message
+    /// payloads).
     pub bytes_sent: u64,
+    /// Bytes received per second over the run.
     pub received_per_sec: f64,
+    /// Bytes sent per second over the run.
     pub sent_per_sec: f64,
     /// gRPC and WebSocket steps: messages sent and received, and received per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -357,16 +385,21 @@ pub struct StepSummary {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MessagesSummary {
+    /// Messages sent: gRPC request messages, WebSocket text and binary messages.
     pub sent: u64,
+    /// Messages received: gRPC response messages, WebSocket text and binary messages.
     pub received: u64,
     /// Received per second over the run.
     pub received_per_sec: f64,
 }
 
+/// The iterations one scenario completed.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ScenarioSummary {
+    /// The scenario's name.
     pub name: String,
+    /// Iterations it completed over the run.
     pub iterations: u64,
 }
 
@@ -376,9 +409,13 @@ pub struct ScenarioSummary {
 pub struct TimelinePoint {
     /// Seconds since the start, at the end of the interval.
     pub t: f64,
+    /// VUs running at the end of the interval.
     pub active_vus: u32,
+    /// Requests that ended in this interval (answered or not).
     pub requests: u64,
+    /// Requests per second in this interval.
     pub rps: f64,
+    /// Failed requests of this interval.
     pub errors: u64,
     /// Failed requests of this interval by kind.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -386,10 +423,14 @@ pub struct TimelinePoint {
     /// Iterations completed in this interval.
     #[serde(default)]
     pub iterations: u64,
+    /// Median latency of the answers in this interval, ms (0 without answers).
     pub p50_ms: f64,
+    /// 90th percentile latency of the answers in this interval, ms (0 without answers).
     #[serde(default)]
     pub p90_ms: f64,
+    /// 99th percentile latency of the answers in this interval, ms (0 without answers).
     pub p99_ms: f64,
+    /// Largest latency of the answers in this interval, ms (0 without answers).
     pub max_ms: f64,
     /// Open models: iterations due per second by the schedule in this interval (started + dropped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -415,22 +456,35 @@ pub struct TimelinePoint {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StepPoint {
+    /// The step's scenario.
     pub scenario: String,
+    /// The step's name.
     pub step: String,
+    /// Requests of this step that ended in this interval (answered or not).
     pub requests: u64,
+    /// Failed requests of this step in this interval.
     pub errors: u64,
+    /// Median latency of this step's answers in this interval, ms.
     pub p50_ms: f64,
+    /// 90th percentile latency of this step's answers in this interval, ms.
     pub p90_ms: f64,
+    /// 99th percentile latency of this step's answers in this interval, ms.
     pub p99_ms: f64,
+    /// Largest latency of this step's answers in this interval, ms.
     pub max_ms: f64,
 }
 
+/// A failed request kept as an example: where and why it failed, what was sent and received.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorSampleReport {
+    /// The failed step's scenario.
     pub scenario: String,
+    /// The failed step's name.
     pub step: String,
+    /// The error kind it counts under.
     pub kind: ErrorKind,
+    /// What went wrong, in words (e.g. `status 503 is not accepted …`).
     pub message: String,
     /// The request as sent (truncated to 1 KiB).
     pub request: String,
@@ -444,11 +498,15 @@ pub struct ErrorSampleReport {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckSummary {
+    /// Scenario of the check's step.
     pub scenario: String,
+    /// Name of the check's step.
     pub step: String,
     /// The check as reports name it, e.g. `status is 200` or `json json.test equals "test"`.
     pub name: String,
+    /// How many times the check held.
     pub passes: u64,
+    /// How many times the check failed.
     pub fails: u64,
 }
 
@@ -457,6 +515,7 @@ pub struct CheckSummary {
 pub struct PhaseSummary {
     /// Samples: for `dns`, `connect` and `tls`, the connections opened.
     pub samples: u64,
+    /// The samples' distribution, ms (its fields sit beside `samples`).
     #[serde(flatten)]
     pub latency: LatencySummary,
 }

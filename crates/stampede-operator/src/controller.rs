@@ -10,7 +10,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams};
-use kube::runtime::controller::{Action as Requeue, Controller};
+// What the controller does next: reconcile again after a while, or when something changes
+// (not to be mistaken for the lifecycle's `Action`s on children).
+use kube::runtime::controller::{Action as Next, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use stampede_api::{
@@ -85,7 +87,7 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
     let schedules = scopes
         .iter()
         .filter(|_| options.schedules)
-        .map(|ns| crate::scheduler::run(client.clone(), ns.clone(), ctx.clone()));
+        .map(|ns| crate::schedule::controller::run(client.clone(), ns.clone(), ctx.clone()));
     futures::future::join(futures::future::join_all(controllers), futures::future::join_all(schedules)).await;
 }
 
@@ -111,15 +113,15 @@ fn controller_for(client: &Client, namespace: Option<&str>) -> Controller<LoadTe
 
 /// A failed reconcile is retried with back-off (1 s doubling to a minute): every [`Error`] is
 /// one that may pass; a user's mistake is a condition, decided in [`lifecycle`].
-fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Requeue {
+fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Next {
     ctx.metrics.errors.with_label_values(&[error.metric_label()]).inc();
     let wait = ctx.backoff(&object_key(&*lt));
     tracing::warn!(loadtest = %lt.name_any(), kind = error.metric_label(), ?wait, "reconcile failed: {error}");
-    Requeue::requeue(wait)
+    Next::requeue(wait)
 }
 
 #[tracing::instrument(skip(lt, ctx), fields(loadtest = %lt.name_any()))]
-async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Requeue> {
+async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Next> {
     let timer = ctx.metrics.duration.start_timer();
     ctx.metrics.reconciles.inc();
     let result = reconcile_once(&lt, &ctx).await;
@@ -131,9 +133,9 @@ async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Requeue> {
 }
 
 /// One reconcile of one LoadTest: observe, decide, act. Public for tests against a mock API.
-pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Requeue> {
+pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Next> {
     if lt.metadata.deletion_timestamp.is_some() {
-        return Ok(Requeue::await_change());
+        return Ok(Next::await_change());
     }
     let client = &ctx.client;
     let ns = lt.namespace().ok_or_else(|| Error::NoNamespace("a LoadTest"))?;
@@ -173,7 +175,7 @@ async fn carry_out(
     name: &str,
     scenario_yaml: Option<&str>,
     decision: lifecycle::Decision,
-) -> Result<Requeue> {
+) -> Result<Next> {
     let (ns, name) = (ns.to_string(), name.to_string());
     // Deletes come after the status is written: a decision taken on a stale copy must not
     // remove the runners' results before the status that holds them is saved (a conflicting
@@ -182,7 +184,7 @@ async fn carry_out(
     for action in &decision.actions {
         match create(lt, ctx, &ns, scenario_yaml, &decision.status, action).await? {
             Created::Done => {}
-            Created::Wait => return Ok(Requeue::requeue(Duration::from_secs(1))),
+            Created::Wait => return Ok(Next::requeue(Duration::from_secs(1))),
             // Invalid objects stay invalid: say so once, in the status and an Event.
             Created::Rejected(message) => {
                 let decision = lifecycle::rejected(lt, OffsetDateTime::now_utc(), &message);
@@ -195,7 +197,7 @@ async fn carry_out(
         && !write_status(ctx, lt, &decision.status).await?
     {
         // An already announced start instant, say, must not move.
-        return Ok(Requeue::requeue(Duration::from_millis(200)));
+        return Ok(Next::requeue(Duration::from_millis(200)));
     }
     for action in &decision.actions {
         if let Action::Event { warning, reason, note } = action {
@@ -206,8 +208,8 @@ async fn carry_out(
         remove(lt, ctx, &ns, &name, &decision.status, action).await?;
     }
     Ok(match decision.requeue {
-        Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
-        None => Requeue::await_change(),
+        Some(d) => Next::requeue(d.max(Duration::from_millis(200))),
+        None => Next::await_change(),
     })
 }
 

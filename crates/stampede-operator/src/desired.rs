@@ -28,11 +28,18 @@ pub const ROLE_LABEL: &str = "stampede.dev/role";
 /// Everything a LoadTest needs, in creation order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
+    /// The scenario ConfigMap: the resolved scenario under [`SCENARIO_KEY`], immutable.
     pub scenario: ConfigMap,
+    /// One empty result ConfigMap per runner, in index order, for each runner's report.
     pub results: Vec<ConfigMap>,
+    /// The ServiceAccount the runner pods run as.
     pub account: ServiceAccount,
+    /// What runner pods may do: read their LoadTest and scenario, patch their result ConfigMaps
+    /// (and, with `setup` or `teardown`, those pods' report ConfigMap and setup Secret).
     pub role: Role,
+    /// Grants `role` to `account`.
     pub binding: RoleBinding,
+    /// The runners' Indexed Job: one pod per runner, all running at once.
     pub job: Job,
     /// With `setup` or `teardown`: the ConfigMap their pods report to.
     pub once_reports: Option<ConfigMap>,
@@ -43,7 +50,9 @@ pub struct Desired {
 /// Which once-run step lists a run's scenario has.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OnceSteps {
+    /// The scenario has `setup` steps (run once before the load, by a pod of their own).
     pub setup: bool,
+    /// The scenario has `teardown` steps (run once after the load, by a pod of their own).
     pub teardown: bool,
 }
 
@@ -288,108 +297,9 @@ fn job(lt: &LoadTest, run: u32, pods: Pods, default_image: &str, once: OnceSteps
     pod_labels.extend(labels(name));
     pod_labels.insert(ROLE_LABEL.into(), role.into());
     pod_labels.insert(RUN_LABEL.into(), run.to_string());
-    let uid = lt.metadata.uid.as_deref().unwrap_or_default();
-    let mut env_vars = vec![
-        EnvVar { name: env::LOADTEST.into(), value: Some(name.to_string()), ..EnvVar::default() },
-        EnvVar { name: env::RUN.into(), value: Some(run_id(uid, run)), ..EnvVar::default() },
-        EnvVar {
-            name: env::NAMESPACE.into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector { field_path: "metadata.namespace".into(), ..Default::default() }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        },
-        EnvVar { name: env::RUNNERS.into(), value: Some(runners.to_string()), ..EnvVar::default() },
-    ];
-    if !spec.data.is_empty() {
-        env_vars.push(EnvVar { name: env::DATA_DIR.into(), value: Some(DATA_MOUNT.into()), ..EnvVar::default() });
-    }
-    match pods {
-        Pods::Once(which) => {
-            env_vars.push(EnvVar { name: env::ONCE.into(), value: Some(once_name(which).into()), ..EnvVar::default() });
-            env_vars.push(EnvVar { name: env::METRICS_ADDR.into(), value: Some("off".into()), ..EnvVar::default() });
-            if which == Once::Teardown {
-                env_vars.push(setup_values_env(name, &run_id(uid, run), once));
-            }
-        }
-        Pods::Runners if once.any() => env_vars.push(setup_values_env(name, &run_id(uid, run), once)),
-        Pods::Runners => {}
-    }
-    env_vars.extend(spec.env.iter().cloned());
-    // spec.data: every file in one read-only folder, named as the scenario refers to it.
-    let data_volume = (!spec.data.is_empty()).then(|| Volume {
-        name: "data".into(),
-        projected: Some(ProjectedVolumeSource {
-            sources: Some(
-                spec.data
-                    .iter()
-                    .map(|d| VolumeProjection {
-                        config_map: Some(ConfigMapProjection {
-                            name: d.config_map.name.clone(),
-                            items: Some(vec![KeyToPath {
-                                key: d.config_map.key.clone(),
-                                path: d.name.clone(),
-                                ..KeyToPath::default()
-                            }]),
-                            ..ConfigMapProjection::default()
-                        }),
-                        ..VolumeProjection::default()
-                    })
-                    .collect(),
-            ),
-            ..ProjectedVolumeSource::default()
-        }),
-        ..Volume::default()
-    });
-    let mut affinity = spec.affinity.clone();
-    if spec.separate && pods == Pods::Runners {
-        // One runner per node: no two runners of this test on the same host.
-        let term = PodAffinityTerm {
-            label_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([(LOADTEST_LABEL.to_string(), names::label_value(name))])),
-                ..LabelSelector::default()
-            }),
-            topology_key: "kubernetes.io/hostname".into(),
-            ..PodAffinityTerm::default()
-        };
-        let a = affinity.get_or_insert_with(Affinity::default);
-        let anti = a.pod_anti_affinity.get_or_insert_with(PodAntiAffinity::default);
-        anti.required_during_scheduling_ignored_during_execution.get_or_insert_with(Vec::new).push(term);
-    }
-    let container = Container {
-        name: "runner".into(),
-        image: Some(spec.image.clone().unwrap_or_else(|| default_image.to_string())),
-        image_pull_policy: spec.image_pull_policy.clone(),
-        args: Some(vec!["runner".into()]),
-        ports: (pods == Pods::Runners).then(|| {
-            vec![ContainerPort {
-                name: Some("metrics".into()),
-                container_port: i32::from(METRICS_PORT),
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            }]
-        }),
-        env: Some(env_vars),
-        env_from: (!spec.env_from.is_empty()).then(|| spec.env_from.clone()),
-        volume_mounts: data_volume.as_ref().map(|_| {
-            vec![VolumeMount {
-                name: "data".into(),
-                mount_path: DATA_MOUNT.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }]
-        }),
-        resources: spec.resources.clone(),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Capabilities::default() }),
-            ..SecurityContext::default()
-        }),
-        ..Container::default()
-    };
+    let data_volume = data_volume(lt);
+    let container = runner_container(lt, pods, default_image, runner_env(lt, run, pods, once), data_volume.is_some());
+    let affinity = affinity(lt, pods);
     Job {
         metadata: run_meta(lt, job_name, run),
         spec: Some(JobSpec {
@@ -424,6 +334,134 @@ fn job(lt: &LoadTest, run: u32, pods: Pods, default_image: &str, once: OnceSteps
             ..JobSpec::default()
         }),
         ..Job::default()
+    }
+}
+
+/// The environment of a runner (or setup or teardown) pod: who it is and of which run, how
+/// many runners there are, where the data files are, setup's values, then `spec.env`.
+fn runner_env(lt: &LoadTest, run: u32, pods: Pods, once: OnceSteps) -> Vec<EnvVar> {
+    let spec = &lt.spec;
+    let name = lt.metadata.name.as_deref().unwrap_or_default();
+    let runners = spec.runners.max(1);
+    let uid = lt.metadata.uid.as_deref().unwrap_or_default();
+    let mut env_vars = vec![
+        EnvVar { name: env::LOADTEST.into(), value: Some(name.to_string()), ..EnvVar::default() },
+        EnvVar { name: env::RUN.into(), value: Some(run_id(uid, run)), ..EnvVar::default() },
+        EnvVar {
+            name: env::NAMESPACE.into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector { field_path: "metadata.namespace".into(), ..Default::default() }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        },
+        EnvVar { name: env::RUNNERS.into(), value: Some(runners.to_string()), ..EnvVar::default() },
+    ];
+    if !spec.data.is_empty() {
+        env_vars.push(EnvVar { name: env::DATA_DIR.into(), value: Some(DATA_MOUNT.into()), ..EnvVar::default() });
+    }
+    match pods {
+        Pods::Once(which) => {
+            env_vars.push(EnvVar { name: env::ONCE.into(), value: Some(once_name(which).into()), ..EnvVar::default() });
+            env_vars.push(EnvVar { name: env::METRICS_ADDR.into(), value: Some("off".into()), ..EnvVar::default() });
+            if which == Once::Teardown {
+                env_vars.push(setup_values_env(name, &run_id(uid, run), once));
+            }
+        }
+        Pods::Runners if once.any() => env_vars.push(setup_values_env(name, &run_id(uid, run), once)),
+        Pods::Runners => {}
+    }
+    env_vars.extend(spec.env.iter().cloned());
+    env_vars
+}
+
+/// `spec.data`: every file in one read-only folder, named as the scenario refers to it.
+fn data_volume(lt: &LoadTest) -> Option<Volume> {
+    let spec = &lt.spec;
+    (!spec.data.is_empty()).then(|| Volume {
+        name: "data".into(),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(
+                spec.data
+                    .iter()
+                    .map(|d| VolumeProjection {
+                        config_map: Some(ConfigMapProjection {
+                            name: d.config_map.name.clone(),
+                            items: Some(vec![KeyToPath {
+                                key: d.config_map.key.clone(),
+                                path: d.name.clone(),
+                                ..KeyToPath::default()
+                            }]),
+                            ..ConfigMapProjection::default()
+                        }),
+                        ..VolumeProjection::default()
+                    })
+                    .collect(),
+            ),
+            ..ProjectedVolumeSource::default()
+        }),
+        ..Volume::default()
+    })
+}
+
+/// `spec.affinity`, with one runner per node when `spec.separate`.
+fn affinity(lt: &LoadTest, pods: Pods) -> Option<Affinity> {
+    let spec = &lt.spec;
+    let name = lt.metadata.name.as_deref().unwrap_or_default();
+    let mut affinity = spec.affinity.clone();
+    if spec.separate && pods == Pods::Runners {
+        // One runner per node: no two runners of this test on the same host.
+        let term = PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(LOADTEST_LABEL.to_string(), names::label_value(name))])),
+                ..LabelSelector::default()
+            }),
+            topology_key: "kubernetes.io/hostname".into(),
+            ..PodAffinityTerm::default()
+        };
+        let a = affinity.get_or_insert_with(Affinity::default);
+        let anti = a.pod_anti_affinity.get_or_insert_with(PodAntiAffinity::default);
+        anti.required_during_scheduling_ignored_during_execution.get_or_insert_with(Vec::new).push(term);
+    }
+    affinity
+}
+
+/// The pod's one container: the image, `stampede runner`, the metrics port (runners), the
+/// environment, the data folder, and a locked-down security context.
+fn runner_container(lt: &LoadTest, pods: Pods, default_image: &str, env_vars: Vec<EnvVar>, data: bool) -> Container {
+    let spec = &lt.spec;
+    Container {
+        name: "runner".into(),
+        image: Some(spec.image.clone().unwrap_or_else(|| default_image.to_string())),
+        image_pull_policy: spec.image_pull_policy.clone(),
+        args: Some(vec!["runner".into()]),
+        ports: (pods == Pods::Runners).then(|| {
+            vec![ContainerPort {
+                name: Some("metrics".into()),
+                container_port: i32::from(METRICS_PORT),
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            }]
+        }),
+        env: Some(env_vars),
+        env_from: (!spec.env_from.is_empty()).then(|| spec.env_from.clone()),
+        volume_mounts: data.then(|| {
+            vec![VolumeMount {
+                name: "data".into(),
+                mount_path: DATA_MOUNT.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]
+        }),
+        resources: spec.resources.clone(),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Capabilities::default() }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
     }
 }
 

@@ -203,25 +203,36 @@ pub fn fenced_client(config: kube::Config, fence: Fence) -> Result<Client, kube:
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A call to the API server failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The API server did not answer within this time (the renew deadline).
     #[error("the API server did not answer within {0:?}")]
     TimedOut(Duration),
     #[error(
         "leader election needs 0 < retry period < renew deadline < lease duration, and a lease of 1 s or more: {0:?}"
     )]
+    /// These durations break 0 < retry period < renew deadline < lease duration, or the lease
+    /// is shorter than 1 s.
     Timing(Timing),
 }
 
 /// Why a leader stopped leading.
 #[derive(Debug, thiserror::Error)]
 pub enum Lost {
+    /// Another replica holds the lease now.
     #[error("{holder} holds the lease now")]
-    Taken { holder: String },
+    Taken {
+        /// The identity written in the Lease.
+        holder: String,
+    },
+    /// No renewal succeeded within this renew deadline.
     #[error("the lease was not renewed within the renew deadline ({0:?})")]
     Deadline(Duration),
+    /// This replica released the lease ([`Leadership::release`]).
     #[error("the lease was released")]
     Released,
+    /// The renewal task panicked or was cancelled.
     #[error("the renewal task ended: {0}")]
     Stopped(#[from] JoinError),
 }
@@ -230,7 +241,9 @@ pub enum Lost {
 /// record change.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
+    /// The Lease's spec as last read.
     pub record: LeaseSpec,
+    /// When this replica first saw that record, by its own monotonic clock.
     pub changed_at: Instant,
 }
 

@@ -3,6 +3,8 @@
 //! `LoadTest` and what was observed, and whether its scenario is valid ([`validation`]); a
 //! thin shell ([`controller`]) does the I/O.
 
+#![warn(missing_docs)]
+
 pub mod conditions;
 pub mod controller;
 pub mod desired;
@@ -11,7 +13,6 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod results;
 pub mod schedule;
-pub mod scheduler;
 pub mod shell;
 pub mod validation;
 
@@ -27,8 +28,10 @@ pub enum Error {
     Unavailable {
         /// What was being read, e.g. `ConfigMap perf/shop-scenario`.
         what: String,
+        /// The API error.
         source: kube::Error,
     },
+    /// An object could not be serialized to JSON.
     #[error("cannot serialize: {0}")]
     Serialize(#[from] serde_json::Error),
     /// An object of a namespaced kind came without a namespace.
@@ -55,6 +58,7 @@ impl Error {
     }
 }
 
+/// The result of the shell's work: it fails with an [`Error`], retried with back-off.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What the user must fix (a spec, or what it names), in words for a status condition and an

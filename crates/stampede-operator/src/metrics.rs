@@ -26,9 +26,14 @@ pub const PHASES: [Phase; 6] =
 /// Counters the reconciler updates, plus the caches the LoadTest series are read from.
 pub struct Metrics {
     registry: Registry,
+    /// `stampede_operator_reconciles_total`: reconciles run.
     pub reconciles: IntCounter,
+    /// `stampede_operator_reconcile_errors_total{kind}`: reconciles that failed, by
+    /// [`crate::Error::metric_label`].
     pub errors: IntCounterVec,
+    /// `stampede_operator_reconcile_duration_seconds`: how long each reconcile took.
     pub duration: Histogram,
+    /// `stampede_operator_leader`: 1 while this replica leads (or runs without election), else 0.
     pub leader: IntGauge,
     stores: Mutex<Vec<Store<LoadTest>>>,
 }

@@ -33,8 +33,11 @@ pub struct ReportContext<'a> {
 /// The runners' final reports merged: the status summary, the verdicts and the whole report.
 #[derive(Clone, Debug)]
 pub struct Merged {
+    /// The figures for `.status.summary`: totals and per-step rows, final.
     pub summary: Summary,
+    /// The threshold verdicts for `.status.thresholds`, judged on the merged histograms.
     pub verdicts: Vec<Verdict>,
+    /// The whole report, the same document as a local run's JSON report.
     pub report: Report,
 }
 
@@ -305,8 +308,11 @@ pub fn capacity(
 #[derive(Debug, thiserror::Error)]
 #[error("runner {runner}'s share of plateau {plateau} cannot be merged: {source}")]
 pub struct ShareError {
+    /// The runner's index.
     pub runner: u32,
+    /// The plateau's number, from 0.
     pub plateau: u32,
+    /// Why its metrics could not be read back.
     pub source: PortableError,
 }
 

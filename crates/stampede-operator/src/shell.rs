@@ -21,8 +21,12 @@ use crate::{Error, Result};
 
 /// What every reconcile shares.
 pub struct Context {
+    /// The client reconciles read and write through (with leader election, one that refuses
+    /// to write once this replica no longer leads).
     pub client: Client,
+    /// Publishes Events as `stampede-operator` (instance: the pod's name, from `POD_NAME`).
     pub recorder: Recorder,
+    /// The reconcile counters, shared with the `/metrics` server.
     pub metrics: Arc<Metrics>,
     /// Runner image for LoadTests that name none.
     pub runner_image: String,
@@ -36,6 +40,8 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context on `client`: runners use [`DEFAULT_IMAGE`], no reconcile has failed yet, and
+    /// the fence always holds (no leader election).
     pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
         let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
         Context {

@@ -16,9 +16,13 @@ pub struct EnvError(String);
 /// What a runner learns from its environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunnerEnv {
+    /// The name of the LoadTest this pod runs for (`STAMPEDE_LOADTEST`).
     pub loadtest: String,
+    /// The LoadTest's namespace (`STAMPEDE_NAMESPACE`).
     pub namespace: String,
+    /// This runner's index, 0 to `runners` − 1 (`JOB_COMPLETION_INDEX`).
     pub index: u32,
+    /// How many runners share the load, 1–1000 (`STAMPEDE_RUNNERS`).
     pub runners: u32,
     /// Where to serve `/metrics` (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,

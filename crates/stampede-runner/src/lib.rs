@@ -28,6 +28,8 @@
 //! values: the reports it writes, what it sees of its LoadTest), `api` (its I/O with the API
 //! server); this file runs the phases above in order.
 
+#![warn(missing_docs)]
+
 pub mod env;
 
 mod api;
@@ -67,14 +69,19 @@ use crate::view::View;
 pub enum RunnerError {
     /// The scenario ConfigMap lacks its key: exit 2.
     #[error("ConfigMap {config_map} has no key {SCENARIO_KEY}")]
-    NoScenario { config_map: String },
+    NoScenario {
+        /// The name of the scenario ConfigMap.
+        config_map: String,
+    },
     /// The scenario does not parse or is invalid: exit 2.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
     /// An API call failed (after retries): exit 3.
     #[error("{what}: {source}")]
     Api {
+        /// What the runner was doing, as the message begins (e.g. `cannot report Ready`).
         what: String,
+        /// The Kubernetes API's error (the last attempt's, when retried).
         #[source]
         source: kube::Error,
     },

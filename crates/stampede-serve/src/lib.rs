@@ -3,6 +3,8 @@
 //! pause, never retried at once: a failing accept returns immediately, so retrying at once
 //! would spin a core until the cause goes away.
 
+#![warn(missing_docs)]
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
@@ -22,7 +24,10 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Something that accepts connections: a TCP listener (tests script their own).
 pub trait Accept: Send + 'static {
+    /// An accepted connection, served as HTTP/1.1.
     type Conn: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// Waits for the next connection. After an error, [`serve_http`] pauses (longer each time)
+    /// before it calls again.
     fn accept(&mut self) -> impl Future<Output = io::Result<Self::Conn>> + Send;
 }
 

@@ -30,48 +30,67 @@ pub use crate::grpc_call::{GrpcStats, STATUS_NAMES};
 const MAX_TICKS: u32 = 100_000;
 const SERVICE: &str = "/stampede.target.v1.Target/";
 
+/// The request of `Echo`, and each message a client sends in `Chat`.
 #[derive(Clone, PartialEq, Message)]
 pub struct EchoRequest {
+    /// The text to send back.
     #[prost(string, tag = "1")]
     pub text: String,
+    /// `Echo`: how long to wait before answering, ms (0: not at all; at most 60 000).
     #[prost(uint32, tag = "2")]
     pub delay_ms: u32,
+    /// A gRPC status code to end the call with instead of answering (0: answer; above 16
+    /// counts as 16).
     #[prost(uint32, tag = "3")]
     pub status: u32,
 }
 
+/// The answer of `Echo`, and of each message in `Chat`.
 #[derive(Clone, PartialEq, Message)]
 pub struct EchoReply {
+    /// The text that was sent.
     #[prost(string, tag = "1")]
     pub text: String,
+    /// The server's count of `Echo` calls answered so far, this one included (`Chat`: of the
+    /// messages answered in this call), from 1.
     #[prost(uint64, tag = "2")]
     pub seq: u64,
 }
 
+/// The request of `Count`.
 #[derive(Clone, PartialEq, Message)]
 pub struct CountRequest {
+    /// How many ticks to send, at most 100 000 (more: `OUT_OF_RANGE`).
     #[prost(uint32, tag = "1")]
     pub count: u32,
+    /// The pause between two ticks, ms (at most 60 000).
     #[prost(uint32, tag = "2")]
     pub interval_ms: u32,
 }
 
+/// One message of the stream `Count` sends.
 #[derive(Clone, PartialEq, Message)]
 pub struct Tick {
+    /// The tick's number, from 0.
     #[prost(uint32, tag = "1")]
     pub index: u32,
 }
 
+/// One message a client sends in `Sum`.
 #[derive(Clone, PartialEq, Message)]
 pub struct Number {
+    /// The number to add.
     #[prost(int64, tag = "1")]
     pub value: i64,
 }
 
+/// The answer of `Sum`.
 #[derive(Clone, PartialEq, Message)]
 pub struct Total {
+    /// The sum of the numbers sent (wrapping on overflow).
     #[prost(int64, tag = "1")]
     pub sum: i64,
+    /// How many numbers were sent.
     #[prost(uint32, tag = "2")]
     pub count: u32,
 }
@@ -79,7 +98,10 @@ pub struct Total {
 /// A response body: whole, or frames (data, then trailers) as the call makes them.
 #[derive(Debug)]
 pub enum TargetBody {
+    /// The whole body at once: every answer but a gRPC call's stream.
     Full(Full<Bytes>),
+    /// Frames as the call sends them (its messages, then the trailers with its status); the
+    /// body ends when the sender is dropped.
     Frames(mpsc::Receiver<Frame<Bytes>>),
 }
 

@@ -61,10 +61,12 @@ impl GrpcStats {
         STATUS_NAMES.iter().position(|s| *s == status).map_or(0, |i| self.statuses[i].load(Ordering::Relaxed))
     }
 
+    /// Messages the service's calls received (server reflection's not counted).
     pub fn messages_received(&self) -> u64 {
         self.messages_received.load(Ordering::Relaxed)
     }
 
+    /// Messages the service's calls sent (server reflection's not counted).
     pub fn messages_sent(&self) -> u64 {
         self.messages_sent.load(Ordering::Relaxed)
     }

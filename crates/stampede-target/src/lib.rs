@@ -20,6 +20,8 @@
 //! a FIFO queue (their latency grows), or with a `queue_limit` get 503 at once when that many
 //! already wait (errors grow instead).
 
+#![warn(missing_docs)]
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::convert::Infallible;
@@ -57,6 +59,7 @@ const SHOP_APP: &str = include_str!("shop.html");
 /// This server's OpenAPI description, served at `/openapi.yaml` (`__SERVER__`: its address).
 const OPENAPI: &str = include_str!("openapi.yaml");
 
+/// The static page served at `/` and `/index.html`.
 pub const INDEX_HTML: &str = "<html>\n<body>\n<p><em>Hello,World!</em></p>\n</body>\n</html>\n";
 const MAX_DELAY_MS: u64 = 60_000;
 const MAX_SERVICE_TIME: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -159,10 +162,13 @@ pub struct TargetOptions {
 /// Why [`TargetOptions`] cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetOptionsError {
+    /// `concurrency` is 0.
     #[error("concurrency must be at least 1 (it is how many requests are in service at once)")]
     ZeroConcurrency,
+    /// `concurrency` without a `service_time` above zero.
     #[error("a concurrency limit needs a service time above zero (capacity = concurrency / service time)")]
     ConcurrencyWithoutServiceTime,
+    /// `queue_limit` without `concurrency`.
     #[error("a queue limit needs a concurrency limit (without one no request waits)")]
     QueueLimitWithoutConcurrency,
 }
@@ -355,6 +361,7 @@ impl TargetServer {
         Ok(TargetServer { addr, tls: options.tls.is_some(), stats, shutdown, threads: handles })
     }
 
+    /// The address it listens on (with the port picked, when asked for port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -364,6 +371,7 @@ impl TargetServer {
         format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 
+    /// The server's counters, live: they go on counting while it serves.
     pub fn stats(&self) -> Arc<TargetStats> {
         self.stats.clone()
     }
@@ -556,62 +564,11 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, c
         ("/get" | "/post" | "/put" | "/patch" | "/delete", _) => {
             respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "method not allowed\n")
         }
-        ("/stats", _) => json_response(
-            StatusCode::OK,
-            &json!({
-                "requests": stats.requests(),
-                "http2Requests": stats.http2_requests(),
-                "connections": stats.connections(),
-                "tlsSessions": stats.tls_sessions(),
-                "inService": stats.in_service(),
-                "maxInService": stats.max_in_service(),
-                "waiting": stats.waiting(),
-                "queueFullRejections": stats.queue_full_rejections(),
-                "grpc": stats.grpc.to_json(),
-                "websocket": stats.ws.to_json(),
-            }),
-        ),
-        ("/cookies", _) => {
-            let cookies: Map<String, Value> = req
-                .headers()
-                .get_all(header::COOKIE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(';'))
-                .filter_map(|c| c.trim().split_once('='))
-                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-                .collect();
-            json_response(StatusCode::OK, &json!({ "cookies": cookies }))
-        }
-        ("/cookies/set", _) => {
-            let mut r = redirect(StatusCode::FOUND, "/cookies");
-            for (k, v) in query_pairs(&req) {
-                if let Ok(value) = HeaderValue::from_str(&format!("{k}={v}; Path=/")) {
-                    r.headers_mut().append(header::SET_COOKIE, value);
-                }
-            }
-            r
-        }
-        ("/redirect-to", _) => {
-            let q: BTreeMap<String, String> = query_pairs(&req).into_iter().collect();
-            let status = q
-                .get("status_code")
-                .and_then(|c| c.parse::<u16>().ok())
-                .and_then(|c| StatusCode::from_u16(c).ok())
-                .filter(StatusCode::is_redirection)
-                .unwrap_or(StatusCode::FOUND);
-            redirect(status, q.get("url").map(String::as_str).unwrap_or("/get"))
-        }
-        ("/response-headers", _) => {
-            let pairs = query_pairs(&req);
-            let mut r = json_response(StatusCode::OK, &multi_map(pairs.clone()));
-            for (k, v) in pairs {
-                if let (Ok(name), Ok(value)) = (header::HeaderName::try_from(k), HeaderValue::from_str(&v)) {
-                    r.headers_mut().append(name, value);
-                }
-            }
-            r
-        }
+        ("/stats", _) => stats_json(stats),
+        ("/cookies", _) => cookies(&req),
+        ("/cookies/set", _) => set_cookies(&req),
+        ("/redirect-to", _) => redirect_to(&req),
+        ("/response-headers", _) => response_headers(&req),
         _ if path == "/anything" || path.starts_with("/anything/") => echo(req, peer).await,
         _ if path.starts_with("/shop/") => {
             let (parts, body) = req.into_parts();
@@ -622,41 +579,113 @@ async fn handle(req: Request<Incoming>, peer: SocketAddr, stats: &TargetStats, c
                 stats.shop.handle(&method, &path["/shop/".len()..], &parts.headers, &body.to_bytes());
             json_response(status, &answer)
         }
-        _ => {
-            if let Some(code) = path.strip_prefix("/status/") {
-                return match code.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
-                    Some(status) => respond(status, "text/plain", ""),
-                    None => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid status code\n"),
-                };
-            }
-            if let Some(ms) = path.strip_prefix("/delay/") {
-                return match ms.parse::<u64>() {
-                    Ok(ms) => {
-                        tokio::time::sleep(Duration::from_millis(ms.min(MAX_DELAY_MS))).await;
-                        echo(req, peer).await
-                    }
-                    Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid delay\n"),
-                };
-            }
-            if let Some(n) = path.strip_prefix("/redirect/") {
-                return match n.parse::<u32>() {
-                    Ok(0 | 1) => redirect(StatusCode::FOUND, "/get"),
-                    Ok(n) => redirect(StatusCode::FOUND, &format!("/redirect/{}", n - 1)),
-                    Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid redirect count\n"),
-                };
-            }
-            if let Some(n) = path.strip_prefix("/bytes/") {
-                return match n.parse::<usize>() {
-                    Ok(n) => {
-                        let body: Vec<u8> = (0..n.min(MAX_BYTES)).map(|i| (i.wrapping_mul(31) % 251) as u8).collect();
-                        respond(StatusCode::OK, "application/octet-stream", body)
-                    }
-                    Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid length\n"),
-                };
-            }
-            respond(StatusCode::NOT_FOUND, "text/plain", "not found\n")
+        _ => by_path(req, peer, &path).await,
+    }
+}
+
+/// `/stats`: the target's counters as JSON (answered while the target is saturated too).
+fn stats_json(stats: &TargetStats) -> Resp {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "requests": stats.requests(),
+            "http2Requests": stats.http2_requests(),
+            "connections": stats.connections(),
+            "tlsSessions": stats.tls_sessions(),
+            "inService": stats.in_service(),
+            "maxInService": stats.max_in_service(),
+            "waiting": stats.waiting(),
+            "queueFullRejections": stats.queue_full_rejections(),
+            "grpc": stats.grpc.to_json(),
+            "websocket": stats.ws.to_json(),
+        }),
+    )
+}
+
+/// `/cookies`: the cookies the request carried, as JSON.
+fn cookies(req: &Request<Incoming>) -> Resp {
+    let cookies: Map<String, Value> = req
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+        .collect();
+    json_response(StatusCode::OK, &json!({ "cookies": cookies }))
+}
+
+/// `/cookies/set?name=value…`: sets each cookie and redirects to `/cookies`.
+fn set_cookies(req: &Request<Incoming>) -> Resp {
+    let mut r = redirect(StatusCode::FOUND, "/cookies");
+    for (k, v) in query_pairs(req) {
+        if let Ok(value) = HeaderValue::from_str(&format!("{k}={v}; Path=/")) {
+            r.headers_mut().append(header::SET_COOKIE, value);
         }
     }
+    r
+}
+
+/// `/redirect-to?url=…&status_code=…`: a redirect there (302 unless another 3xx is asked).
+fn redirect_to(req: &Request<Incoming>) -> Resp {
+    let q: BTreeMap<String, String> = query_pairs(req).into_iter().collect();
+    let status = q
+        .get("status_code")
+        .and_then(|c| c.parse::<u16>().ok())
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .filter(StatusCode::is_redirection)
+        .unwrap_or(StatusCode::FOUND);
+    redirect(status, q.get("url").map(String::as_str).unwrap_or("/get"))
+}
+
+/// `/response-headers?name=value…`: the pairs as headers of the answer and as its JSON body.
+fn response_headers(req: &Request<Incoming>) -> Resp {
+    let pairs = query_pairs(req);
+    let mut r = json_response(StatusCode::OK, &multi_map(pairs.clone()));
+    for (k, v) in pairs {
+        if let (Ok(name), Ok(value)) = (header::HeaderName::try_from(k), HeaderValue::from_str(&v)) {
+            r.headers_mut().append(name, value);
+        }
+    }
+    r
+}
+
+/// The paths with a parameter in them: `/status/CODE`, `/delay/MS`, `/redirect/N`,
+/// `/bytes/N`; anything else is not found.
+async fn by_path(req: Request<Incoming>, peer: SocketAddr, path: &str) -> Resp {
+    if let Some(code) = path.strip_prefix("/status/") {
+        return match code.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
+            Some(status) => respond(status, "text/plain", ""),
+            None => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid status code\n"),
+        };
+    }
+    if let Some(ms) = path.strip_prefix("/delay/") {
+        return match ms.parse::<u64>() {
+            Ok(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms.min(MAX_DELAY_MS))).await;
+                echo(req, peer).await
+            }
+            Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid delay\n"),
+        };
+    }
+    if let Some(n) = path.strip_prefix("/redirect/") {
+        return match n.parse::<u32>() {
+            Ok(0 | 1) => redirect(StatusCode::FOUND, "/get"),
+            Ok(n) => redirect(StatusCode::FOUND, &format!("/redirect/{}", n - 1)),
+            Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid redirect count\n"),
+        };
+    }
+    if let Some(n) = path.strip_prefix("/bytes/") {
+        return match n.parse::<usize>() {
+            Ok(n) => {
+                let body: Vec<u8> = (0..n.min(MAX_BYTES)).map(|i| (i.wrapping_mul(31) % 251) as u8).collect();
+                respond(StatusCode::OK, "application/octet-stream", body)
+            }
+            Err(_) => respond(StatusCode::BAD_REQUEST, "text/plain", "invalid length\n"),
+        };
+    }
+    respond(StatusCode::NOT_FOUND, "text/plain", "not found\n")
 }
 
 fn redirect(status: StatusCode, location: &str) -> Resp {
@@ -818,10 +847,13 @@ fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
 /// Why a TLS server configuration could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsConfigError {
+    /// The certificate chain's PEM could not be read.
     #[error("invalid certificate PEM: {0}")]
     Certificate(rustls::pki_types::pem::Error),
+    /// The key's PEM could not be read, or holds no private key.
     #[error("invalid key PEM: {0}")]
     Key(rustls::pki_types::pem::Error),
+    /// rustls refused the certificate or the key (e.g. a key of a type it cannot use).
     #[error(transparent)]
     Rustls(#[from] rustls::Error),
 }

@@ -62,10 +62,13 @@ struct State {
 /// What the shop counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShopCounts {
+    /// Logins accepted (`POST /shop/login`), each giving a new token.
     pub logins: u64,
     /// Distinct user names that logged in.
     pub users: u64,
+    /// `POST /shop/admin/setup` calls, each giving a new coupon code.
     pub setups: u64,
+    /// `POST /shop/admin/teardown` calls.
     pub teardowns: u64,
     /// Accepted checkouts (each with a new order id).
     pub orders: u64,

@@ -65,10 +65,12 @@ impl WsStats {
         self.refused.load(Ordering::Relaxed)
     }
 
+    /// Text and binary messages received (control frames not counted).
     pub fn messages_received(&self) -> u64 {
         self.messages_received.load(Ordering::Relaxed)
     }
 
+    /// Text and binary messages sent: echoes and broadcasts.
     pub fn messages_sent(&self) -> u64 {
         self.messages_sent.load(Ordering::Relaxed)
     }
@@ -83,6 +85,7 @@ impl WsStats {
         self.closes.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
+    /// The counters as JSON, for `/stats`.
     pub fn to_json(&self) -> Value {
         let closes: serde_json::Map<String, Value> =
             self.closes().into_iter().map(|(code, n)| (code.to_string(), json!(n))).collect();

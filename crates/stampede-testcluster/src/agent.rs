@@ -109,6 +109,8 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
+    /// An agent for the node `cfg` describes, calling the API server through `client`; nothing
+    /// runs until [`Agent::run`].
     pub fn new(client: Client, cfg: AgentConfig) -> Self {
         Self { client, cfg: Arc::new(cfg) }
     }

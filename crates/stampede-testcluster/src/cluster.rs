@@ -173,18 +173,22 @@ impl TestCluster {
         Ok(path.to_path_buf())
     }
 
+    /// The cluster-admin kubeconfig `up.sh` wrote (`<state>/kubeconfig`).
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
 
+    /// The API server's URL, `https://127.0.0.1:PORT`.
     pub fn api_server(&self) -> &str {
         &self.api_server
     }
 
+    /// The name of the Node pods run on (the node agent's, or the real node's).
     pub fn node_name(&self) -> &str {
         &self.node_name
     }
 
+    /// The cluster's state folder, which holds `cluster.env` (see [`CLUSTER_DIR_ENV`]).
     pub fn state_dir(&self) -> &Path {
         &self.dir
     }

@@ -16,14 +16,18 @@ pub const LOCAL_IP: &str = "127.0.0.1";
 /// Secret values are already decoded.
 #[derive(Debug, Default, Clone)]
 pub struct Referenced {
+    /// Each ConfigMap's data: ConfigMap name → key → value (one that does not exist is absent).
     pub config_maps: BTreeMap<String, BTreeMap<String, String>>,
+    /// Each Secret's data, decoded: Secret name → key → value.
     pub secrets: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Names of the ConfigMaps and Secrets that a container's `env`/`envFrom` refer to.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct References {
+    /// The names of the ConfigMaps read.
     pub config_maps: BTreeSet<String>,
+    /// The names of the Secrets read.
     pub secrets: BTreeSet<String>,
 }
 

@@ -13,6 +13,8 @@
 //! Cluster tests are `#[ignore]`d so that `cargo test --workspace` never needs a cluster;
 //! `make e2e` starts one and runs them with `-- --ignored`.
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod cluster;
 pub mod env;

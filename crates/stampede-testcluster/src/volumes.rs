@@ -21,7 +21,9 @@ use crate::error::{Error, Result};
 /// One file of a volume, relative to the volume's folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeFile {
+    /// The file's path, relative to the volume's folder (an item's `path`, or the key).
     pub path: String,
+    /// The file's bytes.
     pub contents: Vec<u8>,
     /// Secret material (written readable by the owner only).
     pub private: bool,

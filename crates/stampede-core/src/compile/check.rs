@@ -13,20 +13,26 @@ pub enum Subject {
     Status(StatusCheck),
     /// A response header (lowercase name).
     Header(String),
+    /// The body as text (lossy UTF-8); an empty body counts as missing.
     Body,
+    /// The value at a JSON path of the body: a string as its text, anything else as JSON.
     Json(Vec<Segment>),
 }
 
 /// What the looked-at value must be.
 #[derive(Debug)]
 pub enum Expectation {
+    /// The value equals the rendered template, compared as text (`equals:`).
     Equals(Template),
     /// A JSON path's value equals one hole alone (`equals: "{{ qty }}"`) by value: a number
     /// equals a number (3 and 3.0 alike), a list a list whatever its spelling; the template
     /// renders JSON. A string either side compares as text, as [`Expectation::Equals`] does.
     EqualsTyped(Template),
+    /// `exists: true`: the value is there; `exists: false`: it is absent.
     Exists(bool),
+    /// The value contains the rendered template (`contains:`).
     Contains(Template),
+    /// The regex (`matches:`) matches somewhere in the value (unanchored).
     Matches(regex::Regex),
 }
 
@@ -35,7 +41,9 @@ pub enum Expectation {
 pub struct CheckPlan {
     /// How reports name it, e.g. `json json.test equals "test"`.
     pub name: String,
+    /// What it reads from the response.
     pub subject: Subject,
+    /// What the value must be; `None` only for a [`Subject::Status`] check, whose ranges say it.
     pub expect: Option<Expectation>,
 }
 
@@ -262,10 +270,13 @@ fn describe_expect(e: &Expect) -> String {
 /// Accepted status ranges (inclusive).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatusCheck {
+    /// `(low, high)` pairs, both ends inclusive (`200` is `(200, 200)`): HTTP statuses (100–599),
+    /// or gRPC status codes (0–16) for a gRPC step.
     pub ranges: Vec<(u16, u16)>,
 }
 
 impl StatusCheck {
+    /// Whether `status` falls in one of the ranges.
     pub fn passes(&self, status: u16) -> bool {
         self.ranges.iter().any(|&(lo, hi)| status >= lo && status <= hi)
     }

@@ -16,10 +16,16 @@ use crate::compile::files::Files;
 /// A loaded data file.
 #[derive(Debug)]
 pub struct DataSource {
+    /// Its key under `data:`, the prefix of its variables (`users` in `{{users.email}}`).
     pub name: String,
+    /// Column names from the CSV header row, trimmed, in file order; column `i` fills slot `first_slot + i`.
     pub columns: Vec<String>,
+    /// The records, each a value per column (only this runner's share when runners split the file).
     pub rows: Arc<Vec<Vec<String>>>,
+    /// Which row an iteration takes (`mode`: `sequential`, `random` or `unique`).
     pub mode: DataMode,
+    /// What happens when the rows are used up, default applied (`stop` for `unique`, else `loop`);
+    /// unused with `random`.
     pub on_exhausted: OnExhausted,
     /// Slot of the first column in a VU's value slots.
     pub first_slot: usize,

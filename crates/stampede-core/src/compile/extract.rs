@@ -9,7 +9,9 @@ use stampede_model::scenario::ExtractSpec;
 /// One segment of a JSON path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Segment {
+    /// An object's field by name (`a` in `$.a` or `$['a']`).
     Key(String),
+    /// A list's element by position from 0 (`[0]` or `.0`); on an object, the field of that name.
     Index(usize),
     /// `*` or `[*]`: every element of a list or value of an object (extractors with `all: true`).
     All,
@@ -18,12 +20,15 @@ pub enum Segment {
 /// How a value is taken.
 #[derive(Clone, Debug)]
 pub enum Source {
+    /// The one value at a JSON path of the body, kept as JSON (a string quoted; text reads it unquoted).
     Json(Vec<Segment>),
     /// Every value the path reaches (it has a `*`), as a list.
     JsonAll(Vec<Segment>),
+    /// The first match of the regex in the body: this capture group (0: the whole match).
     Regex(regex::Regex, usize),
     /// Every match, as a list.
     RegexAll(regex::Regex, usize),
+    /// The response's status, as decimal text.
     Status,
     /// A response header (lowercase name).
     Header(String),
@@ -34,9 +39,12 @@ pub enum Source {
 /// The parts of a response that extractors and checks read.
 #[derive(Clone, Copy, Debug)]
 pub struct ResponseView<'a> {
+    /// The status the answer is judged by: the HTTP status, a gRPC call's status code (0–16), or
+    /// 101 for a WebSocket message.
     pub status: u16,
     /// Kept response headers, lowercase names.
     pub headers: &'a [(String, String)],
+    /// The body as received (for a WebSocket `receive`, the message).
     pub body: &'a [u8],
 }
 
@@ -101,8 +109,11 @@ pub fn value_text(v: &serde_json::Value) -> String {
 /// A compiled extractor writing into a VU slot.
 #[derive(Clone, Debug)]
 pub struct Extractor {
+    /// Its name under the step's `extract:`: the variable later steps read, and how its errors name it.
     pub name: String,
+    /// Index of the VU slot its value is written to.
     pub slot: usize,
+    /// What it takes from the response.
     pub source: Source,
 }
 

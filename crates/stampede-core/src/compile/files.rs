@@ -18,13 +18,27 @@ pub struct Files<'a> {
 /// Why a named file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// A name the LoadTest's `spec.data` does not hold.
     #[error("no data file `{name}` in spec.data (it has: {known})")]
-    NotInData { name: String, known: String },
+    NotInData {
+        /// The file name the scenario gave.
+        name: String,
+        /// The names `spec.data` holds, comma-separated (`none` when it holds none).
+        known: String,
+    },
+    /// A file on the disk that could not be read.
     #[error("cannot read {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The path tried: the name joined to the scenario file's folder.
+        path: PathBuf,
+        /// Why reading it failed.
+        source: std::io::Error,
+    },
 }
 
 impl<'a> Files<'a> {
+    /// Files named relative to `base_dir` (the scenario file's folder), or taken from `contents`
+    /// (a LoadTest's `spec.data`) when given.
     pub fn new(base_dir: &'a Path, contents: Option<&'a BTreeMap<String, Vec<u8>>>) -> Self {
         Files { base_dir, contents }
     }

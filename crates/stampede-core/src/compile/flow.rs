@@ -26,9 +26,11 @@ pub struct BlockPlan {
     pub at: String,
     /// Runs only when this holds (checked once, before the first run).
     pub when: Option<Expr>,
+    /// How often the block runs; `None`: once.
     pub repeat: Option<RepeatPlan>,
     /// Its transaction's index (the plan's group keys), when it is a `group`.
     pub group: Option<usize>,
+    /// The steps and blocks inside it, in order.
     pub body: Vec<Node>,
 }
 
@@ -36,16 +38,40 @@ pub struct BlockPlan {
 #[derive(Debug)]
 pub enum RepeatPlan {
     /// A count, computed when the block starts; the run's number (from 0) in `slot`.
-    Count { count: Count, max: Option<u32>, slot: usize },
+    Count {
+        /// How many runs: a number, or an expression computed when the block starts.
+        count: Count,
+        /// Most runs (`max`); `None`: only [`budget::LOOP_PASSES`] bounds a computed count.
+        max: Option<u32>,
+        /// The VU slot of the loop variable (`as`, default `index`).
+        slot: usize,
+    },
     /// Once per element of a list; the element in `slot`.
-    ForEach { list: Expr, max: Option<u32>, slot: usize },
+    ForEach {
+        /// The expression giving the list (`forEach`), evaluated when the block starts.
+        list: Expr,
+        /// Most elements taken (`max`); `None`: the whole list, up to [`budget::LOOP_PASSES`].
+        max: Option<u32>,
+        /// The VU slot of the loop variable (`as`, default `item`): the element, as JSON.
+        slot: usize,
+    },
     /// While the expression holds, at most `max` times; the run's number in `slot`.
-    While { cond: Expr, max: u32, slot: usize },
+    While {
+        /// The condition (`while`), checked before each run; the loop ends when it is false.
+        cond: Expr,
+        /// Most runs (`max`, required with `while`).
+        max: u32,
+        /// The VU slot of the loop variable (`as`, default `index`).
+        slot: usize,
+    },
 }
 
+/// A `repeat.count`: a number, or an expression computed when the block starts.
 #[derive(Debug)]
 pub enum Count {
+    /// A number written in the file (`count: 3`).
     Fixed(u64),
+    /// An expression giving a whole number (`count: "{{ randomInt(1, 3) }}"`); negative counts as 0.
     Expr(Expr),
 }
 

@@ -26,9 +26,13 @@ use crate::error::Problems;
 /// How the call's messages flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallKind {
+    /// One request message, one answer message.
     Unary,
+    /// One request message, a stream of answers.
     ServerStreaming,
+    /// A stream of request messages (`messages`), one answer.
     ClientStreaming,
+    /// Streams both ways: request `messages` and answers.
     Bidirectional,
 }
 
@@ -62,6 +66,7 @@ impl CallKind {
 pub struct GrpcPlan {
     /// `package.Service/Method`.
     pub method: String,
+    /// How the method streams, from its descriptor: whether it takes `messages` and answers with a list.
     pub kind: CallKind,
     input: MessageDescriptor,
     output: MessageDescriptor,
@@ -226,6 +231,8 @@ impl protox::file::FileResolver for Resolver {
 }
 
 impl Protos {
+    /// Nothing compiled yet; `reflected` is what the server described (`grpc.reflect`), `None` when
+    /// not asked (validating).
     pub fn new(reflected: Option<DescriptorPool>) -> Protos {
         Protos { reflected, ..Protos::default() }
     }

@@ -14,6 +14,7 @@ use crate::wire::url::{HttpUrl, Origin, UrlError};
 /// Body of a request.
 #[derive(Debug)]
 pub struct BodyPlan {
+    /// What the body is made of.
     pub kind: BodyKind,
     /// Content type implied by the body kind, unless the user set one.
     pub content_type: Option<String>,
@@ -27,22 +28,35 @@ pub enum BodyKind {
     /// `application/x-www-form-urlencoded` fields (names already encoded).
     Form(Vec<(String, Template)>),
     /// `multipart/form-data` parts with their boundary.
-    Multipart { boundary: String, parts: Vec<PartPlan> },
+    Multipart {
+        /// The boundary between parts: `stampede-` and 16 random hex digits, drawn at compile time.
+        boundary: String,
+        /// The parts, in file order.
+        parts: Vec<PartPlan>,
+    },
 }
 
 /// One multipart part.
 #[derive(Debug)]
 pub enum PartPlan {
+    /// A text field (`value`).
     Field {
+        /// The field's `name`, sent in its `Content-Disposition`.
         name: String,
+        /// The field's text, rendered per VU.
         value: Template,
+        /// The part's `Content-Type` (`contentType`); `None`: the part has no such header.
         content_type: Option<String>,
     },
     /// A file, read once when the plan was compiled.
     File {
+        /// The field's `name`, sent in its `Content-Disposition`.
         name: String,
+        /// The file name sent (`filename`, default the file's own name).
         filename: String,
+        /// The part's `Content-Type` (`contentType`, default `application/octet-stream`).
         content_type: String,
+        /// The file's contents.
         bytes: bytes::Bytes,
     },
 }
@@ -117,6 +131,7 @@ fn quote_param(s: &str) -> String {
 /// Why a request could not be built for a VU.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
+    /// The rendered URL is not an absolute `http` or `https` URL with a host.
     #[error(transparent)]
     Url(#[from] UrlError),
     /// An expression failed (a wrong type, an empty range…).
@@ -127,13 +142,19 @@ pub enum RenderError {
 /// A compiled request.
 #[derive(Debug)]
 pub struct RequestPlan {
+    /// The HTTP method, uppercase.
     pub method: String,
+    /// The URL as written, constants folded in; the query is appended after it is rendered.
     pub url: Template,
     /// Query parameters (name already percent-encoded, value encoded at render time).
     pub query: Vec<(String, Template)>,
+    /// Headers with lowercase names: the `http.headers` the step does not set, then its own.
     pub headers: Vec<(String, Template)>,
+    /// The body; `None`: none (a POST, PUT or PATCH then sends an empty one).
     pub body: Option<BodyPlan>,
+    /// Limit for the whole request: connect, send and receive (`request.timeout`, else `http.timeout`).
     pub timeout: Duration,
+    /// Limit for opening a connection (`http.connectTimeout`), at most `timeout`.
     pub connect_timeout: Duration,
     /// Redirects to follow (0: none).
     pub redirects: u32,
@@ -149,7 +170,9 @@ pub struct RequestPlan {
 /// A request that is the same every time.
 #[derive(Debug, Clone)]
 pub struct FixedRequest {
+    /// Where the request goes.
     pub target: HttpUrl,
+    /// The serialized request, head and body, ready to write.
     pub bytes: bytes::Bytes,
 }
 

@@ -65,21 +65,32 @@ impl Scope {
 /// Why a template does not compile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
+    /// A hole names no variable: not in `vars`, extracted, a data column or built in (the hole's text).
     #[error("unknown variable `{0}` in template (define it under `vars`, or extract it in an earlier step)")]
     UnknownVariable(String),
+    /// `{{env.NAME}}` without a `:-default` names an unset environment variable (`NAME`).
     #[error("environment variable `{0}` is not set")]
     EnvNotSet(String),
     /// `baseUrl` names a variable whose value changes (a generated one, an extracted one).
     #[error("`{{{{{0}}}}}` is not a constant: `baseUrl` may use `vars` of constant values and `env` only")]
     NotConstant(String),
+    /// A `{{` with no `}}` after it.
     #[error("unclosed `{{{{` in template")]
     Unclosed,
+    /// A hole with nothing in it (`{{ }}`).
     #[error("empty `{{{{}}}}` in template")]
     EmptyName,
     /// An expression that does not compile: the hole as written, where in the template it
     /// went wrong (a character column, from 1), and why.
     #[error("in `{{{{{hole}}}}}` at column {column}: {message}")]
-    Expression { hole: String, column: usize, message: String },
+    Expression {
+        /// The hole's text, trimmed.
+        hole: String,
+        /// Where in the template it went wrong: a character column, from 1.
+        column: usize,
+        /// Why, as the expression compiler says.
+        message: String,
+    },
     /// A budget passed ([`crate::compile::budget`]): what and which.
     #[error("{0}")]
     Budget(String),

@@ -24,9 +24,13 @@ use crate::stats::metrics::{StepStats, WorkerMetrics};
 /// its (scenario, name) keys.
 #[derive(Clone, Copy)]
 pub struct Measured<'a> {
+    /// (scenario, step) names by metric index, one per entry of `steps`.
     pub step_keys: &'a [StepKey],
+    /// Each step's stats, by metric index.
     pub steps: &'a [StepStats],
+    /// (scenario, group) names of the `group` blocks by transaction index, one per entry of `groups`.
     pub group_keys: &'a [StepKey],
+    /// Each `group` block's transaction stats, by transaction index.
     pub groups: &'a [StepStats],
 }
 
@@ -42,26 +46,38 @@ impl<'a> Measured<'a> {
 pub enum Stat {
     /// Latency in ms: mean, min, max, or a percentile (0–100).
     LatencyMean,
+    /// `latency.min`, in ms.
     LatencyMin,
+    /// `latency.max`, in ms.
     LatencyMax,
+    /// `latency.pQ`: percentile Q (0–100, `p99.9` is 99.9), in ms.
     LatencyPercentile(f64),
     /// Failed requests / requests (0–1).
     ErrorRate,
+    /// `errors.count`: failed requests (of `kind` when selected), a count.
     ErrorCount,
     /// Requests per second over the run.
     RequestRate,
+    /// `requests.count`: requests (a group's transactions), a count.
     RequestCount,
     /// Answers that passed their checks / answers (0–1).
     CheckRate,
 }
 
+/// How the measured value compares to the limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// `<`: below the limit.
     Lt,
+    /// `<=`: at most the limit.
     Le,
+    /// `>`: above the limit.
     Gt,
+    /// `>=`: at least the limit.
     Ge,
+    /// `==`: equal to the limit, within 1e-9.
     Eq,
+    /// `!=`: off the limit by 1e-9 or more.
     Ne,
 }
 
@@ -81,14 +97,19 @@ impl Op {
 /// A parsed threshold.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Threshold {
+    /// The threshold as written (trimmed): how reports and verdicts name it.
     pub source: String,
+    /// Only this scenario's steps or groups (`scenario:`); `None`: every scenario.
     pub scenario: Option<String>,
+    /// Only steps of this name (`step:`); `None`: every step, unless `group` is set.
     pub step: Option<String>,
     /// A `group` block's transactions instead of steps.
     pub group: Option<String>,
     /// `errors` of this kind only (a gRPC status, `timeout`…).
     pub kind: Option<ErrorKind>,
+    /// The statistic compared, with its metric.
     pub stat: Stat,
+    /// How the statistic compares to the limit.
     pub op: Op,
     /// Limit in the stat's base unit: ms for latency, 0–1 for rates, per second for request rate.
     /// Unused when the threshold is relative.
@@ -101,6 +122,7 @@ pub struct Threshold {
     pub delay_abort_eval: std::time::Duration,
 }
 
+/// Why a threshold does not parse, in words for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ThresholdError(String);
@@ -113,8 +135,33 @@ impl fmt::Display for Threshold {
 
 /// Parses one threshold expression.
 pub fn parse(src: &str) -> Result<Threshold, ThresholdError> {
-    let err = |m: String| ThresholdError(m);
     let s = src.trim();
+    let (lhs, op, rhs) = split_comparison(s)?;
+    let (metric, selectors, stat_name) = split_metric(lhs.trim())?;
+    let Selectors { scenario, step, group, kind } = parse_selectors(selectors, metric)?;
+    let stat = parse_stat(metric, stat_name)?;
+    let (limit, relative) = match parse_relative(rhs.trim()).map_err(ThresholdError)? {
+        Some(factor) => (0.0, Some(factor)),
+        None => (parse_limit(rhs.trim(), stat).map_err(ThresholdError)?, None),
+    };
+    Ok(Threshold {
+        source: s.to_string(),
+        scenario,
+        step,
+        group,
+        kind,
+        stat,
+        op,
+        limit,
+        relative,
+        abort_on_fail: false,
+        delay_abort_eval: std::time::Duration::ZERO,
+    })
+}
+
+/// A threshold split at its comparison: (the left side, the comparison, the right side).
+fn split_comparison(s: &str) -> Result<(&str, Op, &str), ThresholdError> {
+    let err = |m: String| ThresholdError(m);
     let op_pos =
         s.find(['<', '>', '=', '!']).ok_or_else(|| err(format!("`{s}` has no comparison (<, <=, >, >=, ==, !=)")))?;
     let (lhs, rest) = s.split_at(op_pos);
@@ -133,7 +180,12 @@ pub fn parse(src: &str) -> Result<Threshold, ThresholdError> {
     } else {
         return Err(err(format!("`{s}`: unknown comparison")));
     };
-    let lhs = lhs.trim();
+    Ok((lhs, op, rhs))
+}
+
+/// The left side `METRIC[{SELECTORS}].STAT` split into (metric, selectors, statistic).
+fn split_metric(lhs: &str) -> Result<(&str, &str, &str), ThresholdError> {
+    let err = |m: String| ThresholdError(m);
     // METRIC[{...}] ends at the `}` if there is one, else at the first dot.
     let split_at = match lhs.find('}') {
         Some(close) => close + 1,
@@ -152,22 +204,35 @@ pub fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         }
         None => (metric_part.trim(), ""),
     };
-    let mut scenario = None;
-    let mut step = None;
-    let mut group = None;
-    let mut kind = None;
+    Ok((metric, selectors, stat_name))
+}
+
+/// What a threshold's selectors (`{KEY:VALUE,...}`) pick.
+#[derive(Default)]
+struct Selectors {
+    scenario: Option<String>,
+    step: Option<String>,
+    group: Option<String>,
+    kind: Option<ErrorKind>,
+}
+
+/// The selectors of `metric` (`scenario:buy, step:login`), each known and fit for the metric,
+/// with a `step` or a `group`, not both.
+fn parse_selectors(selectors: &str, metric: &str) -> Result<Selectors, ThresholdError> {
+    let err = |m: String| ThresholdError(m);
+    let mut picked = Selectors::default();
     for pair in sel_pairs(selectors) {
         let (k, v) =
             pair.split_once(':').ok_or_else(|| err(format!("`{pair}`: expected key:value, e.g. step:login")))?;
         let v = v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
         match k.trim() {
-            "scenario" => scenario = Some(v),
-            "step" => step = Some(v),
-            "group" => group = Some(v),
+            "scenario" => picked.scenario = Some(v),
+            "step" => picked.step = Some(v),
+            "group" => picked.group = Some(v),
             "kind" => {
                 let known = ErrorKind::ALL.iter().find(|k| k.name().eq_ignore_ascii_case(&v)).copied();
                 let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
-                kind =
+                picked.kind =
                     Some(known.ok_or_else(|| {
                         err(format!("`{v}` is not a kind of error (the kinds: {})", names.join(", ")))
                     })?);
@@ -175,12 +240,18 @@ pub fn parse(src: &str) -> Result<Threshold, ThresholdError> {
             other => return Err(err(format!("unknown selector `{other}` (use scenario, step, group or kind)"))),
         }
     }
-    if kind.is_some() && metric != "errors" {
+    if picked.kind.is_some() && metric != "errors" {
         return Err(err(format!("`kind` selects errors: `errors{{kind:…}}.rate`, not `{metric}`")));
     }
-    if step.is_some() && group.is_some() {
+    if picked.step.is_some() && picked.group.is_some() {
         return Err(err("select a `step` or a `group`, not both".into()));
     }
+    Ok(picked)
+}
+
+/// Statistic `stat_name` of `metric` (`p99` of `latency`: its 99th percentile).
+fn parse_stat(metric: &str, stat_name: &str) -> Result<Stat, ThresholdError> {
+    let err = |m: String| ThresholdError(m);
     let stat = match (metric, stat_name) {
         ("latency", "mean" | "avg") => Stat::LatencyMean,
         ("latency", "min") => Stat::LatencyMin,
@@ -202,23 +273,7 @@ pub fn parse(src: &str) -> Result<Threshold, ThresholdError> {
         }
         (other, _) => return Err(err(format!("unknown metric `{other}` (use latency, errors, requests or checks)"))),
     };
-    let (limit, relative) = match parse_relative(rhs.trim()).map_err(err)? {
-        Some(factor) => (0.0, Some(factor)),
-        None => (parse_limit(rhs.trim(), stat).map_err(err)?, None),
-    };
-    Ok(Threshold {
-        source: s.to_string(),
-        scenario,
-        step,
-        group,
-        kind,
-        stat,
-        op,
-        limit,
-        relative,
-        abort_on_fail: false,
-        delay_abort_eval: std::time::Duration::ZERO,
-    })
+    Ok(stat)
 }
 
 /// `baseline` or `baseline * F` (F a positive number): `Some(F)`; anything else: `None`.

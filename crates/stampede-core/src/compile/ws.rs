@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use stampede_model::scenario::{CheckSpec, Expect, RequestSpec, ScenarioFile, WsSpec};
+use stampede_model::scenario::{CheckSpec, Expect, RequestSpec, ScenarioFile, WsAction, WsClose, WsReceive, WsSpec};
 
 use crate::compile::check::CheckPlan;
 use crate::compile::files::Files;
@@ -31,19 +31,28 @@ fn client_may_close_with(code: u16) -> bool {
 pub enum WsActionPlan {
     /// A text frame (`binary: false`) or a binary one (the template gives base64).
     Send {
+        /// The frame's content, rendered per VU: the text, or base64 of a binary frame's bytes.
         message: Template,
+        /// Whether it is a binary frame (`sendBinary`) rather than text (`send`, `sendJson`).
         binary: bool,
     },
     /// Wait for `count` messages that pass every matcher, at most `timeout`.
     Receive {
+        /// Checks a message must pass to count (`receive`'s `equals`, `contains`, `matches`, `json`);
+        /// none: any message.
         matchers: Vec<CheckPlan>,
+        /// How long to wait (`receive.timeout`, default 5s); past it the step fails with `timeout`.
         timeout: Duration,
+        /// How many matching messages to wait for (`receive.count`, default 1, at least 1).
         count: u32,
     },
+    /// Keep the socket open this long (`hold`); messages that come meanwhile are counted.
     Hold(Duration),
     /// A Close with this code and reason; the session ends.
     Close {
+        /// The Close code: 1000 or 3000–4999 (`close.code`, else the step's `closeCode`, else 1000).
         code: u16,
+        /// The Close reason (`close.reason`), at most 123 bytes; empty when not given.
         reason: String,
     },
 }
@@ -51,10 +60,15 @@ pub enum WsActionPlan {
 /// A compiled WebSocket session.
 #[derive(Debug)]
 pub struct WsPlan {
+    /// What the session does, in order.
     pub actions: Vec<WsActionPlan>,
     /// Subprotocols offered: the server must pick one of them.
     pub subprotocols: Vec<String>,
+    /// Leave the socket open for a later `ws` step of the iteration with the same URL (`keepOpen`);
+    /// it closes when the iteration ends.
     pub keep_open: bool,
+    /// The Close code when the session ends without a `close` action, or times out (`closeCode`,
+    /// default 1000).
     pub close_code: u16,
     /// The whole session's limit.
     pub timeout: Duration,
@@ -76,6 +90,31 @@ pub fn compile_session(
         problems.add(at("url"), "a `ws` step needs a `url` (ws://, wss://, or {{baseUrl}}/path)");
         return None;
     }
+    let timeout = spec.timeout.unwrap_or(file.http.timeout).get();
+    if timeout.is_zero() {
+        problems.add(at("timeout"), "must be longer than 0s");
+    }
+    let head = compile_request(&handshake(spec, url, timeout), file, scope, files, loc, problems);
+    let mut actions = Vec::new();
+    for (i, a) in spec.actions.iter().enumerate() {
+        let last = i + 1 == spec.actions.len();
+        actions.extend(compile_action(spec, a, last, scope, &at(&format!("actions[{i}]")), problems));
+    }
+    let close_code = spec.close_code.unwrap_or(1000);
+    if !client_may_close_with(close_code) {
+        problems.add(at("closeCode"), "a client may close with 1000 or a code from 3000 to 4999");
+    }
+    if problems.len() != before {
+        return None;
+    }
+    let plan =
+        WsPlan { actions, subprotocols: spec.subprotocols.clone(), keep_open: spec.keep_open, close_code, timeout };
+    Some((head?, plan))
+}
+
+/// The handshake's request: a GET of `url` (`ws://` as `http://`, `wss://` as `https://`)
+/// with the upgrade headers, the subprotocols offered and the step's own headers.
+fn handshake(spec: &WsSpec, url: &str, timeout: Duration) -> RequestSpec {
     let http_url = if let Some(rest) = url.strip_prefix("ws://") {
         format!("http://{rest}")
     } else if let Some(rest) = url.strip_prefix("wss://") {
@@ -94,11 +133,7 @@ pub fn compile_session(
     for (k, v) in &spec.headers {
         headers.insert(k.to_ascii_lowercase(), v.clone());
     }
-    let timeout = spec.timeout.unwrap_or(file.http.timeout).get();
-    if timeout.is_zero() {
-        problems.add(at("timeout"), "must be longer than 0s");
-    }
-    let request = RequestSpec {
+    RequestSpec {
         method: "GET".into(),
         url: http_url,
         headers,
@@ -109,95 +144,104 @@ pub fn compile_session(
         multipart: None,
         timeout: Some(stampede_model::Dur::from(timeout)),
         redirects: Some(0),
-    };
-    let head = compile_request(&request, file, scope, files, loc, problems);
-    let mut actions = Vec::new();
-    for (i, a) in spec.actions.iter().enumerate() {
-        let path = at(&format!("actions[{i}]"));
-        let given = [
-            a.send.is_some(),
-            a.send_json.is_some(),
-            a.send_binary.is_some(),
-            a.receive.is_some(),
-            a.hold.is_some(),
-            a.close.is_some(),
-        ];
-        if given.iter().filter(|g| **g).count() != 1 {
-            problems.add(path, "needs exactly one of `send`, `sendJson`, `sendBinary`, `receive`, `hold` and `close`");
-            continue;
-        }
-        let template = |src: &str, field: &str, problems: &mut Problems| {
-            Template::compile(src, scope, Escape::None).map_err(|e| problems.add(format!("{path}.{field}"), e)).ok()
-        };
-        if let Some(text) = &a.send {
-            if let Some(message) = template(text, "send", problems) {
-                actions.push(WsActionPlan::Send { message, binary: false });
-            }
-        } else if let Some(value) = &a.send_json {
-            match Template::json(value, scope) {
-                Ok(message) => actions.push(WsActionPlan::Send { message, binary: false }),
-                Err(e) => problems.add(format!("{path}.sendJson"), e),
-            }
-        } else if let Some(b64) = &a.send_binary {
-            if let Some(message) = template(b64, "sendBinary", problems) {
-                if let Some(c) = message.as_const() {
-                    use base64::Engine as _;
-                    if base64::engine::general_purpose::STANDARD.decode(c).is_err() {
-                        problems.add(format!("{path}.sendBinary"), "is not base64");
-                    }
-                }
-                actions.push(WsActionPlan::Send { message, binary: true });
-            }
-        } else if let Some(hold) = a.hold {
-            actions.push(WsActionPlan::Hold(hold.get()));
-        } else if let Some(c) = &a.close {
-            if i + 1 != spec.actions.len() {
-                problems.add(format!("{path}.close"), "ends the session: it must be the last action");
-            }
-            if spec.keep_open {
-                problems.add(format!("{path}.close"), "closes the socket that `keepOpen` would keep");
-            }
-            let code = c.code.or(spec.close_code).unwrap_or(1000);
-            if !client_may_close_with(code) {
-                problems.add(format!("{path}.close.code"), "a client may close with 1000 or a code from 3000 to 4999");
-            }
-            let reason = c.reason.clone().unwrap_or_default();
-            if reason.len() > MAX_CLOSE_REASON {
-                problems.add(
-                    format!("{path}.close.reason"),
-                    format!("is {} bytes; a Close frame holds at most {MAX_CLOSE_REASON}", reason.len()),
-                );
-            }
-            actions.push(WsActionPlan::Close { code, reason });
-        } else if let Some(r) = &a.receive {
-            let check = CheckSpec {
-                status: None,
-                headers: BTreeMap::new(),
-                body: (r.equals.is_some() || r.contains.is_some() || r.matches.is_some()).then(|| Expect {
-                    equals: r.equals.clone().map(stampede_model::scenario::Scalar::Text),
-                    exists: None,
-                    contains: r.contains.clone(),
-                    matches: r.matches.clone(),
-                }),
-                json: r.json.clone(),
-            };
-            let matchers =
-                crate::compile::check::compile(&check, None, scope, &mut problems.under(format!("{path}.receive: ")));
-            if r.count == Some(0) {
-                problems.add(format!("{path}.receive.count"), "must be at least 1");
-            }
-            let timeout = r.timeout.map_or(DEFAULT_RECEIVE_TIMEOUT, |t| t.get());
-            actions.push(WsActionPlan::Receive { matchers, timeout, count: r.count.unwrap_or(1).max(1) });
-        }
     }
-    let close_code = spec.close_code.unwrap_or(1000);
-    if !client_may_close_with(close_code) {
-        problems.add(at("closeCode"), "a client may close with 1000 or a code from 3000 to 4999");
-    }
-    if problems.len() != before {
+}
+
+/// One action of the session (`path` in messages, `last` when it ends the list); `None` when
+/// it has problems (they are recorded).
+fn compile_action(
+    spec: &WsSpec,
+    a: &WsAction,
+    last: bool,
+    scope: &Scope,
+    path: &str,
+    problems: &mut Problems,
+) -> Option<WsActionPlan> {
+    let given = [
+        a.send.is_some(),
+        a.send_json.is_some(),
+        a.send_binary.is_some(),
+        a.receive.is_some(),
+        a.hold.is_some(),
+        a.close.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        problems.add(path, "needs exactly one of `send`, `sendJson`, `sendBinary`, `receive`, `hold` and `close`");
         return None;
     }
-    let plan =
-        WsPlan { actions, subprotocols: spec.subprotocols.clone(), keep_open: spec.keep_open, close_code, timeout };
-    Some((head?, plan))
+    let template = |src: &str, field: &str, problems: &mut Problems| {
+        Template::compile(src, scope, Escape::None).map_err(|e| problems.add(format!("{path}.{field}"), e)).ok()
+    };
+    if let Some(text) = &a.send {
+        let message = template(text, "send", problems)?;
+        Some(WsActionPlan::Send { message, binary: false })
+    } else if let Some(value) = &a.send_json {
+        match Template::json(value, scope) {
+            Ok(message) => Some(WsActionPlan::Send { message, binary: false }),
+            Err(e) => {
+                problems.add(format!("{path}.sendJson"), e);
+                None
+            }
+        }
+    } else if let Some(b64) = &a.send_binary {
+        let message = template(b64, "sendBinary", problems)?;
+        if let Some(c) = message.as_const() {
+            use base64::Engine as _;
+            if base64::engine::general_purpose::STANDARD.decode(c).is_err() {
+                problems.add(format!("{path}.sendBinary"), "is not base64");
+            }
+        }
+        Some(WsActionPlan::Send { message, binary: true })
+    } else if let Some(hold) = a.hold {
+        Some(WsActionPlan::Hold(hold.get()))
+    } else if let Some(c) = &a.close {
+        Some(compile_close(spec, c, last, path, problems))
+    } else {
+        a.receive.as_ref().map(|r| compile_receive(r, scope, path, problems))
+    }
+}
+
+/// A `close` action (`last` when it ends the list): its code (the step's `closeCode` by
+/// default) and reason.
+fn compile_close(spec: &WsSpec, c: &WsClose, last: bool, path: &str, problems: &mut Problems) -> WsActionPlan {
+    if !last {
+        problems.add(format!("{path}.close"), "ends the session: it must be the last action");
+    }
+    if spec.keep_open {
+        problems.add(format!("{path}.close"), "closes the socket that `keepOpen` would keep");
+    }
+    let code = c.code.or(spec.close_code).unwrap_or(1000);
+    if !client_may_close_with(code) {
+        problems.add(format!("{path}.close.code"), "a client may close with 1000 or a code from 3000 to 4999");
+    }
+    let reason = c.reason.clone().unwrap_or_default();
+    if reason.len() > MAX_CLOSE_REASON {
+        problems.add(
+            format!("{path}.close.reason"),
+            format!("is {} bytes; a Close frame holds at most {MAX_CLOSE_REASON}", reason.len()),
+        );
+    }
+    WsActionPlan::Close { code, reason }
+}
+
+/// A `receive` action: its matchers (compiled as the checks of a body), timeout and count.
+fn compile_receive(r: &WsReceive, scope: &Scope, path: &str, problems: &mut Problems) -> WsActionPlan {
+    let check = CheckSpec {
+        status: None,
+        headers: BTreeMap::new(),
+        body: (r.equals.is_some() || r.contains.is_some() || r.matches.is_some()).then(|| Expect {
+            equals: r.equals.clone().map(stampede_model::scenario::Scalar::Text),
+            exists: None,
+            contains: r.contains.clone(),
+            matches: r.matches.clone(),
+        }),
+        json: r.json.clone(),
+    };
+    let matchers =
+        crate::compile::check::compile(&check, None, scope, &mut problems.under(format!("{path}.receive: ")));
+    if r.count == Some(0) {
+        problems.add(format!("{path}.receive.count"), "must be at least 1");
+    }
+    let timeout = r.timeout.map_or(DEFAULT_RECEIVE_TIMEOUT, |t| t.get());
+    WsActionPlan::Receive { matchers, timeout, count: r.count.unwrap_or(1).max(1) }
 }

@@ -8,8 +8,11 @@ use stampede_model::report::{Report, StepSummary};
 /// One figure of one step in both runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Change {
+    /// The figure's label: `rps`, `error %`, `p50 ms` … `max ms`, `requests`.
     pub metric: &'static str,
+    /// Its value in the base run, in the unit its label says (a count for `requests`).
     pub base: f64,
+    /// Its value in the new run, in the same unit.
     pub new: f64,
 }
 
@@ -37,9 +40,13 @@ impl Change {
 /// A step (or the total) in both runs; `None` where a run lacks it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepChange {
+    /// `scenario/step`, or `total`.
     pub step: String,
+    /// The base run has this step.
     pub in_base: bool,
+    /// The new run has this step.
     pub in_new: bool,
+    /// One per figure, in table order; empty unless both runs have the step.
     pub changes: Vec<Change>,
 }
 

@@ -144,111 +144,23 @@ pub fn build_report(
     baseline: Baseline<'_>,
 ) -> Report {
     let seconds = outcome.duration.as_secs_f64();
-    let steps: Vec<StepSummary> = plan
-        .step_keys
-        .iter()
-        .zip(&outcome.metrics.steps)
-        .map(|(key, stats)| summarize(stats, seconds, Some(key.scenario.clone()), Some(key.step.clone())))
-        .collect();
+    let steps = summarize_steps(&plan.step_keys, &outcome.metrics.steps, seconds);
     let groups = summarize_groups(&plan.group_keys, &outcome.metrics.groups, seconds);
-    let mut total_stats = StepStats::default();
-    for s in &outcome.metrics.steps {
-        total_stats.merge(s);
-    }
-    let total = summarize(&total_stats, seconds, None, None);
+    let total = summarize_total(&outcome.metrics.steps, seconds);
     let started_at = time::OffsetDateTime::from(outcome.started_at)
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
     let timeline = outcome.timeline.clone();
-    let error_samples = outcome
-        .error_samples
-        .iter()
-        .map(|e| ErrorSampleReport {
-            scenario: plan.step_keys[e.metric].scenario.clone(),
-            step: plan.step_keys[e.metric].step.clone(),
-            kind: e.kind,
-            message: e.message.clone(),
-            request: e.request.clone(),
-            response: e.response.clone(),
-        })
-        .collect();
-    let checks = [plan.setup.as_ref(), plan.init.as_ref()]
-        .into_iter()
-        .chain(plan.scenarios.iter())
-        .chain(std::iter::once(plan.teardown.as_ref()))
-        .flat_map(|sc| sc.steps.iter())
-        .flat_map(|step| {
-            let stats = &outcome.metrics.steps[step.metric];
-            step.checks.iter().enumerate().map(move |(i, c)| {
-                let [passes, fails] = stats.checks.get(i).copied().unwrap_or([0, 0]);
-                CheckSummary {
-                    scenario: plan.step_keys[step.metric].scenario.clone(),
-                    step: step.name.clone(),
-                    name: c.name.clone(),
-                    passes,
-                    fails,
-                }
-            })
-        })
-        .collect();
+    let error_samples = error_sample_reports(plan, outcome);
+    let checks = check_summaries(plan, outcome);
     let measured = Measured::new(&plan.step_keys, &plan.group_keys, &outcome.metrics);
     let thresholds = judge_thresholds(&plan.thresholds, &measured, seconds, baseline);
     let mut generator = generator;
     if total.requests > 0 {
         generator.cpu_micros_per_request = round3(generator.cpu_seconds * 1e6 / total.requests as f64);
     }
-    let open: Vec<_> = plan.groups.iter().filter(|g| g.load.is_open()).collect();
-    let schedule = (!open.is_empty()).then(|| {
-        let scheduled: u64 = open.iter().filter_map(|g| g.load.scheduled_iterations()).sum();
-        let ran: u64 = open
-            .iter()
-            .flat_map(|g| &g.scenarios)
-            .map(|&s| outcome.metrics.iterations.get(s).copied().unwrap_or(0))
-            .sum();
-        let secs = open.iter().filter_map(|g| g.load.planned_duration()).max().unwrap_or_default().as_secs_f64();
-        let per_sec = |n: u64| if secs > 0.0 { round3(n as f64 / secs) } else { 0.0 };
-        let m = &outcome.metrics;
-        let dropped: u64 = m.dropped.iter().sum();
-        let max_vus: u32 = open.iter().map(|g| g.load.max_vus()).sum();
-        // The time an iteration holds its VU: its requests' service time (think time left out).
-        let service_ms = total.service_ms.as_ref().map_or(total.latency_ms.mean, |s| s.mean);
-        let per_iteration_ms = if ran > 0 { service_ms * total.requests as f64 / ran as f64 } else { 0.0 };
-        let hint = (dropped > 0).then(|| pool_exhausted_hint(per_sec(scheduled), max_vus, per_iteration_ms, m));
-        ScheduleFacts {
-            target_rate: per_sec(scheduled),
-            achieved_rate: per_sec(ran),
-            scheduled_iterations: scheduled,
-            dropped_iterations: dropped,
-            dropped_by_reason: m.dropped_by_reason_named(),
-            waited_iterations: m.queue_wait.len(),
-            // Every started iteration records its lag once; those that did not complete were
-            // cut off.
-            interrupted_iterations: m.schedule_lag.len().saturating_sub(ran),
-            wait_ms: (!m.queue_wait.is_empty()).then(|| histogram_summary(&m.queue_wait)),
-            lag_ms: histogram_summary(&m.schedule_lag),
-            hint,
-        }
-    });
-    let mut saturated = Vec::new();
-    if let Some(s) = &schedule
-        && s.lag_ms.p99 > SATURATION_LAG_P99_MS
-    {
-        saturated.push(format!(
-            "schedule lag p99 {:.1} ms > {SATURATION_LAG_P99_MS} ms: iterations started late",
-            s.lag_ms.p99
-        ));
-    }
-    let cores = outcome.threads as f64;
-    if generator.cpu_percent > SATURATION_CPU_SHARE * 100.0 * cores {
-        saturated.push(format!(
-            "generator CPU {:.0}% of {} worker core(s) > {:.0}%",
-            generator.cpu_percent,
-            outcome.threads,
-            SATURATION_CPU_SHARE * 100.0 * cores
-        ));
-    }
-    let saturated = (!saturated.is_empty())
-        .then(|| format!("the generator saturated ({}); its figures are suspect", saturated.join("; ")));
+    let schedule = schedule_facts(plan, outcome, &total);
+    let saturated = saturation(schedule.as_ref(), &generator, outcome.threads);
     Report {
         groups,
         schema_version: REPORT_SCHEMA_VERSION,
@@ -290,7 +202,125 @@ pub fn build_report(
     }
 }
 
-/// The terminal summary: run facts, then one row per step and a total.
+/// One summary per step, in the plan's order of step keys.
+fn summarize_steps(keys: &[StepKey], steps: &[StepStats], seconds: f64) -> Vec<StepSummary> {
+    keys.iter()
+        .zip(steps)
+        .map(|(key, stats)| summarize(stats, seconds, Some(key.scenario.clone()), Some(key.step.clone())))
+        .collect()
+}
+
+/// The summary of every step's requests together (no scenario, no step).
+fn summarize_total(steps: &[StepStats], seconds: f64) -> StepSummary {
+    let mut total_stats = StepStats::default();
+    for s in steps {
+        total_stats.merge(s);
+    }
+    summarize(&total_stats, seconds, None, None)
+}
+
+/// The run's error samples, each named by its scenario and step.
+fn error_sample_reports(plan: &Plan, outcome: &RunOutcome) -> Vec<ErrorSampleReport> {
+    outcome
+        .error_samples
+        .iter()
+        .map(|e| ErrorSampleReport {
+            scenario: plan.step_keys[e.metric].scenario.clone(),
+            step: plan.step_keys[e.metric].step.clone(),
+            kind: e.kind,
+            message: e.message.clone(),
+            request: e.request.clone(),
+            response: e.response.clone(),
+        })
+        .collect()
+}
+
+/// Each named check's passes and failures, in the order of the flows (setup, init, the
+/// scenarios, teardown) and of their steps.
+fn check_summaries(plan: &Plan, outcome: &RunOutcome) -> Vec<CheckSummary> {
+    [plan.setup.as_ref(), plan.init.as_ref()]
+        .into_iter()
+        .chain(plan.scenarios.iter())
+        .chain(std::iter::once(plan.teardown.as_ref()))
+        .flat_map(|sc| sc.steps.iter())
+        .flat_map(|step| {
+            let stats = &outcome.metrics.steps[step.metric];
+            step.checks.iter().enumerate().map(move |(i, c)| {
+                let [passes, fails] = stats.checks.get(i).copied().unwrap_or([0, 0]);
+                CheckSummary {
+                    scenario: plan.step_keys[step.metric].scenario.clone(),
+                    step: step.name.clone(),
+                    name: c.name.clone(),
+                    passes,
+                    fails,
+                }
+            })
+        })
+        .collect()
+}
+
+/// The open models' schedule against what ran: rates, dropped, waiting and cut-off
+/// iterations, lag, and a hint when iterations were dropped (none without an open model).
+fn schedule_facts(plan: &Plan, outcome: &RunOutcome, total: &StepSummary) -> Option<ScheduleFacts> {
+    let open: Vec<_> = plan.groups.iter().filter(|g| g.load.is_open()).collect();
+    (!open.is_empty()).then(|| {
+        let scheduled: u64 = open.iter().filter_map(|g| g.load.scheduled_iterations()).sum();
+        let ran: u64 = open
+            .iter()
+            .flat_map(|g| &g.scenarios)
+            .map(|&s| outcome.metrics.iterations.get(s).copied().unwrap_or(0))
+            .sum();
+        let secs = open.iter().filter_map(|g| g.load.planned_duration()).max().unwrap_or_default().as_secs_f64();
+        let per_sec = |n: u64| if secs > 0.0 { round3(n as f64 / secs) } else { 0.0 };
+        let m = &outcome.metrics;
+        let dropped: u64 = m.dropped.iter().sum();
+        let max_vus: u32 = open.iter().map(|g| g.load.max_vus()).sum();
+        // The time an iteration holds its VU: its requests' service time (think time left out).
+        let service_ms = total.service_ms.as_ref().map_or(total.latency_ms.mean, |s| s.mean);
+        let per_iteration_ms = if ran > 0 { service_ms * total.requests as f64 / ran as f64 } else { 0.0 };
+        let hint = (dropped > 0).then(|| pool_exhausted_hint(per_sec(scheduled), max_vus, per_iteration_ms, m));
+        ScheduleFacts {
+            target_rate: per_sec(scheduled),
+            achieved_rate: per_sec(ran),
+            scheduled_iterations: scheduled,
+            dropped_iterations: dropped,
+            dropped_by_reason: m.dropped_by_reason_named(),
+            waited_iterations: m.queue_wait.len(),
+            // Every started iteration records its lag once; those that did not complete were
+            // cut off.
+            interrupted_iterations: m.schedule_lag.len().saturating_sub(ran),
+            wait_ms: (!m.queue_wait.is_empty()).then(|| histogram_summary(&m.queue_wait)),
+            lag_ms: histogram_summary(&m.schedule_lag),
+            hint,
+        }
+    })
+}
+
+/// Why the generator's figures are suspect, if they are: iterations started late, or its CPU
+/// near the whole of its `threads` worker cores.
+fn saturation(schedule: Option<&ScheduleFacts>, generator: &GeneratorFacts, threads: usize) -> Option<String> {
+    let mut saturated = Vec::new();
+    if let Some(s) = schedule
+        && s.lag_ms.p99 > SATURATION_LAG_P99_MS
+    {
+        saturated.push(format!(
+            "schedule lag p99 {:.1} ms > {SATURATION_LAG_P99_MS} ms: iterations started late",
+            s.lag_ms.p99
+        ));
+    }
+    let cores = threads as f64;
+    if generator.cpu_percent > SATURATION_CPU_SHARE * 100.0 * cores {
+        saturated.push(format!(
+            "generator CPU {:.0}% of {} worker core(s) > {:.0}%",
+            generator.cpu_percent,
+            threads,
+            SATURATION_CPU_SHARE * 100.0 * cores
+        ));
+    }
+    (!saturated.is_empty())
+        .then(|| format!("the generator saturated ({}); its figures are suspect", saturated.join("; ")))
+}
+
 /// Why iterations were dropped, and what to change: each drop means every one of the open
 /// groups' `max_vus` VUs was busy. By Little's law a rate of `rate`/s of iterations that each
 /// hold a VU `mean_ms` keeps `rate × mean_ms / 1000` VUs busy on average.
@@ -325,8 +355,25 @@ pub fn step_label(report: &Report, s: &StepSummary) -> String {
     }
 }
 
+/// The terminal summary: run facts, then one row per step and a total.
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
+    write_run_facts(report, &mut out);
+    write_steps(report, &mut out);
+    write_messages(report, &mut out);
+    write_errors(report, &mut out);
+    write_checks(report, &mut out);
+    write_thresholds(report, &mut out);
+    out.push_str(&status_lines(&report.total));
+    if let Some(c) = &report.capacity {
+        out.push_str(&render_capacity(c));
+    }
+    out
+}
+
+/// The run's facts above the table: its name and load model, duration, VUs and the
+/// generator, the target, why it was aborted, the schedule, and warnings; then a blank line.
+fn write_run_facts(report: &Report, out: &mut String) {
     let r = &report.run;
     let _ = writeln!(out, "\n{} · {}{}", report.name, r.executor, if r.interrupted { " · INTERRUPTED" } else { "" });
     let _ = writeln!(
@@ -348,39 +395,7 @@ pub fn render_table(report: &Report) -> String {
         let _ = writeln!(out, "ABORTED: {why}");
     }
     if let Some(s) = &r.schedule {
-        let _ = writeln!(
-            out,
-            "schedule: {:.1} iterations/s achieved of {:.1}/s · {} of {} dropped · lag p50 {:.3} ms, p99 {:.3} ms, max \
-             {:.3} ms (latency counts from the scheduled start)",
-            s.achieved_rate,
-            s.target_rate,
-            s.dropped_iterations,
-            s.scheduled_iterations,
-            s.lag_ms.p50,
-            s.lag_ms.p99,
-            s.lag_ms.max
-        );
-        if let Some(w) = &s.wait_ms {
-            let _ = writeln!(
-                out,
-                "waited for a free VU: {} iterations · wait p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (in their latency)",
-                s.waited_iterations, w.p50, w.p99, w.max
-            );
-        }
-        if !s.dropped_by_reason.is_empty() {
-            let reasons: Vec<String> = s.dropped_by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            let _ = writeln!(out, "dropped: {}", reasons.join(", "));
-        }
-        if s.interrupted_iterations > 0 {
-            let _ = writeln!(
-                out,
-                "interrupted: {} iterations started but did not complete (cut off at the hard stop, gracefulStop)",
-                s.interrupted_iterations
-            );
-        }
-        if let Some(hint) = &s.hint {
-            let _ = writeln!(out, "HINT: {hint}");
-        }
+        write_schedule(s, out);
     }
     if let Some(why) = &r.saturated {
         let _ = writeln!(out, "WARNING: {why}");
@@ -393,10 +408,90 @@ pub fn render_table(report: &Report) -> String {
         );
     }
     let _ = writeln!(out);
+}
+
+/// An open model's schedule: the rates, dropped iterations and lag, then those that waited
+/// for a VU, why iterations were dropped, those cut off, and the hint.
+fn write_schedule(s: &ScheduleFacts, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "schedule: {:.1} iterations/s achieved of {:.1}/s · {} of {} dropped · lag p50 {:.3} ms, p99 {:.3} ms, max \
+         {:.3} ms (latency counts from the scheduled start)",
+        s.achieved_rate,
+        s.target_rate,
+        s.dropped_iterations,
+        s.scheduled_iterations,
+        s.lag_ms.p50,
+        s.lag_ms.p99,
+        s.lag_ms.max
+    );
+    if let Some(w) = &s.wait_ms {
+        let _ = writeln!(
+            out,
+            "waited for a free VU: {} iterations · wait p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (in their latency)",
+            s.waited_iterations, w.p50, w.p99, w.max
+        );
+    }
+    if !s.dropped_by_reason.is_empty() {
+        let reasons: Vec<String> = s.dropped_by_reason.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(out, "dropped: {}", reasons.join(", "));
+    }
+    if s.interrupted_iterations > 0 {
+        let _ = writeln!(
+            out,
+            "interrupted: {} iterations started but did not complete (cut off at the hard stop, gracefulStop)",
+            s.interrupted_iterations
+        );
+    }
+    if let Some(hint) = &s.hint {
+        let _ = writeln!(out, "HINT: {hint}");
+    }
+}
+
+/// The table: a row per step, the total between rules, the groups' transactions under it;
+/// then what its figures mean.
+fn write_steps(report: &Report, out: &mut String) {
     let headers = [
         "step", "samples", "mean", "min", "max", "p50", "p75", "p90", "p95", "p99", "p99.9", "req/s", "errors",
         "error %", "recv/s", "sent/s",
     ];
+    let (rows, total_at) = step_rows(report);
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String], out: &mut String| {
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{cell:<w$}");
+            } else {
+                let _ = write!(out, "  {cell:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), out);
+    let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+    for (i, row) in rows.iter().enumerate() {
+        if i == total_at || i == total_at + 1 {
+            let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+        }
+        line(row, out);
+    }
+    let _ = writeln!(out, "latency in ms; samples = requests sent; error % = errors / samples");
+    if !report.groups.is_empty() {
+        let _ = writeln!(
+            out,
+            "a group's samples are its transactions, its latency their durations (first send to the end of its last \
+             step, think times included), its errors the transactions with a failed step"
+        );
+    }
+}
+
+/// The table's rows (each step's, the total's, each group's) and the total's index.
+fn step_rows(report: &Report) -> (Vec<Vec<String>>, usize) {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let multi = report.scenarios.len() > 1;
     for s in &report.steps {
@@ -416,80 +511,55 @@ pub fn render_table(report: &Report) -> String {
         row.extend(["-".to_string(), "-".to_string()]);
         rows.push(row);
     }
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    (rows, total_at)
+}
+
+/// The run's errors by kind, and a line per error sample.
+fn write_errors(report: &Report, out: &mut String) {
+    if report.total.errors_by_kind.is_empty() {
+        return;
     }
-    let line = |cells: &[String], out: &mut String| {
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i == 0 {
-                let _ = write!(out, "{cell:<w$}");
-            } else {
-                let _ = write!(out, "  {cell:>w$}");
+    let kinds: Vec<String> = report.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
+    for e in &report.error_samples {
+        let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
+    }
+}
+
+/// The checks' share passed, and a line per check.
+fn write_checks(report: &Report, out: &mut String) {
+    if report.checks.is_empty() {
+        return;
+    }
+    let passes: u64 = report.checks.iter().map(|c| c.passes).sum();
+    let fails: u64 = report.checks.iter().map(|c| c.fails).sum();
+    let rate = if passes + fails > 0 { passes as f64 * 100.0 / (passes + fails) as f64 } else { 100.0 };
+    let _ = writeln!(out, "\nchecks: {rate:.2}% passed ({passes} passed, {fails} failed)");
+    for c in &report.checks {
+        let mark = if c.fails == 0 { "✓" } else { "✗" };
+        let _ =
+            writeln!(out, "  {mark} {}/{}: {}  ({} passed, {} failed)", c.scenario, c.step, c.name, c.passes, c.fails);
+    }
+}
+
+/// How many thresholds passed, and a line per threshold with what was measured.
+fn write_thresholds(report: &Report, out: &mut String) {
+    if report.thresholds.is_empty() {
+        return;
+    }
+    let failed = report.thresholds.iter().filter(|v| !v.passed).count();
+    let _ = writeln!(out, "\nthresholds: {} passed, {failed} failed", report.thresholds.len() - failed);
+    for v in &report.thresholds {
+        let mark = if v.passed { "✓" } else { "✗" };
+        let _ = write!(out, "  {mark} {}  (actual {})", v.threshold, v.actual_text);
+        // Why it could not be judged (no baseline, nothing measured): on the line it fails.
+        match &v.message {
+            Some(why) => {
+                let _ = writeln!(out, ": {why}");
             }
-        }
-        out.push('\n');
-    };
-    line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &mut out);
-    let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-    for (i, row) in rows.iter().enumerate() {
-        if i == total_at || i == total_at + 1 {
-            let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-        }
-        line(row, &mut out);
-    }
-    let _ = writeln!(out, "latency in ms; samples = requests sent; error % = errors / samples");
-    if !report.groups.is_empty() {
-        let _ = writeln!(
-            out,
-            "a group's samples are its transactions, its latency their durations (first send to the end of its last \
-             step, think times included), its errors the transactions with a failed step"
-        );
-    }
-    write_messages(report, &mut out);
-    if !report.total.errors_by_kind.is_empty() {
-        let kinds: Vec<String> = report.total.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let _ = writeln!(out, "\nerrors by kind: {}", kinds.join(", "));
-        for e in &report.error_samples {
-            let _ = writeln!(out, "  {}/{} {}: {}", e.scenario, e.step, e.kind.name(), e.message);
+            None => out.push('\n'),
         }
     }
-    if !report.checks.is_empty() {
-        let passes: u64 = report.checks.iter().map(|c| c.passes).sum();
-        let fails: u64 = report.checks.iter().map(|c| c.fails).sum();
-        let rate = if passes + fails > 0 { passes as f64 * 100.0 / (passes + fails) as f64 } else { 100.0 };
-        let _ = writeln!(out, "\nchecks: {rate:.2}% passed ({passes} passed, {fails} failed)");
-        for c in &report.checks {
-            let mark = if c.fails == 0 { "✓" } else { "✗" };
-            let _ = writeln!(
-                out,
-                "  {mark} {}/{}: {}  ({} passed, {} failed)",
-                c.scenario, c.step, c.name, c.passes, c.fails
-            );
-        }
-    }
-    if !report.thresholds.is_empty() {
-        let failed = report.thresholds.iter().filter(|v| !v.passed).count();
-        let _ = writeln!(out, "\nthresholds: {} passed, {failed} failed", report.thresholds.len() - failed);
-        for v in &report.thresholds {
-            let mark = if v.passed { "✓" } else { "✗" };
-            let _ = write!(out, "  {mark} {}  (actual {})", v.threshold, v.actual_text);
-            // Why it could not be judged (no baseline, nothing measured): on the line it fails.
-            match &v.message {
-                Some(why) => {
-                    let _ = writeln!(out, ": {why}");
-                }
-                None => out.push('\n'),
-            }
-        }
-    }
-    out.push_str(&status_lines(&report.total));
-    if let Some(c) = &report.capacity {
-        out.push_str(&render_capacity(c));
-    }
-    out
 }
 
 /// What the answers were, one line per protocol: HTTP status codes, gRPC statuses (in code

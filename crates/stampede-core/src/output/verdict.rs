@@ -27,8 +27,11 @@ use stampede_model::report::{LatencySummary, Report, StepSummary, TimelinePoint}
 /// Which way a figure went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Direction {
+    /// Moved beyond the noise band the bad way (latency or error rate up, rate down).
     Worse,
+    /// Moved beyond the noise band the good way.
     Better,
+    /// Moved no more than the noise band.
     Noise,
 }
 
@@ -39,10 +42,14 @@ pub struct Figure {
     pub step: String,
     /// `p99`, `rps`, `errors.rate`…
     pub metric: &'static str,
+    /// Its value in the base run: ms for latencies, requests/s for `rps`, per cent for
+    /// `errors.rate`.
     pub base: f64,
+    /// Its value in the new run, in the same unit.
     pub new: f64,
     /// Half-width of the noise band, in the figure's unit.
     pub noise: f64,
+    /// Which way it went, judged against `noise`.
     pub direction: Direction,
 }
 
@@ -329,7 +336,9 @@ pub fn render_verdict(judged: &[Figure]) -> String {
 /// that way by more than that, beyond noise, fails the comparison.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FailOn {
+    /// The rule as written, quoted in the message when it fails.
     pub text: String,
+    /// The figure it watches (a [`Figure::metric`] name: `p99`, `rps`, `errors.rate`…).
     pub metric: &'static str,
     /// Signed: `+10.0` fails on a rise of more than 10, `-5.0` on a fall of more than 5.
     pub limit: f64,

@@ -28,13 +28,18 @@ pub struct StepStats {
     pub requests: u64,
     /// Requests that failed, by kind.
     pub errors: [u64; KINDS],
+    /// Bytes of the step's requests sent, failed requests included.
     pub bytes_sent: u64,
+    /// Bytes of answers read: head, framing and body.
     pub bytes_received: u64,
-    /// gRPC and WebSocket messages sent and received.
+    /// gRPC and WebSocket messages sent.
     pub messages_sent: u64,
+    /// gRPC and WebSocket messages received.
     pub messages_received: u64,
-    /// Exact smallest and largest latency, µs (the histogram rounds within its precision).
+    /// Exact smallest latency, µs, where the histogram rounds within its precision (`u64::MAX`
+    /// when there is none; see [`Self::min_latency_us`]).
     pub min_us: u64,
+    /// Exact largest latency, µs (0 when there is none).
     pub max_us: u64,
     /// Passes and failures of each named check of the step, by check index.
     pub checks: Vec<[u64; 2]>,
@@ -96,6 +101,7 @@ impl Default for StepStats {
 }
 
 impl StepStats {
+    /// Records the latency of one answer, µs (raised to at least 1), and the exact extremes.
     #[inline]
     pub fn record_latency_us(&mut self, us: u64) {
         let us = us.max(1);
@@ -125,6 +131,7 @@ impl StepStats {
         if self.latency.is_empty() { 0 } else { self.min_us }
     }
 
+    /// Counts one answer with HTTP `status`; a code outside 100–599 is not counted.
     #[inline]
     pub fn record_status(&mut self, status: u16) {
         if let Some(slot) = status.checked_sub(STATUS_MIN).map(usize::from)
@@ -167,6 +174,7 @@ impl StepStats {
         self.ws_close.iter().copied()
     }
 
+    /// Counts one failed request of `kind`.
     #[inline]
     pub fn record_error(&mut self, kind: ErrorKind) {
         self.errors[kind.index()] += 1;
@@ -192,6 +200,7 @@ impl StepStats {
         self.checks.iter().fold((0, 0), |(p, f), c| (p + c[0], f + c[1]))
     }
 
+    /// Failed requests, all kinds together.
     pub fn error_total(&self) -> u64 {
         self.errors.iter().sum()
     }
@@ -201,7 +210,6 @@ impl StepStats {
         self.status.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (i as u16 + STATUS_MIN, *n))
     }
 
-    /// Adds another worker's stats into these.
     /// What was recorded after `earlier`, a snapshot of these same counters: e.g. a capacity
     /// plateau's figures without its warm-up. Latency phases are left out; the smallest and
     /// largest latency are the histogram's (within its precision).
@@ -242,6 +250,7 @@ impl StepStats {
         d
     }
 
+    /// Adds another worker's stats into these.
     pub fn merge(&mut self, other: &StepStats) {
         self.latency.add(&other.latency).expect("histograms share bounds");
         self.requests += other.requests;
@@ -281,12 +290,15 @@ impl StepStats {
 /// What one worker records in one reporting interval (all steps together).
 #[derive(Clone, Debug)]
 pub struct IntervalStats {
+    /// Latency of the answers of every step, µs.
     pub latency: Histogram<u64>,
+    /// Requests attempted, all steps together.
     pub requests: u64,
     /// Failed requests, all kinds together.
     pub errors: u64,
     /// Failed requests by kind (indexed by [`ErrorKind::index`]); they add up to `errors`.
     pub errors_by_kind: [u64; KINDS],
+    /// Iterations completed, all scenarios together.
     pub iterations: u64,
     /// Open models: iterations that started on schedule in this interval.
     pub started: u64,
@@ -305,6 +317,7 @@ pub struct IntervalStats {
 /// One step's part of an interval.
 #[derive(Clone, Debug)]
 pub struct IntervalStep {
+    /// Requests attempted.
     pub requests: u64,
     /// Failed requests by kind (indexed by [`ErrorKind::index`]).
     pub errors_by_kind: [u64; KINDS],
@@ -319,10 +332,12 @@ impl Default for IntervalStep {
 }
 
 impl IntervalStep {
+    /// Failed requests, all kinds together.
     pub fn errors(&self) -> u64 {
         self.errors_by_kind.iter().sum()
     }
 
+    /// Adds another worker's part of the same step into this one.
     pub fn merge(&mut self, other: &IntervalStep) {
         self.requests += other.requests;
         for (a, b) in self.errors_by_kind.iter_mut().zip(other.errors_by_kind.iter()) {
@@ -381,6 +396,7 @@ impl IntervalStats {
         &mut self.steps[metric]
     }
 
+    /// Adds another worker's interval into this one (`lag_max_us` is the larger of the two).
     pub fn merge(&mut self, other: &IntervalStats) {
         self.latency.add(&other.latency).expect("histograms share bounds");
         self.requests += other.requests;
@@ -398,6 +414,7 @@ impl IntervalStats {
         }
     }
 
+    /// Empties it for the next interval, keeping the histogram's allocation.
     pub fn reset(&mut self) {
         self.latency.reset();
         self.requests = 0;
@@ -449,6 +466,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// Every reason, in the order of their slots in `dropped_by_reason` (`reason as usize`).
     pub const ALL: [DropReason; 3] = [DropReason::QueueFull, DropReason::WaitedTooLong, DropReason::RunEnded];
 
     /// The name in reports and portable results.
@@ -462,6 +480,7 @@ impl DropReason {
 }
 
 impl WorkerMetrics {
+    /// Empty recordings for `steps` step metrics and `scenarios` scenarios.
     pub fn new(steps: usize, scenarios: usize) -> Self {
         WorkerMetrics {
             steps: (0..steps).map(|_| StepStats::default()).collect(),
@@ -517,6 +536,7 @@ impl WorkerMetrics {
         &mut self.groups[g]
     }
 
+    /// Adds another worker's recordings into these (steps and scenarios by position).
     pub fn merge(&mut self, other: &WorkerMetrics) {
         for (a, b) in self.steps.iter_mut().zip(other.steps.iter()) {
             a.merge(b);

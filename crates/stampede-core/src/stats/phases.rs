@@ -29,12 +29,16 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in request order (which is also [`Phase::index`] order).
     pub const ALL: [Phase; 5] = [Phase::Dns, Phase::Connect, Phase::Tls, Phase::Ttfb, Phase::Receive];
 
+    /// Position in [`Phase::ALL`], 0–4.
     pub fn index(self) -> usize {
         self as usize
     }
 
+    /// The name in portable results and Prometheus labels: `dns`, `connect`, `tls`, `ttfb`,
+    /// `receive`.
     pub fn name(self) -> &'static str {
         match self {
             Phase::Dns => "dns",
@@ -51,6 +55,7 @@ impl Phase {
 pub struct ConnectTimes {
     /// Name resolution, when the host was a name.
     pub dns_us: Option<u64>,
+    /// The TCP connect.
     pub connect_us: u64,
     /// The TLS handshake, on an `https` connection.
     pub tls_us: Option<u64>,
@@ -59,8 +64,11 @@ pub struct ConnectTimes {
 /// One phase's samples: a histogram and the exact extremes.
 #[derive(Clone, Debug)]
 pub struct PhaseStats {
+    /// Every sample, µs (at least 1).
     pub histogram: Histogram<u64>,
+    /// Exact smallest sample, µs (`u64::MAX` when there is none; see [`Self::min_value_us`]).
     pub min_us: u64,
+    /// Exact largest sample, µs (0 when there is none).
     pub max_us: u64,
 }
 
@@ -120,6 +128,7 @@ impl Phases {
         self.slots[phase.index()].as_deref()
     }
 
+    /// Records one sample of `phase`, µs (raised to at least 1).
     #[inline]
     pub fn record(&mut self, phase: Phase, us: u64) {
         self.slots[phase.index()].get_or_insert_with(|| Box::new(PhaseStats::new())).record(us);
@@ -149,6 +158,7 @@ impl Phases {
         self.slots[phase.index()] = Some(Box::new(stats));
     }
 
+    /// Adds another worker's phase samples into these.
     pub fn merge(&mut self, other: &Phases) {
         for (a, b) in self.slots.iter_mut().zip(&other.slots) {
             match (a.as_deref_mut(), b) {

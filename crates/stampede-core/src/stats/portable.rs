@@ -26,16 +26,36 @@ use crate::stats::phases::{Phase, PhaseStats, Phases};
 /// Why portable metrics could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum PortableError {
+    /// A histogram's text is not valid base64.
     #[error("step `{scenario}/{step}`: histogram is not valid base64: {source}")]
-    Base64 { scenario: String, step: String, source: base64::DecodeError },
+    Base64 {
+        /// Scenario of the histogram's step (empty for the run's schedule lag and queue wait).
+        scenario: String,
+        /// The histogram's step (`schedule lag` or `queue wait` for those of the whole run).
+        step: String,
+        /// What the base64 decoder found.
+        source: base64::DecodeError,
+    },
+    /// A histogram is not HdrHistogram V2 with deflate, or does not fit the bounds it is added to.
     #[error("step `{scenario}/{step}`: histogram cannot be decoded: {message}")]
-    Histogram { scenario: String, step: String, message: String },
+    Histogram {
+        /// Scenario of the histogram's step (empty for the run's schedule lag and queue wait).
+        scenario: String,
+        /// The histogram's step (`schedule lag` or `queue wait` for those of the whole run).
+        step: String,
+        /// The decoder's or the histogram's error, in its debug form.
+        message: String,
+    },
+    /// Errors counted under a kind name this version does not know (the name).
     #[error("unknown error kind `{0}`")]
     ErrorKind(String),
+    /// Dropped iterations counted under a reason this version does not know (the name).
     #[error("unknown reason for dropped iterations `{0}`")]
     DropReason(String),
+    /// Calls counted under a gRPC status name that is not one of the 17 (the name).
     #[error("unknown gRPC status `{0}`")]
     GrpcStatus(String),
+    /// Sessions counted under a close code that is not a number from 0 to 65535 (the text).
     #[error("`{0}` is not a WebSocket close code")]
     CloseCode(String),
 }
@@ -229,6 +249,7 @@ pub struct TimelineBuilder {
 }
 
 impl TimelineBuilder {
+    /// A builder of intervals `interval_seconds` long (0 counts as 1).
     pub fn new(interval_seconds: u32) -> Self {
         TimelineBuilder { interval_seconds: interval_seconds.max(1), current: None, done: Vec::new() }
     }
@@ -349,6 +370,7 @@ fn encode_interval(index: u64, active_vus: u32, s: &IntervalStats) -> PortableIn
 /// One interval of a merged timeline.
 #[derive(Clone, Debug)]
 pub struct MergedInterval {
+    /// Interval number from 1: it ends `index` × the interval length after the start.
     pub index: u64,
     /// VUs of all runners at the end of the interval.
     pub active_vus: u32,

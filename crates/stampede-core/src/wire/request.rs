@@ -11,7 +11,9 @@ pub const USER_AGENT: &str = concat!("stampede/", env!("CARGO_PKG_VERSION"));
 /// What the writer needs besides the caller's own headers.
 #[derive(Clone, Copy, Debug)]
 pub struct Head<'a> {
+    /// The request method as sent, e.g. `GET`.
     pub method: &'a str,
+    /// Where the request goes: the request line's path and query, and the `host` header.
     pub url: &'a HttpUrl,
     /// The body's media type, sent unless a caller's header sets `content-type`.
     pub content_type: Option<&'a str>,

@@ -13,12 +13,18 @@ pub const DEFAULT_MAX_STREAMS: u32 = 100;
 /// The scenario's connection settings, compiled.
 #[derive(Debug, Default)]
 pub struct TransportPlan {
+    /// `http.version`: HTTP/1.1, HTTP/2, or `auto` (HTTP/2 when the TLS handshake agrees on it).
     pub version: HttpVersion,
     /// HTTP/2 connections per origin for the whole runner (`None`: one per worker thread).
     pub connections: Option<u32>,
+    /// HTTP/2: most requests in flight at once on one connection (at least 1; default
+    /// [`DEFAULT_MAX_STREAMS`]).
     pub max_streams: u32,
+    /// HTTP/1.1: keep each VU's connection open, or open a new one for each iteration.
     pub policy: ConnectionPolicy,
+    /// HTTP/1.1: requests after which a connection is closed (`None`: no limit).
     pub max_requests_per_connection: Option<u32>,
+    /// `http.tls`: extra roots, client certificate and key, server name, `insecure`.
     pub tls: TlsSettings,
     /// `http.localAddresses`, expanded: new connections are bound to each in turn (empty: the
     /// system picks).

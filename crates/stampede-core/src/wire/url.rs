@@ -3,10 +3,23 @@
 /// Why a URL cannot be requested.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum UrlError {
+    /// The text does not parse as an absolute URL.
     #[error("invalid URL `{url}`: {reason}")]
-    Invalid { url: String, reason: url::ParseError },
+    Invalid {
+        /// The URL as given.
+        url: String,
+        /// What the URL parser found.
+        reason: url::ParseError,
+    },
+    /// The scheme is neither `http` nor `https`.
     #[error("`{url}`: unsupported scheme `{scheme}` (use http or https)")]
-    Scheme { url: String, scheme: String },
+    Scheme {
+        /// The URL as given.
+        url: String,
+        /// Its scheme, e.g. `ftp`.
+        scheme: String,
+    },
+    /// The URL names no host (the URL as given).
     #[error("`{0}` has no host")]
     NoHost(String),
 }
@@ -16,10 +29,13 @@ pub enum UrlError {
 pub struct HttpUrl {
     /// `https`: over TLS.
     pub tls: bool,
+    /// The host to connect to: a name, or an IP address (IPv6 without brackets).
     pub host: String,
+    /// The port to connect to: the URL's, else 80 for `http` and 443 for `https`.
     pub port: u16,
     /// `host[:port]` as sent in the Host header.
     pub authority: String,
+    /// The request line's target: the path (`/` at least) and `?query` if any, no fragment.
     pub path_and_query: String,
 }
 

@@ -64,6 +64,19 @@ impl std::fmt::Debug for Exporter {
     }
 }
 
+/// The per-step families of one scrape ([`Exporter::step_families`]).
+struct StepFamilies {
+    requests: MetricFamily,
+    responses: MetricFamily,
+    errors: MetricFamily,
+    latency: MetricFamily,
+    phases: MetricFamily,
+    sent: MetricFamily,
+    received: MetricFamily,
+    /// Messages sent and received, gRPC calls by status, WebSocket closes by code.
+    messages: [MetricFamily; 4],
+}
+
 impl Exporter {
     /// An exporter for `plan`; `labels` go on every series (e.g. namespace, loadtest, runner).
     pub fn new(plan: &Plan, labels: Vec<(String, String)>) -> Self {
@@ -133,8 +146,45 @@ impl Exporter {
             let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
             (s.totals.clone(), s.active_vus, s.start_unix)
         };
+        let totals = totals.as_deref();
+        let steps = self.step_families(totals);
+        let [iterations, dropped, by_reason, waited, wait, lag] = self.iteration_families(totals);
+        let [transactions, failed, durations] = self.group_families(totals);
+        let mut families = vec![
+            steps.requests,
+            steps.responses,
+            steps.errors,
+            steps.latency,
+            steps.sent,
+            steps.received,
+            iterations,
+            dropped,
+            by_reason,
+            waited,
+            wait,
+            lag,
+            transactions,
+            failed,
+            durations,
+        ];
+        if !steps.phases.get_metric().is_empty() {
+            families.push(steps.phases);
+        }
+        for m in steps.messages {
+            if !m.get_metric().is_empty() {
+                families.push(m);
+            }
+        }
+        self.process_families(active, start, &mut families);
+        families.retain(|f| !f.get_metric().is_empty());
+        families
+    }
+
+    /// The per-step families: requests, responses, errors, latency and its phases, bytes, and
+    /// gRPC and WebSocket messages, statuses and closes.
+    fn step_families(&self, totals: Option<&Totals>) -> StepFamilies {
         let empty = StepStats::default();
-        let step = |i: usize| totals.as_ref().and_then(|t| t.steps.get(i)).unwrap_or(&empty);
+        let step = |i: usize| totals.and_then(|t| t.steps.get(i)).unwrap_or(&empty);
         let step_labels = |k: &StepKey| vec![("scenario", k.scenario.clone()), ("step", k.step.clone())];
 
         let mut requests = self.family("stampede_requests_total", "Requests sent.", MetricType::COUNTER);
@@ -216,6 +266,21 @@ impl Exporter {
                 self.push_value(&mut messages_received, &labels, s.messages_received as f64);
             }
         }
+        StepFamilies {
+            requests,
+            responses,
+            errors,
+            latency,
+            phases,
+            sent,
+            received,
+            messages: [messages_sent, messages_received, grpc_calls, ws_closes],
+        }
+    }
+
+    /// The `group` blocks' families: transactions, their failures and durations.
+    fn group_families(&self, totals: Option<&Totals>) -> [MetricFamily; 3] {
+        let empty = StepStats::default();
         let mut transactions = self.family(
             "stampede_group_transactions_total",
             "Runs of a `group` block (transactions), by scenario and group.",
@@ -233,7 +298,7 @@ impl Exporter {
             MetricType::HISTOGRAM,
         );
         for (i, key) in self.transactions.iter().enumerate() {
-            let g = totals.as_ref().and_then(|t| t.groups.get(i)).unwrap_or(&empty);
+            let g = totals.and_then(|t| t.groups.get(i)).unwrap_or(&empty);
             let labels = vec![("scenario", key.scenario.clone()), ("group", key.step.clone())];
             self.push_value(&mut transactions, &labels, g.requests as f64);
             for kind in ErrorKind::ALL.into_iter().filter(|k| g.errors[k.index()] > 0) {
@@ -243,6 +308,13 @@ impl Exporter {
             }
             self.push_histogram(&mut durations, &labels, &g.latency);
         }
+        [transactions, failed, durations]
+    }
+
+    /// Iterations by scenario, dropped ones (by load group and by reason), the open models'
+    /// waits and schedule lag.
+    fn iteration_families(&self, totals: Option<&Totals>) -> [MetricFamily; 6] {
+        let empty = StepStats::default();
         let mut iterations =
             self.family("stampede_iterations_total", "Iterations completed, by scenario.", MetricType::COUNTER);
         let mut dropped = self.family(
@@ -251,13 +323,13 @@ impl Exporter {
             MetricType::COUNTER,
         );
         for (i, name) in self.scenarios.iter().enumerate() {
-            let n = totals.as_ref().and_then(|t| t.iterations.get(i)).copied().unwrap_or(0);
+            let n = totals.and_then(|t| t.iterations.get(i)).copied().unwrap_or(0);
             self.push_value(&mut iterations, &[("scenario", name.clone())], n as f64);
         }
         // Dropped iterations belong to a load group: the scenario with its own load, or the
         // shared load (`default`).
         for (g, name) in self.groups.iter().enumerate() {
-            let n = totals.as_ref().and_then(|t| t.dropped.get(g)).copied().unwrap_or(0);
+            let n = totals.and_then(|t| t.dropped.get(g)).copied().unwrap_or(0);
             self.push_value(&mut dropped, &[("scenario", name.clone())], n as f64);
         }
         let mut by_reason = self.family(
@@ -267,10 +339,10 @@ impl Exporter {
             MetricType::COUNTER,
         );
         for reason in DropReason::ALL {
-            let n = totals.as_ref().map_or(0, |t| t.dropped_by_reason[reason as usize]);
+            let n = totals.map_or(0, |t| t.dropped_by_reason[reason as usize]);
             self.push_value(&mut by_reason, &[("reason", reason.name().to_string())], n as f64);
         }
-        let queue_wait = totals.as_ref().and_then(|t| t.queue_wait.as_ref()).unwrap_or(&empty.latency);
+        let queue_wait = totals.and_then(|t| t.queue_wait.as_ref()).unwrap_or(&empty.latency);
         let mut waited = self.family(
             "stampede_waited_iterations_total",
             "Iterations that came due with every VU busy and waited for a free one (open models).",
@@ -288,35 +360,14 @@ impl Exporter {
             "How late iterations started against their schedule (open workload models).",
             MetricType::HISTOGRAM,
         );
-        let lag_hist = totals.as_ref().and_then(|t| t.schedule_lag.as_ref()).unwrap_or(&empty.latency);
+        let lag_hist = totals.and_then(|t| t.schedule_lag.as_ref()).unwrap_or(&empty.latency);
         self.push_histogram(&mut lag, &[], lag_hist);
+        [iterations, dropped, by_reason, waited, wait, lag]
+    }
 
+    /// The generator itself: active and most VUs, its CPU and memory, the run's start.
+    fn process_families(&self, active: u32, start: Option<f64>, families: &mut Vec<MetricFamily>) {
         let usage = sysstat::process();
-        let mut families = vec![
-            requests,
-            responses,
-            errors,
-            latency,
-            sent,
-            received,
-            iterations,
-            dropped,
-            by_reason,
-            waited,
-            wait,
-            lag,
-            transactions,
-            failed,
-            durations,
-        ];
-        if !phases.get_metric().is_empty() {
-            families.push(phases);
-        }
-        for m in [messages_sent, messages_received, grpc_calls, ws_closes] {
-            if !m.get_metric().is_empty() {
-                families.push(m);
-            }
-        }
         families.push(self.gauge(
             "stampede_active_vus",
             "Virtual users running now (an open model's: those running an iteration, not its idle pool).",
@@ -346,8 +397,6 @@ impl Exporter {
                 start,
             ));
         }
-        families.retain(|f| !f.get_metric().is_empty());
-        families
     }
 
     /// The text exposition of [`Exporter::families`].

@@ -22,6 +22,7 @@ pub use crate::compile::plan::Once;
 pub struct OnceOutcome {
     /// Recorded like a worker's (the steps' metric indices are the plan's).
     pub metrics: WorkerMetrics,
+    /// A few failed requests with their messages (at most 5, one per step and kind of failure).
     pub error_samples: Vec<ErrorSample>,
     /// Why it failed: the first failed step's message (any failed step fails a setup).
     pub failure: Option<String>,

@@ -6,6 +6,7 @@ use crate::client::exchange::ResponseInfo;
 use crate::client::transport;
 use crate::client::transport::WorkerTransport;
 use crate::client::url::HttpUrl;
+use crate::compile::expr::Gen;
 use crate::compile::request::RequestPlan;
 use crate::compile::template::take_render_error;
 use stampede_model::ErrorKind;
@@ -55,21 +56,11 @@ pub(super) async fn send(
     started: Instant,
 ) -> Result<(ResponseInfo, u64, u64), (ExchangeError, u64)> {
     let Vu { conn, slots, request_buf, extra_buf, body, headers, jar, sent_head, timer, generator, .. } = vu;
-    let (first_target, first): (Cow<'_, HttpUrl>, &[u8]) = match &req.fixed {
-        Some(fixed) => (Cow::Borrowed(&fixed.target), &fixed.bytes),
-        None => {
-            request_buf.clear();
-            match generator.lend(|| req.render(slots, request_buf)) {
-                Ok(t) => (Cow::Owned(t), request_buf.as_slice()),
-                Err(e) => {
-                    sent_head.clear();
-                    let message = e.to_string();
-                    return Err((
-                        ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false },
-                        0,
-                    ));
-                }
-            }
+    let (first_target, first) = match first_request(req, slots, generator, request_buf) {
+        Ok(first) => first,
+        Err(e) => {
+            sent_head.clear();
+            return Err((e, 0));
         }
     };
     let user_cookie = req.headers.iter().any(|(n, _)| n == "cookie");
@@ -82,23 +73,9 @@ pub(super) async fn send(
         let mut hops_left = req.redirects;
         let mut redirected = false;
         loop {
-            // The bytes of this hop: the request itself, or with the jar's cookies spliced in.
             let cookie =
                 jar.as_ref().filter(|_| !user_cookie).and_then(|j| j.header_for(&target.host, &target.path_and_query));
-            let bytes: &[u8] = match (&cookie, redirected) {
-                (Some(c), false) => {
-                    // Into the VU's spare buffer: no allocation per request once it has grown.
-                    crate::client::cookies::splice_header(first, c, extra_buf);
-                    extra_buf.as_slice()
-                }
-                (Some(c), true) => {
-                    let plain = std::mem::take(extra_buf);
-                    crate::client::cookies::splice_header(&plain, c, extra_buf);
-                    extra_buf.as_slice()
-                }
-                (None, false) => first,
-                (None, true) => extra_buf.as_slice(),
-            };
+            let bytes = hop_bytes(first, cookie.as_deref(), redirected, extra_buf);
             if !redirected {
                 sent_head.clear();
                 sent_head.extend_from_slice(&bytes[..bytes.len().min(SAMPLE_BYTES + 1)]);
@@ -143,23 +120,10 @@ pub(super) async fn send(
                 sent: true,
                 answered: true,
             })?;
-            let body_bytes = hop.keep_body.then(|| {
-                let mut b = Vec::new();
-                if let Some(bp) = &req.body {
-                    generator.lend(|| bp.render_into(slots, &mut b));
-                }
-                b
-            });
             if hop.to_get {
                 method = Cow::Borrowed("GET");
             }
-            extra_buf.clear();
-            let resent = body_bytes.as_deref().filter(|b| !b.is_empty());
-            generator.lend(|| req.render_redirect(&method, &hop.url, hop.same_origin, slots, resent, extra_buf));
-            if let Some(message) = take_render_error() {
-                let message = format!("expression {message}");
-                return Err(ExchangeError { kind: ErrorKind::Protocol, message, sent: true, answered: true });
-            }
+            render_hop(req, &hop, &method, slots, generator, extra_buf)?;
             target = Cow::Owned(hop.url);
             hops_left -= 1;
             redirected = true;
@@ -185,6 +149,77 @@ pub(super) async fn send(
             let message = format!("no complete answer within {:?}", req.timeout);
             Err((ExchangeError { kind: ErrorKind::Timeout, message, sent: true, answered: false }, sent))
         }
+    }
+}
+
+/// The first request's target and bytes: the plan's, when made only of constants; else
+/// rendered into the VU's request buffer. A template that cannot render is a protocol error.
+fn first_request<'r>(
+    req: &'r RequestPlan,
+    slots: &[String],
+    generator: &mut Gen,
+    request_buf: &'r mut Vec<u8>,
+) -> Result<(Cow<'r, HttpUrl>, &'r [u8]), ExchangeError> {
+    match &req.fixed {
+        Some(fixed) => Ok((Cow::Borrowed(&fixed.target), &fixed.bytes)),
+        None => {
+            request_buf.clear();
+            match generator.lend(|| req.render(slots, request_buf)) {
+                Ok(t) => Ok((Cow::Owned(t), request_buf.as_slice())),
+                Err(e) => {
+                    let message = e.to_string();
+                    Err(ExchangeError { kind: ErrorKind::Protocol, message, sent: false, answered: false })
+                }
+            }
+        }
+    }
+}
+
+/// The bytes of one hop: the request itself (the first's, or a redirect's in `extra_buf`), or
+/// with the jar's `cookie` spliced in, into the VU's spare buffer (no allocation per request
+/// once it has grown).
+fn hop_bytes<'b>(first: &'b [u8], cookie: Option<&str>, redirected: bool, extra_buf: &'b mut Vec<u8>) -> &'b [u8] {
+    match (cookie, redirected) {
+        (Some(c), false) => {
+            crate::client::cookies::splice_header(first, c, extra_buf);
+            extra_buf.as_slice()
+        }
+        (Some(c), true) => {
+            let plain = std::mem::take(extra_buf);
+            crate::client::cookies::splice_header(&plain, c, extra_buf);
+            extra_buf.as_slice()
+        }
+        (None, false) => first,
+        (None, true) => extra_buf.as_slice(),
+    }
+}
+
+/// Writes the request `hop` asks for into `extra_buf`, with `method` (GET when the redirect
+/// turned it so) and the body again when the redirect keeps it.
+fn render_hop(
+    req: &RequestPlan,
+    hop: &Hop,
+    method: &str,
+    slots: &[String],
+    generator: &mut Gen,
+    extra_buf: &mut Vec<u8>,
+) -> Result<(), ExchangeError> {
+    let body_bytes = hop.keep_body.then(|| {
+        let mut b = Vec::new();
+        if let Some(bp) = &req.body {
+            generator.lend(|| bp.render_into(slots, &mut b));
+        }
+        b
+    });
+    extra_buf.clear();
+    let resent = body_bytes.as_deref().filter(|b| !b.is_empty());
+    generator.lend(|| req.render_redirect(method, &hop.url, hop.same_origin, slots, resent, extra_buf));
+    match take_render_error() {
+        Some(message) => {
+            let message = format!("expression {message}");
+            Err(ExchangeError { kind: ErrorKind::Protocol, message, sent: true, answered: true })
+        }
+        None => Ok(()),
     }
 }
 

@@ -6,6 +6,8 @@ use crate::compile::template::take_render_error;
 use stampede_model::ErrorKind;
 use std::time::Instant;
 
+use crate::stats::metrics::StepStats;
+
 use super::answer::{Answer, Ending, Failure};
 use super::outcome::{ErrorSample, SAMPLE_BYTES};
 use super::send::send;
@@ -46,6 +48,26 @@ pub(super) async fn run_step(
         // Boxed: their states are large, and inline they would weigh on every VU's task.
         _ => Box::pin(other_protocol(vu, step, local, started)).await,
     };
+    record(vu, step, result, Timing { started, intended, open }, local)
+}
+
+/// When a step started, from when its latency counts (an open model's scheduled start), and
+/// whether its service time is kept too (open models).
+struct Timing {
+    started: Instant,
+    intended: Option<Instant>,
+    open: bool,
+}
+
+/// Counts what a step got: its request, connections, bytes, latency and status, or its failure;
+/// judges an answer (checks, extractors). The kind of its failure when it failed.
+fn record(
+    vu: &mut Vu,
+    step: &StepPlan,
+    result: Result<Answer, Failure>,
+    Timing { started, intended, open }: Timing,
+    local: &WorkerLocal,
+) -> Result<(), ErrorKind> {
     let ended = Instant::now();
     vu.ended = Some(ended);
     let service = ended.saturating_duration_since(started).as_micros() as u64;
@@ -66,65 +88,9 @@ pub(super) async fn run_step(
     let failure = match result {
         Ok(answer) => {
             status = answer.http_status;
-            s.bytes_sent += answer.sent;
-            s.bytes_received += answer.received;
-            if let Some((out, back)) = answer.messages {
-                s.messages_sent += out;
-                s.messages_received += back;
-            }
-            for &us in &answer.round_trips {
-                s.record_round_trip_us(us);
-            }
-            s.record_latency_us(micros);
-            if open {
-                s.record_service_us(service);
-            }
-            // No first-byte instant: the whole answer came in one read, at the end.
-            let ttfb = answer.first_byte.map_or(service, |at| at.saturating_duration_since(started).as_micros() as u64);
-            s.phases.record_answer(ttfb.min(service), service);
+            count_answer(s, step, &answer, (started, micros, service), open);
             m.interval.record_latency(step.metric, micros.max(1));
-            // A gRPC call's answer is its status, not the HTTP/2 200 that carried it.
-            match answer_ending(step, &answer) {
-                Some(Ending::Grpc(code)) => s.add_grpc_status(code, 1),
-                ending => {
-                    if let Some(code) = answer.http_status {
-                        s.record_status(code);
-                    }
-                    if let Some(Ending::WsClose(code)) = ending {
-                        s.add_ws_close(code, 1);
-                    }
-                }
-            }
-            let resp = ResponseView { status: answer.status, headers: &vu.headers.list, body: &vu.body };
-            // An answer the step does not accept: for gRPC its status is the error's kind, for
-            // a WebSocket a refused upgrade; for HTTP a failed check.
-            let denied = (!step.accept.passes(answer.status)).then(|| denied(step, &answer));
-            let mut json = None;
-            let mut failed_check = None;
-            // The generator is lent once for all the checks (their expected values may use it).
-            let slots = &vu.slots;
-            vu.generator.lend(|| {
-                for (i, check) in step.checks.iter().enumerate() {
-                    let outcome = match (check.evaluate(&resp, slots, &mut json), take_render_error()) {
-                        (_, Some(message)) => Err(format!("expression {message}")),
-                        (outcome, None) => outcome,
-                    };
-                    s.record_check(i, outcome.is_ok());
-                    if let (Err(why), None) = (outcome, &failed_check) {
-                        failed_check = Some(format!("check `{}` failed: {why}", check.name));
-                    }
-                }
-            });
-            let extracted = if denied.is_some() { Ok(()) } else { extract(step, &resp, &mut json, &mut vu.slots) };
-            // HTTP: a failed explicit status check says why in its own words.
-            let http = matches!(step.protocol, Protocol::Http);
-            match (denied, failed_check, extracted) {
-                (Some(_), Some(why), _) if http => Some((ErrorKind::Check, why)),
-                (Some(d), _, _) => Some(d),
-                (None, Some(why), _) => Some((ErrorKind::Check, why)),
-                (None, None, Err(why)) => Some((ErrorKind::Extract, why)),
-                (None, None, Ok(())) => None,
-            }
+            judge_answer(vu, step, &answer, s)
         }
         Err(Failure { error, sent, messages, ending }) => {
             match ending {
@@ -145,6 +111,80 @@ pub(super) async fn run_step(
     drop(guard);
     record_failure(vu, step, kind, message, status, local);
     Err(kind)
+}
+
+/// Counts an answer in its step's stats: bytes, messages, round trips, latency (`micros`, from
+/// the intended start) and service time, the answer's phases, its status or ending.
+fn count_answer(
+    s: &mut StepStats,
+    step: &StepPlan,
+    answer: &Answer,
+    (started, micros, service): (Instant, u64, u64),
+    open: bool,
+) {
+    s.bytes_sent += answer.sent;
+    s.bytes_received += answer.received;
+    if let Some((out, back)) = answer.messages {
+        s.messages_sent += out;
+        s.messages_received += back;
+    }
+    for &us in &answer.round_trips {
+        s.record_round_trip_us(us);
+    }
+    s.record_latency_us(micros);
+    if open {
+        s.record_service_us(service);
+    }
+    // No first-byte instant: the whole answer came in one read, at the end.
+    let ttfb = answer.first_byte.map_or(service, |at| at.saturating_duration_since(started).as_micros() as u64);
+    s.phases.record_answer(ttfb.min(service), service);
+    // A gRPC call's answer is its status, not the HTTP/2 200 that carried it.
+    match answer_ending(step, answer) {
+        Some(Ending::Grpc(code)) => s.add_grpc_status(code, 1),
+        ending => {
+            if let Some(code) = answer.http_status {
+                s.record_status(code);
+            }
+            if let Some(Ending::WsClose(code)) = ending {
+                s.add_ws_close(code, 1);
+            }
+        }
+    }
+}
+
+/// Judges an answer: whether the step accepts its status, its checks (counted in `s`), its
+/// extractors; the first failure, with its kind and words.
+fn judge_answer(vu: &mut Vu, step: &StepPlan, answer: &Answer, s: &mut StepStats) -> Option<(ErrorKind, String)> {
+    let resp = ResponseView { status: answer.status, headers: &vu.headers.list, body: &vu.body };
+    // An answer the step does not accept: for gRPC its status is the error's kind, for a
+    // WebSocket a refused upgrade; for HTTP a failed check.
+    let denied = (!step.accept.passes(answer.status)).then(|| denied(step, answer));
+    let mut json = None;
+    let mut failed_check = None;
+    // The generator is lent once for all the checks (their expected values may use it).
+    let slots = &vu.slots;
+    vu.generator.lend(|| {
+        for (i, check) in step.checks.iter().enumerate() {
+            let outcome = match (check.evaluate(&resp, slots, &mut json), take_render_error()) {
+                (_, Some(message)) => Err(format!("expression {message}")),
+                (outcome, None) => outcome,
+            };
+            s.record_check(i, outcome.is_ok());
+            if let (Err(why), None) = (outcome, &failed_check) {
+                failed_check = Some(format!("check `{}` failed: {why}", check.name));
+            }
+        }
+    });
+    let extracted = if denied.is_some() { Ok(()) } else { extract(step, &resp, &mut json, &mut vu.slots) };
+    // HTTP: a failed explicit status check says why in its own words.
+    let http = matches!(step.protocol, Protocol::Http);
+    match (denied, failed_check, extracted) {
+        (Some(_), Some(why), _) if http => Some((ErrorKind::Check, why)),
+        (Some(d), _, _) => Some(d),
+        (None, Some(why), _) => Some((ErrorKind::Check, why)),
+        (None, None, Err(why)) => Some((ErrorKind::Extract, why)),
+        (None, None, Ok(())) => None,
+    }
 }
 
 /// A gRPC call or a WebSocket session.

@@ -16,7 +16,10 @@ use crate::stats::sysstat;
 
 /// What one plateau measured, and the raw run (merged into the whole report at the end).
 pub struct Plateau {
+    /// The plateau's figures after its warm-up, with its threshold verdicts.
     pub result: PlateauResult,
+    /// Whether it passed, and whether the generator rather than the service held it back (what
+    /// the search goes on from).
     pub verdict: Judged,
     /// What it measured after its warm-up: per-step counters and histograms, dropped
     /// iterations, schedule lag (what a runner ships for the operator to add up).
@@ -25,8 +28,12 @@ pub struct Plateau {
     pub seconds: f64,
     /// Why the generator's CPU was saturated, if it was.
     pub cpu_saturated: Option<String>,
+    /// The whole run of the plateau, warm-up included (merged into the search's report).
     pub outcome: RunOutcome,
+    /// CPU time the process used during the plateau, all threads (the built-in target's
+    /// included).
     pub cpu: Duration,
+    /// Wall-clock time the plateau's run took.
     pub wall: Duration,
 }
 

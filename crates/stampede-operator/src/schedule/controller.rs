@@ -1,18 +1,19 @@
 //! The shell of LoadTestSchedules: watches them and the LoadTests they own, gathers what
-//! [`schedule::decide`] needs, and carries out its decision.
+//! [`decide`] needs, and carries out its decision.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action as Requeue, Controller};
+// What the controller does next: reconcile again after a while, or when something changes.
+use kube::runtime::controller::{Action as Next, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use stampede_api::{LoadTest, LoadTestSchedule, MANAGER, SCHEDULE_LABEL, names};
 use time::OffsetDateTime;
 
-use crate::schedule::{self, Observed};
+use super::decide::{Event, Observed, decide};
 use crate::shell::{Context, delete, object_key, publish, write_status};
 use crate::{Error, Result};
 
@@ -34,14 +35,14 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy(lts: Arc<LoadTestSchedule>, error: &Error, ctx: Arc<Context>) -> Requeue {
+fn error_policy(lts: Arc<LoadTestSchedule>, error: &Error, ctx: Arc<Context>) -> Next {
     ctx.metrics.errors.with_label_values(&[error.metric_label()]).inc();
     let wait = ctx.backoff(&object_key(&*lts));
     tracing::warn!(schedule = %lts.name_any(), kind = error.metric_label(), ?wait, "schedule reconcile failed: {error}");
-    Requeue::requeue(wait)
+    Next::requeue(wait)
 }
 
-async fn reconcile(lts: Arc<LoadTestSchedule>, ctx: Arc<Context>) -> Result<Requeue> {
+async fn reconcile(lts: Arc<LoadTestSchedule>, ctx: Arc<Context>) -> Result<Next> {
     let result = reconcile_once(&lts, &ctx).await;
     if result.is_ok() {
         ctx.succeeded(&object_key(&*lts));
@@ -50,9 +51,9 @@ async fn reconcile(lts: Arc<LoadTestSchedule>, ctx: Arc<Context>) -> Result<Requ
 }
 
 /// One reconcile of one LoadTestSchedule: observe, decide, act.
-pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Requeue> {
+pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Next> {
     if lts.metadata.deletion_timestamp.is_some() {
-        return Ok(Requeue::await_change());
+        return Ok(Next::await_change());
     }
     let client = &ctx.client;
     let ns = lts.namespace().ok_or_else(|| Error::NoNamespace("a LoadTestSchedule"))?;
@@ -67,7 +68,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
         .into_iter()
         .filter(|lt| lt.owner_references().iter().any(|o| o.uid == uid))
         .collect();
-    let mut decision = schedule::decide(lts, &Observed { now: OffsetDateTime::now_utc(), runs });
+    let mut decision = decide(lts, &Observed { now: OffsetDateTime::now_utc(), runs });
 
     if let Some(lt) = &decision.create {
         let run = lt.name_any();
@@ -85,7 +86,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
                 decision.status.active_count = decision.status.active.len() as i32;
                 decision.status.message = Some(why.clone());
                 decision.events.retain(|ev| ev.reason != "Created");
-                decision.events.push(schedule::Event { warning: true, reason: "RunRejected".into(), note: why });
+                decision.events.push(Event { warning: true, reason: "RunRejected".into(), note: why });
             }
             Err(e) => return Err(e.into()),
         }
@@ -101,7 +102,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
     }
     // Conditional, as for LoadTests: a stale copy must not move lastScheduleTime back.
     if lts.status.as_ref() != Some(&decision.status) && !write_status(ctx, lts, &decision.status).await? {
-        return Ok(Requeue::requeue(Duration::from_millis(200)));
+        return Ok(Next::requeue(Duration::from_millis(200)));
     }
     for run in &decision.delete {
         delete::<LoadTest>(ctx, &ns, run).await?;
@@ -111,7 +112,7 @@ pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Req
         publish(ctx, lts, "Schedule", ev.warning, &ev.reason, &ev.note).await;
     }
     Ok(match decision.requeue {
-        Some(d) => Requeue::requeue(d.max(Duration::from_millis(200))),
-        None => Requeue::await_change(),
+        Some(d) => Next::requeue(d.max(Duration::from_millis(200))),
+        None => Next::await_change(),
     })
 }

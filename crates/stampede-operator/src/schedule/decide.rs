@@ -46,6 +46,7 @@ const FORBID_RECHECK: Duration = Duration::from_secs(5);
 /// What the shell observed.
 #[derive(Clone, Debug)]
 pub struct Observed {
+    /// When the shell observed: schedule times are judged against it.
     pub now: OffsetDateTime,
     /// The LoadTests this schedule owns (by owner UID).
     pub runs: Vec<LoadTest>,
@@ -54,6 +55,7 @@ pub struct Observed {
 /// What the shell must do, in this order: create, abort, write the status, delete, Events.
 #[derive(Clone, Debug)]
 pub struct Decision {
+    /// The schedule's next status.
     pub status: LoadTestScheduleStatus,
     /// A new run (its name is that of its schedule time: an existing one is that run).
     pub create: Option<LoadTest>,
@@ -61,15 +63,21 @@ pub struct Decision {
     pub abort: Vec<String>,
     /// Finished runs beyond the history limits (their figures are in the status first).
     pub delete: Vec<String>,
+    /// Events to record on the schedule, last.
     pub events: Vec<Event>,
+    /// When to decide again at the latest: the next schedule time, or sooner while `Forbid`
+    /// holds a run back (`None`: only when something changes).
     pub requeue: Option<Duration>,
 }
 
 /// An Event on the schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// A `Warning` Event, not a `Normal` one.
     pub warning: bool,
+    /// The Event's reason, one CamelCase word (e.g. `Created`, `MissedSchedule`).
     pub reason: String,
+    /// What happened, in words.
     pub note: String,
 }
 

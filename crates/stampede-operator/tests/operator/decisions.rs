@@ -11,14 +11,14 @@ use stampede_core::portable::{self, PortableStep};
 use stampede_model::ErrorKind;
 use stampede_operator::desired::desired;
 use stampede_operator::lifecycle::{
-    self, Action, FAILURE_GRACE, JobState, Observed, START_DELAY, Scenario, decide, read_report,
+    Action, FAILURE_GRACE, JobState, Observed, START_DELAY, Scenario, decide, read_report,
 };
-use stampede_operator::validation::{validate, validate_with_files};
+use stampede_operator::validation::validate;
 use time::OffsetDateTime;
 
 use crate::common::SCENARIO;
 
-fn loadtest(runners: i32) -> LoadTest {
+pub(crate) fn loadtest(runners: i32) -> LoadTest {
     let scenario: serde_json::Value = serde_yaml::from_str(SCENARIO).unwrap();
     let spec: LoadTestSpec =
         serde_json::from_value(serde_json::json!({"runners": runners, "scenario": scenario})).unwrap();
@@ -29,12 +29,12 @@ fn loadtest(runners: i32) -> LoadTest {
     lt
 }
 
-fn plan(lt: &LoadTest) -> Arc<Plan> {
+pub(crate) fn plan(lt: &LoadTest) -> Arc<Plan> {
     validate(lt, &serde_yaml::to_string(&lt.spec.scenario).unwrap(), "test").unwrap()
 }
 
 /// Sets the start instant a second before `now`.
-fn started(lt: &mut LoadTest, now: OffsetDateTime) {
+pub(crate) fn started(lt: &mut LoadTest, now: OffsetDateTime) {
     let at = (now - Duration::from_secs(1)).format(&time::format_description::well_known::Rfc3339).unwrap();
     lt.status.as_mut().unwrap().start_at = Some(at);
 }
@@ -65,7 +65,7 @@ fn desired_objects_match_the_golden_files() {
     }
 }
 
-fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> RunnerReport {
+pub(crate) fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> RunnerReport {
     let lt = loadtest(1);
     let plan = plan(&lt);
     let mut m = WorkerMetrics::new(1, 1);
@@ -96,7 +96,7 @@ fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64) -> Runner
 /// The run every test report belongs to.
 const RUN: &str = "uid-1/1";
 
-fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
+pub(crate) fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
     Observed {
         now,
         plan: Scenario::Compiled(plan(&loadtest(1))),
@@ -109,7 +109,7 @@ fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option
 }
 
 /// Applies a decision's status to the LoadTest, as the shell does.
-fn step(lt: &mut LoadTest, obs: &Observed) -> Vec<Action> {
+pub(crate) fn step(lt: &mut LoadTest, obs: &Observed) -> Vec<Action> {
     let d = decide(lt, obs);
     lt.status = Some(d.status);
     d.actions
@@ -395,77 +395,6 @@ fn a_finished_test_is_deleted_after_its_ttl_and_not_before() {
     assert!(decide(&lt, &observed(now + Duration::from_secs(3600), vec![], None)).actions.is_empty(), "no TTL: kept");
 }
 
-#[test]
-fn spec_data_is_mounted_for_runners_and_validated_from_its_config_maps() {
-    let scenario = r#"
-name: users
-baseUrl: http://my-service.default.svc
-load: {executor: constant-vus, vus: 2, duration: 10s}
-data: {users: {csv: users.csv, mode: unique}}
-scenarios:
-  - name: s
-    steps: [{name: login, request: {url: "{{baseUrl}}/login?u={{users.email}}"}}]
-"#;
-    let mut lt = loadtest(2);
-    lt.spec.scenario = Some(serde_yaml::from_str(scenario).unwrap());
-    lt.spec.data = vec![
-        serde_json::from_value(
-            serde_json::json!({"name": "users.csv", "configMap": {"name": "users", "key": "data.csv"}}),
-        )
-        .unwrap(),
-    ];
-    let job = desired(&lt, 1, scenario, stampede_api::DEFAULT_IMAGE, Default::default()).job;
-    let pod = job.spec.unwrap().template.spec.unwrap();
-    let volume = &pod.volumes.as_ref().unwrap()[0];
-    let source = &volume.projected.as_ref().unwrap().sources.as_ref().unwrap()[0];
-    let cm = source.config_map.as_ref().unwrap();
-    assert_eq!(cm.name, "users");
-    let item = &cm.items.as_ref().unwrap()[0];
-    assert_eq!((item.key.as_str(), item.path.as_str()), ("data.csv", "users.csv"));
-    let container = &pod.containers[0];
-    let mount = &container.volume_mounts.as_ref().unwrap()[0];
-    assert_eq!((mount.mount_path.as_str(), mount.read_only), (stampede_api::DATA_MOUNT, Some(true)));
-    let env = container.env.as_ref().unwrap();
-    assert!(env.iter().any(|e| e.name == "STAMPEDE_DATA_DIR" && e.value.as_deref() == Some(stampede_api::DATA_MOUNT)));
-
-    // The operator validates with the ConfigMaps' contents, named as the runners will see them.
-    let files = std::collections::BTreeMap::from([("users.csv".to_string(), b"email\na@x.io\nb@x.io\n".to_vec())]);
-    let plan = validate_with_files(&lt, scenario, "test", Some(files)).unwrap();
-    assert_eq!(plan.data[0].rows.len(), 2);
-    let err = validate_with_files(&lt, scenario, "test", Some(Default::default())).unwrap_err().0;
-    assert!(err.contains("no data file `users.csv` in spec.data (it has: none)"), "{err}");
-}
-
-/// TLS files come from `spec.data` like data files: a LoadTest whose `caFile` is a key of
-/// `spec.data` validates as its runners will run it, and a missing one is named.
-#[test]
-fn tls_files_from_spec_data_are_validated_with_their_contents() {
-    let scenario = r#"
-name: tls
-baseUrl: https://127.0.0.1:8443
-load: {executor: constant-vus, vus: 1, duration: 1s}
-http: {tls: {caFile: ca.pem, clientCert: client.pem, clientKey: client.key}}
-scenarios:
-  - name: s
-    steps: [{name: get, request: {url: "{{baseUrl}}/get"}}]
-"#;
-    let mut lt = loadtest(1);
-    lt.spec.scenario = Some(serde_yaml::from_str(scenario).unwrap());
-    let ca = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let client = rcgen::generate_simple_self_signed(vec!["client".to_string()]).unwrap();
-    let files = std::collections::BTreeMap::from([
-        ("ca.pem".to_string(), ca.cert.pem().into_bytes()),
-        ("client.pem".to_string(), client.cert.pem().into_bytes()),
-        ("client.key".to_string(), client.signing_key.serialize_pem().into_bytes()),
-    ]);
-    validate_with_files(&lt, scenario, "test", Some(files.clone())).unwrap_or_else(|e| panic!("{e}"));
-
-    let mut without_ca = files;
-    without_ca.remove("ca.pem");
-    let err = validate_with_files(&lt, scenario, "test", Some(without_ca)).unwrap_err().0;
-    assert_eq!(err, "http.tls.caFile: no data file `ca.pem` in spec.data (it has: client.key, client.pem)");
-}
-
 /// A result ConfigMap whose report does not parse is not "not reported yet": the test fails
 /// at once with the runner named, keeping the readable runners' results, instead of waiting
 /// for its run timeout.
@@ -506,92 +435,6 @@ fn a_result_of_another_loadtest_object_or_run_is_not_this_runs() {
     assert_eq!(read_report(0, &text, "uid-1/2").unwrap(), None, "an earlier run");
     let unstamped = serde_json::to_string(&RunnerReport { run: None, ..report(0, RunnerState::Done, 3, 2) }).unwrap();
     assert_eq!(read_report(0, &unstamped, RUN).unwrap(), None, "a report without a run");
-}
-
-/// Found on the real node: a scenario that used `{{env.JOB_COMPLETION_INDEX}}` (each runner
-/// asks for its own path) was refused as "environment variable `JOB_COMPLETION_INDEX` is not
-/// set", though Kubernetes sets it in every runner pod of the Indexed Job.
-#[test]
-fn a_scenario_may_use_the_environment_every_runner_pod_gets() {
-    let scenario = r#"
-name: per-runner
-baseUrl: http://my-service.default.svc
-load: {executor: constant-vus, vus: 1, iterations: 1}
-scenarios:
-  - name: s
-    steps:
-      - name: a
-        request:
-          url: "{{baseUrl}}/r{{env.JOB_COMPLETION_INDEX}}/of/{{env.STAMPEDE_RUNNERS}}/{{env.STAMPEDE_LOADTEST}}/{{env.TEAM}}"
-"#;
-    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({
-        "runners": 3,
-        "env": [{"name": "TEAM", "value": "checkout"}],
-        "scenario": serde_yaml::from_str::<serde_json::Value>(scenario).unwrap(),
-    }))
-    .unwrap();
-    let mut lt = LoadTest::new("shop", spec);
-    lt.metadata.namespace = Some("perf".into());
-    validate(&lt, scenario, "test").expect("the runner's own environment is known");
-    // A name no runner gets is still refused, by name.
-    let unknown = scenario.replace("env.TEAM", "env.NOT_SET_ANYWHERE");
-    let err = validate(&lt, &unknown, "test").unwrap_err().0;
-    assert!(err.contains("NOT_SET_ANYWHERE") && err.contains("not set"), "{err}");
-    // With `envFrom` (a Secret the operator does not read) any name may be set by it: the
-    // scenario is valid, and a runner without it would fail at its start, naming it.
-    lt.spec.env_from = serde_json::from_value(serde_json::json!([{"secretRef": {"name": "api-credentials"}}])).unwrap();
-    let from_secret = scenario.replace("env.TEAM", "env.API_TOKEN");
-    validate(&lt, &from_secret, "test").expect("names from envFrom are not known here");
-    assert_eq!(
-        stampede_operator::validation::env_names(&from_secret),
-        ["JOB_COMPLETION_INDEX", "STAMPEDE_RUNNERS", "STAMPEDE_LOADTEST", "API_TOKEN"]
-    );
-    // #23: expressions are checked as on the command line; a bad one is the user's to fix,
-    // named by step, field and column.
-    let generated = scenario.replace("{{env.TEAM}}", "{{ uuid() }}-{{ runner.index }}");
-    validate(&lt, &generated, "test").expect("generated values and runner variables");
-    // Setup and teardown run once for the LoadTest, in pods of their own (see `once.rs`).
-    let once = format!("setup:\n  - name: s\n    request: {{url: \"http://127.0.0.1:1/\"}}\n{scenario}");
-    let plan = validate(&lt, &once, "test").expect("setup is run once by the operator's setup pod");
-    assert_eq!(plan.setup.flow.len(), 1);
-    let typo = scenario.replace("{{env.TEAM}}", "{{ uuidd() }}");
-    let err = validate(&lt, &typo, "test").unwrap_err().0;
-    assert!(
-        err.contains("request.url: in `{{uuidd()}}` at column") && err.contains("unknown function `uuidd`"),
-        "{err}"
-    );
-}
-
-/// #25: with `grpc.reflect` each runner asks the server for its services when it starts; the
-/// operator does not call the service, and validates the rest of the scenario without them.
-#[test]
-fn a_grpc_scenario_that_asks_its_server_for_the_services_is_validated_without_them() {
-    let scenario = r#"
-name: reflect
-baseUrl: http://my-grpc-service.default.svc:50051
-grpc: {reflect: true}
-load: {executor: constant-vus, vus: 2, duration: 1m}
-scenarios:
-  - name: s
-    steps:
-      - name: get
-        grpc: {method: shop.v1.Catalog/GetProduct, message: {id: "{{ randomInt(1, 9) }}"}}
-thresholds:
-  - "latency{step:get}.p99 < 200ms"
-"#;
-    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({
-        "runners": 3,
-        "scenario": serde_yaml::from_str::<serde_json::Value>(scenario).unwrap(),
-    }))
-    .unwrap();
-    let lt = LoadTest::new("catalog", spec);
-    let plan = validate(&lt, scenario, "test").expect("the methods are checked by the runners");
-    assert_eq!(plan.step_keys.len(), 1);
-    // What does not depend on the server is still refused, by field.
-    let err = validate(&lt, &scenario.replace("step:get", "step:gte"), "test").unwrap_err().0;
-    assert!(err.contains("gte"), "{err}");
-    let err = validate(&lt, &scenario.replace("randomInt(1, 9)", "randomInt(1)"), "test").unwrap_err().0;
-    assert!(err.contains("step `get`: grpc.message:") && err.contains("`randomInt` takes 2"), "{err}");
 }
 
 /// Found on the real node: a runner pod deleted mid-run reported its partial results on
@@ -648,7 +491,7 @@ fn after_a_runner_fails_the_others_are_waited_for_and_every_partial_result_is_ke
 }
 
 /// A runner's final report with a timeline: `requests` answered in 1 ms over `seconds` ticks.
-fn report_with_timeline(index: u32, requests: u64, seconds: u64) -> RunnerReport {
+pub(crate) fn report_with_timeline(index: u32, requests: u64, seconds: u64) -> RunnerReport {
     let mut r = report(index, RunnerState::Done, requests, 1_000);
     let mut timeline = portable::TimelineBuilder::new(1);
     for tick in 1..=seconds {
@@ -663,7 +506,7 @@ fn report_with_timeline(index: u32, requests: u64, seconds: u64) -> RunnerReport
     r
 }
 
-fn written_report(actions: &[Action]) -> stampede_model::report::Report {
+pub(crate) fn written_report(actions: &[Action]) -> stampede_model::report::Report {
     let json = actions
         .iter()
         .find_map(|a| match a {
@@ -699,297 +542,6 @@ fn a_finished_test_writes_its_merged_report_with_the_timeline_and_a_row_per_runn
     assert_eq!(report.timeline.iter().map(|p| p.requests).sum::<u64>(), report.total.requests);
     assert_eq!(report.runners.iter().map(|r| (r.index, r.requests)).collect::<Vec<_>>(), vec![(0, 1000), (1, 500)]);
     assert_eq!(report.thresholds, lt.status.as_ref().unwrap().thresholds);
-}
-
-fn loadtest_with_relative_thresholds(baseline: Option<&str>) -> LoadTest {
-    let scenario = SCENARIO.replace(
-        r#"thresholds: ["latency.p99 < 100ms", "errors.rate < 1%"]"#,
-        r#"thresholds: ["latency.p99 < baseline * 1.10", "requests.count >= baseline * 0.9"]"#,
-    );
-    let mut lt = loadtest(1);
-    lt.spec.scenario = Some(serde_yaml::from_str(&scenario).unwrap());
-    lt.spec.baseline = baseline.map(|b| stampede_api::Baseline { load_test: Some(b.into()), config_map: None });
-    lt
-}
-
-/// A baseline's report: `requests` at p99 `p99_ms`.
-fn baseline(p99_ms: f64, requests: u64) -> stampede_model::report::Report {
-    let lt = loadtest(1);
-    let mut r = report_with_timeline(0, requests, 1);
-    r.result = Some({
-        let mut m = WorkerMetrics::new(1, 1);
-        for _ in 0..requests {
-            m.steps[0].requests += 1;
-            m.steps[0].record_latency_us((p99_ms * 1000.0) as u64);
-        }
-        portable::encode(&plan(&lt).step_keys, &m, &["buy".to_string()])
-    });
-    let ctx = stampede_operator::results::ReportContext { loadtest: "perf/base", start_at: None, baseline: Err("-") };
-    stampede_operator::results::final_summary(&plan(&lt), &[&r], &ctx).unwrap().report
-}
-
-fn run_against(lt: &mut LoadTest, base: Result<stampede_model::report::Report, String>) -> Vec<Action> {
-    let now = OffsetDateTime::now_utc();
-    let plan = plan(lt);
-    let obs = |reports| Observed {
-        now,
-        plan: Scenario::Compiled(plan.clone()),
-        reports,
-        unreadable: vec![],
-        job: None,
-        baseline: Some(base.clone().map_err(stampede_operator::Invalid)),
-        once: Default::default(),
-    };
-    let mut actions = step(lt, &obs(vec![]));
-    started(lt, now);
-    actions.extend(step(lt, &obs(vec![Some(report_with_timeline(0, 1000, 10))])));
-    actions
-}
-
-#[test]
-fn relative_thresholds_pass_or_fail_against_the_baseline_and_name_base_new_and_ratio() {
-    // This run: 1000 requests, p99 = 1 ms (every answer took 1 ms).
-    let mut lt = loadtest_with_relative_thresholds(Some("shop-v1"));
-    run_against(&mut lt, Ok(baseline(0.95, 1050)));
-    let st = lt.status.as_ref().unwrap();
-    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.thresholds);
-    let v = &st.thresholds[0];
-    assert_eq!((v.actual, v.baseline, v.ratio), (1.0, Some(0.95), Some(1.053)));
-    let cond = st.conditions.iter().find(|c| c.type_ == "BaselineReady").unwrap();
-    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("True", "Found"));
-
-    // A regression: the baseline answered in 0.5 ms, so 1 ms is twice that.
-    let mut lt = loadtest_with_relative_thresholds(Some("shop-v1"));
-    let actions = run_against(&mut lt, Ok(baseline(0.5, 1000)));
-    let st = lt.status.as_ref().unwrap();
-    assert_eq!(st.phase, Phase::Failed);
-    let v = &st.thresholds[0];
-    assert!(!v.passed);
-    assert_eq!((v.actual, v.baseline, v.ratio), (1.0, Some(0.5), Some(2.0)));
-    assert!(v.actual_text.contains("baseline 0.500ms") && v.actual_text.contains("×2.000"), "{}", v.actual_text);
-    assert!(st.thresholds[1].passed, "1000 requests >= 1000 × 0.9");
-    assert!(st.message.as_deref().unwrap().contains("latency.p99 < baseline * 1.10"));
-    assert_eq!(written_report(&actions).thresholds, st.thresholds);
-}
-
-#[test]
-fn a_missing_baseline_is_a_condition_and_an_event_and_its_thresholds_fail_saying_why() {
-    let mut lt = loadtest_with_relative_thresholds(Some("shop-v0"));
-    let actions = run_against(&mut lt, Err("not found".into()));
-    let st = lt.status.as_ref().unwrap();
-    let cond = st.conditions.iter().find(|c| c.type_ == "BaselineReady").unwrap();
-    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "BaselineUnavailable"));
-    assert!(cond.message.contains("LoadTest shop-v0: not found"), "{}", cond.message);
-    let warnings: Vec<_> = actions
-        .iter()
-        .filter(|a| matches!(a, Action::Event { warning: true, reason, .. } if reason == "BaselineUnavailable"))
-        .collect();
-    assert_eq!(warnings.len(), 1, "one Event when it becomes unavailable, not one per reconcile");
-    assert_eq!(st.phase, Phase::Failed, "never a silent pass");
-    for v in &st.thresholds {
-        assert!(!v.passed && v.message.as_deref().unwrap().contains("not found"), "{v:?}");
-    }
-
-    // Relative thresholds without spec.baseline: an invalid spec, before any runner starts.
-    let mut lt = loadtest_with_relative_thresholds(None);
-    let obs = Observed { plan: Scenario::Compiled(plan(&lt)), ..observed(OffsetDateTime::now_utc(), vec![], None) };
-    let actions = step(&mut lt, &obs);
-    let st = lt.status.as_ref().unwrap();
-    assert_eq!(st.phase, Phase::Failed);
-    assert!(st.message.as_deref().unwrap().contains("set spec.baseline"), "{:?}", st.message);
-    assert!(!actions.contains(&Action::ApplyChildren));
-}
-
-/// An arrival rate with fewer VUs than runners: some runner would get a share of the rate and no
-/// VU to run it, and that share would be lost. The spec is refused, naming the field and the fix.
-#[test]
-fn an_arrival_rate_that_cannot_be_split_over_the_runners_is_refused_by_field() {
-    let scenario = r#"
-name: split
-baseUrl: http://my-service.default.svc
-load: {executor: constant-arrival-rate, rate: 10, duration: 5s, preAllocatedVUs: 2, maxVUs: 2}
-scenarios: [{name: s, steps: [{name: a, request: {url: "{{baseUrl}}/"}}]}]
-"#;
-    let mut lt = loadtest(2);
-    lt.spec.scenario = Some(serde_yaml::from_str(scenario).unwrap());
-    validate(&lt, scenario, "test").expect("2 VUs over 2 runners: one each");
-    lt.spec.runners = 3;
-    let err = validate(&lt, scenario, "test").unwrap_err().0;
-    assert!(err.starts_with("load.maxVUs: 2 VU(s) cannot be split over 3 runners: runner 2"), "{err}");
-    assert!(err.contains("at least 3"), "{err}");
-    // A scenario's own load is named by its index.
-    let own = scenario.replace("load: {", "other: {").replace(
-        "scenarios: [{name: s,",
-        "scenarios: [{name: s, load: {executor: constant-arrival-rate, rate: 10, duration: 5s, maxVUs: 1},",
-    );
-    let own = own.lines().filter(|l| !l.starts_with("other:")).collect::<Vec<_>>().join("\n");
-    let err = validate(&lt, &own, "test").unwrap_err().0;
-    assert!(err.starts_with("scenarios[0].load.maxVUs: 1 VU(s) cannot be split over 3 runners: runner 1"), "{err}");
-}
-
-/// #15: a change of spec.runners during a run (the API server accepts it) neither hangs the run
-/// nor goes unsaid: the run finishes on the count it started with, and a condition and one
-/// Event say the change waits for the next run.
-#[test]
-fn a_spec_change_during_a_run_waits_for_the_next_run_and_says_so() {
-    let mut lt = loadtest(2);
-    let now = OffsetDateTime::now_utc();
-    step(&mut lt, &observed(now, vec![], None));
-    assert_eq!(lt.status.as_ref().unwrap().run_generation, Some(1));
-    started(&mut lt, now);
-    let running = vec![Some(report(0, RunnerState::Running, 0, 0)), Some(report(1, RunnerState::Running, 0, 0))];
-    step(&mut lt, &observed(now, running.clone(), None));
-    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Running);
-
-    // `kubectl edit`: 3 runners, a new generation.
-    lt.spec.runners = 3;
-    lt.metadata.generation = Some(2);
-    let actions = step(&mut lt, &observed(now, running.clone(), None));
-    let st = lt.status.as_ref().unwrap();
-    let cond = st.conditions.iter().find(|c| c.type_ == "SpecApplied").expect("a SpecApplied condition");
-    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "SpecChangedDuringRun"));
-    assert!(cond.message.contains("generation 2") && cond.message.contains("2 runner(s)"), "{}", cond.message);
-    let said = |actions: &[Action]| {
-        actions.iter().filter(|a| matches!(a, Action::Event { reason, .. } if reason == "SpecChangedDuringRun")).count()
-    };
-    assert_eq!(said(&actions), 1);
-    assert_eq!(st.runners.desired, 2, "the run keeps its count");
-    let actions = step(&mut lt, &observed(now, running, None));
-    assert_eq!(said(&actions), 0, "said once, not every reconcile");
-
-    // Both runners finish: the test ends now, not at its run timeout.
-    let done = vec![Some(report(0, RunnerState::Done, 100, 1_000)), Some(report(1, RunnerState::Done, 100, 1_000))];
-    step(&mut lt, &observed(now, done, None));
-    let st = lt.status.as_ref().unwrap();
-    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
-    assert_eq!(st.summary.as_ref().unwrap().requests, 200);
-
-    // The change applies to the next run, which starts now: 3 runners, from generation 2.
-    let actions = step(&mut lt, &observed(now, vec![], None));
-    assert!(actions.iter().any(|a| matches!(a, Action::Event { reason, .. } if reason == "Rerun")));
-    let actions = step(&mut lt, &observed(now, vec![], None));
-    assert!(actions.contains(&Action::ApplyChildren));
-    let st = lt.status.as_ref().unwrap();
-    assert_eq!((st.phase, st.run, st.run_generation, st.runners.desired), (Phase::Initializing, Some(2), Some(2), 3));
-    assert!(!st.conditions.iter().any(|c| c.type_ == "SpecApplied"), "the new run is of the current spec");
-}
-
-/// Runs `lt` from its current (pending) run to Succeeded with `requests` requests per runner.
-fn run_to_success(lt: &mut LoadTest, now: OffsetDateTime, requests: u64) {
-    step(lt, &observed(now, vec![], None));
-    started(lt, now);
-    let done =
-        vec![Some(report(0, RunnerState::Done, requests, 1_000)), Some(report(1, RunnerState::Done, requests, 1_000))];
-    step(lt, &observed(now, done, None));
-    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Succeeded, "{:?}", lt.status);
-}
-
-/// #15: a finished LoadTest runs again for a new value of `stampede.dev/rerun`; the previous
-/// run's summary moves to `.status.history`, and the new run's status starts from nothing (its
-/// counts are its own). The same value again does nothing.
-#[test]
-fn a_new_rerun_token_starts_a_new_run_and_keeps_the_last_one_in_history() {
-    let mut lt = loadtest(2);
-    let now = OffsetDateTime::now_utc();
-    run_to_success(&mut lt, now, 150);
-    assert_eq!(lt.status.as_ref().unwrap().run, Some(1));
-    assert!(decide(&lt, &observed(now, vec![], None)).actions.is_empty(), "nothing to do when finished");
-
-    lt.metadata.annotations = Some([(stampede_api::RERUN_ANNOTATION.to_string(), "a".to_string())].into());
-    let actions = step(&mut lt, &observed(now, vec![], None));
-    let note = actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Event { reason, note, warning: false } if reason == "Rerun" => Some(note.clone()),
-            _ => None,
-        })
-        .expect("a Rerun Event");
-    assert_eq!(note, "run 2 starts: annotation stampede.dev/rerun=a");
-    let st = lt.status.clone().unwrap();
-    assert_eq!((st.phase, st.run), (Phase::Pending, Some(2)));
-    assert!(st.summary.is_none() && st.start_at.is_none() && st.conditions.is_empty(), "{st:?}");
-    assert_eq!(st.history.len(), 1);
-    let last = &st.history[0];
-    assert_eq!(
-        (last.run, last.phase, last.verdict.as_str(), last.requests),
-        (Some(1), Phase::Succeeded, "Passed", 300)
-    );
-    assert!(last.p99_ms.is_some() && last.p99.is_some() && last.completion_time.is_some(), "{last:?}");
-
-    run_to_success(&mut lt, now, 7);
-    let st = lt.status.clone().unwrap();
-    assert_eq!((st.run, st.rerun_token.as_deref()), (Some(2), Some("a")));
-    assert_eq!(st.summary.unwrap().requests, 14, "the new run's counts are its own");
-    assert!(decide(&lt, &observed(now, vec![], None)).actions.is_empty(), "the same token does not run again");
-
-    // The history is bounded, newest first.
-    for token in 0..(stampede_api::HISTORY_LIMIT + 3) {
-        lt.metadata.annotations = Some([(stampede_api::RERUN_ANNOTATION.to_string(), format!("t{token}"))].into());
-        step(&mut lt, &observed(now, vec![], None));
-        run_to_success(&mut lt, now, 1);
-    }
-    let st = lt.status.clone().unwrap();
-    assert_eq!(st.history.len(), stampede_api::HISTORY_LIMIT);
-    let runs: Vec<u32> = st.history.iter().filter_map(|r| r.run).collect();
-    let newest = st.run.unwrap() - 1;
-    assert_eq!(runs, (0..stampede_api::HISTORY_LIMIT as u32).map(|i| newest - i).collect::<Vec<_>>());
-}
-
-/// #15: a finished LoadTest whose spec changes (a new generation, e.g. a Git sync) runs again;
-/// setting `abort` on a finished one does not.
-#[test]
-fn a_spec_change_after_the_end_runs_again_and_abort_does_not() {
-    let mut lt = loadtest(2);
-    let now = OffsetDateTime::now_utc();
-    run_to_success(&mut lt, now, 10);
-    lt.spec.abort = true;
-    lt.metadata.generation = Some(2);
-    assert_eq!(lifecycle::rerun_reason(&lt), None);
-    lt.spec.abort = false;
-    lt.metadata.generation = Some(3);
-    assert_eq!(
-        lifecycle::rerun_reason(&lt).as_deref(),
-        Some("the spec changed (generation 3; the last run was of generation 1)")
-    );
-    step(&mut lt, &observed(now, vec![], None));
-    assert_eq!(lt.status.as_ref().unwrap().phase, Phase::Pending);
-    run_to_success(&mut lt, now, 10);
-    assert_eq!(lt.status.as_ref().unwrap().run_generation, Some(3));
-}
-
-/// #15: `kubectl wait --for=condition=Finished` and `--for=condition=Passed` need conditions
-/// that say so: Finished is True at every end, Passed only when the test succeeded.
-#[test]
-fn every_end_sets_finished_and_passed_says_the_verdict() {
-    let cond = |lt: &LoadTest, t: &str| {
-        let c = lt.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == t).cloned();
-        c.map(|c| (c.status, c.reason))
-    };
-    let mut ok = loadtest(2);
-    let now = OffsetDateTime::now_utc();
-    step(&mut ok, &observed(now, vec![], None));
-    assert_eq!(cond(&ok, "Finished"), None, "not while it runs");
-    ok.status = None;
-    run_to_success(&mut ok, now, 10);
-    assert_eq!(cond(&ok, "Finished"), Some(("True".into(), "Succeeded".into())));
-    assert_eq!(cond(&ok, "Passed"), Some(("True".into(), "Passed".into())));
-
-    let mut invalid = loadtest(2);
-    let obs = Observed { plan: Scenario::Invalid("no steps".into()), ..observed(now, vec![], None) };
-    step(&mut invalid, &obs);
-    assert_eq!(cond(&invalid, "Finished"), Some(("True".into(), "Failed".into())));
-    assert_eq!(cond(&invalid, "Passed"), Some(("False".into(), "InvalidSpec".into())));
-
-    let mut slow = loadtest(2);
-    step(&mut slow, &observed(now, vec![], None));
-    started(&mut slow, now);
-    let done = vec![Some(report(0, RunnerState::Done, 100, 900_000)), Some(report(1, RunnerState::Done, 100, 900_000))];
-    slow.spec.scenario.as_mut().unwrap()["thresholds"] = serde_json::json!(["latency.max < 10ms"]);
-    let obs = Observed { plan: Scenario::Compiled(plan(&slow)), ..observed(now, done, None) };
-    step(&mut slow, &obs);
-    assert_eq!(slow.status.as_ref().unwrap().phase, Phase::Failed);
-    assert_eq!(cond(&slow, "Finished"), Some(("True".into(), "Failed".into())));
-    assert_eq!(cond(&slow, "Passed"), Some(("False".into(), "ThresholdsFailed".into())));
 }
 
 /// A runner's partial results, as it writes them when stopped (SIGTERM) after measuring.
@@ -1262,52 +814,4 @@ fn an_open_model_that_did_not_deliver_its_load_is_not_passed() {
     assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
     assert_eq!(cond(&st, "LoadDelivered").0, "False");
     assert_eq!(cond(&st, "Passed").0, "True");
-}
-
-/// #34: the operator judges a capacity search's plateaus against `spec.baseline` too: a
-/// relative threshold is compared with the baseline's figure at each plateau (it used to fail
-/// at every one, saying there was no baseline).
-#[test]
-fn a_capacity_plateau_judges_relative_thresholds_against_the_baseline() {
-    let yaml = r#"
-name: capacity
-baseUrl: http://my-service.default.svc
-load: {executor: capacity, startRate: 100, step: 100, plateau: 4s, warmup: 1s, maxRate: 1000, stopAfter: 2, preAllocatedVUs: 10, maxVUs: 50}
-scenarios:
-  - name: api
-    steps:
-      - {name: get, request: {url: "{{baseUrl}}/get"}}
-thresholds: ["latency.p99 < baseline * 1.10"]
-"#;
-    let scenario: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
-    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({"runners": 2, "scenario": scenario})).unwrap();
-    let lt = LoadTest::new("cap", spec);
-    let plan = validate(&lt, yaml, "test").unwrap();
-    let mut m = WorkerMetrics::new(1, 1);
-    for _ in 0..200 {
-        m.steps[0].requests += 1;
-        m.steps[0].record_latency_us(1_000);
-        m.steps[0].record_status(200);
-    }
-    m.iterations[0] = 200;
-    let share = |index: u32| RunnerReport {
-        plateaus: vec![stampede_api::PlateauShare {
-            index: 0,
-            rate: 50.0,
-            seconds: 4.0,
-            metrics: portable::encode(&plan.step_keys, &m, &["api".to_string()]),
-            cpu_saturated: None,
-        }],
-        ..RunnerReport::new(index, RunnerState::Running)
-    };
-    let (r0, r1) = (share(0), share(1));
-    let base = baseline(5.0, 100);
-    let judged = |baseline| stampede_operator::results::capacity(&plan, &[&r0, &r1], 2, baseline).unwrap().unwrap().1;
-    let with = judged(Ok(&base));
-    let verdict = &with.plateaus[0].thresholds[0];
-    assert!(verdict.passed, "1 ms is under 5 ms × 1.10: {verdict:?}");
-    assert_eq!(verdict.baseline, Some(base.total.latency_ms.p99), "{verdict:?}");
-    let without = judged(Err("spec.baseline is not set"));
-    let verdict = &without.plateaus[0].thresholds[0];
-    assert!(!verdict.passed && verdict.message.as_deref().is_some_and(|m| m.contains("spec.baseline is not set")));
 }

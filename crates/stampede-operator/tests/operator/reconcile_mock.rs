@@ -14,8 +14,7 @@ use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
 use stampede_api::{
-    LoadTest, LoadTestSpec, LoadTestStatus, OnceState, OnceStatus, Phase, RESULT_KEY, RunnerReport, RunnerState,
-    SCENARIO_KEY,
+    LoadTest, LoadTestSpec, LoadTestStatus, OnceStatus, Phase, RESULT_KEY, RunnerReport, RunnerState, SCENARIO_KEY,
 };
 use stampede_core::WorkerMetrics;
 use stampede_core::portable;
@@ -28,9 +27,9 @@ use time::format_description::well_known::Rfc3339;
 use tokio::task::JoinHandle;
 use tower_test::mock;
 
-const NS: &str = "perf";
-const NAME: &str = "shop";
-const UID: &str = "0b0b0b0b-1111-2222-3333-444444444444";
+pub(crate) const NS: &str = "perf";
+pub(crate) const NAME: &str = "shop";
+pub(crate) const UID: &str = "0b0b0b0b-1111-2222-3333-444444444444";
 /// Longest wait for the reconcile, and for the mock to see the end of its script.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -41,7 +40,7 @@ use crate::common::SCENARIO;
 
 /// One request the operator must make next, and how the mock answers it.
 #[derive(Debug)]
-enum Expect {
+pub(crate) enum Expect {
     /// Server-side apply of a child at this path; answered with the applied object.
     Apply(String),
     /// The list of this LoadTest's ConfigMaps by label; answered with one result ConfigMap
@@ -83,13 +82,13 @@ enum Expect {
 
 /// A request the mock answered.
 #[derive(Debug)]
-struct Seen {
-    method: Method,
-    path: String,
-    body: Value,
+pub(crate) struct Seen {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) body: Value,
 }
 
-fn api_path(kind: &str, name: &str) -> String {
+pub(crate) fn api_path(kind: &str, name: &str) -> String {
     let prefix = match kind {
         "serviceaccounts" | "configmaps" | "secrets" => "/api/v1".to_string(),
         "roles" | "rolebindings" => "/apis/rbac.authorization.k8s.io/v1".to_string(),
@@ -105,7 +104,7 @@ fn api_path(kind: &str, name: &str) -> String {
     }
 }
 
-fn job_path() -> String {
+pub(crate) fn job_path() -> String {
     api_path("jobs", &format!("{NAME}-runners"))
 }
 
@@ -354,7 +353,7 @@ fn not_found(name: &str) -> Value {
 }
 
 /// Reconciles `lt` once against a mock serving `script`; returns what the mock saw.
-async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
+pub(crate) async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let verifier = ApiServerVerifier { handle, lt: lt.clone() }.serve(script);
     let ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
@@ -376,12 +375,16 @@ async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
 
 /// Reconciles each of `lts` in turn with one operator (one [`Context`]) against a mock serving
 /// `script`; returns each reconcile's outcome (an error as text) and what the mock saw.
-async fn reconcile_in_turn(lts: &[LoadTest], script: Vec<Expect>) -> (Vec<Result<(), String>>, Vec<Seen>) {
+pub(crate) async fn reconcile_in_turn(lts: &[LoadTest], script: Vec<Expect>) -> (Vec<Result<(), String>>, Vec<Seen>) {
     reconcile_fenced(lts, script, Fence::always()).await
 }
 
 /// [`reconcile_in_turn`] by a replica whose leadership is `fence`.
-async fn reconcile_fenced(lts: &[LoadTest], script: Vec<Expect>, fence: Fence) -> (Vec<Result<(), String>>, Vec<Seen>) {
+pub(crate) async fn reconcile_fenced(
+    lts: &[LoadTest],
+    script: Vec<Expect>,
+    fence: Fence,
+) -> (Vec<Result<(), String>>, Vec<Seen>) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let verifier = ApiServerVerifier { handle, lt: lts[0].clone() }.serve(script);
     let mut ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
@@ -401,13 +404,13 @@ async fn reconcile_fenced(lts: &[LoadTest], script: Vec<Expect>, fence: Fence) -
 }
 
 /// The status the operator applied (the last status apply of the script).
-fn applied_status(seen: &[Seen]) -> LoadTestStatus {
+pub(crate) fn applied_status(seen: &[Seen]) -> LoadTestStatus {
     let last =
         seen.iter().rev().find(|s| s.method == Method::PATCH && s.path.ends_with("/status")).expect("a status apply");
     serde_json::from_value(last.body["status"].clone()).unwrap()
 }
 
-fn condition(st: &LoadTestStatus, type_: &str) -> (String, String, String) {
+pub(crate) fn condition(st: &LoadTestStatus, type_: &str) -> (String, String, String) {
     let c = st.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_} in {st:?}"));
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
@@ -415,7 +418,7 @@ fn condition(st: &LoadTestStatus, type_: &str) -> (String, String, String) {
 // ---------------------------------------------------------------------------------------
 // LoadTests in each phase, and runner reports.
 
-fn loadtest(runners: i32, scenario: &str) -> LoadTest {
+pub(crate) fn loadtest(runners: i32, scenario: &str) -> LoadTest {
     let scenario: Value = serde_yaml::from_str(scenario).unwrap();
     let spec: LoadTestSpec = serde_json::from_value(json!({"runners": runners, "scenario": scenario})).unwrap();
     let mut lt = LoadTest::new(NAME, spec);
@@ -444,7 +447,7 @@ fn initializing(runners: i32, ago: Duration) -> LoadTest {
 }
 
 /// A LoadTest whose runners started `ago`.
-fn running(runners: i32, ago: Duration) -> LoadTest {
+pub(crate) fn running(runners: i32, ago: Duration) -> LoadTest {
     let mut lt = initializing(runners, ago + Duration::from_secs(5));
     let st = lt.status.as_mut().unwrap();
     let at = (OffsetDateTime::now_utc() - ago).format(&Rfc3339).unwrap();
@@ -455,7 +458,7 @@ fn running(runners: i32, ago: Duration) -> LoadTest {
 }
 
 /// A final report of `requests` requests at 1 ms each, all 200, over 10 s.
-fn done(index: u32, requests: u64) -> RunnerReport {
+pub(crate) fn done(index: u32, requests: u64) -> RunnerReport {
     let lt = loadtest(1, SCENARIO);
     let plan = validate(&lt, SCENARIO, "test").unwrap();
     let mut m = WorkerMetrics::new(plan.step_keys.len(), 1);
@@ -472,7 +475,7 @@ fn done(index: u32, requests: u64) -> RunnerReport {
     }
 }
 
-fn active(n: i32) -> Option<JobStatus> {
+pub(crate) fn active(n: i32) -> Option<JobStatus> {
     Some(JobStatus { active: Some(n), ..JobStatus::default() })
 }
 
@@ -660,73 +663,6 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
     assert_eq!(condition(&st, "ThresholdsPassed").0, "True");
 }
 
-/// A decision taken on a stale copy of the LoadTest (its status write conflicts) deletes
-/// nothing: the runners' results stay for the next decision, on the newer copy. (Deleting
-/// first left a finished test Running with its results gone.) Nor does it announce anything:
-/// its Events went out before the write, and again with the decision taken on the newer copy
-/// (#22).
-#[tokio::test]
-async fn a_conflicting_status_write_deletes_no_child_and_records_no_event() {
-    let mut lt = running(2, Duration::from_secs(30));
-    lt.spec.cleanup.on_success = stampede_api::CleanupMode::All;
-    let seen = reconcile_against(
-        &lt,
-        vec![
-            Expect::GetScenario,
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
-            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
-            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::ApplyStatusConflict,
-        ],
-    )
-    .await;
-    assert!(!seen.iter().any(|s| s.method == Method::DELETE), "{seen:?}");
-    assert!(!seen.iter().any(|s| s.path.ends_with("/events")), "{seen:?}");
-}
-
-/// An object the API server refuses as invalid ends the test with a condition and an Event (it
-/// used to be retried every 5 s forever, with nothing in the status), and what was created is
-/// removed.
-#[tokio::test]
-async fn a_child_the_api_server_refuses_fails_the_test_once_with_a_condition_and_an_event() {
-    let lt = loadtest(3, SCENARIO);
-    let mut script = vec![Expect::GetJob(None), Expect::ListResults(vec![])];
-    script.extend(
-        [
-            api_path("serviceaccounts", "shop-runner"),
-            api_path("roles", "shop-runner"),
-            api_path("rolebindings", "shop-runner"),
-            api_path("configmaps", "shop-scenario"),
-            api_path("configmaps", "shop-result-0"),
-            api_path("configmaps", "shop-result-1"),
-            api_path("configmaps", "shop-result-2"),
-        ]
-        .into_iter()
-        .map(Expect::Apply),
-    );
-    script.push(Expect::ApplyRejected(job_path()));
-    script.push(Expect::ApplyStatus);
-    script.push(Expect::Event { reason: "Rejected", warning: true });
-    for path in [
-        job_path(),
-        api_path("configmaps", "shop-scenario"),
-        api_path("configmaps", "shop-result-0"),
-        api_path("configmaps", "shop-result-1"),
-        api_path("configmaps", "shop-result-2"),
-        api_path("rolebindings", "shop-runner"),
-        api_path("roles", "shop-runner"),
-        api_path("serviceaccounts", "shop-runner"),
-    ] {
-        script.push(Expect::Delete(path));
-    }
-    let seen = reconcile_against(&lt, script).await;
-    let st = applied_status(&seen);
-    assert_eq!(st.phase, Phase::Failed);
-    let (status, reason, message) = condition(&st, "Valid");
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "Rejected"));
-    assert!(message.contains("is invalid"), "{message}");
-}
-
 /// A result ConfigMap that holds no readable report fails the test at once (it used to look
 /// like "not reported yet", so the test ran on until its run timeout).
 #[tokio::test]
@@ -834,94 +770,6 @@ async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
     assert_eq!(seen.len(), 0);
 }
 
-/// #15: a LoadTest deleted and created again at once under the same name finds the old object's
-/// children still there until the garbage collector removes them. The new object deletes them
-/// itself (the Job in the foreground, so its pods go first) and creates nothing, and writes no
-/// status, until they are gone: no stale "done" result can be merged into its run.
-#[tokio::test]
-async fn a_recreated_loadtest_replaces_the_old_objects_children_before_it_starts() {
-    let lt = loadtest(2, SCENARIO);
-    let stale_result = |i: u32| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": format!("{NAME}-result-{i}"), "namespace": NS,
-                            "labels": {"stampede.dev/loadtest": NAME, "stampede.dev/run": "1"},
-                            "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1", "kind": "LoadTest",
-                                                 "name": NAME, "uid": "an-older-object"}]},
-               "data": {RESULT_KEY: serde_json::to_string(&done(i, 1000)).unwrap()}})
-    };
-    let report = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": format!("{NAME}-report"), "namespace": NS,
-                                     "labels": {"stampede.dev/loadtest": NAME}}});
-    let seen = reconcile_against(
-        &lt,
-        vec![
-            Expect::GetStaleJob,
-            Expect::DeleteForeground(job_path()),
-            Expect::ListConfigMaps(vec![stale_result(0), stale_result(1), report]),
-            Expect::Delete(api_path("configmaps", &format!("{NAME}-result-0"))),
-            Expect::Delete(api_path("configmaps", &format!("{NAME}-result-1"))),
-        ],
-    )
-    .await;
-    assert!(!seen.iter().any(|s| s.path.ends_with("/status")), "no status before the old children are gone");
-    assert!(!seen.iter().any(|s| s.path.ends_with("-report") && s.method == Method::DELETE), "the report stays");
-}
-
-/// #22: a transient API error (503) on the run's scenario read mid-run is retried, never taken
-/// for an invalid scenario: no status is written, the reconcile fails (and is retried with
-/// back-off), and the next one completes the run. It used to fail the test as
-/// `invalid scenario: … 503 …` without merging the runners' results. The scenario is compiled
-/// once per run: the third reconcile of the run reads it no more.
-#[tokio::test]
-async fn a_503_on_the_scenario_read_mid_run_keeps_the_run_running_and_it_completes() {
-    let lt = running(2, Duration::from_secs(30));
-    let (outcomes, seen) = reconcile_in_turn(
-        &[lt.clone(), lt.clone(), lt.clone()],
-        vec![
-            // 1: the read fails: nothing else is asked, nothing written.
-            Expect::Unavailable(api_path("configmaps", &format!("{NAME}-scenario"))),
-            // 2: still running (one runner done).
-            Expect::GetScenario,
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(RunnerReport::new(1, RunnerState::Running))]),
-            Expect::GetJob(active(1)),
-            Expect::ApplyStatus,
-            // 3: both done; the compiled plan is reused (no scenario read).
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
-            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
-            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::ApplyStatus,
-            Expect::Event { reason: "Succeeded", warning: false },
-            Expect::Delete(job_path()),
-        ],
-    )
-    .await;
-    let first = outcomes[0].as_ref().expect_err("the unavailable read fails the reconcile");
-    assert!(first.contains("cannot read ConfigMap perf/shop-scenario") && first.contains("503"), "{first}");
-    assert_eq!(&outcomes[1..], &[Ok(()), Ok(())]);
-    let statuses: Vec<LoadTestStatus> = seen
-        .iter()
-        .filter(|s| s.method == Method::PATCH && s.path.ends_with("/status"))
-        .map(|s| serde_json::from_value(s.body["status"].clone()).unwrap())
-        .collect();
-    assert_eq!(statuses.iter().map(|s| s.phase).collect::<Vec<_>>(), [Phase::Running, Phase::Succeeded]);
-    assert!(statuses.iter().all(|s| !s.conditions.iter().any(|c| c.type_ == "Valid" && c.status == "False")));
-    assert_eq!(statuses[1].summary.as_ref().unwrap().requests, 1500);
-}
-
-/// #22: a transient error reading `spec.scenarioFrom` before the start is retried too: the
-/// LoadTest stays Pending instead of failing as invalid.
-#[tokio::test]
-async fn a_503_on_the_scenario_from_read_leaves_the_test_pending() {
-    let mut lt = loadtest(1, SCENARIO);
-    lt.spec.scenario = None;
-    lt.spec.scenario_from =
-        Some(serde_json::from_value(json!({"name": "shop-scenarios", "key": "shop.yaml"})).unwrap());
-    let (outcomes, seen) =
-        reconcile_in_turn(&[lt], vec![Expect::Unavailable(api_path("configmaps", "shop-scenarios"))]).await;
-    assert!(outcomes[0].as_ref().is_err_and(|e| e.contains("503")), "{outcomes:?}");
-    assert_eq!(seen.len(), 1, "no status, no Event");
-}
-
 /// #22: a runner pod whose image does not exist is named in the status and an Event within one
 /// reconcile, with the kubelet's reason, and the test fails at once instead of waiting for its
 /// start timeout in `Initializing` ("starting 1 runner(s)", `0 of 1 ready`).
@@ -954,149 +802,4 @@ async fn a_runner_image_that_does_not_exist_fails_the_test_at_once_naming_the_ku
     assert!(message.contains("runner 0: ErrImagePull: failed to pull") && message.contains("not found"), "{message}");
     assert_eq!(condition(&st, "RunnersReady").1, "ErrImagePull");
     assert_eq!(condition(&st, "Passed").1, "ErrImagePull");
-}
-
-/// #22: a replica that no longer leads (its renew deadline passed: it was frozen, or its
-/// connection stalled) still reads, but writes nothing — no child, no status, no Event — even
-/// before its renewal task has noticed: another replica may lead by now. The same reconcile
-/// by a leading replica writes the merged status and deletes the Job.
-#[tokio::test]
-async fn a_replica_past_its_renew_deadline_reads_but_writes_nothing() {
-    let lt = running(2, Duration::from_secs(30));
-    let reads = || {
-        vec![
-            Expect::GetScenario,
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
-            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
-        ]
-    };
-    let lapsed = Fence::until(tokio::time::Instant::now());
-    let (outcomes, seen) = reconcile_fenced(std::slice::from_ref(&lt), reads(), lapsed).await;
-    assert_eq!(outcomes, [Err("not leading: another replica may act now".to_string())]);
-    assert!(seen.iter().all(|s| s.method == Method::GET), "{seen:?}");
-
-    let leading = Fence::until(tokio::time::Instant::now() + Duration::from_secs(10));
-    let mut script = reads();
-    script.extend([
-        Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-        Expect::ApplyStatus,
-        Expect::Event { reason: "Succeeded", warning: false },
-        Expect::Delete(job_path()),
-    ]);
-    let (outcomes, seen) = reconcile_fenced(std::slice::from_ref(&lt), script, leading).await;
-    assert_eq!(outcomes, [Ok(())]);
-    assert_eq!(applied_status(&seen).phase, Phase::Succeeded);
-}
-
-/// A scenario with a `setup` and a `teardown`, run once each.
-const ONCE_SCENARIO: &str = r#"
-name: shop
-baseUrl: http://my-service.default.svc
-load: {executor: constant-vus, vus: 2, duration: 10s}
-setup:
-  - {name: login, request: {method: POST, url: "{{baseUrl}}/login"}, extract: {token: {json: token}}}
-teardown:
-  - {name: reset, request: {method: POST, url: "{{baseUrl}}/reset"}}
-scenarios:
-  - name: buy
-    steps:
-      - {name: home, request: {url: "{{baseUrl}}/"}}
-"#;
-
-/// #32: the abort arrives in the look that sees the setup pod's success. The teardown Job is
-/// created (the setup's resources are cleaned up), the setup recorded as succeeded and the run
-/// as aborted; the runners never start, and the setup and runner Jobs go. It used to record the
-/// setup as failed and create no teardown Job.
-#[tokio::test]
-async fn an_abort_just_after_the_setup_succeeded_creates_the_teardown_job() {
-    let mut lt = loadtest(2, ONCE_SCENARIO);
-    let plan = validate(&lt, ONCE_SCENARIO, "test");
-    let obs = Observed {
-        now: OffsetDateTime::now_utc() - Duration::from_secs(5),
-        plan: plan.into(),
-        reports: vec![],
-        unreadable: vec![],
-        job: None,
-        baseline: None,
-        once: Default::default(),
-    };
-    lt.status = Some(lifecycle::decide(&lt, &obs).status);
-    assert_eq!(lt.status.as_ref().unwrap().setup.as_ref().map(|s| s.state), Some(OnceState::Running));
-    lt.spec.abort = true;
-    let succeeded = OnceStatus { state: OnceState::Succeeded, requests: 1, ..OnceStatus::default() };
-    let seen = reconcile_against(
-        &lt,
-        vec![
-            Expect::GetScenario,
-            Expect::ListResults(vec![]),
-            Expect::GetJob(None),
-            Expect::GetSetupReport(succeeded),
-            Expect::GetOnceJob("setup", JobStatus { succeeded: Some(1), ..JobStatus::default() }),
-            Expect::Apply(api_path("jobs", &format!("{NAME}-teardown"))),
-            Expect::ApplyStatus,
-            Expect::Event { reason: "SetupSucceeded", warning: false },
-            Expect::Event { reason: "Aborted", warning: true },
-            Expect::Delete(job_path()),
-            Expect::Delete(api_path("jobs", &format!("{NAME}-setup"))),
-        ],
-    )
-    .await;
-
-    let teardown_job = &seen[5].body;
-    let env = teardown_job["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap();
-    assert!(env.iter().any(|e| e["name"] == stampede_api::env::ONCE && e["value"] == "teardown"), "{env:?}");
-    let st = applied_status(&seen);
-    assert_eq!(st.phase, Phase::Aborted);
-    assert_eq!(st.setup.as_ref().map(|s| s.state), Some(OnceState::Succeeded));
-    assert_eq!(st.teardown.as_ref().map(|t| t.state), Some(OnceState::Running));
-    assert_eq!(condition(&st, "SetupSucceeded").0, "True");
-}
-
-/// #32: a rerun whose spec dropped `setup` deletes the values Secret of the run before (it used
-/// to be left in the namespace, with whatever setup extracted, until the LoadTest was deleted),
-/// then creates the new run's objects, with no Secret of its own.
-#[tokio::test]
-async fn a_rerun_without_a_setup_deletes_the_values_secret_of_the_run_before() {
-    let mut lt = loadtest(1, SCENARIO);
-    lt.metadata.generation = Some(2);
-    lt.status = Some(LoadTestStatus {
-        phase: Phase::Succeeded,
-        run: Some(1),
-        run_generation: Some(1),
-        setup: Some(OnceStatus { state: OnceState::Succeeded, ..OnceStatus::default() }),
-        completion_time: Some(OffsetDateTime::now_utc().format(&Rfc3339).unwrap()),
-        ..LoadTestStatus::default()
-    });
-    let obs = Observed {
-        now: OffsetDateTime::now_utc(),
-        plan: lifecycle::Scenario::NotRead,
-        reports: vec![],
-        unreadable: vec![],
-        job: None,
-        baseline: None,
-        once: Default::default(),
-    };
-    lt.status = Some(lifecycle::decide(&lt, &obs).status);
-    assert_eq!(lt.status.as_ref().map(|s| (s.phase, s.run)), Some((Phase::Pending, Some(2))));
-
-    let earlier = stampede_api::names::setup_secret(NAME, &stampede_api::run_id(UID, 1));
-    let mut script =
-        vec![Expect::GetJob(None), Expect::Delete(api_path("secrets", &earlier)), Expect::ListResults(vec![])];
-    script.extend(
-        [
-            api_path("serviceaccounts", "shop-runner"),
-            api_path("roles", "shop-runner"),
-            api_path("rolebindings", "shop-runner"),
-            api_path("configmaps", "shop-scenario"),
-            api_path("configmaps", "shop-result-0"),
-            job_path(),
-        ]
-        .into_iter()
-        .map(Expect::Apply),
-    );
-    script.extend([Expect::ApplyStatus, Expect::Event { reason: "Initializing", warning: false }]);
-    let seen = reconcile_against(&lt, script).await;
-    assert!(!seen.iter().any(|s| s.body["kind"] == "Secret"), "no values Secret for a run without setup");
-    let st = applied_status(&seen);
-    assert_eq!((st.phase, st.run, st.setup), (Phase::Initializing, Some(2), None));
 }

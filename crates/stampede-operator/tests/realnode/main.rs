@@ -9,6 +9,9 @@
 //! starts the node and runs them with `-- --ignored --test-threads=1`. Against the node agent's
 //! cluster they fail at once, saying so.
 
+// A test reads top to bottom, as the story it checks; the 100-line limit is for the code it tests.
+#![allow(clippy::too_many_lines, reason = "a test is one story, read top to bottom")]
+
 mod harness;
 mod prometheus;
 mod suite;

@@ -439,7 +439,7 @@ pub(crate) fn history(args: HistoryArgs) -> Result<ExitCode, Failure> {
                 history.namespace
             )));
         }
-        let mut report = runtime.block_on(crate::read_loadtest_report(name, Some(&history.namespace)))?;
+        let mut report = runtime.block_on(read_loadtest_report(name, Some(&history.namespace)))?;
         report.trend = trend(&history);
         crate::files::write_atomically(out, stampede_engine::render_html(&report, None).as_bytes())
             .with_context(|| format!("cannot write the HTML report to {}", out.display()))
@@ -447,6 +447,54 @@ pub(crate) fn history(args: HistoryArgs) -> Result<ExitCode, Failure> {
         eprintln!("HTML report written to {}", out.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A LoadTest's merged report (the operator writes it when the test ends; it stays as long as
+/// the LoadTest).
+pub(crate) async fn read_loadtest_report(
+    name: &str,
+    namespace: Option<&str>,
+) -> Result<stampede_engine::Report, Failure> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use stampede_api::{LoadTest, REPORT_KEY, names};
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot reach the cluster (kubeconfig or in-cluster configuration)")
+        .map_err(Failure::CouldNotRun)?;
+    let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
+    let config_maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), &ns);
+    let cm_name = names::report_config_map(name);
+    let cm = config_maps
+        .get_opt(&cm_name)
+        .await
+        .with_context(|| format!("cannot read ConfigMap {ns}/{cm_name}"))
+        .map_err(Failure::CouldNotRun)?;
+    let Some(cm) = cm else {
+        let loadtests: kube::Api<LoadTest> = kube::Api::namespaced(client, &ns);
+        let lt = loadtests
+            .get_opt(name)
+            .await
+            .with_context(|| format!("cannot read LoadTest {ns}/{name}"))
+            .map_err(Failure::CouldNotRun)?;
+        let why = match lt.and_then(|lt| lt.status) {
+            None => format!("LoadTest {ns}/{name} not found, or it has not started"),
+            Some(st) if !st.phase.is_finished() => {
+                format!(
+                    "LoadTest {ns}/{name} has not finished (phase {:?}); its report is written when it ends",
+                    st.phase
+                )
+            }
+            Some(_) => format!("LoadTest {ns}/{name} has no report (ConfigMap {cm_name} is missing)"),
+        };
+        return Err(Failure::Invalid(anyhow::anyhow!(why)));
+    };
+    let text = cm
+        .data
+        .and_then(|mut d| d.remove(REPORT_KEY))
+        .ok_or_else(|| Failure::Invalid(anyhow::anyhow!("ConfigMap {ns}/{cm_name} has no key {REPORT_KEY}")))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("ConfigMap {ns}/{cm_name} does not hold a Stampede report"))
+        .map_err(Failure::Invalid)
 }
 
 #[cfg(test)]
@@ -517,7 +565,10 @@ latency in ms; ΔRPS and ΔP99: change from the run before; ΔERRORS: in percent
         let status = loadtest_status(Phase::Failed);
         let history = History::of_loadtest("shop", "checkout", Some(&status));
         assert_eq!(render_table(&history), LOADTEST_TABLE);
-        assert!(include_str!("../../../README.md").contains(LOADTEST_TABLE), "the README shows this table as it is");
+        assert!(
+            include_str!("../../../../docs/command-line.md").contains(LOADTEST_TABLE),
+            "the command-line guide shows this table as it is"
+        );
     }
 
     #[test]

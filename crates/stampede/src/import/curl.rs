@@ -146,121 +146,159 @@ const CREDENTIAL_NOT_CONVERTED: [&str; 21] = [
 /// Short options that take a value, which may follow them in the same word (`-XPOST`).
 const SHORT_WITH_VALUE: &[u8] = b"XHdAebuUxEFoTwmrcCDKy";
 
+/// Reads the words of a curl command (`words[0]` is `curl`, `n` numbers the command in warnings)
+/// as one request: its options applied in order, every other word a URL.
 fn parse_curl(words: &[String], n: usize, warnings: &mut Vec<String>) -> Result<CurlRequest, String> {
     let mut r = CurlRequest::default();
     let mut i = 1;
-    let value = |i: &mut usize, flag: &str| -> Result<String, String> {
-        *i += 1;
-        words.get(*i).cloned().ok_or_else(|| format!("command {n}: {flag} needs a value"))
-    };
     while i < words.len() {
-        let w = words[i].as_str();
-        // `--header=value`, `-XPOST`, and short flags together (`-sSL`, `-sX POST`).
-        let (flag, inline) = match w.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ if w.len() > 2 && w.starts_with('-') && !w.starts_with("--") && w.is_ascii() => {
-                let letters = &w.as_bytes()[1..];
-                // Flags without a value first, then at most one that takes one.
-                match letters.iter().position(|b| SHORT_WITH_VALUE.contains(b)) {
-                    Some(0) => (w[..2].to_string(), Some(w[2..].to_string())),
-                    Some(at) => {
-                        for b in &letters[..at] {
-                            short_flag(&mut r, &format!("-{}", *b as char), n, warnings);
-                        }
-                        let rest = &w[at + 2..];
-                        (format!("-{}", letters[at] as char), (!rest.is_empty()).then(|| rest.to_string()))
-                    }
-                    None => {
-                        for b in letters {
-                            short_flag(&mut r, &format!("-{}", *b as char), n, warnings);
-                        }
-                        i += 1;
-                        continue;
-                    }
-                }
-            }
-            _ => (w.to_string(), None),
+        let Some((flag, inline)) = split_option(&words[i], &mut r, n, warnings) else {
+            i += 1;
+            continue;
         };
-        let flag = flag.as_str();
-        let take = |i: &mut usize| match &inline {
+        let mut take = || match &inline {
             Some(v) => Ok(v.clone()),
-            None => value(i, flag),
+            None => {
+                i += 1;
+                words.get(i).cloned().ok_or_else(|| format!("command {n}: {flag} needs a value"))
+            }
         };
-        match flag {
-            "-X" | "--request" => r.method = Some(take(&mut i)?),
-            "-H" | "--header" => {
-                let h = take(&mut i)?;
-                if h.starts_with('@') {
-                    warnings.push(format!("command {n}: {flag} {h}: headers from a file are not read; left out"));
-                } else if let Some((name, v)) = h.split_once(':') {
-                    let v = v.trim();
-                    r.headers.push((name.trim().to_string(), (!v.is_empty()).then(|| v.to_string())));
-                } else if let Some(name) = h.strip_suffix(';') {
-                    r.headers.push((name.trim().to_string(), Some(String::new())));
-                } else {
-                    warnings.push(format!("command {n}: header `{h}` has no value; left out"));
-                }
-            }
-            "-d" | "--data" | "--data-ascii" => r.data.push(Data::Ascii(take(&mut i)?)),
-            "--data-binary" => r.data.push(Data::Binary(take(&mut i)?)),
-            "--data-raw" => r.data.push(Data::Raw(take(&mut i)?)),
-            "--data-urlencode" => r.data.push(Data::Urlencode(take(&mut i)?)),
-            "--json" => r.data.push(Data::Json(take(&mut i)?)),
-            "-F" | "--form" => r.form.push((take(&mut i)?, false)),
-            "--form-string" => r.form.push((take(&mut i)?, true)),
-            "--url-query" => r.url_query.push(take(&mut i)?),
-            "-b" | "--cookie" => {
-                let c = take(&mut i)?;
-                if c.contains('=') {
-                    r.cookie = Some(c);
-                } else {
-                    warnings.push(format!("command {n}: {flag} FILE: a cookie file is not read; left out"));
-                }
-            }
-            "-u" | "--user" => r.user = Some(take(&mut i)?),
-            "--oauth2-bearer" => r.bearer = Some(take(&mut i)?),
-            "-A" | "--user-agent" => r.headers.push(("User-Agent".into(), Some(take(&mut i)?))),
-            "-e" | "--referer" => {
-                let referer = take(&mut i)?;
-                let referer = referer.strip_suffix(";auto").unwrap_or(&referer).to_string();
-                if !referer.is_empty() {
-                    r.headers.push(("Referer".into(), Some(referer)));
-                }
-            }
-            "--url" => r.urls.push(take(&mut i)?),
-            "--digest" | "--ntlm" | "--negotiate" | "--anyauth" => {
-                warnings.push(format!("command {n}: `{flag}` authentication is not converted: -u is sent as Basic"));
-            }
-            "-:" | "--next" => {
-                warnings
-                    .push(format!("command {n}: `{flag}` is not converted: the options after it apply to every URL"));
-            }
-            f if f.starts_with("--") || f.len() == 2 && f.starts_with('-') => {
-                if !long_flag(&mut r, f) && !short_flag(&mut r, f, n, warnings) {
-                    if IGNORED_WITH_VALUE.contains(&f) {
-                        take(&mut i)?;
-                    } else if NOT_CONVERTED_WITH_VALUE.contains(&f) {
-                        take(&mut i)?;
-                        warnings.push(format!("command {n}: option `{f}` is not converted"));
-                    } else if CREDENTIAL_NOT_CONVERTED.contains(&f) {
-                        take(&mut i)?;
-                        let why = if f.contains("proxy") || f.contains("socks") || f == "-x" || f == "-U" {
-                            "Stampede sends requests straight to the target, through no proxy"
-                        } else {
-                            "a client certificate is the file's `http.tls.clientCert` and `clientKey`"
-                        };
-                        warnings
-                            .push(format!("command {n}: option `{f}` is not converted ({why}); its value is left out"));
-                    } else {
-                        warnings.push(format!("command {n}: option `{f}` is not converted"));
-                    }
-                }
-            }
-            url => r.urls.push(url.to_string()),
-        }
+        apply_option(&mut r, &flag, &mut take, n, warnings)?;
         i += 1;
     }
     Ok(r)
+}
+
+/// The option a word is and the value the word holds too (`--header=value`, `-XPOST`, `-sX`);
+/// one-letter options without a value before it (`-sX`) applied to `r`. `None`: the word was
+/// only such options (`-sSL`), all applied.
+fn split_option(
+    w: &str,
+    r: &mut CurlRequest,
+    n: usize,
+    warnings: &mut Vec<String>,
+) -> Option<(String, Option<String>)> {
+    Some(match w.split_once('=') {
+        Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+        _ if w.len() > 2 && w.starts_with('-') && !w.starts_with("--") && w.is_ascii() => {
+            let letters = &w.as_bytes()[1..];
+            // Flags without a value first, then at most one that takes one.
+            match letters.iter().position(|b| SHORT_WITH_VALUE.contains(b)) {
+                Some(0) => (w[..2].to_string(), Some(w[2..].to_string())),
+                Some(at) => {
+                    for b in &letters[..at] {
+                        short_flag(r, &format!("-{}", *b as char), n, warnings);
+                    }
+                    let rest = &w[at + 2..];
+                    (format!("-{}", letters[at] as char), (!rest.is_empty()).then(|| rest.to_string()))
+                }
+                None => {
+                    for b in letters {
+                        short_flag(r, &format!("-{}", *b as char), n, warnings);
+                    }
+                    return None;
+                }
+            }
+        }
+        _ => (w.to_string(), None),
+    })
+}
+
+/// Applies one option (`flag`) to `r`, `take` giving its value; a word that is no option is a
+/// URL.
+fn apply_option(
+    r: &mut CurlRequest,
+    flag: &str,
+    take: &mut impl FnMut() -> Result<String, String>,
+    n: usize,
+    warnings: &mut Vec<String>,
+) -> Result<(), String> {
+    match flag {
+        "-X" | "--request" => r.method = Some(take()?),
+        "-H" | "--header" => header_option(r, flag, &take()?, n, warnings),
+        "-d" | "--data" | "--data-ascii" => r.data.push(Data::Ascii(take()?)),
+        "--data-binary" => r.data.push(Data::Binary(take()?)),
+        "--data-raw" => r.data.push(Data::Raw(take()?)),
+        "--data-urlencode" => r.data.push(Data::Urlencode(take()?)),
+        "--json" => r.data.push(Data::Json(take()?)),
+        "-F" | "--form" => r.form.push((take()?, false)),
+        "--form-string" => r.form.push((take()?, true)),
+        "--url-query" => r.url_query.push(take()?),
+        "-b" | "--cookie" => {
+            let c = take()?;
+            if c.contains('=') {
+                r.cookie = Some(c);
+            } else {
+                warnings.push(format!("command {n}: {flag} FILE: a cookie file is not read; left out"));
+            }
+        }
+        "-u" | "--user" => r.user = Some(take()?),
+        "--oauth2-bearer" => r.bearer = Some(take()?),
+        "-A" | "--user-agent" => r.headers.push(("User-Agent".into(), Some(take()?))),
+        "-e" | "--referer" => {
+            let referer = take()?;
+            let referer = referer.strip_suffix(";auto").unwrap_or(&referer).to_string();
+            if !referer.is_empty() {
+                r.headers.push(("Referer".into(), Some(referer)));
+            }
+        }
+        "--url" => r.urls.push(take()?),
+        "--digest" | "--ntlm" | "--negotiate" | "--anyauth" => {
+            warnings.push(format!("command {n}: `{flag}` authentication is not converted: -u is sent as Basic"));
+        }
+        "-:" | "--next" => {
+            warnings.push(format!("command {n}: `{flag}` is not converted: the options after it apply to every URL"));
+        }
+        f if f.starts_with("--") || f.len() == 2 && f.starts_with('-') => {
+            if !long_flag(r, f) && !short_flag(r, f, n, warnings) {
+                unconverted_option(f, take, n, warnings)?;
+            }
+        }
+        url => r.urls.push(url.to_string()),
+    }
+    Ok(())
+}
+
+/// A `-H` value (`h`) as a header of `r`: `Name: value`, `Name:` (removes it), `Name;` (sent
+/// empty); `@file` and a header without a value listed and left out.
+fn header_option(r: &mut CurlRequest, flag: &str, h: &str, n: usize, warnings: &mut Vec<String>) {
+    if h.starts_with('@') {
+        warnings.push(format!("command {n}: {flag} {h}: headers from a file are not read; left out"));
+    } else if let Some((name, v)) = h.split_once(':') {
+        let v = v.trim();
+        r.headers.push((name.trim().to_string(), (!v.is_empty()).then(|| v.to_string())));
+    } else if let Some(name) = h.strip_suffix(';') {
+        r.headers.push((name.trim().to_string(), Some(String::new())));
+    } else {
+        warnings.push(format!("command {n}: header `{h}` has no value; left out"));
+    }
+}
+
+/// An option this importer does not convert (`f`): its value, if it takes one, skipped (a
+/// credential's never quoted), and listed unless it changes nothing a load test sends.
+fn unconverted_option(
+    f: &str,
+    take: &mut impl FnMut() -> Result<String, String>,
+    n: usize,
+    warnings: &mut Vec<String>,
+) -> Result<(), String> {
+    if IGNORED_WITH_VALUE.contains(&f) {
+        take()?;
+    } else if NOT_CONVERTED_WITH_VALUE.contains(&f) {
+        take()?;
+        warnings.push(format!("command {n}: option `{f}` is not converted"));
+    } else if CREDENTIAL_NOT_CONVERTED.contains(&f) {
+        take()?;
+        let why = if f.contains("proxy") || f.contains("socks") || f == "-x" || f == "-U" {
+            "Stampede sends requests straight to the target, through no proxy"
+        } else {
+            "a client certificate is the file's `http.tls.clientCert` and `clientKey`"
+        };
+        warnings.push(format!("command {n}: option `{f}` is not converted ({why}); its value is left out"));
+    } else {
+        warnings.push(format!("command {n}: option `{f}` is not converted"));
+    }
+    Ok(())
 }
 
 /// A long option without a value; whether it was one.
@@ -516,14 +554,61 @@ fn globs(url: &str) -> bool {
     url.contains(['{', '['])
 }
 
+/// A request to import: its command's number, its options, its URL without the user-info, and
+/// that user-info.
+type Sent = (usize, std::sync::Arc<CurlRequest>, String, Option<String>);
+
+/// What each command's options left unconverted, by the command's number.
+type Notes = BTreeMap<usize, Vec<String>>;
+
+/// What the steps of one import share: the origin every request has (when they have one), how
+/// many requests follow redirects (`-L`) out of how many, and what each command's options left
+/// unconverted.
+struct Shared {
+    base: Option<String>,
+    follow: usize,
+    requests: usize,
+    notes: Notes,
+}
+
 /// Imports curl command lines (`text`, from `source`). Nothing usable (no curl command with an
 /// http(s) URL) is an error.
 pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
     let commands = shell_words(text).map_err(|e| format!("{source}: {e}"))?;
     let mut warnings = Vec::new();
+    let (requests, notes) = curl_requests(&commands, source, &mut warnings)?;
+    if requests.is_empty() {
+        return Err(format!("{source}: no curl command with an http(s) URL to import"));
+    }
+    let origins: Vec<String> = requests.iter().filter_map(|(_, _, u, _)| split_url(u).map(|(o, _)| o)).collect();
+    let base = origins.iter().all(|o| *o == origins[0]).then(|| origins[0].clone());
+    let mut secrets = Secrets::default();
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    let follow = requests.iter().filter(|(_, r, _, _)| r.location).count();
+    let shared = Shared { base, follow, requests: requests.len(), notes };
+    let steps: Vec<Step> =
+        requests.iter().map(|sent| curl_step(sent, &shared, &mut secrets, &mut names, &mut warnings)).collect();
+    let mut imported = Imported { env: secrets.env.clone(), warnings, ..Imported::default() };
+    let mut yaml = imported.head(source, "curl", requests.len());
+    let name = shared.base.as_deref().and_then(|b| b.split_once("://")).map_or("imported", |(_, host)| host);
+    let base_t = shared.base.as_deref().map(|b| templated(b, "the URL", &mut imported.env));
+    write_top(&mut yaml, name, base_t.as_deref());
+    write_http(&mut yaml, &requests, follow);
+    write_steps(&mut yaml, "imported", &steps);
+    imported.yaml = yaml;
+    Ok(imported.scrubbed(&secrets))
+}
+
+/// The requests of the commands (each URL of a curl command one), and what each command's
+/// options left unconverted, by the command's number; a command that is not curl, a command
+/// without a URL and a URL that is not http(s) listed and left out.
+fn curl_requests(
+    commands: &[Vec<String>],
+    source: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<Sent>, Notes), String> {
     let mut requests = Vec::new();
-    // What each command's options left unconverted, for its steps' place in the file.
-    let mut parsed_notes: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let mut parsed_notes = Notes::new();
     for (i, words) in commands.iter().enumerate() {
         let n = i + 1;
         // `$ curl …` as docs show a prompt; `sudo`, `time`, `command` before it.
@@ -536,7 +621,7 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             continue;
         };
         let before = warnings.len();
-        let mut r = parse_curl(&words[start..], n, &mut warnings).map_err(|e| format!("{source}: {e}"))?;
+        let mut r = parse_curl(&words[start..], n, warnings).map_err(|e| format!("{source}: {e}"))?;
         parsed_notes.insert(n, warnings[before..].to_vec());
         let urls = std::mem::take(&mut r.urls);
         if urls.is_empty() {
@@ -561,146 +646,187 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             requests.push((n, r.clone(), url, user));
         }
     }
-    if requests.is_empty() {
-        return Err(format!("{source}: no curl command with an http(s) URL to import"));
+    Ok((requests, parsed_notes))
+}
+
+/// The step of one request: its method, URL, headers and body as curl sends them, templated,
+/// credentials from the environment, under what its command left unconverted.
+fn curl_step(
+    (n, r, url, user): &Sent,
+    shared: &Shared,
+    secrets: &mut Secrets,
+    names: &mut BTreeMap<String, usize>,
+    warnings: &mut Vec<String>,
+) -> Step {
+    let n = *n;
+    let before = warnings.len();
+    let host = host_of(url);
+    let host = host.as_deref();
+    let at = format!("command {n}");
+    let (origin, path) = split_url(url).unwrap_or_default();
+    let data = request_data(r, n, warnings);
+    let parts = form_parts(r, n, warnings);
+    let sends_body = (data.is_some() && !r.get) || !parts.is_empty();
+    let method = match &r.method {
+        Some(m) => m.clone(),
+        None if r.head => "HEAD".into(),
+        None if sends_body => "POST".into(),
+        None => "GET".into(),
+    };
+    let path = request_path(r, data.as_deref(), path, &at, host, secrets);
+    let route = path.split('?').next().unwrap_or("/").to_string();
+    let name = unique_name(names, format!("{method} {route}"));
+    let origin_t = templated(&origin, &at, &mut secrets.env);
+    let target = match &shared.base {
+        Some(_) => format!("{{{{baseUrl}}}}{path}"),
+        None => format!("{origin_t}{path}"),
+    };
+    let mut headers = request_headers(r, user.as_deref(), host, &at, secrets, warnings);
+    content_headers(r, data.is_some(), &mut headers);
+    let body = data.filter(|_| !r.get && parts.is_empty()).map(|d| {
+        let d = templated(&d, &at, &mut secrets.env);
+        secrets.body(&d, host, &at)
+    });
+    let multipart = parts
+        .into_iter()
+        .map(|mut p| {
+            p.value = p.value.map(|v| templated(&v, &at, &mut secrets.env));
+            p
+        })
+        .collect();
+    let redirects = (shared.follow > 0 && shared.follow < shared.requests).then_some(if r.location { 10 } else { 0 });
+    let mut notes = shared.notes.get(&n).cloned().unwrap_or_default();
+    notes.extend(warnings[before..].iter().cloned());
+    Step {
+        notes,
+        comment: format!("from curl command {n}: {method} {origin}{path}"),
+        name,
+        method,
+        url: target,
+        headers,
+        body,
+        multipart,
+        redirects,
+        ..Step::default()
     }
-    let origins: Vec<String> = requests.iter().filter_map(|(_, _, u, _)| split_url(u).map(|(o, _)| o)).collect();
-    let base = origins.iter().all(|o| *o == origins[0]).then(|| origins[0].clone());
-    let mut secrets = Secrets::default();
-    let mut steps = Vec::new();
-    let mut names: BTreeMap<String, usize> = BTreeMap::new();
-    let follow = requests.iter().filter(|(_, r, _, _)| r.location).count();
-    for (n, r, url, user) in &requests {
-        let n = *n;
-        let before = warnings.len();
-        let host = host_of(url);
-        let host = host.as_deref();
-        let at = format!("command {n}");
-        let (origin, mut path) = split_url(url).unwrap_or_default();
-        let data = request_data(r, n, &mut warnings);
-        let parts = form_parts(r, n, &mut warnings);
-        let sends_body = (data.is_some() && !r.get) || !parts.is_empty();
-        let method = match &r.method {
-            Some(m) => m.clone(),
-            None if r.head => "HEAD".into(),
-            None if sends_body => "POST".into(),
-            None => "GET".into(),
-        };
-        let mut query: Vec<String> = Vec::new();
-        if r.get
-            && let Some(d) = &data
-        {
-            query.push(d.clone());
-        }
-        for q in &r.url_query {
-            query.push(match q.strip_prefix('+') {
-                Some(raw) => raw.to_string(),
-                None => match q.split_once('=') {
-                    Some(("", c)) => urlencode(c),
-                    Some((k, c)) => format!("{k}={}", urlencode(c)),
-                    None => urlencode(q),
-                },
-            });
-        }
-        for q in query {
-            path.push(if path.contains('?') { '&' } else { '?' });
-            path.push_str(&q);
-        }
-        let path = templated(&path, &at, &mut secrets.env);
-        let path = secrets.query(&path, host, &at);
-        let route = path.split('?').next().unwrap_or("/").to_string();
-        let name = unique_name(&mut names, format!("{method} {route}"));
-        let origin_t = templated(&origin, &at, &mut secrets.env);
-        let target = match &base {
-            Some(_) => format!("{{{{baseUrl}}}}{path}"),
-            None => format!("{origin_t}{path}"),
-        };
-        let mut headers: Vec<(String, String)> = Vec::new();
-        for (h, v) in &r.headers {
-            headers.retain(|(k, _)| !k.eq_ignore_ascii_case(h));
-            match v {
-                Some(v) => {
-                    let v = templated(v, &at, &mut secrets.env);
-                    headers.push((h.clone(), secrets.header(host, h, &v, &at)));
-                }
-                None if h.eq_ignore_ascii_case("accept") || h.eq_ignore_ascii_case("user-agent") => {
-                    warnings.push(format!("{at}: `-H '{h}:'` (send no {h}) is not converted: Stampede sends its own"));
-                }
-                None => {}
-            }
-        }
-        let has = |headers: &[(String, String)], name: &str| headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(name));
-        if let Some(c) = &r.cookie
-            && !has(&headers, "Cookie")
-        {
-            let c = templated(c, &at, &mut secrets.env);
-            let value = if c.contains("{{") {
-                c
-            } else {
-                secrets.take(host, "Cookie", &c, format!("{at}: -b (cookies, `name=value; …`)"))
-            };
-            headers.push(("Cookie".into(), value));
-        }
-        // As curl: a header given wins over -u and --oauth2-bearer.
-        if !has(&headers, "Authorization") {
-            if let Some(token) = &r.bearer {
-                let value = secrets.take(host, "Authorization", token, format!("{at}: --oauth2-bearer (the token)"));
-                headers.push(("Authorization".into(), format!("Bearer {value}")));
-            } else if let Some(user) = r.user.as_ref().or(user.as_ref()) {
-                let from = format!("{at}: -u or the URL's user-info (set it to user:password, base64)");
-                let value = secrets.take(host, "Authorization", user, from);
-                headers.push(("Authorization".into(), format!("Basic {value}")));
-            }
-        }
-        let json = r.data.iter().any(|d| matches!(d, Data::Json(_)));
-        if json {
-            if !has(&headers, "Content-Type") {
-                headers.push(("Content-Type".into(), "application/json".into()));
-            }
-            if !has(&headers, "Accept") {
-                headers.push(("Accept".into(), "application/json".into()));
-            }
-        } else if data.is_some() && !r.get && !has(&headers, "Content-Type") {
-            headers.push(("Content-Type".into(), "application/x-www-form-urlencoded".into()));
-        }
-        if r.compressed && !has(&headers, "Accept-Encoding") {
-            // What Debian's curl (zlib, brotli, zstd) asks for.
-            headers.push(("Accept-Encoding".into(), "deflate, gzip, br, zstd".into()));
-        }
-        let body = data.filter(|_| !r.get && parts.is_empty()).map(|d| {
-            let d = templated(&d, &at, &mut secrets.env);
-            secrets.body(&d, host, &at)
-        });
-        let multipart = parts
-            .into_iter()
-            .map(|mut p| {
-                p.value = p.value.map(|v| templated(&v, &at, &mut secrets.env));
-                p
-            })
-            .collect();
-        let redirects = (follow > 0 && follow < requests.len()).then_some(if r.location { 10 } else { 0 });
-        let mut notes = parsed_notes.get(&n).cloned().unwrap_or_default();
-        notes.extend(warnings[before..].iter().cloned());
-        steps.push(Step {
-            notes,
-            comment: format!("from curl command {n}: {method} {origin}{path}"),
-            name,
-            method,
-            url: target,
-            headers,
-            body,
-            multipart,
-            redirects,
-            ..Step::default()
+}
+
+/// The path and query a request goes to: `path` with `-G`'s data and the `--url-query` pieces
+/// added to its query, templated, the query's credentials from the environment.
+fn request_path(
+    r: &CurlRequest,
+    data: Option<&str>,
+    mut path: String,
+    at: &str,
+    host: Option<&str>,
+    secrets: &mut Secrets,
+) -> String {
+    let mut query: Vec<String> = Vec::new();
+    if r.get
+        && let Some(d) = data
+    {
+        query.push(d.to_string());
+    }
+    for q in &r.url_query {
+        query.push(match q.strip_prefix('+') {
+            Some(raw) => raw.to_string(),
+            None => match q.split_once('=') {
+                Some(("", c)) => urlencode(c),
+                Some((k, c)) => format!("{k}={}", urlencode(c)),
+                None => urlencode(q),
+            },
         });
     }
+    for q in query {
+        path.push(if path.contains('?') { '&' } else { '?' });
+        path.push_str(&q);
+    }
+    let path = templated(&path, at, &mut secrets.env);
+    secrets.query(&path, host, at)
+}
+
+/// Whether `headers` has one named `name` (in any case).
+fn has_header(headers: &[(String, String)], name: &str) -> bool {
+    headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(name))
+}
+
+/// A request's headers: the `-H` ones (a later one of a name replacing an earlier, `Name:`
+/// removing it), the `-b` cookies, and `--oauth2-bearer` or `-u` (else the URL's user-info,
+/// `user`) as Authorization when no header gives one; templated, credentials from the
+/// environment.
+fn request_headers(
+    r: &CurlRequest,
+    user: Option<&str>,
+    host: Option<&str>,
+    at: &str,
+    secrets: &mut Secrets,
+    warnings: &mut Vec<String>,
+) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = Vec::new();
+    for (h, v) in &r.headers {
+        headers.retain(|(k, _)| !k.eq_ignore_ascii_case(h));
+        match v {
+            Some(v) => {
+                let v = templated(v, at, &mut secrets.env);
+                headers.push((h.clone(), secrets.header(host, h, &v, at)));
+            }
+            None if h.eq_ignore_ascii_case("accept") || h.eq_ignore_ascii_case("user-agent") => {
+                warnings.push(format!("{at}: `-H '{h}:'` (send no {h}) is not converted: Stampede sends its own"));
+            }
+            None => {}
+        }
+    }
+    if let Some(c) = &r.cookie
+        && !has_header(&headers, "Cookie")
+    {
+        let c = templated(c, at, &mut secrets.env);
+        let value = if c.contains("{{") {
+            c
+        } else {
+            secrets.take(host, "Cookie", &c, format!("{at}: -b (cookies, `name=value; …`)"))
+        };
+        headers.push(("Cookie".into(), value));
+    }
+    // As curl: a header given wins over -u and --oauth2-bearer.
+    if !has_header(&headers, "Authorization") {
+        if let Some(token) = &r.bearer {
+            let value = secrets.take(host, "Authorization", token, format!("{at}: --oauth2-bearer (the token)"));
+            headers.push(("Authorization".into(), format!("Bearer {value}")));
+        } else if let Some(user) = r.user.as_deref().or(user) {
+            let from = format!("{at}: -u or the URL's user-info (set it to user:password, base64)");
+            let value = secrets.take(host, "Authorization", user, from);
+            headers.push(("Authorization".into(), format!("Basic {value}")));
+        }
+    }
+    headers
+}
+
+/// The headers curl adds for what a request sends, unless `headers` has them: JSON's
+/// Content-Type and Accept for `--json`, a form's Content-Type for other data (`data`) not sent
+/// in the query, and Accept-Encoding for `--compressed`.
+fn content_headers(r: &CurlRequest, data: bool, headers: &mut Vec<(String, String)>) {
+    let json = r.data.iter().any(|d| matches!(d, Data::Json(_)));
+    if json {
+        if !has_header(headers, "Content-Type") {
+            headers.push(("Content-Type".into(), "application/json".into()));
+        }
+        if !has_header(headers, "Accept") {
+            headers.push(("Accept".into(), "application/json".into()));
+        }
+    } else if data && !r.get && !has_header(headers, "Content-Type") {
+        headers.push(("Content-Type".into(), "application/x-www-form-urlencoded".into()));
+    }
+    if r.compressed && !has_header(headers, "Accept-Encoding") {
+        // What Debian's curl (zlib, brotli, zstd) asks for.
+        headers.push(("Accept-Encoding".into(), "deflate, gzip, br, zstd".into()));
+    }
+}
+
+/// The file's `http` settings the commands ask for: HTTP/2 (`--http2`), any certificate (`-k`),
+/// and no redirect followed when no command follows them (`follow` of them have `-L`).
+fn write_http(yaml: &mut String, requests: &[Sent], follow: usize) {
     let insecure = requests.iter().any(|(_, r, _, _)| r.insecure);
     let http2 = requests.iter().any(|(_, r, _, _)| r.http2);
-    let mut imported = Imported { env: secrets.env.clone(), warnings, ..Imported::default() };
-    let mut yaml = imported.head(source, "curl", requests.len());
-    let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("imported", |(_, host)| host);
-    let base_t = base.as_deref().map(|b| templated(b, "the URL", &mut imported.env));
-    write_top(&mut yaml, name, base_t.as_deref());
     if insecure || http2 || follow == 0 {
         yaml.push_str("http:\n");
         if http2 {
@@ -713,9 +839,6 @@ pub(crate) fn curl(text: &str, source: &str) -> Result<Imported, String> {
             yaml.push_str("  redirects: 0  # as curl without -L: a redirect is the answer\n");
         }
     }
-    write_steps(&mut yaml, "imported", &steps);
-    imported.yaml = yaml;
-    Ok(imported.scrubbed(&secrets))
 }
 
 #[cfg(test)]

@@ -121,6 +121,43 @@ impl Returned {
         self.values.insert(value, (step, how));
     }
 
+    /// What a response returns, for the requests after it (its step is `step`): its Location
+    /// and ETag headers, the leaves of a JSON body, the distinctive hidden fields of an HTML one.
+    fn record(&mut self, step: usize, response: &Value) {
+        for h in response["headers"].as_array().into_iter().flatten() {
+            let (Some(n), Some(v)) = (h["name"].as_str(), h["value"].as_str()) else { continue };
+            if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("etag") {
+                self.add(step, v.to_string(), Extract::Header(n.to_string()));
+            }
+        }
+        let content = &response["content"];
+        let mime = content["mimeType"].as_str().unwrap_or_default();
+        let Some(text) = content["text"].as_str() else { return };
+        let decoded;
+        let text = if content["encoding"] == "base64" {
+            decoded = base64_decode(text);
+            decoded.as_str()
+        } else {
+            text
+        };
+        if mime.contains("json")
+            && let Ok(v) = serde_json::from_str::<Value>(text)
+        {
+            let mut found = Vec::new();
+            leaves(&v, String::new(), &mut found);
+            for (p, value) in found {
+                self.add(step, value, Extract::Json(if p.is_empty() { "$".into() } else { p }));
+            }
+        } else if mime.contains("html") {
+            for (field, value) in form_fields(text) {
+                if distinctive(&value) {
+                    let regex = format!("name=\"{}\"[^>]*value=\"([^\"]*)\"", regex_literal(&field));
+                    self.add(step, value, Extract::Regex(regex, field));
+                }
+            }
+        }
+    }
+
     /// `text` with each distinctive value an earlier response returned (the longest where
     /// several start at one place) as `{{var}}`, or — `credential` — a credential whose whole
     /// value (`Bearer <value>`) one returned; `var` names the extractor on its step.
@@ -254,7 +291,28 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
     let entries =
         har["log"]["entries"].as_array().ok_or_else(|| format!("{source}: no `log.entries` (not a HAR file)"))?;
     let mut warnings = Vec::new();
-    let mut secrets = Secrets::default();
+    let kept = kept_entries(entries, keep_static, &mut warnings);
+    if kept.is_empty() {
+        return Err(format!("{source}: no request to import"));
+    }
+    // Each request's URL without its user-info (a credential, sent as a header).
+    let urls: Vec<(String, Option<String>)> =
+        kept.iter().map(|e| strip_user_info(e["request"]["url"].as_str().unwrap_or_default())).collect();
+    let origin = |url: &str| {
+        url.split_once("://").map(|(s, r)| format!("{s}://{}", r.split(['/', '?', '#']).next().unwrap_or(r)))
+    };
+    let first = origin(&urls[0].0);
+    let base = urls.iter().all(|(u, _)| origin(u) == first).then(|| first.clone()).flatten();
+    let mut recording = Recording { base, warnings, ..Recording::default() };
+    for (i, (e, (url, user_info))) in kept.iter().zip(urls).enumerate() {
+        recording.step(i, e, url, user_info);
+    }
+    Ok(recording.imported(source, &kept))
+}
+
+/// The entries to import, in order: http(s) requests with a method, static assets left out
+/// unless `keep_static` (or unless they are all there is); what is left out listed.
+fn kept_entries<'a>(entries: &'a [Value], keep_static: bool, warnings: &mut Vec<String>) -> Vec<&'a Value> {
     let mut kept: Vec<&Value> = Vec::new();
     let mut assets: Vec<&Value> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
@@ -293,90 +351,58 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             assets.len()
         ));
     }
-    if kept.is_empty() {
-        return Err(format!("{source}: no request to import"));
-    }
-    // Each request's URL without its user-info (a credential, sent as a header).
-    let urls: Vec<(String, Option<String>)> =
-        kept.iter().map(|e| strip_user_info(e["request"]["url"].as_str().unwrap_or_default())).collect();
-    let origin = |url: &str| {
-        url.split_once("://").map(|(s, r)| format!("{s}://{}", r.split(['/', '?', '#']).next().unwrap_or(r)))
-    };
-    let first = origin(&urls[0].0);
-    let base = urls.iter().all(|(u, _)| origin(u) == first).then(|| first.clone()).flatten();
-    let mut returned = Returned::default();
-    let mut taken = BTreeMap::new();
-    let mut steps: Vec<Step> = Vec::new();
-    let mut names: BTreeMap<String, usize> = BTreeMap::new();
-    let mut generated = Vec::new();
-    let mut conditional = 0;
-    for (i, e) in kept.iter().enumerate() {
-        let before = warnings.len();
+    kept
+}
+
+/// A recording's import under way: the steps made so far, what their responses returned, and
+/// what the file's head will say.
+#[derive(Default)]
+struct Recording {
+    /// The origin every request has, when they have one (`{{baseUrl}}`).
+    base: Option<String>,
+    warnings: Vec<String>,
+    secrets: Secrets,
+    steps: Vec<Step>,
+    returned: Returned,
+    /// The extractors' variable names taken.
+    taken: BTreeMap<String, usize>,
+    /// The step names taken.
+    names: BTreeMap<String, usize>,
+    /// Which requests' UUIDs the client made are `uuid()`.
+    generated: Vec<String>,
+    /// How many requests sent conditions from the browser's cache.
+    conditional: usize,
+}
+
+impl Recording {
+    /// The step of request `i` (entry `e`, its URL without the user-info, and that user-info):
+    /// its values correlated with what earlier responses returned, credentials from the
+    /// environment; then what its response returns, for the requests after it.
+    fn step(&mut self, i: usize, e: &Value, url: String, user_info: Option<String>) {
+        let before = self.warnings.len();
         let req = &e["request"];
         let method = req["method"].as_str().unwrap_or("GET").to_ascii_uppercase();
-        let (url, user_info) = urls[i].clone();
         let host = host_of(&url);
         let at = format!("request {}", i + 1);
-        let mut url = match &base {
+        let mut url = match &self.base {
             Some(b) => format!("{{{{baseUrl}}}}{}", &url[b.len()..]),
             None => url,
         };
         if url == "{{baseUrl}}" || url.starts_with("{{baseUrl}}?") {
             url.insert(11, '/');
         }
-        let mut headers: Vec<(String, String)> = Vec::new();
-        let mut was_conditional = false;
-        for h in req["headers"].as_array().into_iter().flatten() {
-            let (Some(n), Some(v)) = (h["name"].as_str(), h["value"].as_str()) else { continue };
-            let lower = n.to_ascii_lowercase();
-            if n.starts_with(':') || lower.starts_with("sec-") || DROPPED_HEADERS.contains(&lower.as_str()) {
-                continue;
-            }
-            if CACHE_CONDITIONS.contains(&lower.as_str()) {
-                was_conditional = true;
-                continue;
-            }
-            if !is_token(n) {
-                warnings.push(format!("{at}: `{n}` is not a header name; left out"));
-                continue;
-            }
-            headers.push((n.to_string(), v.to_string()));
-        }
-        conditional += usize::from(was_conditional);
+        let (mut headers, was_conditional) = request_headers(req, &at, &mut self.warnings);
+        self.conditional += usize::from(was_conditional);
         let post = &req["postData"];
         let (mut body, mut multipart) = match post["text"].as_str().filter(|b| !b.is_empty()) {
             Some(text) => (Some(text.to_string()), Vec::new()),
-            None => params_body(post, &at, &mut warnings),
+            None => params_body(post, &at, &mut self.warnings),
         };
         if !multipart.is_empty() {
             // The engine draws its own boundary.
             headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-type"));
         }
-        // Correlation: a value an earlier response returned — anywhere when it is distinctive,
-        // or as the whole credential of a credential header (`Bearer <token>`) however short.
-        let mut var = |owner: usize, how: &Extract| {
-            let step = &mut steps[owner];
-            match step.extract.iter().find(|(_, h)| h == how) {
-                Some((v, _)) => v.clone(),
-                None => {
-                    let v = var_name(how.hint(), &mut taken);
-                    step.extract.push((v.clone(), how.clone()));
-                    v
-                }
-            }
-        };
-        returned.correlate(&mut url, false, &mut var);
-        for (n, v) in headers.iter_mut() {
-            returned.correlate(v, is_credential(n), &mut var);
-        }
-        if let Some(b) = body.as_mut() {
-            returned.correlate(b, false, &mut var);
-        }
-        for p in multipart.iter_mut() {
-            if let Some(v) = p.value.as_mut() {
-                returned.correlate(v, false, &mut var);
-            }
-        }
+        self.correlate(&mut url, &mut headers, body.as_mut(), &mut multipart);
         // A UUID the page made itself (no response returned it): a new one on every run, as
         // the page would make (an order id recorded once is a duplicate the second time).
         let mut fresh = body.as_mut().map_or(0, fresh_uuids);
@@ -386,32 +412,32 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             }
         }
         if fresh > 0 {
-            generated.push(format!("request {}: {fresh} UUID(s) the client made are `uuid()`", i + 1));
+            self.generated.push(format!("request {}: {fresh} UUID(s) the client made are `uuid()`", i + 1));
         }
         // What is still a credential after the correlation comes from the environment.
         for (n, v) in headers.iter_mut() {
-            *v = secrets.header(host.as_deref(), n, v, &at);
+            *v = self.secrets.header(host.as_deref(), n, v, &at);
         }
         if let Some(user) = user_info {
-            let (name, value) = secrets.user_info(host.as_deref(), &user, &at);
+            let (name, value) = self.secrets.user_info(host.as_deref(), &user, &at);
             if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
                 headers.push((name, value));
             }
         }
-        let url = secrets.query(&url, host.as_deref(), &at);
-        let body = body.map(|b| secrets.body(&b, host.as_deref(), &at));
+        let url = self.secrets.query(&url, host.as_deref(), &at);
+        let body = body.map(|b| self.secrets.body(&b, host.as_deref(), &at));
         // The comment quotes the URL as sent, its credentials as the step sends them.
-        let shown = match &base {
+        let shown = match &self.base {
             Some(b) => url.replacen("{{baseUrl}}", b, 1),
             None => url.clone(),
         };
         let path = url.trim_start_matches("{{baseUrl}}").split('?').next().unwrap_or("/").to_string();
-        let name = unique_name(&mut names, format!("{method} {path}"));
+        let name = unique_name(&mut self.names, format!("{method} {path}"));
         let recorded = e["response"]["status"].as_u64().unwrap_or(0) as u16;
         let status = if recorded == 304 && was_conditional { 200 } else { recorded };
         let started = e["startedDateTime"].as_str().unwrap_or_default();
-        steps.push(Step {
-            notes: warnings[before..].to_vec(),
+        self.steps.push(Step {
+            notes: self.warnings[before..].to_vec(),
             comment: format!("recorded {started}: {method} {shown} → {recorded}"),
             name,
             method,
@@ -422,66 +448,100 @@ pub(crate) fn har(text: &str, source: &str, keep_static: bool) -> Result<Importe
             status: (100..600).contains(&status).then_some(status),
             ..Step::default()
         });
-        // What this response returns, for the requests after it.
-        let response = &e["response"];
-        for h in response["headers"].as_array().into_iter().flatten() {
-            let (Some(n), Some(v)) = (h["name"].as_str(), h["value"].as_str()) else { continue };
-            if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("etag") {
-                returned.add(i, v.to_string(), Extract::Header(n.to_string()));
-            }
-        }
-        let content = &response["content"];
-        let mime = content["mimeType"].as_str().unwrap_or_default();
-        if let Some(text) = content["text"].as_str() {
-            let decoded;
-            let text = if content["encoding"] == "base64" {
-                decoded = base64_decode(text);
-                decoded.as_str()
-            } else {
-                text
-            };
-            if mime.contains("json")
-                && let Ok(v) = serde_json::from_str::<Value>(text)
-            {
-                let mut found = Vec::new();
-                leaves(&v, String::new(), &mut found);
-                for (p, value) in found {
-                    returned.add(i, value, Extract::Json(if p.is_empty() { "$".into() } else { p }));
-                }
-            } else if mime.contains("html") {
-                for (field, value) in form_fields(text) {
-                    if distinctive(&value) {
-                        let regex = format!("name=\"{}\"[^>]*value=\"([^\"]*)\"", regex_literal(&field));
-                        returned.add(i, value, Extract::Regex(regex, field));
-                    }
+        self.returned.record(i, &e["response"]);
+    }
+
+    /// Correlation: each value of a request (URL, headers, body, parts) an earlier response
+    /// returned — anywhere when it is distinctive, or as the whole credential of a credential
+    /// header (`Bearer <token>`) however short — as `{{var}}`, extracted on that response's step.
+    fn correlate(
+        &mut self,
+        url: &mut String,
+        headers: &mut [(String, String)],
+        body: Option<&mut String>,
+        multipart: &mut [Part],
+    ) {
+        let Self { returned, steps, taken, .. } = self;
+        let mut var = |owner: usize, how: &Extract| {
+            let step = &mut steps[owner];
+            match step.extract.iter().find(|(_, h)| h == how) {
+                Some((v, _)) => v.clone(),
+                None => {
+                    let v = var_name(how.hint(), taken);
+                    step.extract.push((v.clone(), how.clone()));
+                    v
                 }
             }
+        };
+        returned.correlate(url, false, &mut var);
+        for (n, v) in headers.iter_mut() {
+            returned.correlate(v, is_credential(n), &mut var);
+        }
+        if let Some(b) = body {
+            returned.correlate(b, false, &mut var);
+        }
+        for p in multipart.iter_mut() {
+            if let Some(v) = p.value.as_mut() {
+                returned.correlate(v, false, &mut var);
+            }
         }
     }
-    if conditional > 0 {
-        warnings.push(format!(
-            "{conditional} request(s) sent If-None-Match / If-Modified-Since from the browser's cache: left out (a VU has no cache), a recorded 304 expected as 200"
-        ));
+
+    /// The import: the file's head (its warnings, the recorded cache conditions and cookies
+    /// left out, the generated UUIDs), its top and its steps, credentials scrubbed.
+    fn imported(mut self, source: &str, kept: &[&Value]) -> Imported {
+        if self.conditional > 0 {
+            self.warnings.push(format!(
+                "{} request(s) sent If-None-Match / If-Modified-Since from the browser's cache: left out (a VU has no cache), a recorded 304 expected as 200",
+                self.conditional
+            ));
+        }
+        if kept.iter().any(|e| {
+            e["request"]["headers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|h| h["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case("cookie")))
+        }) {
+            self.warnings
+                .push("recorded Cookie headers left out: the VU's cookie jar keeps what the responses set".into());
+        }
+        let mut imported = Imported { env: self.secrets.env.clone(), warnings: self.warnings, ..Imported::default() };
+        let mut yaml = imported.head(source, "har", self.steps.len());
+        for g in &self.generated {
+            yaml.push_str(&format!("# generated: {}\n", super::one_line(g)));
+        }
+        let name = self.base.as_deref().and_then(|b| b.split_once("://")).map_or("recorded", |(_, h)| h);
+        write_top(&mut yaml, name, self.base.as_deref());
+        write_steps(&mut yaml, "recorded", &self.steps);
+        imported.yaml = yaml;
+        imported.scrubbed(&self.secrets)
     }
-    if kept.iter().any(|e| {
-        e["request"]["headers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|h| h["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case("cookie")))
-    }) {
-        warnings.push("recorded Cookie headers left out: the VU's cookie jar keeps what the responses set".into());
+}
+
+/// The headers a request sends as recorded, and whether it sent conditions from the
+/// browser's cache: pseudo-headers, `sec-` ones, those of [`DROPPED_HEADERS`] and
+/// [`CACHE_CONDITIONS`] left out, a name that is no header name listed and left out.
+fn request_headers(req: &Value, at: &str, warnings: &mut Vec<String>) -> (Vec<(String, String)>, bool) {
+    let mut headers: Vec<(String, String)> = Vec::new();
+    let mut was_conditional = false;
+    for h in req["headers"].as_array().into_iter().flatten() {
+        let (Some(n), Some(v)) = (h["name"].as_str(), h["value"].as_str()) else { continue };
+        let lower = n.to_ascii_lowercase();
+        if n.starts_with(':') || lower.starts_with("sec-") || DROPPED_HEADERS.contains(&lower.as_str()) {
+            continue;
+        }
+        if CACHE_CONDITIONS.contains(&lower.as_str()) {
+            was_conditional = true;
+            continue;
+        }
+        if !is_token(n) {
+            warnings.push(format!("{at}: `{n}` is not a header name; left out"));
+            continue;
+        }
+        headers.push((n.to_string(), v.to_string()));
     }
-    let mut imported = Imported { env: secrets.env.clone(), warnings, ..Imported::default() };
-    let mut yaml = imported.head(source, "har", steps.len());
-    for g in &generated {
-        yaml.push_str(&format!("# generated: {}\n", super::one_line(g)));
-    }
-    let name = base.as_deref().and_then(|b| b.split_once("://")).map_or("recorded", |(_, h)| h);
-    write_top(&mut yaml, name, base.as_deref());
-    write_steps(&mut yaml, "recorded", &steps);
-    imported.yaml = yaml;
-    Ok(imported.scrubbed(&secrets))
+    (headers, was_conditional)
 }
 
 /// Replaces each UUID in `text` (8-4-4-4-12 hex digits) by `{{ uuid() }}`; how many.

@@ -128,6 +128,11 @@ fn split_call(inner: &str) -> (&str, Vec<String>) {
     (name, args)
 }
 
+/// A property of `e`, trimmed; `None` when it is not there or blank.
+fn prop(e: &Node, key: &str) -> Option<String> {
+    e.prop_text(key).filter(|v| !v.trim().is_empty()).map(|v| v.trim().to_string())
+}
+
 fn enabled(e: &Node) -> bool {
     e.attr("enabled") != Some("false")
 }
@@ -530,9 +535,41 @@ impl Plan {
         }
     }
 
+    /// A sampler as a step: its request, with what `outer` applies and what is attached to it
+    /// (`sub`, its hashTree).
     fn sampler(&mut self, e: &Node, sub: Option<&Node>, outer: &Scope) -> Value {
         let at = format!("`{}`", label(e));
-        // What is attached to the sampler applies to it alone.
+        let mut scope = self.own_scope(sub, outer, &at);
+        let method = self.sampler_method(e, &at);
+        let url = self.sampler_url(e, &at, &mut scope);
+        let host = host_of(&url);
+        let host = host.as_deref();
+        let url = self.secrets.query(&url, host, &at);
+        let mut request = json!({"method": method, "url": url});
+        self.sampler_arguments(e, &method, host, &at, &mut request);
+        if !scope.headers.is_empty() {
+            let headers: serde_json::Map<String, Value> =
+                scope.headers.iter().map(|(k, v)| (k.clone(), self.secrets.header(host, k, v, &at).into())).collect();
+            request["headers"] = Value::Object(headers);
+        }
+        let mut step = json!({"name": label(e), "request": request});
+        if !scope.checks.is_empty() {
+            step["check"] = Value::Object(scope.checks.clone());
+        }
+        if !scope.extract.is_empty() {
+            step["extract"] = Value::Object(scope.extract.clone());
+        }
+        match scope.think {
+            Some((least, most)) if least == most => step["think"] = format!("{least}ms").into(),
+            Some((least, most)) => step["think"] = json!({"min": format!("{least}ms"), "max": format!("{most}ms")}),
+            None => {}
+        }
+        step
+    }
+
+    /// A sampler's scope: `outer` with what is attached to the sampler (`sub`), which applies
+    /// to it alone; an attached element that is no configuration listed as not converted.
+    fn own_scope(&mut self, sub: Option<&Node>, outer: &Scope, at: &str) -> Scope {
         let mut scope = outer.clone();
         if let Some(sub) = sub {
             let own = pairs(sub);
@@ -555,61 +592,73 @@ impl Plan {
                 }
             }
         }
-        let p = |k: &str| e.prop_text(k).filter(|v| !v.trim().is_empty()).map(|v| v.trim().to_string());
-        let (dp, dd, dport) = scope.defaults.clone();
-        let mut method = p("HTTPSampler.method").unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
-        if method.contains("${") {
-            // A variable of the plan with a constant method, or GET.
-            let resolved = method
-                .strip_prefix("${")
-                .and_then(|m| m.strip_suffix('}'))
-                .and_then(|name| self.vars.get(name).or_else(|| self.vars.get(&name.to_ascii_lowercase())))
-                .and_then(Value::as_str)
-                .map(str::to_ascii_uppercase)
-                .filter(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_alphabetic()));
-            match resolved {
-                Some(m) => method = m,
-                None => {
-                    self.warnings.push(format!("{at}: method `{method}` is not a constant method: GET here"));
-                    method = "GET".into();
-                }
+        scope
+    }
+
+    /// A sampler's method, in capitals: a `${variable}` of the plan holding a constant method
+    /// is that method, another `${…}` is GET (listed).
+    fn sampler_method(&mut self, e: &Node, at: &str) -> String {
+        let method = prop(e, "HTTPSampler.method").unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
+        if !method.contains("${") {
+            return method;
+        }
+        // A variable of the plan with a constant method, or GET.
+        let resolved = method
+            .strip_prefix("${")
+            .and_then(|m| m.strip_suffix('}'))
+            .and_then(|name| self.vars.get(name).or_else(|| self.vars.get(&name.to_ascii_lowercase())))
+            .and_then(Value::as_str)
+            .map(str::to_ascii_uppercase)
+            .filter(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_alphabetic()));
+        match resolved {
+            Some(m) => m,
+            None => {
+                self.warnings.push(format!("{at}: method `{method}` is not a constant method: GET here"));
+                "GET".into()
             }
         }
-        let path = p("HTTPSampler.path").unwrap_or_else(|| "/".into());
-        let url = if path.starts_with("http://") || path.starts_with("https://") {
-            let templated = self.templates(&path, &at);
-            let (url, user) = self.secrets.url(&templated, &at);
+    }
+
+    /// A sampler's URL, templated: its path when that is a whole URL (its user-info a header of
+    /// `scope` unless one is there), else its path after the origin its protocol, domain and port
+    /// (or HTTP Request Defaults') make; no domain anywhere is `{{env.BASE_URL}}`.
+    fn sampler_url(&mut self, e: &Node, at: &str, scope: &mut Scope) -> String {
+        let (dp, dd, dport) = scope.defaults.clone();
+        let path = prop(e, "HTTPSampler.path").unwrap_or_else(|| "/".into());
+        if path.starts_with("http://") || path.starts_with("https://") {
+            let templated = self.templates(&path, at);
+            let (url, user) = self.secrets.url(&templated, at);
             if let Some((name, value)) = user
                 && !scope.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name))
             {
                 scope.headers.push((name, value));
             }
-            url
-        } else {
-            let protocol = p("HTTPSampler.protocol").or(dp).unwrap_or_else(|| "http".into());
-            let domain = p("HTTPSampler.domain").or(dd).unwrap_or_default();
-            let port = p("HTTPSampler.port").or(dport);
-            let origin = match (domain.is_empty(), port) {
-                // No server name anywhere (a template plan): the origin comes from BASE_URL.
-                (true, _) => {
-                    let var = super::BASE_URL;
-                    self.secrets
-                        .env
-                        .entry(var.into())
-                        .or_insert_with(|| format!("{at}: no server name, here or in HTTP Request Defaults"));
-                    format!("{{{{env.{var}}}}}")
-                }
-                (false, Some(port)) => self.templates(&format!("{protocol}://{domain}:{port}"), &at),
-                (false, None) => self.templates(&format!("{protocol}://{domain}"), &at),
-            };
-            self.origins.push(origin.clone());
-            let path = if path.starts_with('/') { path } else { format!("/{path}") };
-            format!("{origin}{}", self.templates(&path, &at))
+            return url;
+        }
+        let protocol = prop(e, "HTTPSampler.protocol").or(dp).unwrap_or_else(|| "http".into());
+        let domain = prop(e, "HTTPSampler.domain").or(dd).unwrap_or_default();
+        let port = prop(e, "HTTPSampler.port").or(dport);
+        let origin = match (domain.is_empty(), port) {
+            // No server name anywhere (a template plan): the origin comes from BASE_URL.
+            (true, _) => {
+                let var = super::BASE_URL;
+                self.secrets
+                    .env
+                    .entry(var.into())
+                    .or_insert_with(|| format!("{at}: no server name, here or in HTTP Request Defaults"));
+                format!("{{{{env.{var}}}}}")
+            }
+            (false, Some(port)) => self.templates(&format!("{protocol}://{domain}:{port}"), at),
+            (false, None) => self.templates(&format!("{protocol}://{domain}"), at),
         };
-        let host = host_of(&url);
-        let host = host.as_deref();
-        let url = self.secrets.query(&url, host, &at);
-        let mut request = json!({"method": method, "url": url});
+        self.origins.push(origin.clone());
+        let path = if path.starts_with('/') { path } else { format!("/{path}") };
+        format!("{origin}{}", self.templates(&path, at))
+    }
+
+    /// A sampler's arguments into `request`: its raw body, or its parameters as the query (GET,
+    /// HEAD, DELETE) or a form; templated, credentials from the environment.
+    fn sampler_arguments(&mut self, e: &Node, method: &str, host: Option<&str>, at: &str, request: &mut Value) {
         let args = e
             .children
             .iter()
@@ -618,36 +667,18 @@ impl Plan {
             .unwrap_or_default();
         if e.prop_text("HTTPSampler.postBodyRaw") == Some("true") {
             let body = args.first().map(|(_, v)| v.clone()).unwrap_or_default();
-            let body = self.templates(&body, &at);
-            request["body"] = self.secrets.body(&body, host, &at).into();
+            let body = self.templates(&body, at);
+            request["body"] = self.secrets.body(&body, host, at).into();
         } else if !args.is_empty() {
             let mut map = serde_json::Map::new();
-            let key = if matches!(method.as_str(), "GET" | "HEAD" | "DELETE") { "query" } else { "form" };
+            let key = if matches!(method, "GET" | "HEAD" | "DELETE") { "query" } else { "form" };
             for (k, v) in &args {
-                let v = self.templates(v, &at);
+                let v = self.templates(v, at);
                 let v = self.secrets.field(host, k, &v, || format!("{at}: {key} {k}"));
                 map.insert(k.clone(), v.into());
             }
             request[key] = Value::Object(map);
         }
-        if !scope.headers.is_empty() {
-            let headers: serde_json::Map<String, Value> =
-                scope.headers.iter().map(|(k, v)| (k.clone(), self.secrets.header(host, k, v, &at).into())).collect();
-            request["headers"] = Value::Object(headers);
-        }
-        let mut step = json!({"name": label(e), "request": request});
-        if !scope.checks.is_empty() {
-            step["check"] = Value::Object(scope.checks.clone());
-        }
-        if !scope.extract.is_empty() {
-            step["extract"] = Value::Object(scope.extract.clone());
-        }
-        match scope.think {
-            Some((least, most)) if least == most => step["think"] = format!("{least}ms").into(),
-            Some((least, most)) => step["think"] = json!({"min": format!("{least}ms"), "max": format!("{most}ms")}),
-            None => {}
-        }
-        step
     }
 
     /// A thread group's load: threads × loops iterations, or threads for its duration; a ramp-up

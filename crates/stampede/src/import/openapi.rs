@@ -323,153 +323,23 @@ fn literal_json(v: &mut serde_json::Value) {
 /// `requestBody`; a parameter's type as its `schema`; `definitions`, `parameters`,
 /// `responses` and `securityDefinitions` under `components`, with every `$ref` to them.
 fn from_swagger(mut doc: Value) -> Value {
-    fn refs(v: &mut Value) {
-        match v {
-            Value::Mapping(m) => {
-                for (k, x) in m.iter_mut() {
-                    if k.as_str() == Some("$ref")
-                        && let Value::String(r) = x
-                    {
-                        for (from, to) in [
-                            ("#/definitions/", "#/components/schemas/"),
-                            ("#/parameters/", "#/components/parameters/"),
-                            ("#/responses/", "#/components/responses/"),
-                        ] {
-                            if let Some(rest) = r.strip_prefix(from) {
-                                *r = format!("{to}{rest}");
-                            }
-                        }
-                    } else {
-                        refs(x);
-                    }
-                }
-            }
-            Value::Sequence(s) => s.iter_mut().for_each(refs),
-            _ => {}
-        }
-    }
-    refs(&mut doc);
+    swagger_refs(&mut doc);
     let get = |d: &Value, k: &str| d.get(k).cloned();
-    let scheme = doc
-        .get("schemes")
-        .and_then(Value::as_sequence)
-        .and_then(|s| s.first())
-        .and_then(Value::as_str)
-        .unwrap_or("http")
-        .to_string();
+    let scheme = first_text(doc.get("schemes")).unwrap_or("http").to_string();
     let base_path = doc.get("basePath").and_then(Value::as_str).unwrap_or("").trim_end_matches('/').to_string();
     let url = match doc.get("host").and_then(Value::as_str) {
         Some(host) => format!("{scheme}://{host}{base_path}"),
         None => base_path,
     };
-    let consumes = doc
-        .get("consumes")
-        .and_then(Value::as_sequence)
-        .and_then(|s| s.first())
-        .and_then(Value::as_str)
-        .unwrap_or("application/json")
-        .to_string();
-    let mut components = serde_yaml::Mapping::new();
-    for (from, to) in [("definitions", "schemas"), ("parameters", "parameters"), ("responses", "responses")] {
-        if let Some(v) = get(&doc, from) {
-            components.insert(to.into(), v);
-        }
-    }
-    if let Some(Value::Mapping(defs)) = get(&doc, "securityDefinitions") {
-        let mut schemes = serde_yaml::Mapping::new();
-        for (name, mut def) in defs {
-            if def.get("type").and_then(Value::as_str) == Some("basic") {
-                def = serde_yaml::from_str("{type: http, scheme: basic}").unwrap_or(def);
-            }
-            schemes.insert(name, def);
-        }
-        components.insert("securitySchemes".into(), Value::Mapping(schemes));
-    }
+    let consumes = first_text(doc.get("consumes")).unwrap_or("application/json").to_string();
+    let components = swagger_components(&doc);
     let mut paths = doc.get("paths").cloned().unwrap_or(Value::Mapping(Default::default()));
     for (_, item) in paths.as_mapping_mut().into_iter().flatten() {
         let Some(item) = item.as_mapping_mut() else { continue };
         let shared = item.get("parameters").cloned();
         for (_, op) in item.iter_mut() {
             let Some(op) = op.as_mapping_mut() else { continue };
-            let own_consumes = op
-                .get("consumes")
-                .and_then(Value::as_sequence)
-                .and_then(|s| s.first())
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            let mut params: Vec<Value> =
-                shared.iter().chain(op.get("parameters")).filter_map(Value::as_sequence).flatten().cloned().collect();
-            if params.is_empty() {
-                continue;
-            }
-            let mut body = None;
-            let mut form = serde_yaml::Mapping::new();
-            let mut required_form = Vec::new();
-            params.retain(|p| match p.get("in").and_then(Value::as_str) {
-                Some("body") => {
-                    body = p.get("schema").cloned();
-                    false
-                }
-                Some("formData") => {
-                    let name = p.get("name").cloned().unwrap_or(Value::Null);
-                    let mut schema = p.clone();
-                    if let Some(m) = schema.as_mapping_mut() {
-                        for k in ["name", "in", "required", "description"] {
-                            m.remove(k);
-                        }
-                    }
-                    if p.get("required").and_then(Value::as_bool) == Some(true) {
-                        required_form.push(name.clone());
-                    }
-                    form.insert(name, schema);
-                    false
-                }
-                _ => true,
-            });
-            let params: Vec<Value> = params
-                .into_iter()
-                .map(|mut p| {
-                    if p.get("schema").is_none()
-                        && p.get("$ref").is_none()
-                        && let Some(m) = p.as_mapping_mut()
-                    {
-                        let mut schema = serde_yaml::Mapping::new();
-                        for k in ["type", "format", "enum", "default", "items", "minimum", "maximum"] {
-                            if let Some(v) = m.get(k).cloned() {
-                                schema.insert(k.into(), v);
-                            }
-                        }
-                        m.insert("schema".into(), Value::Mapping(schema));
-                    }
-                    p
-                })
-                .collect();
-            op.insert("parameters".into(), Value::Sequence(params));
-            let media = own_consumes.unwrap_or_else(|| consumes.clone());
-            let content = match (body, form.is_empty()) {
-                (Some(schema), _) => Some((media, serde_yaml::to_value(serde_json::json!({})).ok().map(|_| schema))),
-                (None, false) => {
-                    let media =
-                        if media.contains("multipart") { media } else { "application/x-www-form-urlencoded".into() };
-                    let mut schema = serde_yaml::Mapping::new();
-                    schema.insert("type".into(), "object".into());
-                    schema.insert("properties".into(), Value::Mapping(form));
-                    if !required_form.is_empty() {
-                        schema.insert("required".into(), Value::Sequence(required_form));
-                    }
-                    Some((media, Some(Value::Mapping(schema))))
-                }
-                (None, true) => None,
-            };
-            if let Some((media, Some(schema))) = content {
-                let mut m = serde_yaml::Mapping::new();
-                m.insert("schema".into(), schema);
-                let mut c = serde_yaml::Mapping::new();
-                c.insert(media.into(), Value::Mapping(m));
-                let mut rb = serde_yaml::Mapping::new();
-                rb.insert("content".into(), Value::Mapping(c));
-                op.insert("requestBody".into(), Value::Mapping(rb));
-            }
+            swagger_operation(op, shared.as_ref(), &consumes);
         }
         item.remove("parameters");
         if let Some(p) = shared.filter(|_| false) {
@@ -490,6 +360,174 @@ fn from_swagger(mut doc: Value) -> Value {
         out.insert("security".into(), sec);
     }
     Value::Mapping(out)
+}
+
+/// Every `$ref` of a Swagger 2.0 document to its `definitions`, `parameters` or `responses` as
+/// one to OpenAPI 3's `components`.
+fn swagger_refs(v: &mut Value) {
+    match v {
+        Value::Mapping(m) => {
+            for (k, x) in m.iter_mut() {
+                if k.as_str() == Some("$ref")
+                    && let Value::String(r) = x
+                {
+                    for (from, to) in [
+                        ("#/definitions/", "#/components/schemas/"),
+                        ("#/parameters/", "#/components/parameters/"),
+                        ("#/responses/", "#/components/responses/"),
+                    ] {
+                        if let Some(rest) = r.strip_prefix(from) {
+                            *r = format!("{to}{rest}");
+                        }
+                    }
+                } else {
+                    swagger_refs(x);
+                }
+            }
+        }
+        Value::Sequence(s) => s.iter_mut().for_each(swagger_refs),
+        _ => {}
+    }
+}
+
+/// The first text of a list (`schemes`, `consumes`).
+fn first_text(list: Option<&Value>) -> Option<&str> {
+    list.and_then(Value::as_sequence).and_then(|s| s.first()).and_then(Value::as_str)
+}
+
+/// A Swagger 2.0 document's `components`: its `definitions` as `schemas`, its `parameters`
+/// and `responses`, its `securityDefinitions` as `securitySchemes` (`basic` as HTTP basic).
+fn swagger_components(doc: &Value) -> serde_yaml::Mapping {
+    let mut components = serde_yaml::Mapping::new();
+    for (from, to) in [("definitions", "schemas"), ("parameters", "parameters"), ("responses", "responses")] {
+        if let Some(v) = doc.get(from).cloned() {
+            components.insert(to.into(), v);
+        }
+    }
+    if let Some(Value::Mapping(defs)) = doc.get("securityDefinitions").cloned() {
+        let mut schemes = serde_yaml::Mapping::new();
+        for (name, mut def) in defs {
+            if def.get("type").and_then(Value::as_str) == Some("basic") {
+                def = serde_yaml::from_str("{type: http, scheme: basic}").unwrap_or(def);
+            }
+            schemes.insert(name, def);
+        }
+        components.insert("securitySchemes".into(), Value::Mapping(schemes));
+    }
+    components
+}
+
+/// A Swagger 2.0 operation in OpenAPI 3's shape: its parameters (the path's, `shared`, first)
+/// each with a `schema`, its `in: body` or `in: formData` ones as a `requestBody` of its own
+/// `consumes` type, else the document's (`consumes`).
+fn swagger_operation(op: &mut serde_yaml::Mapping, shared: Option<&Value>, consumes: &str) {
+    let own_consumes = first_text(op.get("consumes")).map(str::to_string);
+    let mut params: Vec<Value> =
+        shared.into_iter().chain(op.get("parameters")).filter_map(Value::as_sequence).flatten().cloned().collect();
+    if params.is_empty() {
+        return;
+    }
+    let (body, form, required_form) = take_body_parameters(&mut params);
+    let params: Vec<Value> = params.into_iter().map(with_schema).collect();
+    op.insert("parameters".into(), Value::Sequence(params));
+    let media = own_consumes.unwrap_or_else(|| consumes.to_string());
+    if let Some(request_body) = swagger_request_body(media, body, form, required_form) {
+        op.insert("requestBody".into(), request_body);
+    }
+}
+
+/// Takes the `in: body` and `in: formData` parameters out of `params`: the body's schema (the
+/// last one's), the form fields' schemas by name, and the names of the required fields.
+fn take_body_parameters(params: &mut Vec<Value>) -> (Option<Value>, serde_yaml::Mapping, Vec<Value>) {
+    let mut body = None;
+    let mut form = serde_yaml::Mapping::new();
+    let mut required_form = Vec::new();
+    params.retain(|p| match p.get("in").and_then(Value::as_str) {
+        Some("body") => {
+            body = p.get("schema").cloned();
+            false
+        }
+        Some("formData") => {
+            let name = p.get("name").cloned().unwrap_or(Value::Null);
+            let mut schema = p.clone();
+            if let Some(m) = schema.as_mapping_mut() {
+                for k in ["name", "in", "required", "description"] {
+                    m.remove(k);
+                }
+            }
+            if p.get("required").and_then(Value::as_bool) == Some(true) {
+                required_form.push(name.clone());
+            }
+            form.insert(name, schema);
+            false
+        }
+        _ => true,
+    });
+    (body, form, required_form)
+}
+
+/// A Swagger 2.0 parameter with its type (`type`, `format`, `enum`, `default`, `items`, limits)
+/// as its `schema` too, as OpenAPI 3 reads it; one with a schema or a `$ref` as it is.
+fn with_schema(mut p: Value) -> Value {
+    if p.get("schema").is_none()
+        && p.get("$ref").is_none()
+        && let Some(m) = p.as_mapping_mut()
+    {
+        let mut schema = serde_yaml::Mapping::new();
+        for k in ["type", "format", "enum", "default", "items", "minimum", "maximum"] {
+            if let Some(v) = m.get(k).cloned() {
+                schema.insert(k.into(), v);
+            }
+        }
+        m.insert("schema".into(), Value::Mapping(schema));
+    }
+    p
+}
+
+/// The OpenAPI 3 `requestBody` of a Swagger 2.0 operation's body parameter (its schema `body`,
+/// as `media`) or form fields (`form`, an object of them, as `media` when it is multipart, else
+/// as a URL-encoded form); `None` when it has neither.
+fn swagger_request_body(
+    media: String,
+    body: Option<Value>,
+    form: serde_yaml::Mapping,
+    required_form: Vec<Value>,
+) -> Option<Value> {
+    let content = match (body, form.is_empty()) {
+        (Some(schema), _) => Some((media, serde_yaml::to_value(serde_json::json!({})).ok().map(|_| schema))),
+        (None, false) => {
+            let media = if media.contains("multipart") { media } else { "application/x-www-form-urlencoded".into() };
+            let mut schema = serde_yaml::Mapping::new();
+            schema.insert("type".into(), "object".into());
+            schema.insert("properties".into(), Value::Mapping(form));
+            if !required_form.is_empty() {
+                schema.insert("required".into(), Value::Sequence(required_form));
+            }
+            Some((media, Some(Value::Mapping(schema))))
+        }
+        (None, true) => None,
+    };
+    let (media, Some(schema)) = content? else { return None };
+    let mut m = serde_yaml::Mapping::new();
+    m.insert("schema".into(), schema);
+    let mut c = serde_yaml::Mapping::new();
+    c.insert(media.into(), Value::Mapping(m));
+    let mut rb = serde_yaml::Mapping::new();
+    rb.insert("content".into(), Value::Mapping(c));
+    Some(Value::Mapping(rb))
+}
+
+/// `(name, value)` pairs: a query's parameters, headers, a form's fields.
+type Pairs = Vec<(String, String)>;
+
+/// One operation being imported: its path, its path item, itself, its method, and where it is
+/// (`GET /path`) for warnings.
+struct Operation<'a> {
+    path: &'a str,
+    item: &'a Value,
+    op: &'a Value,
+    method: &'a str,
+    at: String,
 }
 
 /// Imports an OpenAPI 3.0 or 3.1 description from `source`.
@@ -513,7 +551,41 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
         doc.warnings.push("a Swagger 2.0 document: read as OpenAPI 3 (servers from host and basePath, body and form parameters as request bodies)".into());
     }
     let mut secrets = Secrets::default();
-    // The first server, its variables at their defaults.
+    let base = server_base(&root);
+    let relative = !base.contains("://");
+    let host = host_of(&base);
+    let host = host.as_deref();
+    if relative {
+        secrets.env.insert(super::BASE_URL.into(), format!("the API's host: servers[0] is the relative `{base}`"));
+    }
+    let mut steps = Vec::new();
+    let paths = root.get("paths").and_then(Value::as_mapping).ok_or_else(|| format!("{source}: no `paths`"))?;
+    for (path, item) in paths {
+        let Some(path) = path.as_str() else { continue };
+        let Some(item) = doc.resolve(item, &format!("paths.{path}")) else { continue };
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            let at = format!("{} {path}", method.to_ascii_uppercase());
+            let operation = Operation { path, item, op, method, at };
+            steps.push(operation_step(&mut doc, &operation, &mut secrets, host));
+        }
+    }
+    if steps.is_empty() {
+        return Err(format!("{source}: no operation to import"));
+    }
+    let mut imported = Imported { env: secrets.env.clone(), warnings: doc.warnings, ..Imported::default() };
+    let mut yaml = imported.head(source, "openapi", steps.len());
+    let title = root.get("info").and_then(|i| i.get("title")).and_then(Value::as_str).unwrap_or("imported");
+    let base_url = if relative { format!("{{{{env.BASE_URL}}}}{base}") } else { base };
+    write_top(&mut yaml, title, Some(&base_url));
+    write_steps(&mut yaml, "imported", &steps);
+    imported.yaml = yaml;
+    Ok(imported.scrubbed(&secrets))
+}
+
+/// The first server's URL, its variables at their defaults, without a trailing `/`; `/` when
+/// there is none (so the base is empty).
+fn server_base(root: &Value) -> String {
     let server = root.get("servers").and_then(Value::as_sequence).and_then(|s| s.first());
     let mut base = server.and_then(|s| s.get("url")).and_then(Value::as_str).unwrap_or("/").to_string();
     if let Some(vars) = server.and_then(|s| s.get("variables")).and_then(Value::as_mapping) {
@@ -522,151 +594,153 @@ pub(crate) fn openapi(text_in: &str, source: &str) -> Result<Imported, String> {
             base = base.replace(&format!("{{{k}}}"), d);
         }
     }
-    let base = base.trim_end_matches('/').to_string();
-    let relative = !base.contains("://");
-    let host = host_of(&base);
-    let host = host.as_deref();
-    if relative {
-        secrets.env.insert(super::BASE_URL.into(), format!("the API's host: servers[0] is the relative `{base}`"));
-    }
-    let mut steps = Vec::new();
-    let mut count = 0;
-    let paths = root.get("paths").and_then(Value::as_mapping).ok_or_else(|| format!("{source}: no `paths`"))?;
-    for (path, item) in paths {
-        let Some(path) = path.as_str() else { continue };
-        let Some(item) = doc.resolve(item, &format!("paths.{path}")) else { continue };
-        for method in METHODS {
-            let Some(op) = item.get(method) else { continue };
-            let before = doc.warnings.len();
-            let at = format!("{} {path}", method.to_ascii_uppercase());
-            let name = op.get("operationId").and_then(Value::as_str).map_or_else(|| at.clone(), str::to_string);
-            let params: Vec<&Value> = item
-                .get("parameters")
-                .and_then(Value::as_sequence)
-                .into_iter()
-                .flatten()
-                .chain(op.get("parameters").and_then(Value::as_sequence).into_iter().flatten())
-                .collect();
-            let mut url_path = path.to_string();
-            let mut query = Vec::new();
-            let mut headers: Vec<(String, String)> = Vec::new();
-            for p in params {
-                let Some(p) = doc.resolve(p, &at) else { continue };
-                let pname = p.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-                let place = p.get("in").and_then(Value::as_str).unwrap_or_default();
-                let required = p.get("required").and_then(Value::as_bool).unwrap_or(place == "path");
-                if !required {
-                    continue;
-                }
-                let value = match p.get("example") {
-                    Some(e) => {
-                        let mut e = serde_json::to_value(e).unwrap_or_default();
-                        literal_json(&mut e);
-                        e
-                    }
-                    None => match p.get("schema") {
-                        Some(s) => doc.sample(s, &at, 0),
-                        None => serde_json::Value::String("1".into()),
-                    },
-                };
-                let value = text(&value);
-                let value = secrets.field(host, &pname, &value, || format!("{at}: {place} parameter {pname}"));
-                match place {
-                    "path" => url_path = url_path.replace(&format!("{{{pname}}}"), &value),
-                    "query" => query.push((pname, value)),
-                    "header" => headers.push((pname, value)),
-                    other => {
-                        doc.warnings.push(format!("{at}: a required {other} parameter `{pname}` is not converted"))
-                    }
-                }
-            }
-            for (header, h, v) in security(&mut doc, op, &mut secrets, host, &at) {
-                if header {
-                    headers.push((h, v));
-                } else {
-                    query.push((h, v));
-                }
-            }
-            let mut json = None;
-            let mut form = None;
-            if let Some(body) = op.get("requestBody").and_then(|b| doc.resolve(b, &at)) {
-                let content = body.get("content").and_then(Value::as_mapping);
-                let media = |t: &str| content.and_then(|c| c.get(t));
-                if let Some(m) = media("application/json").or_else(|| {
-                    content.and_then(|c| {
-                        c.iter().find(|(k, _)| k.as_str().is_some_and(|k| k.ends_with("+json"))).map(|(_, v)| v)
-                    })
-                }) {
-                    json = Some(match (m.get("example"), m.get("schema")) {
-                        (Some(e), _) => {
-                            let mut e = serde_json::to_value(e).unwrap_or_default();
-                            literal_json(&mut e);
-                            e
-                        }
-                        (None, Some(s)) => doc.sample(s, &at, 0),
-                        (None, None) => serde_json::json!({}),
-                    });
-                } else if let Some(m) = media("application/x-www-form-urlencoded") {
-                    let sample = m.get("schema").map(|s| doc.sample(s, &at, 0)).unwrap_or_default();
-                    form = sample.as_object().map(|o| {
-                        o.iter()
-                            .map(|(k, v)| {
-                                (k.clone(), secrets.field(host, k, &text(v), || format!("{at}: form field {k}")))
-                            })
-                            .collect::<Vec<_>>()
-                    });
-                } else if let Some(types) = content {
-                    let types: Vec<&str> = types.keys().filter_map(Value::as_str).collect();
-                    doc.warnings.push(format!("{at}: a `{}` body is not converted", types.join("`, `")));
-                }
-            }
-            let success: Vec<u16> = op
-                .get("responses")
-                .and_then(Value::as_mapping)
-                .into_iter()
-                .flatten()
-                .filter_map(|(code, _)| match code {
-                    Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
-                    Value::String(s) => s.parse().ok(),
-                    _ => None,
-                })
-                .filter(|c| (200..300).contains(c))
-                .collect();
-            if let Some(j) = json.as_mut() {
-                secrets.json(j, host, &at);
-            }
-            count += 1;
-            let summary = op
-                .get("summary")
-                .and_then(Value::as_str)
-                .map(|s| format!(": {}", s.replace('\n', " ")))
-                .unwrap_or_default();
-            steps.push(Step {
-                notes: doc.warnings[before..].to_vec(),
-                comment: format!("from {at}{summary}"),
-                name,
-                method: method.to_ascii_uppercase(),
-                url: format!("{{{{baseUrl}}}}{url_path}"),
-                query,
-                headers,
-                json,
-                form: form.unwrap_or_default(),
-                status: if let [only] = success[..] { Some(only) } else { None },
-                ..Step::default()
-            });
+    base.trim_end_matches('/').to_string()
+}
+
+/// The step of one operation: its required parameters, its security, a JSON or form body, and
+/// a check on its success status when it documents one; credentials from the environment.
+fn operation_step<'a>(doc: &mut Doc<'a>, o: &Operation<'a>, secrets: &mut Secrets, host: Option<&str>) -> Step {
+    let before = doc.warnings.len();
+    let at = &o.at;
+    let name = o.op.get("operationId").and_then(Value::as_str).map_or_else(|| at.clone(), str::to_string);
+    let (url_path, mut query, mut headers) = parameters(doc, o, secrets, host);
+    for (header, h, v) in security(doc, o.op, secrets, host, at) {
+        if header {
+            headers.push((h, v));
+        } else {
+            query.push((h, v));
         }
     }
-    if count == 0 {
-        return Err(format!("{source}: no operation to import"));
+    let (mut json, form) = request_body(doc, o, secrets, host);
+    let success = success_statuses(o.op);
+    if let Some(j) = json.as_mut() {
+        secrets.json(j, host, at);
     }
-    let mut imported = Imported { env: secrets.env.clone(), warnings: doc.warnings, ..Imported::default() };
-    let mut yaml = imported.head(source, "openapi", count);
-    let title = root.get("info").and_then(|i| i.get("title")).and_then(Value::as_str).unwrap_or("imported");
-    let base_url = if relative { format!("{{{{env.BASE_URL}}}}{base}") } else { base };
-    write_top(&mut yaml, title, Some(&base_url));
-    write_steps(&mut yaml, "imported", &steps);
-    imported.yaml = yaml;
-    Ok(imported.scrubbed(&secrets))
+    let summary =
+        o.op.get("summary").and_then(Value::as_str).map(|s| format!(": {}", s.replace('\n', " "))).unwrap_or_default();
+    Step {
+        notes: doc.warnings[before..].to_vec(),
+        comment: format!("from {at}{summary}"),
+        name,
+        method: o.method.to_ascii_uppercase(),
+        url: format!("{{{{baseUrl}}}}{url_path}"),
+        query,
+        headers,
+        json,
+        form: form.unwrap_or_default(),
+        status: if let [only] = success[..] { Some(only) } else { None },
+        ..Step::default()
+    }
+}
+
+/// The success statuses (2xx) an operation documents responses for.
+fn success_statuses(op: &Value) -> Vec<u16> {
+    op.get("responses")
+        .and_then(Value::as_mapping)
+        .into_iter()
+        .flatten()
+        .filter_map(|(code, _)| match code {
+            Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        })
+        .filter(|c| (200..300).contains(c))
+        .collect()
+}
+
+/// An example as the document gives it, as JSON: its text sent as it is (a `{{name}}` in it is
+/// no template).
+fn example(e: &Value) -> serde_json::Value {
+    let mut e = serde_json::to_value(e).unwrap_or_default();
+    literal_json(&mut e);
+    e
+}
+
+/// An operation's required parameters (the path item's, then its own) from their examples or
+/// schemas: the path with its `{name}`s filled in, the query and the headers; credentials from
+/// the environment, another place listed.
+fn parameters<'a>(
+    doc: &mut Doc<'a>,
+    o: &Operation<'a>,
+    secrets: &mut Secrets,
+    host: Option<&str>,
+) -> (String, Pairs, Pairs) {
+    let at = &o.at;
+    let params: Vec<&Value> = o
+        .item
+        .get("parameters")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .chain(o.op.get("parameters").and_then(Value::as_sequence).into_iter().flatten())
+        .collect();
+    let mut url_path = o.path.to_string();
+    let mut query = Vec::new();
+    let mut headers: Vec<(String, String)> = Vec::new();
+    for p in params {
+        let Some(p) = doc.resolve(p, at) else { continue };
+        let pname = p.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let place = p.get("in").and_then(Value::as_str).unwrap_or_default();
+        let required = p.get("required").and_then(Value::as_bool).unwrap_or(place == "path");
+        if !required {
+            continue;
+        }
+        let value = match p.get("example") {
+            Some(e) => example(e),
+            None => match p.get("schema") {
+                Some(s) => doc.sample(s, at, 0),
+                None => serde_json::Value::String("1".into()),
+            },
+        };
+        let value = text(&value);
+        let value = secrets.field(host, &pname, &value, || format!("{at}: {place} parameter {pname}"));
+        match place {
+            "path" => url_path = url_path.replace(&format!("{{{pname}}}"), &value),
+            "query" => query.push((pname, value)),
+            "header" => headers.push((pname, value)),
+            other => doc.warnings.push(format!("{at}: a required {other} parameter `{pname}` is not converted")),
+        }
+    }
+    (url_path, query, headers)
+}
+
+/// An operation's request body: JSON (`application/json` or a `+json` type) from its example or
+/// schema, or a URL-encoded form's fields from its schema (credentials from the environment);
+/// another type listed.
+fn request_body<'a>(
+    doc: &mut Doc<'a>,
+    o: &Operation<'a>,
+    secrets: &mut Secrets,
+    host: Option<&str>,
+) -> (Option<serde_json::Value>, Option<Pairs>) {
+    let at = &o.at;
+    let Some(body) = o.op.get("requestBody").and_then(|b| doc.resolve(b, at)) else { return (None, None) };
+    let content = body.get("content").and_then(Value::as_mapping);
+    let media = |t: &str| content.and_then(|c| c.get(t));
+    if let Some(m) = media("application/json").or_else(|| {
+        content.and_then(|c| c.iter().find(|(k, _)| k.as_str().is_some_and(|k| k.ends_with("+json"))).map(|(_, v)| v))
+    }) {
+        let json = match (m.get("example"), m.get("schema")) {
+            (Some(e), _) => example(e),
+            (None, Some(s)) => doc.sample(s, at, 0),
+            (None, None) => serde_json::json!({}),
+        };
+        return (Some(json), None);
+    }
+    if let Some(m) = media("application/x-www-form-urlencoded") {
+        let sample = m.get("schema").map(|s| doc.sample(s, at, 0)).unwrap_or_default();
+        let form = sample.as_object().map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), secrets.field(host, k, &text(v), || format!("{at}: form field {k}"))))
+                .collect::<Vec<_>>()
+        });
+        return (None, form);
+    }
+    if let Some(types) = content {
+        let types: Vec<&str> = types.keys().filter_map(Value::as_str).collect();
+        doc.warnings.push(format!("{at}: a `{}` body is not converted", types.join("`, `")));
+    }
+    (None, None)
 }
 
 #[cfg(test)]

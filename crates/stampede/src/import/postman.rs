@@ -177,11 +177,43 @@ pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Re
     if !schema.contains("v2.1") && !schema.contains("v2.0") {
         return Err(format!("{source}: info.schema `{schema}` is not a Postman collection v2.1 (export it as v2.1)"));
     }
-    let mut warnings = Vec::new();
-    let mut secrets = Secrets::default();
-    let mut vars = BTreeMap::new();
-    let mut base_url = None;
-    let mut base_user = None;
+    let defined = defined_variables(&collection, env)?;
+    let mut c = Collection::default();
+    let vars = c.vars(&defined);
+    c.names = vars.keys().cloned().collect();
+    let mut requests = Vec::new();
+    let items = collection["item"].as_array().ok_or_else(|| format!("{source}: the collection has no `item` list"))?;
+    flatten(items, "", collection.get("auth").filter(|a| !a.is_null()), &mut requests, &mut c.warnings);
+    let steps: Vec<Step> = requests.iter().filter_map(|r| c.step(r)).collect();
+    if steps.is_empty() {
+        return Err(format!("{source}: no request with a URL to import"));
+    }
+    // Requests that go to `{{baseUrl}}` when the collection defines none (an environment did):
+    // the origin comes from BASE_URL (or `--base-url`).
+    if c.base_url.is_none() && steps.iter().any(|s| s.url.contains("{{baseUrl}}")) {
+        let var = super::BASE_URL;
+        c.secrets.env.insert(var.into(), "the collection's `{{baseUrl}}`, defined in no variable it has".into());
+        c.base_url = Some(format!("{{{{env.{var}}}}}"));
+    }
+    let mut imported =
+        Imported { env: c.secrets.env.clone(), warnings: c.warnings, urls: c.urls, ..Imported::default() };
+    let mut yaml = imported.head(source, "postman", steps.len());
+    let name = collection["info"]["name"].as_str().unwrap_or("imported");
+    write_top(&mut yaml, name, c.base_url.as_deref());
+    if !vars.is_empty() {
+        yaml.push_str("vars:  # the collection's variables\n");
+        for (k, v) in &vars {
+            yaml.push_str(&format!("  {}: {}\n", scalar(k), scalar(v)));
+        }
+    }
+    write_steps(&mut yaml, "imported", &steps);
+    imported.yaml = yaml;
+    Ok(imported.scrubbed(&c.secrets))
+}
+
+/// The variables a collection defines, in order, the environment's (`env`: its text and where
+/// it came from) replacing the collection's of the same name.
+fn defined_variables(collection: &Value, env: Option<(&str, &str)>) -> Result<Vec<(String, String)>, String> {
     let mut defined = variables(&collection["variable"]);
     if let Some((env_text, env_source)) = env {
         let environment: Value = serde_json::from_str(env_text)
@@ -194,28 +226,52 @@ pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Re
             defined.push((key, value));
         }
     }
-    for (key, value) in &defined {
-        let (key, value) = (key.as_str(), value.as_str());
-        if key == "baseUrl" {
-            // Its user-info is a credential: every request to it sends it as a header.
-            let (url, user) = strip_user_info(value);
-            base_url = Some(url);
-            base_user = user;
-        } else if is_credential(key) && !value.contains("{{") {
-            vars.insert(key.to_string(), secrets.take(None, key, value, format!("collection variable {key}")));
-        } else {
-            vars.insert(key.to_string(), value.to_string());
+    Ok(defined)
+}
+
+/// What the import knows of the whole collection: its origin (`baseUrl`) and that origin's
+/// user-info, its variables' names, the secrets found, what is not converted, and the
+/// environment variables that stand for an origin.
+#[derive(Default)]
+struct Collection {
+    base_url: Option<String>,
+    base_user: Option<String>,
+    names: BTreeSet<String>,
+    secrets: Secrets,
+    warnings: Vec<String>,
+    urls: BTreeSet<String>,
+}
+
+impl Collection {
+    /// The `vars` of the collection's variables (`defined`), a credential's value from the
+    /// environment; `baseUrl` is the origin instead, its user-info a credential.
+    fn vars(&mut self, defined: &[(String, String)]) -> BTreeMap<String, String> {
+        let mut vars = BTreeMap::new();
+        for (key, value) in defined {
+            let (key, value) = (key.as_str(), value.as_str());
+            if key == "baseUrl" {
+                // Its user-info is a credential: every request to it sends it as a header.
+                let (url, user) = strip_user_info(value);
+                self.base_url = Some(url);
+                self.base_user = user;
+            } else if is_credential(key) && !value.contains("{{") {
+                vars.insert(key.to_string(), self.secrets.take(None, key, value, format!("collection variable {key}")));
+            } else {
+                vars.insert(key.to_string(), value.to_string());
+            }
         }
+        vars
     }
-    let names: BTreeSet<String> = vars.keys().cloned().collect();
-    let mut requests = Vec::new();
-    let items = collection["item"].as_array().ok_or_else(|| format!("{source}: the collection has no `item` list"))?;
-    flatten(items, "", collection.get("auth").filter(|a| !a.is_null()), &mut requests, &mut warnings);
-    let mut steps = Vec::new();
-    let mut count = 0;
-    let mut urls = BTreeSet::new();
-    for r in &requests {
-        let before = warnings.len();
+
+    /// `text` with Postman's `{{name}}` references rewritten ([`templates`]).
+    fn templated(&mut self, text: &str, at: &str) -> String {
+        templates(text, &self.names, at, &mut self.secrets.env, &mut self.warnings)
+    }
+
+    /// The step of one request: its URL, headers, auth and body, templated, credentials from
+    /// the environment; `None` (listed) when it has no URL.
+    fn step(&mut self, r: &Request<'_>) -> Option<Step> {
+        let before = self.warnings.len();
         let at = format!("request `{}`", r.name);
         let req = &r.item["request"];
         // A request may be a bare URL string.
@@ -224,83 +280,126 @@ pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Re
             _ => (req["method"].as_str().unwrap_or("GET").to_ascii_uppercase(), url_of(&req["url"])),
         };
         if url.is_empty() {
-            warnings.push(format!("{at}: no URL; left out"));
-            continue;
+            self.warnings.push(format!("{at}: no URL; left out"));
+            return None;
         }
-        count += 1;
         // The host the request goes to: its URL's, or the collection's baseUrl's.
-        let host = host_of(&match &base_url {
+        let host = host_of(&match &self.base_url {
             Some(b) => url.replace("{{baseUrl}}", b),
             None => url.clone(),
         });
         let host = host.as_deref();
         let (url, user) = strip_user_info(&url);
-        let user = user.or_else(|| base_user.clone().filter(|_| url.contains("{{baseUrl}}")));
-        let user_info = user.map(|u| secrets.user_info(host, &u, &at));
-        let url = secrets.query(&url, host, &at);
-        let url = templates(&url, &names, &at, &mut secrets.env, &mut warnings);
+        let user = user.or_else(|| self.base_user.clone().filter(|_| url.contains("{{baseUrl}}")));
+        let user_info = user.map(|u| self.secrets.user_info(host, &u, &at));
+        let url = self.secrets.query(&url, host, &at);
+        let url = self.templated(&url, &at);
         if let Some(var) = url.strip_prefix("{{env.").and_then(|r| r.split_once("}}")).map(|(v, _)| v) {
-            urls.insert(var.to_string());
+            self.urls.insert(var.to_string());
         }
-        let mut headers: Vec<(String, String)> = Vec::new();
-        let mut query: Vec<(String, String)> = Vec::new();
-        for h in req["header"].as_array().into_iter().flatten() {
-            if h["disabled"] == true {
-                continue;
-            }
-            let (Some(k), v) = (h["key"].as_str(), h["value"].as_str().unwrap_or_default()) else { continue };
-            let value = secrets.header(host, k, v, &at);
-            headers.push((k.to_string(), templates(&value, &names, &at, &mut secrets.env, &mut warnings)));
-        }
+        let mut headers = self.headers(req, host, &at);
         let has_auth =
             |headers: &[(String, String)]| headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("authorization"));
         if let Some(auth) = user_info.filter(|_| !has_auth(&headers)) {
             headers.push(auth);
         }
+        let mut query: Vec<(String, String)> = Vec::new();
         if let Some(auth) = r.auth {
-            match auth["type"].as_str().unwrap_or_default() {
-                "bearer" => {
-                    let token = auth_value(auth, "bearer", "token").unwrap_or_default();
-                    let token = if token.contains("{{") {
-                        templates(token, &names, &at, &mut secrets.env, &mut warnings)
-                    } else {
-                        secrets.take(host, "Authorization", token, format!("{at}: bearer auth (the token)"))
-                    };
-                    headers.push(("Authorization".into(), format!("Bearer {token}")));
-                }
-                "basic" => {
-                    let user = auth_value(auth, "basic", "username").unwrap_or_default();
-                    let password = auth_value(auth, "basic", "password").unwrap_or_default();
-                    let from = format!("{at}: basic auth (set it to user:password, base64)");
-                    let value = secrets.take(host, "Authorization", &format!("{user}:{password}"), from);
-                    headers.push(("Authorization".into(), format!("Basic {value}")));
-                }
-                "apikey" => {
-                    let key = auth_value(auth, "apikey", "key").unwrap_or("X-Api-Key");
-                    let value = auth_value(auth, "apikey", "value").unwrap_or_default();
-                    let value = if value.contains("{{") {
-                        templates(value, &names, &at, &mut secrets.env, &mut warnings)
-                    } else {
-                        secrets.take(host, key, value, format!("{at}: API key {key}"))
-                    };
-                    if auth_value(auth, "apikey", "in") == Some("query") {
-                        query.push((key.to_string(), value));
-                    } else {
-                        headers.push((key.to_string(), value));
-                    }
-                }
-                "noauth" | "" => {}
-                other => warnings.push(format!("{at}: auth `{other}` is not converted")),
-            }
+            self.auth(auth, host, &at, &mut headers, &mut query);
         }
-        let body = &req["body"];
+        let (body, form) = self.body(&req["body"], host, &at, &mut headers);
+        Some(Step {
+            notes: self.warnings[before..].to_vec(),
+            comment: format!("from Postman: {}", r.name),
+            name: r.name.clone(),
+            method,
+            url,
+            query,
+            headers,
+            body,
+            form,
+            ..Step::default()
+        })
+    }
+
+    /// A request's headers, disabled ones left out; templated, credentials from the environment.
+    fn headers(&mut self, req: &Value, host: Option<&str>, at: &str) -> Vec<(String, String)> {
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for h in req["header"].as_array().into_iter().flatten() {
+            if h["disabled"] == true {
+                continue;
+            }
+            let (Some(k), v) = (h["key"].as_str(), h["value"].as_str().unwrap_or_default()) else { continue };
+            let value = self.secrets.header(host, k, v, at);
+            headers.push((k.to_string(), self.templated(&value, at)));
+        }
+        headers
+    }
+
+    /// A request's auth (bearer, basic, API key) as a header, or an API key as a query
+    /// parameter; its credential from the environment unless it is a `{{variable}}`; another
+    /// kind listed.
+    fn auth(
+        &mut self,
+        auth: &Value,
+        host: Option<&str>,
+        at: &str,
+        headers: &mut Vec<(String, String)>,
+        query: &mut Vec<(String, String)>,
+    ) {
+        match auth["type"].as_str().unwrap_or_default() {
+            "bearer" => {
+                let token = auth_value(auth, "bearer", "token").unwrap_or_default();
+                let token = if token.contains("{{") {
+                    self.templated(token, at)
+                } else {
+                    self.secrets.take(host, "Authorization", token, format!("{at}: bearer auth (the token)"))
+                };
+                headers.push(("Authorization".into(), format!("Bearer {token}")));
+            }
+            "basic" => {
+                let user = auth_value(auth, "basic", "username").unwrap_or_default();
+                let password = auth_value(auth, "basic", "password").unwrap_or_default();
+                let from = format!("{at}: basic auth (set it to user:password, base64)");
+                let value = self.secrets.take(host, "Authorization", &format!("{user}:{password}"), from);
+                headers.push(("Authorization".into(), format!("Basic {value}")));
+            }
+            "apikey" => {
+                let key = auth_value(auth, "apikey", "key").unwrap_or("X-Api-Key");
+                let value = auth_value(auth, "apikey", "value").unwrap_or_default();
+                let value = if value.contains("{{") {
+                    self.templated(value, at)
+                } else {
+                    self.secrets.take(host, key, value, format!("{at}: API key {key}"))
+                };
+                if auth_value(auth, "apikey", "in") == Some("query") {
+                    query.push((key.to_string(), value));
+                } else {
+                    headers.push((key.to_string(), value));
+                }
+            }
+            "noauth" | "" => {}
+            other => self.warnings.push(format!("{at}: auth `{other}` is not converted")),
+        }
+    }
+
+    /// A request's body: raw text (a JSON one's Content-Type added to `headers` unless there),
+    /// or a URL-encoded form's enabled fields; templated, credentials from the environment.
+    /// Another mode is listed.
+    fn body(
+        &mut self,
+        body: &Value,
+        host: Option<&str>,
+        at: &str,
+        headers: &mut Vec<(String, String)>,
+    ) -> (Option<String>, Vec<(String, String)>) {
         let mut body_text = None;
         let mut form = Vec::new();
         match body["mode"].as_str() {
             Some("raw") => {
                 let raw = body["raw"].as_str().unwrap_or_default();
-                let raw = secrets.body(raw, host, &at);
-                body_text = Some(templates(&raw, &names, &at, &mut secrets.env, &mut warnings));
+                let raw = self.secrets.body(raw, host, at);
+                body_text = Some(self.templated(&raw, at));
                 if body["options"]["raw"]["language"] == "json"
                     && !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case("content-type"))
                 {
@@ -310,52 +409,18 @@ pub(crate) fn postman(text: &str, source: &str, env: Option<(&str, &str)>) -> Re
             Some("urlencoded") => {
                 for f in body["urlencoded"].as_array().into_iter().flatten().filter(|f| f["disabled"] != true) {
                     let (Some(k), v) = (f["key"].as_str(), f["value"].as_str().unwrap_or_default()) else { continue };
-                    let v = secrets.field(host, k, v, || format!("{at}: form field {k}"));
-                    let v = templates(&v, &names, &at, &mut secrets.env, &mut warnings);
+                    let v = self.secrets.field(host, k, v, || format!("{at}: form field {k}"));
+                    let v = self.templated(&v, at);
                     form.push((k.to_string(), v));
                 }
             }
             Some(mode @ ("formdata" | "file" | "graphql")) => {
-                warnings.push(format!("{at}: a `{mode}` body is not converted"));
+                self.warnings.push(format!("{at}: a `{mode}` body is not converted"));
             }
             _ => {}
         }
-        steps.push(Step {
-            notes: warnings[before..].to_vec(),
-            comment: format!("from Postman: {}", r.name),
-            name: r.name.clone(),
-            method,
-            url,
-            query,
-            headers,
-            body: body_text,
-            form,
-            ..Step::default()
-        });
+        (body_text, form)
     }
-    if count == 0 {
-        return Err(format!("{source}: no request with a URL to import"));
-    }
-    // Requests that go to `{{baseUrl}}` when the collection defines none (an environment did):
-    // the origin comes from BASE_URL (or `--base-url`).
-    if base_url.is_none() && steps.iter().any(|s| s.url.contains("{{baseUrl}}")) {
-        let var = super::BASE_URL;
-        secrets.env.insert(var.into(), "the collection's `{{baseUrl}}`, defined in no variable it has".into());
-        base_url = Some(format!("{{{{env.{var}}}}}"));
-    }
-    let mut imported = Imported { env: secrets.env.clone(), warnings, urls, ..Imported::default() };
-    let mut yaml = imported.head(source, "postman", count);
-    let name = collection["info"]["name"].as_str().unwrap_or("imported");
-    write_top(&mut yaml, name, base_url.as_deref());
-    if !vars.is_empty() {
-        yaml.push_str("vars:  # the collection's variables\n");
-        for (k, v) in &vars {
-            yaml.push_str(&format!("  {}: {}\n", scalar(k), scalar(v)));
-        }
-    }
-    write_steps(&mut yaml, "imported", &steps);
-    imported.yaml = yaml;
-    Ok(imported.scrubbed(&secrets))
 }
 
 #[cfg(test)]

@@ -62,19 +62,8 @@ fn shell_variable(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, backquot
 /// (they become `{{env.NAME}}`). Words of each command (`;`, `&&`, `||`, `|`, a newline not
 /// continued) are a list of their own; redirections (`> file`, `2>&1`, `< file`) are left out.
 pub(super) fn shell_words(text: &str) -> Result<Vec<Vec<String>>, String> {
-    let mut commands = vec![Vec::new()];
-    let mut word: Option<String> = None;
+    let mut words = Words { commands: vec![Vec::new()], word: None, skip_next: false };
     let mut chars = text.chars().peekable();
-    // A redirection's target word is skipped.
-    let mut skip_next = false;
-    let push = |word: &mut Option<String>, commands: &mut Vec<Vec<String>>, skip: &mut bool| {
-        if let Some(w) = word.take() {
-            if std::mem::take(skip) {
-                return;
-            }
-            commands.last_mut().unwrap().push(w);
-        }
-    };
     while let Some(c) = chars.next() {
         match c {
             '\\' => match chars.next() {
@@ -82,120 +71,162 @@ pub(super) fn shell_words(text: &str) -> Result<Vec<Vec<String>>, String> {
                 Some('\r') if chars.peek() == Some(&'\n') => {
                     chars.next();
                 }
-                Some(e) => word.get_or_insert_with(String::new).push(e),
+                Some(e) => words.word().push(e),
                 None => {}
             },
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => w.push(c),
-                        None => return Err("a single quote is not closed".into()),
-                    }
-                }
-            }
+            '\'' => single_quoted(&mut chars, words.word())?,
             '$' if chars.peek() == Some(&'\'') => {
                 chars.next();
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some('\\') => match chars.next() {
-                            Some('n') => w.push('\n'),
-                            Some('t') => w.push('\t'),
-                            Some('r') => w.push('\r'),
-                            Some('x') => {
-                                let hex: String = (0..2).filter_map(|_| chars.next()).collect();
-                                let byte = u8::from_str_radix(&hex, 16).map_err(|_| format!("bad escape \\x{hex}"))?;
-                                w.push(byte as char);
-                            }
-                            Some('u') => {
-                                let hex: String = (0..4).filter_map(|_| chars.next()).collect();
-                                let code = u32::from_str_radix(&hex, 16).map_err(|_| format!("bad escape \\u{hex}"))?;
-                                w.push(char::from_u32(code).unwrap_or('\u{fffd}'));
-                            }
-                            Some(e) => w.push(e),
-                            None => return Err("a $'…' quote is not closed".into()),
-                        },
-                        Some(c) => w.push(c),
-                        None => return Err("a $'…' quote is not closed".into()),
-                    }
-                }
+                ansi_c_quoted(&mut chars, words.word())?;
             }
-            '$' | '`' => {
-                let w = word.get_or_insert_with(String::new);
-                match shell_variable(&mut chars, c == '`') {
-                    Some(var) => w.push_str(&var),
-                    None => w.push('$'),
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(e @ ('"' | '\\' | '$' | '`')) => w.push(e),
-                            Some('\n') => {}
-                            Some(e) => {
-                                w.push('\\');
-                                w.push(e);
-                            }
-                            None => return Err("a double quote is not closed".into()),
-                        },
-                        Some(c @ ('$' | '`')) => match shell_variable(&mut chars, c == '`') {
-                            Some(var) => w.push_str(&var),
-                            None => w.push('$'),
-                        },
-                        Some(c) => w.push(c),
-                        None => return Err("a double quote is not closed".into()),
-                    }
-                }
-            }
-            ' ' | '\t' | '\r' => push(&mut word, &mut commands, &mut skip_next),
+            '$' | '`' => push_variable(&mut chars, c == '`', words.word()),
+            '"' => double_quoted(&mut chars, words.word())?,
+            ' ' | '\t' | '\r' => words.end_word(),
             '\n' | ';' | '|' => {
-                push(&mut word, &mut commands, &mut skip_next);
+                words.end_command();
                 if c == '|' && chars.peek() == Some(&'|') {
                     chars.next();
                 }
-                commands.push(Vec::new());
             }
             '&' if chars.peek() == Some(&'&') => {
                 chars.next();
-                push(&mut word, &mut commands, &mut skip_next);
-                commands.push(Vec::new());
+                words.end_command();
             }
-            '>' | '<' => {
-                // `> file`, `>> file`, `2>&1`, `< file`: a redirection, not an argument.
-                if word.as_deref().is_some_and(|w| w.chars().all(|c| c.is_ascii_digit())) {
-                    word = None;
-                }
-                push(&mut word, &mut commands, &mut skip_next);
-                while chars.peek().is_some_and(|c| matches!(c, '>' | '&')) {
-                    chars.next();
-                }
-                if chars.peek().is_some_and(char::is_ascii_digit) {
-                    chars.next();
-                } else {
-                    skip_next = true;
-                }
-            }
-            '#' if word.is_none() => {
+            '>' | '<' => words.redirection(&mut chars),
+            '#' if words.word.is_none() => {
                 // A comment, to the end of the line.
                 for c in chars.by_ref() {
                     if c == '\n' {
                         break;
                     }
                 }
-                push(&mut word, &mut commands, &mut skip_next);
-                commands.push(Vec::new());
+                words.end_command();
             }
-            c => word.get_or_insert_with(String::new).push(c),
+            c => words.word().push(c),
         }
     }
-    push(&mut word, &mut commands, &mut skip_next);
-    Ok(commands.into_iter().filter(|c| !c.is_empty()).collect())
+    words.end_word();
+    Ok(words.commands.into_iter().filter(|c| !c.is_empty()).collect())
+}
+
+/// The words [`shell_words`] has read so far: each command's, the one being read, and whether
+/// the next is a redirection's target (left out).
+struct Words {
+    commands: Vec<Vec<String>>,
+    word: Option<String>,
+    skip_next: bool,
+}
+
+impl Words {
+    /// The word being read, started empty when none is.
+    fn word(&mut self) -> &mut String {
+        self.word.get_or_insert_with(String::new)
+    }
+
+    /// Ends the word being read: one more word of the last command, or left out when it is a
+    /// redirection's target.
+    fn end_word(&mut self) {
+        if let Some(w) = self.word.take() {
+            if std::mem::take(&mut self.skip_next) {
+                return;
+            }
+            self.commands.last_mut().unwrap().push(w);
+        }
+    }
+
+    /// Ends the word being read and its command: what follows is another command's.
+    fn end_command(&mut self) {
+        self.end_word();
+        self.commands.push(Vec::new());
+    }
+
+    /// Leaves out a redirection whose `>` or `<` was just read (`> file`, `>> file`, `2>&1`,
+    /// `< file`): the descriptor's digits before it, and the file word after it.
+    fn redirection(&mut self, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+        if self.word.as_deref().is_some_and(|w| w.chars().all(|c| c.is_ascii_digit())) {
+            self.word = None;
+        }
+        self.end_word();
+        while chars.peek().is_some_and(|c| matches!(c, '>' | '&')) {
+            chars.next();
+        }
+        if chars.peek().is_some_and(char::is_ascii_digit) {
+            chars.next();
+        } else {
+            self.skip_next = true;
+        }
+    }
+}
+
+/// A shell variable or command substitution after a `$` (or a backquote) onto `w`, marked; the
+/// `$` itself when none follows.
+fn push_variable(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, backquote: bool, w: &mut String) {
+    match shell_variable(chars, backquote) {
+        Some(var) => w.push_str(&var),
+        None => w.push('$'),
+    }
+}
+
+/// A single-quoted string after its `'` onto `w`, every character as it is, to the closing `'`.
+fn single_quoted(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, w: &mut String) -> Result<(), String> {
+    loop {
+        match chars.next() {
+            Some('\'') => return Ok(()),
+            Some(c) => w.push(c),
+            None => return Err("a single quote is not closed".into()),
+        }
+    }
+}
+
+/// An ANSI-C `$'…'` string after its `'` onto `w`, its escapes (`\n`, `\t`, `\r`, `\xHH`,
+/// `\uHHHH`, `\` before any other character) read, to the closing `'`.
+fn ansi_c_quoted(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, w: &mut String) -> Result<(), String> {
+    loop {
+        match chars.next() {
+            Some('\'') => return Ok(()),
+            Some('\\') => match chars.next() {
+                Some('n') => w.push('\n'),
+                Some('t') => w.push('\t'),
+                Some('r') => w.push('\r'),
+                Some('x') => {
+                    let hex: String = (0..2).filter_map(|_| chars.next()).collect();
+                    let byte = u8::from_str_radix(&hex, 16).map_err(|_| format!("bad escape \\x{hex}"))?;
+                    w.push(byte as char);
+                }
+                Some('u') => {
+                    let hex: String = (0..4).filter_map(|_| chars.next()).collect();
+                    let code = u32::from_str_radix(&hex, 16).map_err(|_| format!("bad escape \\u{hex}"))?;
+                    w.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                }
+                Some(e) => w.push(e),
+                None => return Err("a $'…' quote is not closed".into()),
+            },
+            Some(c) => w.push(c),
+            None => return Err("a $'…' quote is not closed".into()),
+        }
+    }
+}
+
+/// A double-quoted string after its `"` onto `w`, to the closing `"`: `\` escapes `"`, `\`,
+/// `$`, a backquote and a newline (and is kept before anything else); shell variables marked.
+fn double_quoted(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, w: &mut String) -> Result<(), String> {
+    loop {
+        match chars.next() {
+            Some('"') => return Ok(()),
+            Some('\\') => match chars.next() {
+                Some(e @ ('"' | '\\' | '$' | '`')) => w.push(e),
+                Some('\n') => {}
+                Some(e) => {
+                    w.push('\\');
+                    w.push(e);
+                }
+                None => return Err("a double quote is not closed".into()),
+            },
+            Some(c @ ('$' | '`')) => push_variable(chars, c == '`', w),
+            Some(c) => w.push(c),
+            None => return Err("a double quote is not closed".into()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,10 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::commands::{
-    assert_the_exit_code_follows_the_verdicts, stampede, start_https_target, start_target, table_row, text,
-    write_scenario,
-};
+use super::commands::{assert_the_exit_code_follows_the_verdicts, stampede, table_row, text, write_scenario};
+use super::target_commands::{start_https_target, start_target};
 
 /// The target's `/stats`, read over a plain HTTP/1.1 connection.
 fn target_stats(port: u16) -> Value {
