@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// before it.
 const LAYERS: [(&str, &[&str]); 2] = [
     ("stampede-core", &["error", "stats", "wire", "compile", "outcome", "output", "capacity", "validate"]),
-    ("stampede-engine", &["error", "stats", "client", "run", "output", "session"]),
+    ("stampede-engine", &["error", "stats", "client", "run", "output", "execution"]),
 ];
 
 fn crates_dir() -> PathBuf {

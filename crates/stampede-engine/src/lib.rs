@@ -15,7 +15,7 @@
 //! | `client` | opening connections (DNS, TCP, TLS from the plan's settings, source addresses), the HTTP/1.1 codec, HTTP/2, cookies |
 //! | `run` | the workload models: VUs on worker threads, closed and open models, the reporter's ticks; one step of each protocol (`send` HTTP, `grpc`, `ws`, with `answer` below all three), flow blocks (`flow`), setup and teardown (`once`) |
 //! | `output` | the Prometheus exposition of a running test (`prom`, served by `stampede-serve`) |
-//! | `session` | one run end to end: the built-in target, compile (with gRPC reflection), run, measure, report; a capacity search's plateaus |
+//! | `execution` | one run end to end: the built-in target, compile (with gRPC reflection), run, measure, report; a capacity search's plateaus |
 //!
 //! Everything inside is `pub(crate)`; this file re-exports what the CLI, the runner and the
 //! tests use.
@@ -24,9 +24,9 @@
 
 mod client;
 mod error;
+mod execution;
 mod output;
 mod run;
-mod session;
 mod stats;
 
 /// The workspace's seeded fuzz runner (its fuzz tests share one file).
@@ -51,17 +51,17 @@ pub use stampede_core::output::report::{
 };
 pub use stampede_core::output::verdict::{Direction, FailOn, Figure, judge, render_verdict};
 pub use stampede_core::stats::metrics::{DropReason, IntervalStats, StepStats, WorkerMetrics};
-pub use stampede_core::stats::phases::Phase;
+pub use stampede_core::stats::phases::LatencyPhase;
 pub use stampede_core::stats::portable;
 pub use stampede_core::stats::timeline::{interval_point, merged_point};
 pub use stampede_core::wire::url::HttpUrl;
 pub use stampede_core::{compile, load_file, parse_str, wants_builtin};
 
 pub use error::RunError;
+pub use execution::capacity::{Plateau, plateau as run_plateau};
+pub use execution::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate};
 pub use output::prom::{Exporter, MetricsServer};
 pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};
 pub use run::once::{Once, OnceOutcome, run_once};
-pub use session::capacity::{Plateau, plateau as run_plateau};
-pub use session::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate};
 pub use stampede_model::report::Report;
 pub use stampede_model::scenario::ScenarioFile;

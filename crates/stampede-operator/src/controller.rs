@@ -124,7 +124,7 @@ fn error_policy(lt: Arc<LoadTest>, error: &Error, ctx: Arc<Context>) -> Next {
 async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Next> {
     let timer = ctx.metrics.duration.start_timer();
     ctx.metrics.reconciles.inc();
-    let result = reconcile_once(&lt, &ctx).await;
+    let result = reconcile_one(&lt, &ctx).await;
     timer.observe_duration();
     if result.is_ok() {
         ctx.succeeded(&object_key(&*lt));
@@ -133,7 +133,7 @@ async fn reconcile(lt: Arc<LoadTest>, ctx: Arc<Context>) -> Result<Next> {
 }
 
 /// One reconcile of one LoadTest: observe, decide, act. Public for tests against a mock API.
-pub async fn reconcile_once(lt: &LoadTest, ctx: &Context) -> Result<Next> {
+pub async fn reconcile_one(lt: &LoadTest, ctx: &Context) -> Result<Next> {
     if lt.metadata.deletion_timestamp.is_some() {
         return Ok(Next::await_change());
     }

@@ -14,7 +14,7 @@ pub const SATURATION_CPU_SHARE: f64 = 0.9;
 use crate::compile::plan::{Plan, StepKey};
 use crate::outcome::RunOutcome;
 use crate::stats::metrics::{DropReason, StepStats, WorkerMetrics, errors_by_name};
-use crate::stats::phases::{Phase, PhaseStats, Phases};
+use crate::stats::phases::{LatencyPhase, PhaseStats, Phases};
 
 fn ms(us: u64) -> f64 {
     round3(us as f64 / 1000.0)
@@ -60,11 +60,11 @@ pub fn phase_summary(p: &PhaseStats) -> PhaseSummary {
 fn phases_summary(phases: &Phases) -> PhasesSummary {
     let get = |phase| phases.get(phase).filter(|p| p.count() > 0).map(phase_summary);
     PhasesSummary {
-        dns: get(Phase::Dns),
-        connect: get(Phase::Connect),
-        tls: get(Phase::Tls),
-        ttfb: get(Phase::Ttfb),
-        receive: get(Phase::Receive),
+        dns: get(LatencyPhase::Dns),
+        connect: get(LatencyPhase::Connect),
+        tls: get(LatencyPhase::Tls),
+        ttfb: get(LatencyPhase::Ttfb),
+        receive: get(LatencyPhase::Receive),
     }
 }
 

@@ -13,9 +13,9 @@ use hdrhistogram::Histogram;
 
 use crate::stats::histogram::new_histogram;
 
-/// One phase of a request.
+/// One latency phase of a request (not to be mistaken for a LoadTest's lifecycle `Phase`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
+pub enum LatencyPhase {
     /// Name resolution (only when the host is a name and a connection was opened).
     Dns,
     /// TCP connect (new connections only).
@@ -28,11 +28,12 @@ pub enum Phase {
     Receive,
 }
 
-impl Phase {
-    /// Every phase, in request order (which is also [`Phase::index`] order).
-    pub const ALL: [Phase; 5] = [Phase::Dns, Phase::Connect, Phase::Tls, Phase::Ttfb, Phase::Receive];
+impl LatencyPhase {
+    /// Every phase, in request order (which is also [`LatencyPhase::index`] order).
+    pub const ALL: [LatencyPhase; 5] =
+        [LatencyPhase::Dns, LatencyPhase::Connect, LatencyPhase::Tls, LatencyPhase::Ttfb, LatencyPhase::Receive];
 
-    /// Position in [`Phase::ALL`], 0–4.
+    /// Position in [`LatencyPhase::ALL`], 0–4.
     pub fn index(self) -> usize {
         self as usize
     }
@@ -41,11 +42,11 @@ impl Phase {
     /// `receive`.
     pub fn name(self) -> &'static str {
         match self {
-            Phase::Dns => "dns",
-            Phase::Connect => "connect",
-            Phase::Tls => "tls",
-            Phase::Ttfb => "ttfb",
-            Phase::Receive => "receive",
+            LatencyPhase::Dns => "dns",
+            LatencyPhase::Connect => "connect",
+            LatencyPhase::Tls => "tls",
+            LatencyPhase::Ttfb => "ttfb",
+            LatencyPhase::Receive => "receive",
         }
     }
 }
@@ -106,7 +107,7 @@ impl PhaseStats {
         self.max_us = self.max_us.max(other.max_us);
     }
 
-    /// Phase stats made of a decoded histogram and its exact extremes.
+    /// LatencyPhase stats made of a decoded histogram and its exact extremes.
     pub fn from_parts(histogram: &Histogram<u64>, min_us: Option<u64>, max_us: u64) -> Result<PhaseStats, String> {
         let mut s = PhaseStats::new();
         s.histogram.add(histogram).map_err(|e| format!("{e:?}"))?;
@@ -124,24 +125,24 @@ pub struct Phases {
 
 impl Phases {
     /// The samples of `phase`, if any were recorded.
-    pub fn get(&self, phase: Phase) -> Option<&PhaseStats> {
+    pub fn get(&self, phase: LatencyPhase) -> Option<&PhaseStats> {
         self.slots[phase.index()].as_deref()
     }
 
     /// Records one sample of `phase`, µs (raised to at least 1).
     #[inline]
-    pub fn record(&mut self, phase: Phase, us: u64) {
+    pub fn record(&mut self, phase: LatencyPhase, us: u64) {
         self.slots[phase.index()].get_or_insert_with(|| Box::new(PhaseStats::new())).record(us);
     }
 
     /// Records the phases of a newly opened connection.
     pub fn record_connect(&mut self, times: &ConnectTimes) {
         if let Some(us) = times.dns_us {
-            self.record(Phase::Dns, us);
+            self.record(LatencyPhase::Dns, us);
         }
-        self.record(Phase::Connect, times.connect_us);
+        self.record(LatencyPhase::Connect, times.connect_us);
         if let Some(us) = times.tls_us {
-            self.record(Phase::Tls, us);
+            self.record(LatencyPhase::Tls, us);
         }
     }
 
@@ -149,12 +150,12 @@ impl Phases {
     #[inline]
     pub fn record_answer(&mut self, ttfb_us: u64, total_us: u64) {
         let ttfb = ttfb_us.min(total_us);
-        self.record(Phase::Ttfb, ttfb);
-        self.record(Phase::Receive, total_us - ttfb);
+        self.record(LatencyPhase::Ttfb, ttfb);
+        self.record(LatencyPhase::Receive, total_us - ttfb);
     }
 
     /// Replaces the samples of `phase`.
-    pub fn set(&mut self, phase: Phase, stats: PhaseStats) {
+    pub fn set(&mut self, phase: LatencyPhase, stats: PhaseStats) {
         self.slots[phase.index()] = Some(Box::new(stats));
     }
 
@@ -188,13 +189,13 @@ mod tests {
             total.record_latency_us(t);
             phases.record_answer(ttfb, t.max(1));
         }
-        let ttfb = phases.get(Phase::Ttfb).unwrap();
+        let ttfb = phases.get(LatencyPhase::Ttfb).unwrap();
         assert_eq!(ttfb.count(), total.latency.len());
         for q in [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
             assert!(ttfb.quantile_us(q) <= total.quantile_us(q), "q={q}");
         }
         assert!(ttfb.max_us <= total.max_us);
-        assert!(phases.get(Phase::Connect).is_none(), "nothing allocated without samples");
+        assert!(phases.get(LatencyPhase::Connect).is_none(), "nothing allocated without samples");
     }
 
     #[test]
@@ -204,10 +205,10 @@ mod tests {
         let mut b = Phases::default();
         b.record_connect(&ConnectTimes { dns_us: Some(40), connect_us: 80, tls_us: None });
         a.merge(&b);
-        assert_eq!(a.get(Phase::Connect).unwrap().count(), 2);
-        assert_eq!(a.get(Phase::Tls).unwrap().count(), 1);
-        assert_eq!(a.get(Phase::Dns).unwrap().count(), 1);
-        assert_eq!(a.get(Phase::Connect).unwrap().min_value_us(), 80);
-        assert!(a.get(Phase::Ttfb).is_none());
+        assert_eq!(a.get(LatencyPhase::Connect).unwrap().count(), 2);
+        assert_eq!(a.get(LatencyPhase::Tls).unwrap().count(), 1);
+        assert_eq!(a.get(LatencyPhase::Dns).unwrap().count(), 1);
+        assert_eq!(a.get(LatencyPhase::Connect).unwrap().min_value_us(), 80);
+        assert!(a.get(LatencyPhase::Ttfb).is_none());
     }
 }

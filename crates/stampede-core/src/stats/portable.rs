@@ -21,7 +21,7 @@ use crate::stats::metrics::{
     DropReason, IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name, grpc_status_code,
     grpc_status_name,
 };
-use crate::stats::phases::{Phase, PhaseStats, Phases};
+use crate::stats::phases::{LatencyPhase, PhaseStats, Phases};
 
 /// Why portable metrics could not be read back.
 #[derive(Debug, thiserror::Error)]
@@ -457,7 +457,7 @@ pub fn merge_timelines<T>(
 }
 
 fn encode_phases(phases: &Phases) -> BTreeMap<String, PortablePhase> {
-    Phase::ALL
+    LatencyPhase::ALL
         .iter()
         .filter_map(|&phase| {
             let stats = phases.get(phase).filter(|p| p.count() > 0)?;
@@ -534,7 +534,7 @@ fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
     }
     for (name, portable) in &p.phases {
         // A phase this version does not know (from a newer runner) is left out.
-        let Some(&phase) = Phase::ALL.iter().find(|ph| ph.name() == name) else { continue };
+        let Some(&phase) = LatencyPhase::ALL.iter().find(|ph| ph.name() == name) else { continue };
         let Some(h) = decode_histogram(p, &portable.histogram)? else { continue };
         let stats = PhaseStats::from_parts(&h, portable.min_us, portable.max_us).map_err(|message| {
             PortableError::Histogram { scenario: p.scenario.clone(), step: p.step.clone(), message }
@@ -618,11 +618,11 @@ mod tests {
         );
         assert_eq!(merged.dropped.iter().sum::<u64>(), 10);
         assert_eq!(merged.dropped_by_reason, [5, 3, 2], "queue full, waited too long, run ended");
-        let connect = s.phases.get(Phase::Connect).unwrap();
+        let connect = s.phases.get(LatencyPhase::Connect).unwrap();
         assert_eq!((connect.count(), connect.min_value_us(), connect.max_us), (5, 100, 104));
-        assert_eq!(s.phases.get(Phase::Tls).unwrap().count(), 5);
-        assert_eq!(s.phases.get(Phase::Ttfb).unwrap().count(), 5);
-        assert!(s.phases.get(Phase::Dns).is_none());
+        assert_eq!(s.phases.get(LatencyPhase::Tls).unwrap().count(), 5);
+        assert_eq!(s.phases.get(LatencyPhase::Ttfb).unwrap().count(), 5);
+        assert!(s.phases.get(LatencyPhase::Dns).is_none());
         assert_eq!((s.messages_sent, s.messages_received), (15, 20));
         let rt = s.round_trip.as_deref().expect("round trips merge");
         assert_eq!((rt.len(), rt.max()), (5, rt.highest_equivalent(5_000)));

@@ -338,7 +338,7 @@ use stampede_model::report::{GeneratorFacts, Report};
 use crate::compile::plan::{CompileOptions, Plan};
 use crate::output::report;
 use crate::run::executor::{self, RunOptions, RunOutcome};
-use crate::stats::phases::Phase;
+use crate::stats::phases::LatencyPhase;
 
 fn run_plan(yaml: &str, base_url: &str, threads: usize) -> (Arc<Plan>, RunOutcome) {
     let file = crate::compile::parse::parse_str(yaml, Path::new("test.yaml")).unwrap();
@@ -348,7 +348,7 @@ fn run_plan(yaml: &str, base_url: &str, threads: usize) -> (Arc<Plan>, RunOutcom
     (plan, outcome)
 }
 
-fn count(outcome: &RunOutcome, phase: Phase) -> u64 {
+fn count(outcome: &RunOutcome, phase: LatencyPhase) -> u64 {
     outcome.metrics.steps.iter().map(|s| s.phases.get(phase).map_or(0, |p| p.count())).sum()
 }
 
@@ -404,10 +404,10 @@ scenarios:
         // HTTP/1.1: one connection per VU; HTTP/2: one per worker thread, shared by its VUs.
         assert_eq!(new_connections, connections, "{version}");
         assert_eq!(h2, if version == "'1.1'" { 0 } else { 80 }, "{version}");
-        assert_eq!(count(&outcome, Phase::Connect), connections, "{version}: connect once per new connection");
-        assert_eq!(count(&outcome, Phase::Tls), connections, "{version}: TLS once per new connection");
-        assert_eq!(count(&outcome, Phase::Dns), 0, "an IP address needs no lookup");
-        assert_eq!(count(&outcome, Phase::Ttfb), 80);
+        assert_eq!(count(&outcome, LatencyPhase::Connect), connections, "{version}: connect once per new connection");
+        assert_eq!(count(&outcome, LatencyPhase::Tls), connections, "{version}: TLS once per new connection");
+        assert_eq!(count(&outcome, LatencyPhase::Dns), 0, "an IP address needs no lookup");
+        assert_eq!(count(&outcome, LatencyPhase::Ttfb), 80);
         let report = report(&plan, &outcome);
         assert_ttfb_within_total(&report);
         let tls = report.total.phases_ms.tls.as_ref().unwrap();
@@ -447,8 +447,8 @@ scenarios:
                     let sample = &report.error_samples[0];
                     assert_eq!(sample.kind, ErrorKind::Tls);
                     assert!(sample.message.contains(expected), "{version} {tls}: {}", sample.message);
-                    assert_eq!(count(&outcome, Phase::Tls), 0, "failed handshakes are not TLS samples");
-                    assert_eq!(count(&outcome, Phase::Ttfb), 0);
+                    assert_eq!(count(&outcome, LatencyPhase::Tls), 0, "failed handshakes are not TLS samples");
+                    assert_eq!(count(&outcome, LatencyPhase::Ttfb), 0);
                 }
                 None => assert_eq!(outcome.metrics.steps[0].error_total(), 0, "{version} {tls}"),
             }
@@ -484,8 +484,8 @@ scenarios:
         let opened = server.stats().connections() - before;
         assert_eq!(outcome.metrics.steps.iter().map(|s| s.error_total()).sum::<u64>(), 0, "{http}");
         assert_eq!(opened, expected, "{http}");
-        assert_eq!(count(&outcome, Phase::Connect), expected, "{http}: connect samples = new connections");
-        assert_eq!(count(&outcome, Phase::Tls), 0, "{http}: no TLS on http");
+        assert_eq!(count(&outcome, LatencyPhase::Connect), expected, "{http}: connect samples = new connections");
+        assert_eq!(count(&outcome, LatencyPhase::Tls), 0, "{http}: no TLS on http");
     }
     server.stop();
 }

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::compile::plan::Plan;
 use crate::run::executor::{Tick, Totals};
 use crate::stats::metrics::{DropReason, StepStats};
-use crate::stats::phases::Phase;
+use crate::stats::phases::LatencyPhase;
 use crate::stats::sysstat;
 use stampede_model::{ErrorKind, StepKey};
 use stampede_serve::serve_http;
@@ -252,7 +252,7 @@ impl Exporter {
                 self.push_value(&mut errors, &l, s.errors[kind.index()] as f64);
             }
             self.push_histogram(&mut latency, &labels, &s.latency);
-            for phase in Phase::ALL {
+            for phase in LatencyPhase::ALL {
                 if let Some(p) = s.phases.get(phase).filter(|p| p.count() > 0) {
                     let mut l = labels.clone();
                     l.push(("phase", phase.name().to_string()));

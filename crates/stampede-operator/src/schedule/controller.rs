@@ -43,7 +43,7 @@ fn error_policy(lts: Arc<LoadTestSchedule>, error: &Error, ctx: Arc<Context>) ->
 }
 
 async fn reconcile(lts: Arc<LoadTestSchedule>, ctx: Arc<Context>) -> Result<Next> {
-    let result = reconcile_once(&lts, &ctx).await;
+    let result = reconcile_one(&lts, &ctx).await;
     if result.is_ok() {
         ctx.succeeded(&object_key(&*lts));
     }
@@ -51,7 +51,7 @@ async fn reconcile(lts: Arc<LoadTestSchedule>, ctx: Arc<Context>) -> Result<Next
 }
 
 /// One reconcile of one LoadTestSchedule: observe, decide, act.
-pub async fn reconcile_once(lts: &LoadTestSchedule, ctx: &Context) -> Result<Next> {
+pub async fn reconcile_one(lts: &LoadTestSchedule, ctx: &Context) -> Result<Next> {
     if lts.metadata.deletion_timestamp.is_some() {
         return Ok(Next::await_change());
     }

@@ -17,7 +17,7 @@ mod metrics;
 mod once;
 mod reconcile_faults;
 mod reconcile_mock;
-mod reconcile_once;
+mod reconcile_setup_teardown;
 mod report_size;
 mod reruns;
 mod schedules;

@@ -18,7 +18,7 @@ use stampede_api::{
 };
 use stampede_core::WorkerMetrics;
 use stampede_core::portable;
-use stampede_operator::controller::{Context, Metrics, reconcile_once};
+use stampede_operator::controller::{Context, Metrics, reconcile_one};
 use stampede_operator::leader::Fence;
 use stampede_operator::lifecycle::{self, Observed, START_DELAY};
 use stampede_operator::validation::validate;
@@ -357,7 +357,7 @@ pub(crate) async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let verifier = ApiServerVerifier { handle, lt: lt.clone() }.serve(script);
     let ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
-    let result = tokio::time::timeout(TIMEOUT, reconcile_once(lt, &ctx)).await;
+    let result = tokio::time::timeout(TIMEOUT, reconcile_one(lt, &ctx)).await;
     // Dropping the client closes the mock: the verifier sees the end of the requests.
     drop(ctx);
     let seen = match tokio::time::timeout(TIMEOUT, verifier).await {
@@ -391,7 +391,7 @@ pub(crate) async fn reconcile_fenced(
     ctx.fence = fence;
     let mut outcomes = Vec::new();
     for lt in lts {
-        let result = tokio::time::timeout(TIMEOUT, reconcile_once(lt, &ctx)).await.expect("reconcile finished");
+        let result = tokio::time::timeout(TIMEOUT, reconcile_one(lt, &ctx)).await.expect("reconcile finished");
         outcomes.push(result.map(|_| ()).map_err(|e| e.to_string()));
     }
     drop(ctx);
