@@ -360,4 +360,7 @@ fn the_reader_resolves_crate_self_and_super_paths_in_groups() {
     assert_eq!(cycle(&file_graph(&files)).unwrap(), ["run/step", "run/ws", "run/step"]);
     let files = &files[..2];
     assert_eq!(cycle(&file_graph(files)), None);
+    // A function in a map is seen whatever its qualifiers; a field or a comment is not one.
+    assert!(declares_a_function("    pub(crate) async fn x() {") && declares_a_function("const fn y() {}"));
+    assert!(!declares_a_function("    fun: fn() -> u8,") && !declares_a_function("/// fn z"));
 }
