@@ -1,15 +1,16 @@
 //! Relative thresholds judged against `spec.baseline`, in the pure core: a run's verdict, a
 //! missing baseline, and a capacity search's plateaus.
 
-use stampede_api::{LoadTest, LoadTestSpec, Phase, RunnerReport, RunnerState};
+use stampede_api::{LoadTest, Phase};
 use stampede_core::WorkerMetrics;
 use stampede_core::portable;
 use stampede_operator::lifecycle::{Action, Observed, Scenario};
-use stampede_operator::validation::validate;
 use time::OffsetDateTime;
 
 use crate::common::SCENARIO;
-use crate::decisions::{loadtest, observed, plan, report_with_timeline, started, step, written_report};
+use crate::decisions::{
+    capacity_search, loadtest, observed, plan, plateau_share, report_with_timeline, started, step, written_report,
+};
 
 fn loadtest_with_relative_thresholds(baseline: Option<&str>) -> LoadTest {
     let scenario = SCENARIO.replace(
@@ -115,38 +116,8 @@ fn a_missing_baseline_is_a_condition_and_an_event_and_its_thresholds_fail_saying
 /// at every one, saying there was no baseline).
 #[test]
 fn a_capacity_plateau_judges_relative_thresholds_against_the_baseline() {
-    let yaml = r#"
-name: capacity
-baseUrl: http://my-service.default.svc
-load: {executor: capacity, startRate: 100, step: 100, plateau: 4s, warmup: 1s, maxRate: 1000, stopAfter: 2, preAllocatedVUs: 10, maxVUs: 50}
-scenarios:
-  - name: api
-    steps:
-      - {name: get, request: {url: "{{baseUrl}}/get"}}
-thresholds: ["latency.p99 < baseline * 1.10"]
-"#;
-    let scenario: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
-    let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({"runners": 2, "scenario": scenario})).unwrap();
-    let lt = LoadTest::new("cap", spec);
-    let plan = validate(&lt, yaml, "test").unwrap();
-    let mut m = WorkerMetrics::new(1, 1);
-    for _ in 0..200 {
-        m.steps[0].requests += 1;
-        m.steps[0].record_latency_us(1_000);
-        m.steps[0].record_status(200);
-    }
-    m.iterations[0] = 200;
-    let share = |index: u32| RunnerReport {
-        plateaus: vec![stampede_api::PlateauShare {
-            index: 0,
-            rate: 50.0,
-            seconds: 4.0,
-            metrics: portable::encode(&plan.step_keys, &m, &["api".to_string()]),
-            cpu_saturated: None,
-        }],
-        ..RunnerReport::new(index, RunnerState::Running)
-    };
-    let (r0, r1) = (share(0), share(1));
+    let (_, plan) = capacity_search("latency.p99 < baseline * 1.10");
+    let (r0, r1) = (plateau_share(&plan, 0, None), plateau_share(&plan, 1, None));
     let base = baseline(5.0, 100);
     let judged = |baseline| stampede_operator::results::capacity(&plan, &[&r0, &r1], 2, baseline).unwrap().unwrap().1;
     let with = judged(Ok(&base));

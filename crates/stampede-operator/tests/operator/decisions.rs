@@ -620,27 +620,30 @@ fn runner_pods_still_stopping_are_waited_for_and_a_runner_without_result_is_name
     assert!(message.contains("no result from runner 2 within 45s"), "{message}");
 }
 
-/// #22: a capacity search whose plateau share cannot be merged fails saying so; it used to be
-/// dropped without a word, and the verdict fell back to thresholds over every plateau together.
-#[test]
-fn a_capacity_plateau_that_cannot_be_merged_fails_the_test_naming_runner_and_plateau() {
-    let yaml = r#"
+/// A two-runner capacity search judged by `threshold`, validated: the LoadTest and its plan.
+pub(crate) fn capacity_search(threshold: &str) -> (LoadTest, Arc<Plan>) {
+    let yaml = format!(
+        r#"
 name: capacity
 baseUrl: http://my-service.default.svc
-load: {executor: capacity, startRate: 100, step: 100, plateau: 4s, warmup: 1s, maxRate: 1000, stopAfter: 2, preAllocatedVUs: 10, maxVUs: 50}
+load: {{executor: capacity, startRate: 100, step: 100, plateau: 4s, warmup: 1s, maxRate: 1000, stopAfter: 2, preAllocatedVUs: 10, maxVUs: 50}}
 scenarios:
   - name: api
     steps:
-      - {name: get, request: {url: "{{baseUrl}}/get"}}
-thresholds: ["latency.p99 < 100ms"]
-"#;
-    let scenario: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
+      - {{name: get, request: {{url: "{{{{baseUrl}}}}/get"}}}}
+thresholds: ["{threshold}"]
+"#
+    );
+    let scenario: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
     let spec: LoadTestSpec = serde_json::from_value(serde_json::json!({"runners": 2, "scenario": scenario})).unwrap();
-    let mut lt = LoadTest::new("cap", spec);
-    lt.metadata.namespace = Some("perf".into());
-    lt.metadata.generation = Some(1);
-    let plan = validate(&lt, yaml, "test").unwrap();
-    let names = vec!["api".to_string()];
+    let lt = LoadTest::new("cap", spec);
+    let plan = validate(&lt, &yaml, "test").unwrap();
+    (lt, plan)
+}
+
+/// Runner `index`'s share of plateau 0 of [`capacity_search`] at 50/s over 4 s: 200 requests
+/// answered 200 in 1 ms (its histogram replaced by `histogram`, when given).
+pub(crate) fn plateau_share(plan: &Plan, index: u32, histogram: Option<&str>) -> RunnerReport {
     let mut m = WorkerMetrics::new(1, 1);
     for _ in 0..200 {
         m.steps[0].requests += 1;
@@ -648,22 +651,24 @@ thresholds: ["latency.p99 < 100ms"]
         m.steps[0].record_status(200);
     }
     m.iterations[0] = 200;
-    let share = |index: u32, histogram: Option<&str>| {
-        let mut metrics = portable::encode(&plan.step_keys, &m, &names);
-        if let Some(h) = histogram {
-            metrics.steps[0].histogram = h.into();
-        }
-        RunnerReport {
-            plateaus: vec![stampede_api::PlateauShare {
-                index: 0,
-                rate: 50.0,
-                seconds: 4.0,
-                metrics,
-                cpu_saturated: None,
-            }],
-            ..RunnerReport::new(index, RunnerState::Running)
-        }
-    };
+    let mut metrics = portable::encode(&plan.step_keys, &m, &["api".to_string()]);
+    if let Some(h) = histogram {
+        metrics.steps[0].histogram = h.into();
+    }
+    RunnerReport {
+        plateaus: vec![stampede_api::PlateauShare { index: 0, rate: 50.0, seconds: 4.0, metrics, cpu_saturated: None }],
+        ..RunnerReport::new(index, RunnerState::Running)
+    }
+}
+
+/// #22: a capacity search whose plateau share cannot be merged fails saying so; it used to be
+/// dropped without a word, and the verdict fell back to thresholds over every plateau together.
+#[test]
+fn a_capacity_plateau_that_cannot_be_merged_fails_the_test_naming_runner_and_plateau() {
+    let (mut lt, plan) = capacity_search("latency.p99 < 100ms");
+    lt.metadata.namespace = Some("perf".into());
+    lt.metadata.generation = Some(1);
+    let share = |index: u32, histogram: Option<&str>| plateau_share(&plan, index, histogram);
     let job = JobState { active: 2, ..JobState::default() };
     let obs = |reports| Observed {
         plan: Scenario::Compiled(plan.clone()),
