@@ -16,12 +16,13 @@ use kube::runtime::controller::{Action as Next, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use stampede_api::{
-    Baseline, DEFAULT_IMAGE, LoadTest, MANAGER, OnceState, OnceStatus, REPORT_KEY, RESULT_KEY, RunnerReport,
-    SCENARIO_KEY, SETUP_KEY, TEARDOWN_KEY, names,
+    Baseline, DEFAULT_IMAGE, LoadTest, OnceState, OnceStatus, REPORT_KEY, RESULT_KEY, RunnerReport, SCENARIO_KEY,
+    SETUP_KEY, TEARDOWN_KEY, names,
 };
 use stampede_core::Once;
 use stampede_model::report::Report;
 
+use crate::children::ChildStream;
 use crate::validation::validate_with_files;
 use time::OffsetDateTime;
 
@@ -72,11 +73,13 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
     let mut ctx = Context::new(client.clone(), metrics.clone());
     ctx.runner_image = options.runner_image;
     ctx.fence = options.fence;
-    let ctx = Arc::new(ctx);
     let scopes: Vec<Option<String>> =
         if options.namespaces.is_empty() { vec![None] } else { options.namespaces.into_iter().map(Some).collect() };
-    let controllers = scopes.iter().map(|ns| {
-        let controller = controller_for(&client, ns.as_deref());
+    // The children's watches fill the context's view and trigger their owner's reconcile.
+    let watches: Vec<_> = scopes.iter().map(|ns| ctx.children.watch(&client, ns.as_deref())).collect();
+    let ctx = Arc::new(ctx);
+    let controllers = scopes.iter().zip(watches).map(|(ns, (jobs, cms))| {
+        let controller = controller_for(&client, ns.as_deref(), jobs, cms);
         metrics.watch_store(controller.store());
         controller.run(reconcile, error_policy, ctx.clone()).for_each(|result| async move {
             if let Err(e) = result {
@@ -91,24 +94,17 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, options: Options) {
     futures::future::join(futures::future::join_all(controllers), futures::future::join_all(schedules)).await;
 }
 
-fn controller_for(client: &Client, namespace: Option<&str>) -> Controller<LoadTest> {
-    let (lts, jobs, cms) = match namespace {
-        Some(ns) => (
-            Api::<LoadTest>::namespaced(client.clone(), ns),
-            Api::<Job>::namespaced(client.clone(), ns),
-            Api::<ConfigMap>::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::<LoadTest>::all(client.clone()),
-            Api::<Job>::all(client.clone()),
-            Api::<ConfigMap>::all(client.clone()),
-        ),
+fn controller_for(
+    client: &Client,
+    namespace: Option<&str>,
+    jobs: ChildStream<Job>,
+    cms: ChildStream<ConfigMap>,
+) -> Controller<LoadTest> {
+    let lts = match namespace {
+        Some(ns) => Api::<LoadTest>::namespaced(client.clone(), ns),
+        None => Api::<LoadTest>::all(client.clone()),
     };
-    let managed = format!("app.kubernetes.io/managed-by={MANAGER}");
-    Controller::new(lts, watcher::Config::default())
-        .owns(jobs, watcher::Config::default().labels(&managed))
-        .owns(cms, watcher::Config::default().labels(&managed))
-        .shutdown_on_signal()
+    Controller::new(lts, watcher::Config::default()).owns_stream(jobs).owns_stream(cms).shutdown_on_signal()
 }
 
 /// A failed reconcile is retried with back-off (1 s doubling to a minute): every [`Error`] is
@@ -155,13 +151,13 @@ pub async fn reconcile_one(lt: &LoadTest, ctx: &Context) -> Result<Next> {
     let ((reports, unreadable), job) = if phase == stampede_api::Phase::Pending || phase.is_finished() {
         ((Vec::new(), Vec::new()), None)
     } else {
-        observe(client, lt, &ns, run_runners(lt)).await?
+        observe(ctx, lt, &ns, run_runners(lt)).await?
     };
     let baseline = match &lt.spec.baseline {
         Some(b) if !phase.is_finished() => Some(read_baseline(client, &ns, b).await?),
         _ => None,
     };
-    let once = observe_once(client, lt, &ns).await?;
+    let once = observe_once(ctx, lt, &ns).await?;
     let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline, once };
     let decision = lifecycle::decide(lt, &observed);
     carry_out(lt, ctx, &ns, &name, scenario_yaml.as_deref(), decision).await
@@ -431,10 +427,11 @@ async fn data_files(
     Ok(Ok(files))
 }
 
-/// The reports and Job of the current run of `lt`: a result or Job of another run (a deleted
-/// LoadTest of the same name, an earlier run) counts as nothing yet.
+/// The reports and Job of the current run of `lt`, as the controller's watches last saw them:
+/// a result or Job of another run (a deleted LoadTest of the same name, an earlier run) counts
+/// as nothing yet.
 async fn observe(
-    client: &Client,
+    ctx: &Context,
     lt: &LoadTest,
     ns: &str,
     runners: i32,
@@ -442,28 +439,23 @@ async fn observe(
     let name = lt.name_any();
     let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
     let run_id = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));
-    let list = cms
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(unavailable(|| format!("the result ConfigMaps of {ns}/{name}")))?;
-    let by_name: BTreeMap<String, ConfigMap> = list.items.into_iter().map(|cm| (cm.name_any(), cm)).collect();
     let mut unreadable = Vec::new();
-    let reports: Vec<Option<RunnerReport>> = (0..runners.max(1) as u32)
-        .map(|i| {
-            let text = by_name.get(&names::result_config_map(&name, i))?.data.as_ref()?.get(RESULT_KEY)?;
-            lifecycle::read_report(i, text, &run_id).map_err(|Invalid(e)| unreadable.push(e)).ok().flatten()
-        })
-        .collect();
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let job =
-        jobs.get_opt(&names::job(&name)).await.map_err(unavailable(|| format!("Job {ns}/{}", names::job(&name))))?;
+    let mut reports = Vec::with_capacity(runners.max(1) as usize);
+    for i in 0..runners.max(1) as u32 {
+        let found = ctx.children.config_map(ns, &names::result_config_map(&name, i)).await?;
+        let text = found.as_ref().and_then(|cm| cm.data.as_ref()?.get(RESULT_KEY));
+        let report =
+            text.and_then(|t| lifecycle::read_report(i, t, &run_id).map_err(|Invalid(e)| unreadable.push(e)).ok());
+        reports.push(report.flatten());
+    }
+    let job = ctx.children.job(ns, &names::job(&name)).await?;
     let job = match job.filter(|j| desired::is_of_run(&j.metadata, lt, run)) {
         None => None,
         Some(job) => {
-            let mut state = job_state(job);
+            let mut state = job_state(&job);
+            let selector = format!("{LOADTEST_LABEL}={}", names::label_value(&name));
             let runner_pods = format!("{selector},{ROLE_LABEL}=runner");
+            let client = &ctx.client;
             if state.failed > 0 {
                 state.failures = pod_failures(client, ns, &runner_pods).await?;
             }
@@ -480,8 +472,8 @@ async fn observe(
 }
 
 /// A Job's counters.
-fn job_state(job: Job) -> JobState {
-    let status = job.status.unwrap_or_default();
+fn job_state(job: &Job) -> JobState {
+    let status = job.status.clone().unwrap_or_default();
     JobState {
         active: status.active.unwrap_or(0),
         terminating: status.terminating.unwrap_or(0),
@@ -499,7 +491,7 @@ fn once_steps(status: &stampede_api::LoadTestStatus) -> OnceSteps {
 
 /// The setup and teardown pods of the current run, while one runs (else nothing is read): their
 /// reports from the once ConfigMap, and their Jobs.
-async fn observe_once(client: &Client, lt: &LoadTest, ns: &str) -> Result<OncePods> {
+async fn observe_once(ctx: &Context, lt: &LoadTest, ns: &str) -> Result<OncePods> {
     let Some(status) = lt.status.as_ref() else { return Ok(OncePods::default()) };
     let running = |s: &Option<OnceStatus>| s.as_ref().is_some_and(|s| s.state == OnceState::Running);
     let wanted: Vec<Once> = [(Once::Setup, &status.setup), (Once::Teardown, &status.teardown)]
@@ -514,20 +506,19 @@ async fn observe_once(client: &Client, lt: &LoadTest, ns: &str) -> Result<OncePo
     let name = lt.name_any();
     let run = status.run.unwrap_or(1);
     let run_id = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
-    let reports = config_map(client, ns, &names::once_config_map(&name)).await?.and_then(|cm| cm.data);
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let reports = ctx.children.config_map(ns, &names::once_config_map(&name)).await?;
+    let reports = reports.as_ref().and_then(|cm| cm.data.as_ref());
     for which in wanted {
         let (role, key) = match which {
             Once::Setup => ("setup", SETUP_KEY),
             Once::Teardown => ("teardown", TEARDOWN_KEY),
         };
-        let report = reports.as_ref().and_then(|d| d.get(key)).and_then(|t| lifecycle::read_once(t, &run_id));
-        let job_name = names::once_job(&name, role);
-        let job = jobs.get_opt(&job_name).await.map_err(unavailable(|| format!("Job {ns}/{job_name}")))?;
-        let mut job = job.filter(|j| desired::is_of_run(&j.metadata, lt, run)).map(job_state);
+        let report = reports.and_then(|d| d.get(key)).and_then(|t| lifecycle::read_once(t, &run_id));
+        let job = ctx.children.job(ns, &names::once_job(&name, role)).await?;
+        let mut job = job.filter(|j| desired::is_of_run(&j.metadata, lt, run)).map(|j| job_state(&j));
         if let Some(state) = job.as_mut().filter(|j| j.failed > 0 && report.is_none()) {
             let selector = format!("{LOADTEST_LABEL}={},{ROLE_LABEL}={role}", names::label_value(&name));
-            state.failures = pod_failures(client, ns, &selector).await?;
+            state.failures = pod_failures(&ctx.client, ns, &selector).await?;
         }
         let seen = OnceSeen { report, job };
         match which {

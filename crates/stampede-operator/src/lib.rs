@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod children;
 pub mod conditions;
 pub mod controller;
 pub mod desired;
@@ -40,11 +41,16 @@ pub enum Error {
     /// This replica no longer leads (or cannot tell that it still does): it writes nothing.
     #[error("not leading: another replica may act now")]
     NotLeading,
+    /// The watch of these children has not listed them yet (the operator just started, or
+    /// cannot list them): what the run has is not known.
+    #[error("the watch of {0} has not listed them yet")]
+    NotSynced(&'static str),
 }
 
 impl Error {
     /// Every value [`Error::metric_label`] returns.
-    pub const METRIC_LABELS: [&'static str; 5] = ["kube", "unavailable", "serialize", "no_namespace", "not_leading"];
+    pub const METRIC_LABELS: [&'static str; 6] =
+        ["kube", "unavailable", "serialize", "no_namespace", "not_leading", "not_synced"];
 
     /// A short label for metrics.
     pub fn metric_label(&self) -> &'static str {
@@ -54,6 +60,7 @@ impl Error {
             Error::Serialize(_) => "serialize",
             Error::NoNamespace(_) => "no_namespace",
             Error::NotLeading => "not_leading",
+            Error::NotSynced(_) => "not_synced",
         }
     }
 }

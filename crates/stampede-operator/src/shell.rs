@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER};
 use stampede_core::Plan;
 
+use crate::children::Children;
 use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
@@ -37,6 +38,9 @@ pub struct Context {
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
     /// Whether this replica still leads: checked before every write.
     pub fence: Fence,
+    /// The runs' results and Jobs as the controller's watches last saw them ([`Context::new`]:
+    /// none; the controller adds its watches).
+    pub children: Children,
 }
 
 impl Context {
@@ -52,6 +56,7 @@ impl Context {
             plans: Default::default(),
             failures: Default::default(),
             fence: Fence::always(),
+            children: Children::default(),
         }
     }
 

@@ -6,15 +6,14 @@
 use std::time::Duration;
 
 use http::Method;
-use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::json;
 use stampede_api::{LoadTestStatus, Phase, RESULT_KEY, RunnerReport, RunnerState};
 use stampede_operator::leader::Fence;
 
 use crate::common::SCENARIO;
 use crate::reconcile_mock::{
-    Expect, NAME, NS, active, api_path, applied_status, condition, done, job_path, loadtest, reconcile_against,
-    reconcile_fenced, reconcile_in_turn, running,
+    Expect, NAME, NS, Watched, active, all_done, api_path, applied_status, condition, done, job_path, loadtest,
+    reconcile_against, reconcile_fenced, reconcile_in_turn, reconcile_watching, running,
 };
 
 /// A decision taken on a stale copy of the LoadTest (its status write conflicts) deletes
@@ -26,12 +25,11 @@ use crate::reconcile_mock::{
 async fn a_conflicting_status_write_deletes_no_child_and_records_no_event() {
     let mut lt = running(2, Duration::from_secs(30));
     lt.spec.cleanup.on_success = stampede_api::CleanupMode::All;
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
+        all_done(),
         vec![
             Expect::GetScenario,
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
-            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
             Expect::ApplyStatusConflict,
         ],
@@ -125,19 +123,19 @@ async fn a_recreated_loadtest_replaces_the_old_objects_children_before_it_starts
 #[tokio::test]
 async fn a_503_on_the_scenario_read_mid_run_keeps_the_run_running_and_it_completes() {
     let lt = running(2, Duration::from_secs(30));
+    let one_done = vec![
+        Watched::Results(vec![Some(done(0, 1000)), Some(RunnerReport::new(1, RunnerState::Running))]),
+        Watched::Job(active(1)),
+    ];
     let (outcomes, seen) = reconcile_in_turn(
-        &[lt.clone(), lt.clone(), lt.clone()],
+        vec![(lt.clone(), one_done.clone()), (lt.clone(), one_done), (lt.clone(), all_done())],
         vec![
             // 1: the read fails: nothing else is asked, nothing written.
             Expect::Unavailable(api_path("configmaps", &format!("{NAME}-scenario"))),
             // 2: still running (one runner done).
             Expect::GetScenario,
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(RunnerReport::new(1, RunnerState::Running))]),
-            Expect::GetJob(active(1)),
             Expect::ApplyStatus,
             // 3: both done; the compiled plan is reused (no scenario read).
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
-            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
             Expect::ApplyStatus,
             Expect::Event { reason: "Succeeded", warning: false },
@@ -167,7 +165,8 @@ async fn a_503_on_the_scenario_from_read_leaves_the_test_pending() {
     lt.spec.scenario_from =
         Some(serde_json::from_value(json!({"name": "shop-scenarios", "key": "shop.yaml"})).unwrap());
     let (outcomes, seen) =
-        reconcile_in_turn(&[lt], vec![Expect::Unavailable(api_path("configmaps", "shop-scenarios"))]).await;
+        reconcile_in_turn(vec![(lt, vec![])], vec![Expect::Unavailable(api_path("configmaps", "shop-scenarios"))])
+            .await;
     assert!(outcomes[0].as_ref().is_err_and(|e| e.contains("503")), "{outcomes:?}");
     assert_eq!(seen.len(), 1, "no status, no Event");
 }
@@ -179,15 +178,9 @@ async fn a_503_on_the_scenario_from_read_leaves_the_test_pending() {
 #[tokio::test]
 async fn a_replica_past_its_renew_deadline_reads_but_writes_nothing() {
     let lt = running(2, Duration::from_secs(30));
-    let reads = || {
-        vec![
-            Expect::GetScenario,
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
-            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
-        ]
-    };
+    let reads = || vec![Expect::GetScenario];
     let lapsed = Fence::until(tokio::time::Instant::now());
-    let (outcomes, seen) = reconcile_fenced(std::slice::from_ref(&lt), reads(), lapsed).await;
+    let (outcomes, seen) = reconcile_fenced(&[(lt.clone(), all_done())], reads(), lapsed).await;
     assert_eq!(outcomes, [Err("not leading: another replica may act now".to_string())]);
     assert!(seen.iter().all(|s| s.method == Method::GET), "{seen:?}");
 
@@ -199,7 +192,7 @@ async fn a_replica_past_its_renew_deadline_reads_but_writes_nothing() {
         Expect::Event { reason: "Succeeded", warning: false },
         Expect::Delete(job_path()),
     ]);
-    let (outcomes, seen) = reconcile_fenced(std::slice::from_ref(&lt), script, leading).await;
+    let (outcomes, seen) = reconcile_fenced(&[(lt, all_done())], script, leading).await;
     assert_eq!(outcomes, [Ok(())]);
     assert_eq!(applied_status(&seen).phase, Phase::Succeeded);
 }

@@ -18,6 +18,7 @@ use stampede_api::{
 };
 use stampede_core::WorkerMetrics;
 use stampede_core::portable;
+use stampede_operator::children::Children;
 use stampede_operator::controller::{Context, Metrics, reconcile_one};
 use stampede_operator::leader::Fence;
 use stampede_operator::lifecycle::{self, Observed, START_DELAY};
@@ -46,8 +47,6 @@ pub(crate) enum Expect {
     /// The list of this LoadTest's ConfigMaps by label; answered with one result ConfigMap
     /// per runner, holding its report where there is one.
     ListResults(Vec<Option<RunnerReport>>),
-    /// Like `ListResults`, with each result ConfigMap's text as given (e.g. not a report).
-    ListResultTexts(Vec<Option<String>>),
     /// The same list, answered with these ConfigMaps.
     ListConfigMaps(Vec<Value>),
     /// A get of the runner Job; answered with a Job in this state, or 404.
@@ -74,10 +73,109 @@ pub(crate) enum Expect {
     Unavailable(String),
     /// The list of this LoadTest's pods by label; answered with these pods.
     ListPods(Vec<Value>),
-    /// A get of the once ConfigMap; answered with it, holding the setup pod's report of run 1.
-    GetSetupReport(OnceStatus),
-    /// A get of the Job of `setup` or `teardown`; answered with a Job of run 1 in this state.
-    GetOnceJob(&'static str, JobStatus),
+}
+
+/// What the operator's watches hold when it reconciles (it reads a run's results and Jobs
+/// there, not from the API server).
+#[derive(Clone, Debug)]
+pub(crate) enum Watched {
+    /// One result ConfigMap of run 1 per runner, holding its report where there is one.
+    Results(Vec<Option<RunnerReport>>),
+    /// Like `Results`, with each result ConfigMap's text as given (e.g. not a report).
+    ResultTexts(Vec<Option<String>>),
+    /// The runner Job of run 1, in this state.
+    Job(JobStatus),
+    /// The once ConfigMap, holding the setup pod's report of run 1.
+    SetupReport(OnceStatus),
+    /// The Job of `setup` or `teardown` of run 1, in this state.
+    OnceJob(&'static str, JobStatus),
+}
+
+/// The objects of `watched`, as the operator's watches would hold them.
+pub(crate) fn view(watched: Vec<Watched>) -> Children {
+    let (mut cms, mut jobs) = (Vec::new(), Vec::new());
+    for w in watched {
+        match w {
+            Watched::Results(reports) => cms.extend(result_config_maps(&stamped(&reports))),
+            Watched::ResultTexts(texts) => cms.extend(result_config_maps(&texts)),
+            Watched::Job(state) => jobs.push(runner_job(&state)),
+            Watched::SetupReport(report) => cms.push(setup_report(&report)),
+            Watched::OnceJob(which, state) => jobs.push(once_job(which, &state)),
+        }
+    }
+    let cms = cms.into_iter().map(|v| serde_json::from_value(v).expect("a ConfigMap")).collect();
+    let jobs = jobs.into_iter().map(|v| serde_json::from_value(v).expect("a Job")).collect();
+    Children::fixed(cms, jobs)
+}
+
+/// Runner reports as the runners of run 1 write them: stamped with it.
+fn stamped(reports: &[Option<RunnerReport>]) -> Vec<Option<String>> {
+    reports
+        .iter()
+        .map(|r| {
+            r.as_ref().map(|r| {
+                let run = r.run.clone().or_else(|| Some(stampede_api::run_id(UID, 1)));
+                serde_json::to_string(&RunnerReport { run, ..r.clone() }).unwrap()
+            })
+        })
+        .collect()
+}
+
+/// The owner reference of this LoadTest (or of a deleted one of the same name: `uid`).
+fn owned_by(uid: &str) -> Value {
+    json!([{"apiVersion": "stampede.dev/v1alpha1", "kind": "LoadTest", "name": NAME, "uid": uid}])
+}
+
+/// One result ConfigMap of run 1 per runner, holding its text where there is one.
+fn result_config_maps(texts: &[Option<String>]) -> Vec<Value> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut cm = json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": format!("{NAME}-result-{i}"), "namespace": NS,
+                             "labels": {"stampede.dev/loadtest": NAME, "stampede.dev/run": "1"},
+                             "ownerReferences": owned_by(UID)},
+            });
+            if let Some(text) = r {
+                cm["data"] = json!({RESULT_KEY: text});
+            }
+            cm
+        })
+        .collect()
+}
+
+/// The runner Job of run 1 of the LoadTest with `uid`, in this state.
+fn runner_job_of(uid: &str, state: &JobStatus) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": format!("{NAME}-runners"), "namespace": NS,
+                        "labels": {"stampede.dev/run": "1"}, "ownerReferences": owned_by(uid)},
+           "status": state})
+}
+
+fn runner_job(state: &JobStatus) -> Value {
+    runner_job_of(UID, state)
+}
+
+/// The once ConfigMap of run 1, holding the setup pod's report.
+fn setup_report(report: &OnceStatus) -> Value {
+    let name = stampede_api::names::once_config_map(NAME);
+    let report = OnceStatus { run: Some(stampede_api::run_id(UID, 1)), ..report.clone() };
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": NS,
+                        "labels": {"stampede.dev/loadtest": NAME, "stampede.dev/run": "1"}},
+           "data": {stampede_api::SETUP_KEY: serde_json::to_string(&report).unwrap()}})
+}
+
+/// The Job of `setup` or `teardown` of run 1, in this state.
+fn once_job(which: &str, state: &JobStatus) -> Value {
+    let name = stampede_api::names::once_job(NAME, which);
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": name, "namespace": NS, "labels": {"stampede.dev/run": "1"},
+                        "ownerReferences": owned_by(UID)},
+           "status": state})
 }
 
 /// A request the mock answered.
@@ -217,40 +315,11 @@ impl ApiServerVerifier {
                             json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": items}),
                         )
                     }
-                    Expect::ListResults(_) | Expect::ListResultTexts(_) => {
+                    Expect::ListResults(reports) => {
                         is(Method::GET, &api_path("configmaps", ""));
                         let selector = query.get("labelSelector").map(String::as_str);
                         assert_eq!(selector, Some("stampede.dev/loadtest=shop"), "{got}");
-                        let texts: Vec<Option<String>> = match &expect {
-                            // Written by the runners of this run: stamped with it.
-                            Expect::ListResults(reports) => reports
-                                .iter()
-                                .map(|r| {
-                                    r.as_ref().map(|r| {
-                                        let run = r.run.clone().or_else(|| Some(stampede_api::run_id(UID, 1)));
-                                        serde_json::to_string(&RunnerReport { run, ..r.clone() }).unwrap()
-                                    })
-                                })
-                                .collect(),
-                            Expect::ListResultTexts(texts) => texts.clone(),
-                            _ => unreachable!("matched above"),
-                        };
-                        let items: Vec<Value> = texts
-                            .iter()
-                            .enumerate()
-                            .map(|(i, r)| {
-                                let mut cm = json!({
-                                    "apiVersion": "v1",
-                                    "kind": "ConfigMap",
-                                    "metadata": {"name": format!("{NAME}-result-{i}"), "namespace": NS,
-                                                 "labels": {"stampede.dev/loadtest": NAME}},
-                                });
-                                if let Some(text) = r {
-                                    cm["data"] = json!({RESULT_KEY: text});
-                                }
-                                cm
-                            })
-                            .collect();
+                        let items = result_config_maps(&stamped(reports));
                         (
                             StatusCode::OK,
                             json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": items}),
@@ -259,54 +328,14 @@ impl ApiServerVerifier {
                     Expect::GetJob(state) => {
                         is(Method::GET, &job_path());
                         match state {
-                            Some(s) => (
-                                StatusCode::OK,
-                                json!({"apiVersion": "batch/v1", "kind": "Job",
-                                       "metadata": {"name": format!("{NAME}-runners"), "namespace": NS,
-                                                    "labels": {"stampede.dev/run": "1"},
-                                                    "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1",
-                                                        "kind": "LoadTest", "name": NAME, "uid": UID}]},
-                                       "status": s}),
-                            ),
+                            Some(s) => (StatusCode::OK, runner_job(s)),
                             None => (StatusCode::NOT_FOUND, not_found(&format!("{NAME}-runners"))),
                         }
                     }
-                    Expect::GetSetupReport(report) => {
-                        let name = stampede_api::names::once_config_map(NAME);
-                        is(Method::GET, &api_path("configmaps", &name));
-                        let report = OnceStatus { run: Some(stampede_api::run_id(UID, 1)), ..report.clone() };
-                        (
-                            StatusCode::OK,
-                            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                                   "metadata": {"name": name, "namespace": NS,
-                                                "labels": {"stampede.dev/loadtest": NAME, "stampede.dev/run": "1"}},
-                                   "data": {stampede_api::SETUP_KEY: serde_json::to_string(&report).unwrap()}}),
-                        )
-                    }
-                    Expect::GetOnceJob(which, s) => {
-                        let name = stampede_api::names::once_job(NAME, which);
-                        is(Method::GET, &api_path("jobs", &name));
-                        (
-                            StatusCode::OK,
-                            json!({"apiVersion": "batch/v1", "kind": "Job",
-                                   "metadata": {"name": name, "namespace": NS,
-                                                "labels": {"stampede.dev/run": "1"},
-                                                "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1",
-                                                    "kind": "LoadTest", "name": NAME, "uid": UID}]},
-                                   "status": s}),
-                        )
-                    }
                     Expect::GetStaleJob => {
                         is(Method::GET, &job_path());
-                        (
-                            StatusCode::OK,
-                            json!({"apiVersion": "batch/v1", "kind": "Job",
-                                   "metadata": {"name": format!("{NAME}-runners"), "namespace": NS,
-                                                "labels": {"stampede.dev/run": "1"},
-                                                "ownerReferences": [{"apiVersion": "stampede.dev/v1alpha1",
-                                                    "kind": "LoadTest", "name": NAME, "uid": "an-older-object"}]},
-                                   "status": {"succeeded": 1}}),
-                        )
+                        let finished = JobStatus { succeeded: Some(1), ..JobStatus::default() };
+                        (StatusCode::OK, runner_job_of("an-older-object", &finished))
                     }
                     Expect::Event { reason, warning } => {
                         is(Method::POST, &api_path("events", ""));
@@ -352,48 +381,50 @@ fn not_found(name: &str) -> Value {
            "message": format!("\"{name}\" not found")})
 }
 
-/// Reconciles `lt` once against a mock serving `script`; returns what the mock saw.
+/// Reconciles `lt` once against a mock serving `script`, its watches holding nothing; returns
+/// what the mock saw.
 pub(crate) async fn reconcile_against(lt: &LoadTest, script: Vec<Expect>) -> Vec<Seen> {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let verifier = ApiServerVerifier { handle, lt: lt.clone() }.serve(script);
-    let ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
-    let result = tokio::time::timeout(TIMEOUT, reconcile_one(lt, &ctx)).await;
-    // Dropping the client closes the mock: the verifier sees the end of the requests.
-    drop(ctx);
-    let seen = match tokio::time::timeout(TIMEOUT, verifier).await {
-        Err(_) => panic!("the mock API server did not finish within {TIMEOUT:?}"),
-        Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Ok(Err(e)) => panic!("the mock API server: {e}"),
-        Ok(Ok(seen)) => seen,
-    };
-    match result {
-        Err(_) => panic!("reconcile did not finish within {TIMEOUT:?}"),
-        Ok(Err(e)) => panic!("reconcile failed: {e}"),
-        Ok(Ok(_)) => seen,
-    }
+    reconcile_watching(lt, vec![], script).await
 }
 
-/// Reconciles each of `lts` in turn with one operator (one [`Context`]) against a mock serving
-/// `script`; returns each reconcile's outcome (an error as text) and what the mock saw.
-pub(crate) async fn reconcile_in_turn(lts: &[LoadTest], script: Vec<Expect>) -> (Vec<Result<(), String>>, Vec<Seen>) {
-    reconcile_fenced(lts, script, Fence::always()).await
+/// Reconciles `lt` once, its watches holding `watched`, against a mock serving `script`;
+/// returns what the mock saw.
+pub(crate) async fn reconcile_watching(lt: &LoadTest, watched: Vec<Watched>, script: Vec<Expect>) -> Vec<Seen> {
+    let (outcomes, seen) = reconcile_fenced(&[(lt.clone(), watched)], script, Fence::always()).await;
+    if let Err(e) = &outcomes[0] {
+        panic!("reconcile failed: {e}");
+    }
+    seen
+}
+
+/// Reconciles each LoadTest of `lts` in turn, the watches holding what is given with it, with
+/// one operator (one [`Context`]) against a mock serving `script`; returns each reconcile's
+/// outcome (an error as text) and what the mock saw.
+pub(crate) async fn reconcile_in_turn(
+    lts: Vec<(LoadTest, Vec<Watched>)>,
+    script: Vec<Expect>,
+) -> (Vec<Result<(), String>>, Vec<Seen>) {
+    reconcile_fenced(&lts, script, Fence::always()).await
 }
 
 /// [`reconcile_in_turn`] by a replica whose leadership is `fence`.
 pub(crate) async fn reconcile_fenced(
-    lts: &[LoadTest],
+    lts: &[(LoadTest, Vec<Watched>)],
     script: Vec<Expect>,
     fence: Fence,
 ) -> (Vec<Result<(), String>>, Vec<Seen>) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let verifier = ApiServerVerifier { handle, lt: lts[0].clone() }.serve(script);
+    let verifier = ApiServerVerifier { handle, lt: lts[0].0.clone() }.serve(script);
     let mut ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
     ctx.fence = fence;
     let mut outcomes = Vec::new();
-    for lt in lts {
-        let result = tokio::time::timeout(TIMEOUT, reconcile_one(lt, &ctx)).await.expect("reconcile finished");
+    for (lt, watched) in lts {
+        ctx.children = view(watched.clone());
+        let result = tokio::time::timeout(TIMEOUT, reconcile_one(lt, &ctx)).await;
+        let result = result.unwrap_or_else(|_| panic!("reconcile did not finish within {TIMEOUT:?}"));
         outcomes.push(result.map(|_| ()).map_err(|e| e.to_string()));
     }
+    // Dropping the client closes the mock: the verifier sees the end of the requests.
     drop(ctx);
     match tokio::time::timeout(TIMEOUT, verifier).await {
         Err(_) => panic!("the mock API server did not finish within {TIMEOUT:?}"),
@@ -475,8 +506,16 @@ pub(crate) fn done(index: u32, requests: u64) -> RunnerReport {
     }
 }
 
-pub(crate) fn active(n: i32) -> Option<JobStatus> {
-    Some(JobStatus { active: Some(n), ..JobStatus::default() })
+pub(crate) fn active(n: i32) -> JobStatus {
+    JobStatus { active: Some(n), ..JobStatus::default() }
+}
+
+/// Both runners of a 2-runner run done (1,000 and 500 requests), their Job succeeded.
+pub(crate) fn all_done() -> Vec<Watched> {
+    vec![
+        Watched::Results(vec![Some(done(0, 1000)), Some(done(1, 500))]),
+        Watched::Job(JobStatus { succeeded: Some(2), ..JobStatus::default() }),
+    ]
 }
 
 // ---------------------------------------------------------------------------------------
@@ -569,15 +608,10 @@ async fn all_runners_ready_schedules_a_common_start_three_seconds_ahead() {
     let lt = initializing(2, Duration::from_secs(10));
     let ready = || vec![Some(RunnerReport::new(0, RunnerState::Ready)), Some(RunnerReport::new(1, RunnerState::Ready))];
     let before = OffsetDateTime::now_utc();
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
-        vec![
-            Expect::GetScenario,
-            Expect::ListResults(ready()),
-            Expect::GetJob(active(2)),
-            Expect::ApplyStatus,
-            Expect::Event { reason: "StartScheduled", warning: false },
-        ],
+        vec![Watched::Results(ready()), Watched::Job(active(2))],
+        vec![Expect::GetScenario, Expect::ApplyStatus, Expect::Event { reason: "StartScheduled", warning: false }],
     )
     .await;
     let after = OffsetDateTime::now_utc();
@@ -601,15 +635,10 @@ async fn all_runners_ready_schedules_a_common_start_three_seconds_ahead() {
 #[tokio::test]
 async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
     let lt = initializing(2, Duration::from_secs(10));
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
-        vec![
-            Expect::GetScenario,
-            Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
-            Expect::GetJob(active(2)),
-            Expect::ListPods(vec![]),
-            Expect::ApplyStatus,
-        ],
+        vec![Watched::Results(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]), Watched::Job(active(2))],
+        vec![Expect::GetScenario, Expect::ListPods(vec![]), Expect::ApplyStatus],
     )
     .await;
 
@@ -624,12 +653,11 @@ async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
 #[tokio::test]
 async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted() {
     let lt = running(2, Duration::from_secs(30));
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
+        all_done(),
         vec![
             Expect::GetScenario,
-            Expect::ListResults(vec![Some(done(0, 1000)), Some(done(1, 500))]),
-            Expect::GetJob(Some(JobStatus { succeeded: Some(2), ..JobStatus::default() })),
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
             Expect::ApplyStatus,
             Expect::Event { reason: "Succeeded", warning: false },
@@ -668,18 +696,20 @@ async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted()
 #[tokio::test]
 async fn an_unreadable_runner_result_fails_the_test_at_once() {
     let lt = running(2, Duration::from_secs(30));
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
         vec![
-            Expect::GetScenario,
-            Expect::ListResultTexts(vec![
+            Watched::ResultTexts(vec![
                 Some(
                     serde_json::to_string(&RunnerReport { run: Some(stampede_api::run_id(UID, 1)), ..done(0, 1000) })
                         .unwrap(),
                 ),
                 Some("{not json".into()),
             ]),
-            Expect::GetJob(active(1)),
+            Watched::Job(active(1)),
+        ],
+        vec![
+            Expect::GetScenario,
             Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
             Expect::ApplyStatus,
             Expect::Event { reason: "ResultsInvalid", warning: true },
@@ -721,12 +751,11 @@ async fn an_invalid_scenario_fails_with_a_warning_and_creates_no_children() {
 async fn abort_before_the_start_ends_aborted_and_deletes_the_runners() {
     let mut lt = initializing(2, Duration::from_secs(10));
     lt.spec.abort = true;
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
+        vec![Watched::Results(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]), Watched::Job(active(2))],
         vec![
             Expect::GetScenario,
-            Expect::ListResults(vec![Some(RunnerReport::new(0, RunnerState::Ready)), None]),
-            Expect::GetJob(active(2)),
             Expect::ListPods(vec![]),
             Expect::ApplyStatus,
             Expect::Event { reason: "Aborted", warning: true },
@@ -783,12 +812,11 @@ async fn a_runner_image_that_does_not_exist_fails_the_test_at_once_naming_the_ku
             "imageID": "", "ready": false, "restartCount": 0,
             "state": {"waiting": {"reason": "ErrImagePull",
                 "message": "failed to pull and unpack image \"example.invalid/nope:1\": not found"}}}]}});
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
+        vec![Watched::Results(vec![None]), Watched::Job(active(1))],
         vec![
             Expect::GetScenario,
-            Expect::ListResults(vec![None]),
-            Expect::GetJob(active(1)),
             Expect::ListPods(vec![pod]),
             Expect::ApplyStatus,
             Expect::Event { reason: "RunnersNotStarting", warning: true },
@@ -802,4 +830,56 @@ async fn a_runner_image_that_does_not_exist_fails_the_test_at_once_naming_the_ku
     assert!(message.contains("runner 0: ErrImagePull: failed to pull") && message.contains("not found"), "{message}");
     assert_eq!(condition(&st, "RunnersReady").1, "ErrImagePull");
     assert_eq!(condition(&st, "Passed").1, "ErrImagePull");
+}
+
+/// #34: a run's results and Job are read from the controller's watches, not listed and got on
+/// every reconcile. Once a running test's scenario is compiled (first reconcile), a reconcile
+/// that finds a runner's new interim figures asks the API server for nothing and writes only the
+/// status; one that finds nothing new makes no request at all (the mock fails on any other).
+#[tokio::test]
+async fn a_running_tests_reconcile_reads_its_children_from_the_watches_not_the_api_server() {
+    let lt = running(2, Duration::from_secs(5));
+    let interim = |requests: u64| {
+        // A runner's interim write: its live total so far.
+        let step = done(0, requests).result.unwrap().steps[0].clone();
+        let live = portable::PortableStep { scenario: String::new(), step: "total".into(), ..step };
+        let r = RunnerReport { live: Some(live), duration_seconds: 1.0, ..RunnerReport::new(0, RunnerState::Running) };
+        vec![Watched::Results(vec![Some(r), Some(RunnerReport::new(1, RunnerState::Running))]), Watched::Job(active(2))]
+    };
+    let (outcomes, seen) =
+        reconcile_in_turn(vec![(lt.clone(), interim(100))], vec![Expect::GetScenario, Expect::ApplyStatus]).await;
+    assert_eq!(outcomes, [Ok(())]);
+    let mut seen_lt = lt.clone();
+    seen_lt.status = Some(applied_status(&seen));
+    assert_eq!(
+        seen_lt.status.as_ref().unwrap().summary.as_ref().map(|s| s.requests),
+        Some(100),
+        "{:?}",
+        seen_lt.status
+    );
+
+    // One operator, three more reconciles: new figures (a status write only), the same figures
+    // (nothing), then all done (the merged report, status, Event and the Job's delete).
+    let (outcomes, seen) = reconcile_in_turn(
+        vec![(lt.clone(), interim(100)), (lt.clone(), interim(250)), (seen_lt, all_done())],
+        vec![
+            Expect::GetScenario,
+            Expect::ApplyStatus,
+            Expect::ApplyStatus,
+            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
+            Expect::ApplyStatus,
+            Expect::Event { reason: "Succeeded", warning: false },
+            Expect::Delete(job_path()),
+        ],
+    )
+    .await;
+    assert_eq!(outcomes, [Ok(()), Ok(()), Ok(())]);
+    let statuses: Vec<LoadTestStatus> = seen
+        .iter()
+        .filter(|s| s.path.ends_with("/status"))
+        .map(|s| serde_json::from_value(s.body["status"].clone()).unwrap())
+        .collect();
+    let requests: Vec<u64> = statuses.iter().map(|s| s.summary.as_ref().unwrap().requests).collect();
+    assert_eq!(requests, [100, 250, 1500], "each status holds what the watches held at its reconcile");
+    assert!(!seen.iter().any(|s| s.method == Method::GET && s.path != api_path("configmaps", "shop-scenario")));
 }

@@ -13,7 +13,8 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::common::SCENARIO;
 use crate::reconcile_mock::{
-    Expect, NAME, UID, api_path, applied_status, condition, job_path, loadtest, reconcile_against,
+    Expect, NAME, UID, Watched, api_path, applied_status, condition, job_path, loadtest, reconcile_against,
+    reconcile_watching,
 };
 
 /// A scenario with a `setup` and a `teardown`, run once each.
@@ -52,14 +53,14 @@ async fn an_abort_just_after_the_setup_succeeded_creates_the_teardown_job() {
     assert_eq!(lt.status.as_ref().unwrap().setup.as_ref().map(|s| s.state), Some(OnceState::Running));
     lt.spec.abort = true;
     let succeeded = OnceStatus { state: OnceState::Succeeded, requests: 1, ..OnceStatus::default() };
-    let seen = reconcile_against(
+    let seen = reconcile_watching(
         &lt,
         vec![
+            Watched::SetupReport(succeeded),
+            Watched::OnceJob("setup", JobStatus { succeeded: Some(1), ..JobStatus::default() }),
+        ],
+        vec![
             Expect::GetScenario,
-            Expect::ListResults(vec![]),
-            Expect::GetJob(None),
-            Expect::GetSetupReport(succeeded),
-            Expect::GetOnceJob("setup", JobStatus { succeeded: Some(1), ..JobStatus::default() }),
             Expect::Apply(api_path("jobs", &format!("{NAME}-teardown"))),
             Expect::ApplyStatus,
             Expect::Event { reason: "SetupSucceeded", warning: false },
@@ -70,7 +71,7 @@ async fn an_abort_just_after_the_setup_succeeded_creates_the_teardown_job() {
     )
     .await;
 
-    let teardown_job = &seen[5].body;
+    let teardown_job = &seen[1].body;
     let env = teardown_job["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap();
     assert!(env.iter().any(|e| e["name"] == stampede_api::env::ONCE && e["value"] == "teardown"), "{env:?}");
     let st = applied_status(&seen);
