@@ -11,7 +11,7 @@
 //! | [`wire`] | request URLs and heads, the compiled connection settings (HTTP version, layout, TLS as data, source addresses) |
 //! | [`compile`] | a scenario file to an immutable [`Plan`]: templates (`template`), the expression language (`expr`, CEL), flow blocks (`flow`), checks, extractors, data files, gRPC (`grpc`: descriptors and messages), WebSocket (`ws`), thresholds (`threshold`), budgets |
 //! | [`outcome`] | what a run gives: ticks, totals, error samples, the outcome |
-//! | [`output`] | the report model (`report`), threshold verdicts (`verdict`), the table, JSON, HTML (`html`), JUnit and Markdown (`ci`), comparisons (`compare`), the language reference |
+//! | [`output`] | the report model (`report`), threshold verdicts (`verdict`), the table, JSON, HTML (`html`), JUnit and Markdown (`ci`), comparisons (`compare`), the live view and its page (`live`), the language reference |
 //! | [`capacity`] | a capacity search's rules: judging a plateau, the next one, the answer |
 //! | [`validate`] | a scenario file checked without running it |
 //!

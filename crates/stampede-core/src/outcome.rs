@@ -147,4 +147,6 @@ pub struct RunOutcome {
     /// How many loopback source addresses new connections were spread over once the system's
     /// ports ran out (0: they did not run out, or `http.localAddresses` was given).
     pub source_addresses_spread: usize,
+    /// Load changed while the run went on, in order.
+    pub load_changes: Vec<stampede_model::report::LoadChange>,
 }

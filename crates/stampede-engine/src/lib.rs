@@ -14,7 +14,7 @@
 //! | `stats` | the process's own CPU, memory and open-file limit (`sysstat`), beside the core's statistics |
 //! | `client` | opening connections (DNS, TCP, TLS from the plan's settings, source addresses), the HTTP/1.1 codec, HTTP/2, cookies |
 //! | `run` | the workload models: VUs on worker threads, closed and open models, the reporter's ticks; one step of each protocol (`send` HTTP, `grpc`, `ws`, with `answer` below all three), flow blocks (`flow`), setup and teardown (`once`) |
-//! | `output` | the Prometheus exposition of a running test (`prom`, served by `stampede-serve`) |
+//! | `output` | the Prometheus exposition (`prom`) and the live dashboard (`dashboard`) of a running test, served by `stampede-serve` |
 //! | `execution` | one run end to end: the built-in target, compile (with gRPC reflection), run, measure, report; a capacity search's plateaus |
 //!
 //! Everything inside is `pub(crate)`; this file re-exports what the CLI, the runner and the
@@ -60,8 +60,9 @@ pub use stampede_core::{compile, load_file, parse_str, wants_builtin};
 pub use error::RunError;
 pub use execution::capacity::{Plateau, plateau as run_plateau};
 pub use execution::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate};
+pub use output::dashboard::{Dashboard, DashboardServer};
 pub use output::prom::{Exporter, MetricsServer};
-pub use run::executor::{RunOptions, RunOutcome, Tick, Totals, run};
+pub use run::executor::{LiveControl, RunOptions, RunOutcome, Tick, Totals, run};
 pub use run::once::{Once, OnceOutcome, run_once};
 pub use stampede_model::report::Report;
 pub use stampede_model::scenario::ScenarioFile;

@@ -47,7 +47,9 @@ pub struct LoadSpec {
     #[serde(default, rename = "preAllocatedVUs", skip_serializing_if = "Option::is_none")]
     pub pre_allocated_vus: Option<u32>,
     /// Arrival-rate executors: most VUs (one connection each). An iteration due when all are
-    /// busy waits for the next free one (see `maxWaiting`, `maxWait`).
+    /// busy waits for the next free one (see `maxWaiting`, `maxWait`). Closed executors: the
+    /// most VUs a live change (the dashboard, `spec.live`) may raise the run to (default: `vus`,
+    /// or the highest stage target).
     #[serde(default, rename = "maxVUs", skip_serializing_if = "Option::is_none")]
     pub max_vus: Option<u32>,
     /// Arrival-rate executors: how many due iterations may wait for a free VU at once when all

@@ -240,6 +240,24 @@ pub struct RunFacts {
     pub builtin_target: bool,
     /// The load generator's own CPU and memory use, and its peak VUs.
     pub generator: GeneratorFacts,
+    /// Load changed while the run went on (from the dashboard, or a LoadTest's `spec.live`),
+    /// in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_changes: Vec<LoadChange>,
+}
+
+/// A change of load during a run: it took effect at one instant.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadChange {
+    /// When it took effect, seconds since the start.
+    pub t: f64,
+    /// The VUs the run moved to (closed models), all load groups together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vus: Option<u32>,
+    /// Paused (`true`: no new iteration starts) or resumed (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
 }
 
 /// How an open model kept its schedule.

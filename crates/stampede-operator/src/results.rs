@@ -133,6 +133,7 @@ fn merged_report(
         error_samples: Vec::new(),
         aborted: None,
         source_addresses_spread: 0,
+        load_changes: Vec::new(),
     };
     let mut report = build_report(plan, &outcome, false, generator, ctx.baseline);
     report.run.loadtest = Some(ctx.loadtest.to_string());

@@ -1,5 +1,5 @@
-//! The small HTTP/1.1 server behind `/metrics` and the operator's probes: one accept loop for
-//! both. An accept that fails (out of file descriptors, say) is waited out with a growing
+//! The small HTTP/1.1 server behind `/metrics`, the operator's probes and the live dashboard:
+//! one accept loop for all. An accept that fails (out of file descriptors, say) is waited out with a growing
 //! pause, never retried at once: a failing accept returns immediately, so retrying at once
 //! would spin a core until the cause goes away.
 
@@ -11,7 +11,9 @@ use std::io;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -39,12 +41,45 @@ impl Accept for tokio::net::TcpListener {
     }
 }
 
+/// A response body: whole, or streamed (server-sent events).
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A whole response body.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}
+
+/// A body streamed from `chunks` (each sent as it comes, e.g. one server-sent event); it ends
+/// when the sender side is dropped.
+pub fn streamed(chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
+    let stream = futures::stream::unfold(chunks, |mut rx| async move {
+        let chunk = rx.recv().await?;
+        Some((Ok::<_, Infallible>(Frame::data(chunk)), rx))
+    });
+    StreamBody::new(stream).boxed()
+}
+
 /// Serves HTTP/1.1 on `listener` until `stop` resolves, answering each request with
 /// `respond(path)`. Each connection is served on its own task.
-pub async fn serve_http<L, F>(mut listener: L, respond: F, stop: impl Future<Output = ()>)
+pub async fn serve_http<L, F>(listener: L, respond: F, stop: impl Future<Output = ()>)
 where
     L: Accept,
     F: Fn(&str) -> Response<Full<Bytes>> + Clone + Send + Sync + 'static,
+{
+    let handle = move |req: Request<Incoming>| {
+        let response = respond(req.uri().path()).map(BodyExt::boxed);
+        async move { response }
+    };
+    serve(listener, handle, stop).await;
+}
+
+/// Serves HTTP/1.1 on `listener` until `stop` resolves, answering each request (its method,
+/// head and body) with `handle`. Each connection is served on its own task.
+pub async fn serve<L, F, R>(mut listener: L, handle: F, stop: impl Future<Output = ()>)
+where
+    L: Accept,
+    F: Fn(Request<Incoming>) -> R + Clone + Send + Sync + 'static,
+    R: Future<Output = Response<Body>> + Send + 'static,
 {
     let mut stop = std::pin::pin!(stop);
     let mut backoff = ACCEPT_BACKOFF;
@@ -68,11 +103,11 @@ where
                 continue;
             }
         };
-        let respond = respond.clone();
+        let handle = handle.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let respond = respond.clone();
-                async move { Ok::<_, Infallible>(respond(req.uri().path())) }
+            let service = service_fn(move |req: Request<Incoming>| {
+                let answer = handle(req);
+                async move { Ok::<_, Infallible>(answer.await) }
             });
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(conn), service).await;
         });

@@ -61,8 +61,12 @@ pub const RANDOM_STRING: usize = RENDERED_BYTES;
 /// fails the session with kind `protocol`, and the client closes with 1009 (message too big).
 pub const WS_MESSAGE_BYTES: usize = 64 << 20;
 
+/// VUs one load may run at once (`vus`, a stage target, `maxVUs`): each has a slot in its
+/// worker from the start.
+pub const VUS: u32 = 1_000_000;
+
 /// Every budget: its name as errors give it, its limit as text, and what it bounds.
-pub const ALL: [(&str, &str, &str); 11] = [
+pub const ALL: [(&str, &str, &str); 12] = [
     ("template.bytes", "16 MiB", "the text one template folds to when it compiles (constants put in)"),
     ("file.bytes", "64 MiB", "the text all the templates of one file fold to, in all"),
     ("template.holes", "10,000", "the per-VU values one template holds, variables used in place put in"),
@@ -90,6 +94,7 @@ pub const ALL: [(&str, &str, &str); 11] = [
         "64 MiB",
         "one WebSocket message a session receives, all its frames together (past it: kind `protocol`, Close 1009)",
     ),
+    ("vus", "1,000,000", "VUs one load may run at once: `vus`, a stage's `target`, `maxVUs`, `preAllocatedVUs`"),
 ];
 
 /// The message of a budget passed: `what` is how much was asked.

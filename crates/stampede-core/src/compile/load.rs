@@ -89,6 +89,8 @@ pub enum LoadPlan {
         iterations: Option<u64>,
         /// Time in-flight iterations get to finish when the run ends (`gracefulStop`, default 30s).
         graceful_stop: Duration,
+        /// The most VUs a live change may raise the run to (`maxVUs`, default `vus`).
+        max_vus: u32,
     },
     /// `ramping-vus`: the VU count moves linearly from stage to stage (closed model).
     RampingVus {
@@ -101,6 +103,9 @@ pub enum LoadPlan {
         graceful_ramp_down: Duration,
         /// Time in-flight iterations get to finish when the run ends (`gracefulStop`, default 30s).
         graceful_stop: Duration,
+        /// The most VUs a live change may raise the run to (`maxVUs`, default the highest of
+        /// `startVus` and the stage targets).
+        max_vus: u32,
     },
     /// Open model: iterations start on a schedule; rates are per second, moving linearly
     /// from the previous stage's rate (`start_rate` first) to each stage's.
@@ -126,14 +131,12 @@ pub enum LoadPlan {
 }
 
 impl LoadPlan {
-    /// The most VUs the model ever runs at once.
+    /// The most VUs the model may run at once (a closed model's, with its live changes).
     pub fn max_vus(&self) -> u32 {
         match self {
-            LoadPlan::ConstantVus { vus, .. } => *vus,
-            LoadPlan::RampingVus { start_vus, stages, .. } => {
-                stages.iter().map(|s| s.1).chain([*start_vus]).max().unwrap_or(0)
-            }
-            LoadPlan::ArrivalRate { max_vus, .. } => *max_vus,
+            LoadPlan::ConstantVus { max_vus, .. }
+            | LoadPlan::RampingVus { max_vus, .. }
+            | LoadPlan::ArrivalRate { max_vus, .. } => *max_vus,
         }
     }
 
@@ -262,6 +265,9 @@ pub(crate) fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Problems) -
         Executor::RampingVus => ramping_vus(spec, at, problems),
         Executor::ConstantArrivalRate | Executor::RampingArrivalRate => arrival_rate(spec, at, problems),
     };
+    if plan.max_vus() > super::budget::VUS {
+        problems.add(at, super::budget::over("vus", format!("{} VUs", plan.max_vus())));
+    }
     (problems.len() == before).then_some(plan)
 }
 
@@ -410,6 +416,19 @@ fn capacity_end(spec: &LoadSpec, at: &str, start: u32, problems: &mut Problems) 
     }
 }
 
+/// A closed model's `maxVUs`: the most VUs a live change may raise it to; `planned` (the most
+/// its plan runs) when not given, and never less.
+fn live_ceiling(spec: &LoadSpec, at: &str, planned: u32, problems: &mut Problems) -> u32 {
+    match spec.max_vus {
+        Some(max) if max < planned => {
+            problems.add(format!("{at}.maxVUs"), format!("is less than the {planned} VUs the load runs"));
+            planned
+        }
+        Some(max) => max,
+        None => planned,
+    }
+}
+
 /// A `constant-vus` load: `vus` VUs for a `duration`, a number of `iterations`, or both.
 fn constant_vus(spec: &LoadSpec, at: &str, problems: &mut Problems) -> LoadPlan {
     let ramping = [
@@ -438,6 +457,7 @@ fn constant_vus(spec: &LoadSpec, at: &str, problems: &mut Problems) -> LoadPlan 
         duration: spec.duration.map(Dur::get),
         iterations: spec.iterations,
         graceful_stop: grace(spec.graceful_stop),
+        max_vus: live_ceiling(spec, at, vus, problems),
     }
 }
 
@@ -461,7 +481,9 @@ fn ramping_vus(spec: &LoadSpec, at: &str, problems: &mut Problems) -> LoadPlan {
     {
         problems.add(format!("{at}.stages"), "the stages last 0s in total");
     }
+    let highest = stages.iter().map(|s| s.target).chain([start_vus]).max().unwrap_or(0);
     LoadPlan::RampingVus {
+        max_vus: live_ceiling(spec, at, highest, problems),
         start_vus,
         stages: stages.iter().map(|s| (s.duration.unwrap_or_default().get(), s.target)).collect(),
         graceful_ramp_down: grace(spec.graceful_ramp_down),

@@ -182,6 +182,7 @@ pub fn build_report(
             base_url: plan.base_url.clone(),
             builtin_target,
             generator,
+            load_changes: outcome.load_changes.clone(),
         },
         total,
         steps,
@@ -200,6 +201,12 @@ pub fn build_report(
         capacity: None,
         omitted: Vec::new(),
     }
+}
+
+/// Every step's summary together, and one per step (in the order of `keys`), of cumulative
+/// `steps` over `seconds`: what a live view shows before the report exists.
+pub fn live_summaries(keys: &[StepKey], steps: &[StepStats], seconds: f64) -> (StepSummary, Vec<StepSummary>) {
+    (summarize_total(steps, seconds), summarize_steps(keys, steps, seconds))
 }
 
 /// One summary per step, in the plan's order of step keys.

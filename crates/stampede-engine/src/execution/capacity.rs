@@ -179,6 +179,7 @@ pub(crate) fn whole_report(
         error_samples: error_samples.into_iter().take(20).collect(),
         aborted: None,
         source_addresses_spread: spread,
+        load_changes: Vec::new(),
     };
     let cpu = cpu.saturating_sub(target_cpu);
     let generator = stampede_model::report::GeneratorFacts {

@@ -36,7 +36,7 @@ use super::reporter::Reporter;
 use super::shared::{GroupRun, Shared, WorkerMsg};
 use super::worker::worker_main;
 
-pub use super::outcome::{RunOptions, RunOutcome, Tick, Totals};
+pub use super::outcome::{LiveControl, RunOptions, RunOutcome, Tick, Totals};
 
 /// Runs `plan` to completion on worker threads; `on_tick` sees each merged interval.
 pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -> Result<RunOutcome, RunError> {
@@ -45,6 +45,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
     let plan_aborts = plan.thresholds.iter().any(|t| t.abort_on_fail);
     let started_at = SystemTime::now();
     let start = Instant::now();
+    opts.control.started(start);
     let mut first_vu = 0;
     let groups = plan
         .groups
@@ -76,6 +77,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         opts.interrupt.clone(),
         (opts.tick, opts.totals || plan_aborts),
         &opts.setup_values,
+        opts.control.clone(),
     ));
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();
@@ -126,6 +128,7 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
         error_samples,
         aborted: shared.aborted.get().cloned(),
         source_addresses_spread: shared.transport.sources.spread_over(),
+        load_changes: shared.control.changes(),
     })
 }
 

@@ -67,6 +67,7 @@ fn run_once_here(plan: &Arc<Plan>, which: Once, values: &BTreeMap<String, String
         Arc::new(AtomicBool::new(false)),
         tick,
         values,
+        Arc::default(),
     );
     let local = WorkerLocal::new(&shared, 0, 1);
     let set = tokio::task::LocalSet::new();

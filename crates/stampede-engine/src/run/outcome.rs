@@ -1,8 +1,11 @@
 //! What a run takes ([`RunOptions`]) and gives (the core's [`stampede_core::outcome`]).
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use stampede_core::output::live::LiveChange;
+use stampede_model::report::{LoadChange, round3};
 
 pub use stampede_core::outcome::*;
 
@@ -27,6 +30,59 @@ pub struct RunOptions {
     /// The baseline run's report (`--baseline`): relative thresholds are judged against it, in
     /// the report and at each plateau of a capacity search.
     pub baseline: Option<Arc<stampede_model::report::Report>>,
+    /// Load changes the run takes while it goes on (the dashboard's controls).
+    pub control: Arc<LiveControl>,
+}
+
+/// Load changes a run takes while it goes on: a closed model's VUs, and a pause. Shared by
+/// the caller (who checks a change with [`stampede_core::live::check_change`] first) and the
+/// run's workers, who look at it with the ramp, every 25 ms: a change takes effect on every
+/// worker at their next look.
+#[derive(Debug, Default)]
+pub struct LiveControl {
+    /// The VUs wanted instead of the plan's, plus one (0: the plan's).
+    vus: AtomicU32,
+    paused: AtomicBool,
+    /// The run's start (set by the run): changes are recorded as seconds since it.
+    start: OnceLock<Instant>,
+    changes: Mutex<Vec<LoadChange>>,
+}
+
+impl LiveControl {
+    /// The VUs wanted instead of the plan's, when a change asked for them.
+    pub fn vus(&self) -> Option<u32> {
+        self.vus.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Whether no new iteration may start.
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// Takes `change` now, and records it (with the time since the run's start).
+    pub fn apply(&self, change: &LiveChange) -> LoadChange {
+        let mut changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(vus) = change.vus {
+            self.vus.store(vus.saturating_add(1), Ordering::Relaxed);
+        }
+        if let Some(paused) = change.paused {
+            self.paused.store(paused, Ordering::Relaxed);
+        }
+        let t = self.start.get().map_or(0.0, |s| round3(s.elapsed().as_secs_f64()));
+        let recorded = LoadChange { t, vus: change.vus, paused: change.paused };
+        changes.push(recorded.clone());
+        recorded
+    }
+
+    /// Every change taken so far, in order.
+    pub fn changes(&self) -> Vec<LoadChange> {
+        self.changes.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Marks the run's start (the first call counts).
+    pub(crate) fn started(&self, at: Instant) {
+        let _ = self.start.set(at);
+    }
 }
 
 impl RunOptions {
@@ -46,6 +102,7 @@ impl Default for RunOptions {
             setup_values: Arc::default(),
             once_elsewhere: false,
             baseline: None,
+            control: Arc::default(),
         }
     }
 }

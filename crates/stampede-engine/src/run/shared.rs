@@ -44,6 +44,8 @@ pub(super) struct Shared {
     /// How the run opens connections: TLS configurations and source addresses, shared by every
     /// worker.
     pub(super) transport: Arc<crate::client::settings::Transport>,
+    /// Load changes taken while the run goes on.
+    pub(super) control: Arc<super::outcome::LiveControl>,
 }
 
 /// The setup values of `values` (by name) in the slots of `plan`'s setup outputs.
@@ -77,6 +79,7 @@ impl Shared {
         interrupt: Arc<AtomicBool>,
         (tick, totals): (Duration, bool),
         values: &std::collections::BTreeMap<String, String>,
+        control: Arc<super::outcome::LiveControl>,
     ) -> Shared {
         Shared {
             start,
@@ -90,6 +93,7 @@ impl Shared {
             iterations_started: AtomicU64::new(0),
             setup_values: setup_slots(&plan, values),
             transport: Arc::new(crate::client::settings::Transport::new(plan.transport.clone())),
+            control,
             redactor: plan.redactor.with(values.iter().flat_map(|(k, v)| {
                 // A value extracted as JSON is held quoted; requests send its text.
                 let text = crate::compile::template::slot_text(v);

@@ -84,7 +84,10 @@ pub(super) async fn worker_loop(
             break;
         }
         let elapsed = now - shared.start;
-        let targets: Vec<u32> = shared.plan.groups.iter().map(|g| g.load.target_vus_at(elapsed)).collect();
+        // A live change of VUs holds from then on, instead of the plan's ramp.
+        let live = shared.control.vus();
+        let targets: Vec<u32> =
+            shared.plan.groups.iter().map(|g| live.unwrap_or_else(|| g.load.target_vus_at(elapsed))).collect();
         let mut all_stopping = true;
         for (i, (slot, &(vu, g, local_vu))) in slots.iter_mut().zip(&owned).enumerate() {
             let group = &shared.groups[g];

@@ -9,6 +9,7 @@ mod budgets;
 mod common;
 mod flow;
 mod fuzz;
+mod live;
 mod open_model;
 mod run;
 mod scenario_files;

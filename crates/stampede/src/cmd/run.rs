@@ -119,6 +119,51 @@ pub(crate) struct RunArgs {
     /// port 0 picks one and prints it).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Serve a live dashboard of the run at http://ADDR/ (e.g. 127.0.0.1:0: port 0 picks one):
+    /// its figures every second, and controls that change its VUs or pause it. The link it
+    /// prints carries a token that every request but the page needs.
+    #[arg(long, value_name = "ADDR")]
+    dashboard: Option<std::net::SocketAddr>,
+    /// How long the dashboard stays up after the run ended (Ctrl-C ends the wait).
+    #[arg(long, value_parser = parse_dur, value_name = "DURATION", default_value = "0s", requires = "dashboard")]
+    dashboard_keep: Dur,
+}
+
+/// A run's live dashboard, served while the run lasts (and `--dashboard-keep` after).
+pub(crate) struct Live {
+    board: Arc<stampede_engine::Dashboard>,
+    _server: stampede_engine::DashboardServer,
+    interrupt: Arc<AtomicBool>,
+}
+
+impl Live {
+    /// Starts the dashboard of `plan` on `addr` (when asked for), taking changes through
+    /// `control`; prints its link.
+    fn start(
+        addr: Option<std::net::SocketAddr>,
+        plan: &Arc<stampede_engine::Plan>,
+        control: &Arc<stampede_engine::LiveControl>,
+        interrupt: &Arc<AtomicBool>,
+    ) -> Result<Option<Live>, Failure> {
+        let Some(addr) = addr else { return Ok(None) };
+        let board = stampede_engine::Dashboard::new(plan.clone(), control.clone());
+        let server = stampede_engine::DashboardServer::start(addr, board.clone())
+            .with_context(|| format!("cannot serve the dashboard on {addr}"))
+            .map_err(Failure::CouldNotRun)?;
+        eprintln!("stampede: dashboard at {}", server.url());
+        Ok(Some(Live { board, _server: server, interrupt: interrupt.clone() }))
+    }
+
+    /// Keeps the dashboard up for `keep` after the run (or until Ctrl-C).
+    fn linger(self, keep: Duration) {
+        let until = std::time::Instant::now() + keep;
+        if keep > Duration::ZERO {
+            eprintln!("stampede: the run ended; the dashboard stays up for {} (Ctrl-C to quit)", Dur(keep));
+        }
+        while std::time::Instant::now() < until && !self.interrupt.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50).min(until - std::time::Instant::now()));
+        }
+    }
 }
 
 /// `stampede run --help`'s examples.
@@ -230,7 +275,13 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode, Failure> {
     // report and replaces it with the new one.
     let baseline = args.baseline.as_deref().map(|b| read_report(b, None)).transpose()?;
     match attempt(&args, &scenario, &path, baseline.as_ref()) {
-        Ok((report, plan)) => finish(&args, report, &plan, baseline.as_ref()),
+        Ok((report, plan, live)) => {
+            let code = finish(&args, report, &plan, baseline.as_ref(), live.as_ref().map(|l| &*l.board));
+            if let Some(live) = live {
+                live.linger(args.dashboard_keep.get());
+            }
+            code
+        }
         Err(failure) => {
             if let Failure::CouldNotRun(e) | Failure::SetupFailed(e) = &failure {
                 write_not_run(&args, &scenario.name, &format!("{e:#}"));
@@ -269,7 +320,7 @@ pub(crate) fn attempt(
     scenario: &ScenarioFile,
     path: &Path,
     baseline: Option<&stampede_engine::Report>,
-) -> Result<(stampede_engine::Report, Arc<stampede_engine::Plan>), Failure> {
+) -> Result<(stampede_engine::Report, Arc<stampede_engine::Plan>, Option<Live>), Failure> {
     let opts = CompileOptions { base_url: args.base_url.clone(), seed: args.seed, ..CompileOptions::default() };
     let prepared = stampede_engine::prepare(scenario, path, opts).map_err(|e| match e {
         stampede_engine::PrepareError::Invalid(e) => Failure::Invalid(e.into()),
@@ -290,7 +341,8 @@ pub(crate) fn attempt(
     watch_ctrl_c(interrupt.clone());
     // Relative thresholds are judged against the baseline where every threshold is: in the
     // report, and at each plateau of a capacity search.
-    let mut run_opts = RunOptions { interrupt, baseline: baseline.cloned().map(Arc::new), ..RunOptions::default() };
+    let mut run_opts =
+        RunOptions { interrupt: interrupt.clone(), baseline: baseline.cloned().map(Arc::new), ..RunOptions::default() };
     if let Some(t) = args.threads {
         run_opts.threads = t.max(1);
     }
@@ -326,7 +378,8 @@ pub(crate) fn attempt(
         }
         _ => None,
     };
-    run_opts.totals = exporter.is_some();
+    let live = Live::start(args.dashboard, &plan, &run_opts.control, &interrupt)?;
+    run_opts.totals = exporter.is_some() || live.is_some();
     if let Some(e) = &exporter {
         e.started(std::time::SystemTime::now());
     }
@@ -346,11 +399,14 @@ pub(crate) fn attempt(
             if let Some(e) = &exporter {
                 e.observe(t);
             }
+            if let Some(live) = &live {
+                live.board.tick(t);
+            }
             progress.tick(t)
         })
         .map_err(run_failed)?
     };
-    Ok((report, plan))
+    Ok((report, plan, live))
 }
 
 /// Prints the run's table, writes its reports (each whole, once the run ended) and turns its
@@ -360,8 +416,14 @@ pub(crate) fn finish(
     report: stampede_engine::Report,
     plan: &stampede_engine::Plan,
     baseline: Option<&stampede_engine::Report>,
+    dashboard: Option<&stampede_engine::Dashboard>,
 ) -> Result<ExitCode, Failure> {
     print!("{}", stampede_engine::render_table(&report));
+    // The HTML report once, for `--html` and the dashboard alike.
+    let html = (args.html.is_some() || dashboard.is_some()).then(|| stampede_engine::render_html(&report, baseline));
+    if let (Some(dashboard), Some(html)) = (dashboard, &html) {
+        dashboard.ended(&report, html.clone());
+    }
     if args.phases {
         print!("{}", stampede_engine::render_phases(&report));
     }
@@ -377,8 +439,8 @@ pub(crate) fn finish(
             eprintln!("report written to {}", path.display());
         }
     }
-    if let Some(path) = &args.html {
-        files::write_atomically(path, stampede_engine::render_html(&report, baseline).as_bytes())
+    if let (Some(path), Some(html)) = (&args.html, &html) {
+        files::write_atomically(path, html.as_bytes())
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))
             .map_err(Failure::CouldNotRun)?;
         if !args.quiet {

@@ -14,6 +14,7 @@ mod hostile;
 mod html_browser;
 mod import_commands;
 mod launch;
+mod live_dashboard;
 mod loopback_ports;
 mod protocols;
 mod recording;

@@ -49,7 +49,7 @@ pub(super) fn capacity(h: &mut String, c: &CapacityResult) {
     let dot = |i: usize| Dot { hollow: plateaus[i].refine, failed: !plateaus[i].passed };
     let marker =
         c.capacity.map(|rate| (rate, format!("capacity {}{}/s", if c.lower_bound { "≥ " } else { "" }, short(rate))));
-    let marks = Marks { dots: Some(&dot), failed_runs: &[], marker: marker.as_ref().map(|(x, t)| (*x, t.as_str())) };
+    let marks = Marks { dots: Some(&dot), marker: marker.as_ref().map(|(x, t)| (*x, t.as_str())), ..Marks::default() };
     h.push_str(
         "<p class=\"note\">Each plateau's figures after its warm-up, by target rate: a dot per plateau, \
          hollow for a refining plateau, red for one that failed; the vertical line marks the capacity.</p>\

@@ -1,27 +1,30 @@
 //! The charts over time: throughput, latency, each step's p99, errors by kind, active VUs, an
 //! open model's schedule, and the distribution of the run's latency.
 
-use stampede_model::report::{LatencySummary, Report, TimelinePoint};
+use stampede_model::report::{LatencySummary, LoadChange, Report, TimelinePoint};
 
-use super::svg::{line_chart, series_color};
-use super::{BASELINE, PALETTE, Series, XAxis};
+use super::svg::{chart, line_chart, series_color};
+use super::{BASELINE, Marks, PALETTE, Series, XAxis};
 
 /// The Over time section: a chart of each figure of the timeline, with the baseline's
 /// throughput and p99 beside the run's.
 pub(super) fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
     let t = &r.timeline;
+    let changes = change_marks(&r.run.load_changes);
+    let marks = Marks { changes: &changes, ..Marks::default() };
     h.push_str("<section><h2>Over time</h2><div class=\"charts\">");
-    h.push_str(&throughput_chart(t, baseline));
-    h.push_str(&latency_chart(t, baseline));
+    h.push_str(&throughput_chart(t, baseline, &marks));
+    h.push_str(&latency_chart(t, baseline, &marks));
     if let Some(chart) = step_p99_chart(t) {
         h.push_str(&chart);
     }
     h.push_str(&errors_chart(t));
-    h.push_str(&line_chart(
+    h.push_str(&chart(
         "Active virtual users",
         "VUs",
         &XAxis::Seconds,
         &[Series { name: "VUs".into(), color: PALETTE[4].into(), points: over_time(t, &|p| f64::from(p.active_vus)) }],
+        &marks,
     ));
     // Open models: the schedule against what ran, dropped iterations, lag.
     if t.iter().any(|p| p.due_per_sec.is_some()) {
@@ -31,6 +34,25 @@ pub(super) fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
         h.push_str(&distribution_chart(&r.total.latency_ms));
     }
     h.push_str("</div></section>\n");
+}
+
+/// Where the load changed, and to what, as chart marks.
+fn change_marks(changes: &[LoadChange]) -> Vec<(f64, String)> {
+    changes
+        .iter()
+        .map(|c| {
+            let mut what = Vec::new();
+            if let Some(vus) = c.vus {
+                what.push(format!("VUs → {vus}"));
+            }
+            match c.paused {
+                Some(true) => what.push("paused".to_string()),
+                Some(false) => what.push("resumed".to_string()),
+                None => {}
+            }
+            (c.t, format!("{} s: {}", c.t, what.join(", ")))
+        })
+        .collect()
 }
 
 /// A figure of each interval, at the interval's time.
@@ -48,15 +70,15 @@ fn baseline_line(baseline: Option<&Report>, name: &str, f: &dyn Fn(&TimelinePoin
 }
 
 /// Requests per second, and the baseline's.
-fn throughput_chart(t: &[TimelinePoint], baseline: Option<&Report>) -> String {
+fn throughput_chart(t: &[TimelinePoint], baseline: Option<&Report>, marks: &Marks<'_>) -> String {
     let mut throughput =
         vec![Series { name: "requests/s".into(), color: PALETTE[0].into(), points: over_time(t, &|p| p.rps) }];
     throughput.extend(baseline_line(baseline, "requests/s", &|p| p.rps));
-    line_chart("Throughput", "requests/s", &XAxis::Seconds, &throughput)
+    chart("Throughput", "requests/s", &XAxis::Seconds, &throughput, marks)
 }
 
 /// The p50, p90, p99 and max latency, and the baseline's p99.
-fn latency_chart(t: &[TimelinePoint], baseline: Option<&Report>) -> String {
+fn latency_chart(t: &[TimelinePoint], baseline: Option<&Report>, marks: &Marks<'_>) -> String {
     let mut latency = vec![
         Series { name: "p50".into(), color: PALETTE[1].into(), points: over_time(t, &|p| p.p50_ms) },
         Series { name: "p90".into(), color: PALETTE[5].into(), points: over_time(t, &|p| p.p90_ms) },
@@ -64,7 +86,7 @@ fn latency_chart(t: &[TimelinePoint], baseline: Option<&Report>) -> String {
         Series { name: "max".into(), color: PALETTE[3].into(), points: over_time(t, &|p| p.max_ms) },
     ];
     latency.extend(baseline_line(baseline, "p99", &|p| p.p99_ms));
-    line_chart("Latency", "ms", &XAxis::Seconds, &latency)
+    chart("Latency", "ms", &XAxis::Seconds, &latency, marks)
 }
 
 /// With more than one step, each step's p99 (an interval where a step had no answer has no

@@ -85,4 +85,6 @@ struct Marks<'a> {
     failed_runs: &'a [(f64, String)],
     /// At x, a dark line labelled with the text (the capacity).
     marker: Option<(f64, &'a str)>,
+    /// At each x, an amber dashed line titled with its text (the load changed mid-run).
+    changes: &'a [(f64, String)],
 }

@@ -42,6 +42,7 @@ pub(super) fn chart(title: &str, unit: &str, x_axis: &XAxis, series: &[Series], 
     let caption = legend(&mut svg, title, unit, series);
     polylines(&mut svg, &frame, series);
     failed_runs(&mut svg, &frame, marks.failed_runs);
+    load_changes(&mut svg, &frame, marks.changes);
     if let Some((x, text)) = marks.marker {
         marker(&mut svg, &frame, x, text);
     }
@@ -178,6 +179,20 @@ fn failed_runs(svg: &mut String, f: &Frame, runs: &[(f64, String)]) {
              stroke-width=\"1.5\" stroke-dasharray=\"3 3\"><title>{}</title></line>",
             H - BOTTOM,
             PALETTE[3],
+            esc(text),
+            x = f.px(*x)
+        );
+    }
+}
+
+/// At each x, an amber dashed line titled with its text (the load changed there).
+fn load_changes(svg: &mut String, f: &Frame, changes: &[(f64, String)]) {
+    for (x, text) in changes {
+        let _ = write!(
+            svg,
+            "<line class=\"load-change\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#b7791f\" \
+             stroke-width=\"1.5\" stroke-dasharray=\"2 2\"><title>{}</title></line>",
+            H - BOTTOM,
             esc(text),
             x = f.px(*x)
         );

@@ -22,7 +22,7 @@ pub(super) fn trend(h: &mut String, r: &Report) {
         .filter(|(_, p)| p.verdict != "Passed")
         .map(|(i, p)| (i as f64, format!("{}: {}", p.label, p.verdict)))
         .collect();
-    let marks = Marks { dots: Some(&|_| Dot::default()), failed_runs: &not_passed, marker: None };
+    let marks = Marks { dots: Some(&|_| Dot::default()), failed_runs: &not_passed, ..Marks::default() };
     let per_run = |name: &str, color: &'static str, f: &dyn Fn(&TrendPoint) -> Option<f64>| Series {
         name: name.into(),
         color: color.into(),

@@ -1,0 +1,254 @@
+//! The live view of a run, as a dashboard shows it while the run goes on: one [`LiveFrame`]
+//! per interval (from a local run's ticks), the last one from the run's report (so that its
+//! table equals the report's), and the load changes a run may take mid-way, checked before
+//! they are taken ([`check_change`]).
+
+use serde::{Deserialize, Serialize};
+use stampede_model::report::{LoadChange, Report, StepSummary, TimelinePoint, Verdict, round3};
+
+use crate::compile::plan::Plan;
+use crate::outcome::Tick;
+use crate::output::report::live_summaries;
+use crate::stats::timeline::interval_point;
+
+/// The page that shows a run live: self-contained (no request but its own server's), it reads
+/// frames from `events?token=…` (server-sent events) and sends changes to `control?token=…`.
+pub const PAGE: &str = include_str!("live/page.html");
+
+/// What a dashboard shows of a run at one instant.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveFrame {
+    /// The test's name.
+    pub name: String,
+    /// The executors, as the report names them.
+    pub executor: String,
+    /// Seconds since the start.
+    pub elapsed: f64,
+    /// The run has ended: `total`, `steps` and `thresholds` are the report's.
+    pub ended: bool,
+    /// VUs running.
+    pub active_vus: u32,
+    /// The latest interval (absent in the final frame and before the first interval ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<TimelinePoint>,
+    /// Every step together, since the start.
+    pub total: StepSummary,
+    /// Each step since the start, in the scenario's order.
+    pub steps: Vec<StepSummary>,
+    /// The thresholds' verdicts (in the final frame).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<Verdict>,
+    /// What the run can be changed to, and the changes taken so far.
+    pub control: ControlState,
+}
+
+/// What a run can be changed to, and the changes it took.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlState {
+    /// The VUs a change may ask for, at most (a closed model with one load); absent: VUs
+    /// cannot be changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_vus: Option<u32>,
+    /// The run can be paused (a closed model).
+    pub can_pause: bool,
+    /// Paused now.
+    pub paused: bool,
+    /// The changes taken so far, in order.
+    pub changes: Vec<LoadChange>,
+}
+
+/// A change asked for (a dashboard's control, a LoadTest's `spec.live`), before it is checked.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeRequest {
+    /// The VUs the run should hold from now on (closed models).
+    #[serde(default)]
+    pub vus: Option<i64>,
+    /// Iterations per second (arrival-rate models; not taken mid-run yet).
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// `true`: start no new iteration until `false`.
+    #[serde(default)]
+    pub paused: Option<bool>,
+}
+
+/// A change that was checked: what the run takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveChange {
+    /// The VUs the run holds from now on.
+    pub vus: Option<u32>,
+    /// Paused or resumed.
+    pub paused: Option<bool>,
+}
+
+/// What `plan` lets a live change do: the most VUs (one closed load), and whether it pauses.
+pub fn control_limits(plan: &Plan) -> (Option<u32>, bool) {
+    let closed = plan.capacity.is_none() && plan.groups.iter().all(|g| !g.load.is_open());
+    let max_vus = (closed && plan.groups.len() == 1).then(|| plan.groups[0].load.max_vus());
+    (max_vus, closed)
+}
+
+/// Checks `request` against `plan` (and whether the run has `ended`): the change the run
+/// takes, or why it cannot take it, in words for the user.
+pub fn check_change(plan: &Plan, request: &ChangeRequest, ended: bool) -> Result<LiveChange, String> {
+    if ended {
+        return Err("the run has ended: a change applies to a run that goes on".into());
+    }
+    if request.vus.is_none() && request.rate.is_none() && request.paused.is_none() {
+        return Err("nothing to change: give `vus` or `paused`".into());
+    }
+    let executor = plan.executor_name();
+    if plan.capacity.is_some() {
+        return Err("a capacity search sets its own load, plateau by plateau: it cannot be changed mid-run".into());
+    }
+    let open = plan.groups.iter().any(|g| g.load.is_open());
+    if let Some(rate) = request.rate {
+        return Err(if open {
+            format!("`rate` ({rate}): an arrival-rate load cannot be changed mid-run yet")
+        } else {
+            format!("`rate` applies to arrival-rate executors; this run is {executor} (a closed model): change `vus`")
+        });
+    }
+    if open {
+        return Err(format!(
+            "this run is {executor} (an open model): only closed models (constant-vus, ramping-vus) can be changed mid-run yet"
+        ));
+    }
+    let vus = match request.vus {
+        None => None,
+        Some(v) if v < 1 => {
+            return Err(format!("`vus` must be at least 1 (got {v}); to stop starting iterations, pause"));
+        }
+        Some(v) => {
+            let (max, _) = control_limits(plan);
+            let Some(max) = max else {
+                return Err(format!("`vus` changes a run with one load; this one has {}", plan.groups.len()));
+            };
+            if v > i64::from(max) {
+                return Err(format!(
+                    "`vus` ({v}) is more than the load's maxVUs ({max}): set `load.maxVUs` to allow it"
+                ));
+            }
+            Some(v as u32)
+        }
+    };
+    Ok(LiveChange { vus, paused: request.paused })
+}
+
+/// The frame of `tick` of a run of `plan` (its totals asked for: without them, `total` and
+/// `steps` are empty), with `control`.
+pub fn tick_frame(plan: &Plan, tick: &Tick, control: ControlState) -> LiveFrame {
+    let seconds = tick.elapsed.as_secs_f64();
+    let (total, steps) = match &tick.totals {
+        Some(t) => live_summaries(&plan.step_keys, &t.steps, seconds),
+        None => Default::default(),
+    };
+    LiveFrame {
+        name: plan.name.clone(),
+        executor: plan.executor_name(),
+        elapsed: round3(seconds),
+        ended: false,
+        active_vus: tick.active_vus,
+        point: Some(interval_point(tick.elapsed, tick.length, tick.active_vus, &tick.stats, &plan.step_keys)),
+        total,
+        steps,
+        thresholds: Vec::new(),
+        control,
+    }
+}
+
+/// The last frame of a run: its report's figures, so that what the page shows at the end is
+/// what the report says.
+pub fn final_frame(report: &Report, control: ControlState) -> LiveFrame {
+    LiveFrame {
+        name: report.name.clone(),
+        executor: report.run.executor.clone(),
+        elapsed: report.run.duration_seconds,
+        ended: true,
+        active_vus: 0,
+        point: None,
+        total: report.total.clone(),
+        steps: report.steps.clone(),
+        thresholds: report.thresholds.clone(),
+        control: ControlState { paused: false, changes: report.run.load_changes.clone(), ..control },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::plan::CompileOptions;
+
+    fn file(load: &str) -> String {
+        format!(
+            "name: live\nbaseUrl: http://127.0.0.1:1\nload: {load}\nscenarios:\n  - name: s\n    steps:\n      - {{name: a, request: {{url: \"{{{{baseUrl}}}}/\"}}}}\n"
+        )
+    }
+
+    /// The plan of a file with `load`, or its problems in words.
+    fn compiled(load: &str) -> Result<Plan, String> {
+        let file = crate::parse_str(&file(load), std::path::Path::new("live.yaml")).unwrap();
+        crate::compile(&file, &CompileOptions::default()).map_err(|problems| {
+            problems.iter().map(|p| format!("{}: {}", p.location, p.message)).collect::<Vec<_>>().join("; ")
+        })
+    }
+
+    fn plan(load: &str) -> Plan {
+        compiled(load).unwrap()
+    }
+
+    fn ask(vus: Option<i64>, rate: Option<f64>, paused: Option<bool>) -> ChangeRequest {
+        ChangeRequest { vus, rate, paused }
+    }
+
+    #[test]
+    fn a_closed_load_takes_vus_up_to_its_max_and_a_pause() {
+        let p = plan("{executor: constant-vus, vus: 6, maxVUs: 12, duration: 10s}");
+        assert_eq!(control_limits(&p), (Some(12), true));
+        assert_eq!(check_change(&p, &ask(Some(12), None, None), false), Ok(LiveChange { vus: Some(12), paused: None }));
+        assert_eq!(
+            check_change(&p, &ask(None, None, Some(true)), false),
+            Ok(LiveChange { vus: None, paused: Some(true) })
+        );
+        let over = check_change(&p, &ask(Some(13), None, None), false).unwrap_err();
+        assert!(over.contains("more than the load's maxVUs (12)"), "{over}");
+    }
+
+    #[test]
+    fn what_a_run_cannot_take_is_refused_saying_why() {
+        let closed = plan("{executor: constant-vus, vus: 6, duration: 10s}");
+        let open = plan("{executor: constant-arrival-rate, rate: 10, duration: 10s, preAllocatedVUs: 2}");
+        let refused = |p: &Plan, r: ChangeRequest, ended: bool| check_change(p, &r, ended).unwrap_err();
+        assert!(refused(&closed, ask(Some(-3), None, None), false).contains("at least 1 (got -3)"));
+        assert!(refused(&closed, ask(Some(0), None, None), false).contains("at least 1"));
+        assert!(refused(&closed, ask(Some(7), None, None), false).contains("maxVUs (6)"), "the default max is vus");
+        assert!(refused(&closed, ask(None, Some(50.0), None), false).contains("applies to arrival-rate executors"));
+        assert!(refused(&closed, ask(None, None, Some(true)), true).contains("the run has ended"));
+        assert!(refused(&closed, ask(None, None, None), false).contains("nothing to change"));
+        assert!(refused(&open, ask(Some(3), None, None), false).contains("open model"));
+        assert!(refused(&open, ask(None, Some(20.0), None), false).contains("cannot be changed mid-run yet"));
+        assert_eq!(control_limits(&open), (None, false));
+    }
+
+    #[test]
+    fn a_max_below_the_load_is_a_problem_of_the_file() {
+        let err = compiled("{executor: constant-vus, vus: 6, maxVUs: 4, duration: 1s}").unwrap_err();
+        assert!(err.contains("maxVUs") && err.contains("less than the 6 VUs"), "{err}");
+        let err = compiled("{executor: constant-vus, vus: 6, maxVUs: 2000000, duration: 1s}").unwrap_err();
+        assert!(err.contains("over the `vus` budget of 1,000,000"), "{err}");
+        let err = compiled("{executor: ramping-vus, stages: [{duration: 1s, target: 1000001}]}").unwrap_err();
+        assert!(err.contains("1000001 VUs: over the `vus` budget"), "{err}");
+        let ramp = plan("{executor: ramping-vus, startVus: 2, stages: [{duration: 1s, target: 5}], maxVUs: 9}");
+        assert_eq!(control_limits(&ramp), (Some(9), true));
+    }
+
+    #[test]
+    fn a_change_request_names_only_its_fields() {
+        let err = serde_json::from_str::<ChangeRequest>(r#"{"vus": 3, "users": 4}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `users`"), "{err}");
+        let asked: ChangeRequest = serde_json::from_str(r#"{"paused": true}"#).unwrap();
+        assert_eq!(asked, ask(None, None, Some(true)));
+    }
+}
