@@ -15,11 +15,13 @@
 #![warn(missing_docs)]
 
 pub mod env;
+mod live;
 mod loadtest;
 pub mod names;
 mod runner;
 mod schedule;
 
+pub use live::*;
 pub use loadtest::*;
 pub use runner::*;
 pub use schedule::*;

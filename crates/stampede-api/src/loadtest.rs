@@ -110,6 +110,9 @@ pub struct LoadTestSpec {
     /// are judged against it, and its figures stand beside this run's in the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
+    /// Load changed while the run goes on (see [`LiveSpec`]); never starts a new run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<crate::LiveSpec>,
 }
 
 /// Where a baseline's result is: a finished LoadTest in this namespace (its report), or a
@@ -314,6 +317,10 @@ pub struct LoadTestStatus {
     /// the next run (condition `SpecApplied=False`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_generation: Option<i64>,
+    /// What the current run is of in the spec ([`crate::spec_digest`]: all but `live`): a new
+    /// generation that changed only `spec.live` is not a change of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_spec: Option<String>,
     /// Valid, RunnersReady, Started, Completed, ThresholdsPassed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
@@ -360,6 +367,9 @@ pub struct LoadTestStatus {
     /// after an abort or a failed runner (absent when the scenario has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub teardown: Option<OnceStatus>,
+    /// The changes of load taken from `spec.live` in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<crate::LiveStatus>,
 }
 
 /// Where a run's `setup` or `teardown` is.

@@ -64,5 +64,6 @@ pub use output::dashboard::{Dashboard, DashboardServer};
 pub use output::prom::{Exporter, MetricsServer};
 pub use run::executor::{LiveControl, RunOptions, RunOutcome, Tick, Totals, run};
 pub use run::once::{Once, OnceOutcome, run_once};
+pub use stampede_core::output::live::LiveChange;
 pub use stampede_model::report::Report;
 pub use stampede_model::scenario::ScenarioFile;

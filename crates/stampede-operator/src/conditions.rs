@@ -36,6 +36,9 @@ pub enum Cond {
     BaselineReady,
     /// The spec the run uses is the current one (`False`: it changed during the run).
     SpecApplied,
+    /// The last `spec.live` was taken (`False`, reason `Refused`: the run cannot take it, and
+    /// goes on unchanged).
+    LiveChange,
     /// The run is over (`kubectl wait --for=condition=Finished`).
     Finished,
     /// The run is over and passed: every threshold met, and the asked load delivered.
@@ -59,6 +62,7 @@ impl Cond {
             Cond::LoadDelivered => "LoadDelivered",
             Cond::BaselineReady => "BaselineReady",
             Cond::SpecApplied => "SpecApplied",
+            Cond::LiveChange => "LiveChange",
             Cond::Finished => "Finished",
             Cond::Passed => "Passed",
         }

@@ -28,6 +28,8 @@ pub struct ReportContext<'a> {
     pub start_at: Option<&'a str>,
     /// The baseline's report, or why there is none (relative thresholds fail, saying so).
     pub baseline: Result<&'a Report, &'a str>,
+    /// The changes of load the run took (`status.live`), in order.
+    pub live: &'a [stampede_api::ControlChange],
 }
 
 /// The runners' final reports merged: the status summary, the verdicts and the whole report.
@@ -39,6 +41,19 @@ pub struct Merged {
     pub verdicts: Vec<Verdict>,
     /// The whole report, the same document as a local run's JSON report.
     pub report: Report,
+}
+
+/// The run's changes of load as the report says them: seconds from the start to each instant.
+fn load_changes(ctx: &ReportContext<'_>, started_at: SystemTime) -> Vec<stampede_model::report::LoadChange> {
+    ctx.live
+        .iter()
+        .map(|c| {
+            let at = time::OffsetDateTime::parse(&c.at, &time::format_description::well_known::Rfc3339)
+                .map_or(started_at, SystemTime::from);
+            let t = at.duration_since(started_at).unwrap_or(Duration::ZERO).as_secs_f64();
+            stampede_model::report::LoadChange { t: round3(t), vus: c.vus, paused: c.paused }
+        })
+        .collect()
 }
 
 /// The final summary, verdicts and report from the runners' final reports (those that have one).
@@ -133,7 +148,7 @@ fn merged_report(
         error_samples: Vec::new(),
         aborted: None,
         source_addresses_spread: 0,
-        load_changes: Vec::new(),
+        load_changes: load_changes(ctx, started_at),
     };
     let mut report = build_report(plan, &outcome, false, generator, ctx.baseline);
     report.run.loadtest = Some(ctx.loadtest.to_string());

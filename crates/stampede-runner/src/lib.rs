@@ -206,6 +206,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// This runner's part of the LoadTest, compiled once.
 struct Share {
     index: u32,
+    /// How many runners share the load.
+    runners: u32,
     /// Every step of the scenario, which every runner reports, with or without work.
     step_keys: Vec<StepKey>,
     scenario_names: Vec<String>,
@@ -322,6 +324,7 @@ async fn load_share(env: &RunnerEnv, client: &Client) -> Result<Share, RunnerErr
     };
     Ok(Share {
         index: env.index,
+        runners: env.runners,
         step_keys: plan.step_keys.clone(),
         scenario_names: plan.scenarios.iter().map(|s| s.name.clone()).collect(),
         prepared,
@@ -502,6 +505,8 @@ async fn run_share(
     let live_task = tokio::spawn(live_reports(reporter.clone(), live_rx, started_at_cell.clone()));
     let flag = interrupt.clone();
     let opts = share.run_options(flag);
+    // The operator's changes of load (`status.live`), each taken at its instant.
+    let _steering = AbortOnDrop(tokio::spawn(steer(view_rx.clone(), opts.control.clone(), share.index, share.runners)));
     let ran = tokio::task::spawn_blocking(move || {
         execute_at(prepared, target, opts, live_tx, exporter, |t| {
             let _ = started_at_cell.set(t);
@@ -693,6 +698,28 @@ fn log_progress(elapsed: Duration, total: &IntervalStats) {
         p99_ms = format!("{p99_ms:.2}"),
         "progress"
     );
+}
+
+/// Takes each change of load the operator decides (in the LoadTest's status) at its instant:
+/// this runner's share of the fleet's VUs (split evenly over `runners`, by `index`), or the
+/// pause. A change whose instant has passed (the watch was late) is taken at once.
+async fn steer(mut rx: watch::Receiver<View>, control: Arc<stampede_engine::LiveControl>, index: u32, runners: u32) {
+    let mut taken = 0u32;
+    loop {
+        let changes: Vec<stampede_api::ControlChange> =
+            rx.borrow_and_update().changes.iter().filter(|c| c.seq > taken).cloned().collect();
+        for change in changes {
+            let at = parse_start_at(&change.at).unwrap_or_else(|_| SystemTime::now());
+            tokio::time::sleep(at.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO)).await;
+            let vus = change.vus.map(|v| stampede_model::scenario::split_evenly(u64::from(v), runners, index) as u32);
+            let took = control.apply(&stampede_engine::LiveChange { vus, paused: change.paused });
+            info!(seq = change.seq, at = %change.at, ?took, "load changed");
+            taken = change.seq;
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Sets `interrupt` when the LoadTest says stop or SIGTERM arrives.

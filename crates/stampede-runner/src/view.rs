@@ -18,6 +18,8 @@ pub(crate) struct View {
     pub(crate) superseded: bool,
     /// A capacity search: the operator says the search is over.
     pub(crate) capacity_done: bool,
+    /// The changes of load the operator took for this run (`status.live`), in order.
+    pub(crate) changes: Vec<stampede_api::ControlChange>,
 }
 
 impl View {
@@ -36,6 +38,12 @@ impl View {
             lost: None,
             superseded,
             capacity_done: status.and_then(|s| s.capacity.as_ref()).is_some_and(|c| c.done),
+            // Another run's (or object's) changes are not this run's.
+            changes: if superseded {
+                Vec::new()
+            } else {
+                status.and_then(|s| s.live.as_ref()).map(|l| l.changes.clone()).unwrap_or_default()
+            },
         }
     }
 
@@ -98,5 +106,21 @@ mod tests {
         assert!(View::of(&lt("u1", Some(3)), Some("u1/2")).stop(), "a later run started");
         assert!(View::of(&lt("u2", Some(1)), Some("u1/1")).stop(), "a re-created LoadTest");
         assert!(!View::of(&lt("u2", Some(5)), None).stop(), "no run known: nothing to compare");
+    }
+
+    #[test]
+    fn a_view_takes_the_live_changes_of_its_own_run_only() {
+        let lt: LoadTest = serde_json::from_value(serde_json::json!({
+            "apiVersion": "stampede.dev/v1alpha1", "kind": "LoadTest",
+            "metadata": {"name": "x", "uid": "u"},
+            "spec": {"runners": 2},
+            "status": {"phase": "Running", "run": 2, "live": {"decided": {"vus": 8},
+                "changes": [{"seq": 1, "at": "2030-01-02T03:04:05Z", "vus": 8}]}}
+        }))
+        .unwrap();
+        let mine = View::of(&lt, Some("u/2"));
+        assert_eq!(mine.changes.iter().map(|c| (c.seq, c.vus)).collect::<Vec<_>>(), [(1, Some(8))]);
+        assert!(View::of(&lt, Some("u/1")).changes.is_empty(), "a runner of run 1 takes none of run 2's");
+        assert!(View::of(&lt, Some("other/2")).changes.is_empty(), "nor one of another object");
     }
 }

@@ -38,7 +38,7 @@ pub fn rerun_reason(lt: &LoadTest) -> Option<String> {
         return Some(format!("annotation {RERUN_ANNOTATION}={token}"));
     }
     match (lt.metadata.generation, st.run_generation) {
-        (Some(now), Some(ran)) if now != ran => {
+        (Some(now), Some(ran)) if super::live::spec_changed(lt, st) => {
             Some(format!("the spec changed (generation {now}; the last run was of generation {ran})"))
         }
         _ => None,
@@ -78,6 +78,7 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     if st.phase == Phase::Pending {
         st.run = Some(st.run.unwrap_or(1));
         st.run_generation = generation;
+        st.run_spec = Some(stampede_api::spec_digest(&lt.spec));
         st.rerun_token = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION)).cloned();
     }
     // A run keeps the runner count it started with (recorded in the status at the start): the
@@ -113,7 +114,9 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
     );
     // The start instant as it is now; a start announced later in this decision is no result's.
     let start_at = st.start_at.clone();
+    let live = st.live.as_ref().map(|l| l.changes.clone()).unwrap_or_default();
     let ctx = results::ReportContext {
+        live: &live,
         loadtest: &loadtest,
         start_at: start_at.as_deref(),
         baseline: match &obs.baseline {
@@ -129,9 +132,10 @@ fn decide_run(lt: &LoadTest, obs: &Observed) -> Decision {
 /// passed.
 fn decide_finished(lt: &LoadTest, mut st: LoadTestStatus, obs: &Observed) -> Decision {
     let now = obs.now;
-    let mut actions = Vec::new();
+    let stamp = Stamp { now, generation: lt.metadata.generation };
+    // The run is over: a new `spec.live` is refused (and starts no new run).
+    let mut actions = super::live::decide_live(lt, None, &mut st, stamp);
     if st.teardown.as_ref().is_some_and(|t| t.state == OnceState::Running) {
-        let stamp = Stamp { now, generation: lt.metadata.generation };
         match teardown_ended(&mut st, &obs.once.teardown, stamp) {
             None => return Decision { status: st, actions, requeue: Some(Duration::from_secs(2)) },
             Some(event) => {

@@ -60,6 +60,7 @@ pub fn rejected(lt: &LoadTest, now: OffsetDateTime, message: &str) -> Decision {
     if st.phase == Phase::Pending {
         st.run = Some(st.run.unwrap_or(1));
         st.run_generation = lt.metadata.generation;
+        st.run_spec = Some(stampede_api::spec_digest(&lt.spec));
         st.rerun_token = lt.metadata.annotations.as_ref().and_then(|a| a.get(RERUN_ANNOTATION)).cloned();
     }
     stamp.set(&mut st.conditions, Cond::Valid, false, "Rejected", &message);

@@ -4,12 +4,14 @@
 //! `Pending → Initializing → Running → Succeeded | Failed | Aborted`
 //!
 //! Its files, lowest first (each uses only those before it): `decision` what a decision is
-//! given and returns, `stamp` times and conditions, `once` the setup and teardown pods, `end`
-//! the end of a run, `run` a valid test in progress, and `decide` the entry points.
+//! given and returns, `stamp` times and conditions, `live` the changes of `spec.live`, `once` the
+//! setup and teardown pods, `end` the end of a run, `run` a valid test in progress, and `decide`
+//! the entry points.
 
 mod decide;
 mod decision;
 mod end;
+mod live;
 mod once;
 mod run;
 mod stamp;
@@ -21,4 +23,5 @@ pub use decision::{
     read_once, read_report,
 };
 pub use end::{REPORT_LIMIT_BYTES, rejected, write_report};
+pub use live::LIVE_DELAY;
 pub(crate) use stamp::Stamp;

@@ -175,7 +175,7 @@ impl<'a> Run<'a> {
     fn spec_change_condition(&mut self) {
         let generation = self.lt.metadata.generation;
         let Some(started_from) = self.st.run_generation else { return };
-        if generation.is_none_or(|g| g == started_from) || self.lt.spec.abort {
+        if !super::live::spec_changed(self.lt, &self.st) || self.lt.spec.abort {
             return;
         }
         let was_said = Cond::SpecApplied.is_false(&self.st.conditions);
@@ -434,6 +434,8 @@ impl<'a> Run<'a> {
         if let Some((found, _)) = &capacity {
             self.capacity_status(found.clone());
         }
+        let live = super::live::decide_live(self.lt, Some(&self.plan), &mut self.st, self.stamp);
+        self.actions.extend(live);
         if self.done.len() >= self.runners as usize {
             return self.complete(capacity.map(|(_, answer)| answer));
         }

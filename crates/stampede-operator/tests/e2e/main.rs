@@ -12,6 +12,7 @@ mod explain;
 mod faults;
 mod gitops;
 mod hostile;
+mod live;
 mod operator;
 mod reports;
 mod runs;

@@ -35,7 +35,12 @@ fn baseline(p99_ms: f64, requests: u64) -> stampede_model::report::Report {
         }
         portable::encode(&plan(&lt).step_keys, &m, &["buy".to_string()])
     });
-    let ctx = stampede_operator::results::ReportContext { loadtest: "perf/base", start_at: None, baseline: Err("-") };
+    let ctx = stampede_operator::results::ReportContext {
+        loadtest: "perf/base",
+        start_at: None,
+        baseline: Err("-"),
+        live: &[],
+    };
     stampede_operator::results::final_summary(&plan(&lt), &[&r], &ctx).unwrap().report
 }
 

@@ -13,6 +13,7 @@ mod common;
 mod decisions;
 mod gitops_examples;
 mod leader_mock;
+mod live;
 mod metrics;
 mod once;
 mod reconcile_faults;

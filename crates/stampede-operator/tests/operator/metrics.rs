@@ -133,8 +133,12 @@ fn promql_over_three_runners_buckets_agrees_with_the_merged_summary() {
     }
     target.stop();
     let plan = plan.unwrap();
-    let ctx =
-        stampede_operator::results::ReportContext { loadtest: "perf/merge", start_at: None, baseline: Err("none") };
+    let ctx = stampede_operator::results::ReportContext {
+        loadtest: "perf/merge",
+        start_at: None,
+        baseline: Err("none"),
+        live: &[],
+    };
     let summary = final_summary(&plan, &reports.iter().collect::<Vec<_>>(), &ctx).unwrap().summary;
 
     // sum by (le) (stampede_request_duration_seconds_bucket{namespace="perf",loadtest="merge"})

@@ -82,7 +82,12 @@ fn an_hour_of_ten_steps_on_twenty_runners_fits_its_config_maps() {
     assert!(largest < CONFIG_MAP_LIMIT, "a runner's result ConfigMap: {largest} bytes");
 
     let t1 = Instant::now();
-    let ctx = ReportContext { loadtest: "perf/hour", start_at: Some("2026-12-01T00:00:00Z"), baseline: Err("none") };
+    let ctx = ReportContext {
+        loadtest: "perf/hour",
+        start_at: Some("2026-12-01T00:00:00Z"),
+        baseline: Err("none"),
+        live: &[],
+    };
     let merged = final_summary(&plan, &runners.iter().collect::<Vec<_>>(), &ctx).unwrap();
     let merge = t1.elapsed();
     let json = serde_json::to_string(&merged.report).unwrap();
@@ -119,7 +124,12 @@ fn an_hour_of_ten_steps_on_twenty_runners_fits_its_config_maps() {
 fn a_report_too_large_for_its_config_map_is_thinned_until_it_fits_keeping_totals_and_verdicts() {
     let plan = hour_long_plan();
     let runners: Vec<RunnerReport> = (0..2).map(|i| runner(&plan, i)).collect();
-    let ctx = ReportContext { loadtest: "perf/hour", start_at: Some("2026-12-01T00:00:00Z"), baseline: Err("none") };
+    let ctx = ReportContext {
+        loadtest: "perf/hour",
+        start_at: Some("2026-12-01T00:00:00Z"),
+        baseline: Err("none"),
+        live: &[],
+    };
     let mut report = final_summary(&plan, &runners.iter().collect::<Vec<_>>(), &ctx).unwrap().report;
     // 3,000 runner rows with long messages, and 2,000 steps: far over the limit without any timeline.
     let row = report.runners[0].clone();
