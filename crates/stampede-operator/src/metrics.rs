@@ -149,6 +149,11 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
         "When a LoadTest finished (Unix time).",
         MetricType::GAUGE,
     );
+    let mut load_changes = Family::new(
+        "stampede_operator_loadtest_load_change_timestamp_seconds",
+        "When a running LoadTest's load changed (spec.live), by change (Unix time).",
+        MetricType::GAUGE,
+    );
     let mut thresholds_failed = Family::new(
         "stampede_operator_loadtest_thresholds_failed",
         "How many of a finished LoadTest's thresholds failed.",
@@ -163,6 +168,21 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
         let Some(status) = lt.status.as_ref() else { continue };
         if let Some(t) = status.start_time.as_deref().and_then(unix_seconds) {
             started.push(&id, t);
+        }
+        for change in status.live.iter().flat_map(|l| &l.changes) {
+            let Some(t) = unix_seconds(&change.at) else { continue };
+            let mut what = Vec::new();
+            if let Some(vus) = change.vus {
+                what.push(format!("vus {vus}"));
+            }
+            match change.paused {
+                Some(true) => what.push("paused".into()),
+                Some(false) => what.push("resumed".into()),
+                None => {}
+            }
+            let mut labels = id.to_vec();
+            labels.extend([("seq", change.seq.to_string()), ("change", what.join(", "))]);
+            load_changes.push(&labels, t);
         }
         if !phase.is_finished() {
             continue;
@@ -184,11 +204,24 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
             latency.push(&labels, ms / 1000.0);
         }
     }
-    [by_phase, info, rps, error_ratio, latency, requests, dropped, duration, started, completed, thresholds_failed]
-        .into_iter()
-        .map(|f| f.0)
-        .filter(|f| !f.get_metric().is_empty())
-        .collect()
+    [
+        by_phase,
+        info,
+        rps,
+        error_ratio,
+        latency,
+        requests,
+        dropped,
+        duration,
+        started,
+        completed,
+        load_changes,
+        thresholds_failed,
+    ]
+    .into_iter()
+    .map(|f| f.0)
+    .filter(|f| !f.get_metric().is_empty())
+    .collect()
 }
 
 fn phase_of(lt: &LoadTest) -> Phase {

@@ -43,6 +43,16 @@ fn loadtest(namespace: &str, name: &str, phase: Phase) -> Arc<LoadTest> {
             latency_ms: LatencySummary { p50: 20.0, p90: 80.0, p95: 100.0, p99: 120.0, ..Default::default() },
             ..Default::default()
         }),
+        // The load changed once mid-run (spec.live), 4 s after the start.
+        live: Some(stampede_api::LiveStatus {
+            decided: stampede_api::LiveSpec { vus: Some(8), paused: None },
+            changes: vec![stampede_api::ControlChange {
+                seq: 1,
+                at: "2025-01-02T03:04:09Z".into(),
+                vus: Some(8),
+                paused: None,
+            }],
+        }),
         thresholds: if phase == Phase::Failed {
             vec![Verdict {
                 threshold: "latency.p99 < 100ms".into(),
@@ -147,6 +157,10 @@ fn operator_exposition_has_the_units_the_dashboards_assume() {
     // Unix seconds (the table and the annotation multiply by 1000).
     assert_eq!(value("stampede_operator_loadtest_start_timestamp_seconds", "checkout", None), 1_735_787_045.0);
     assert_eq!(value("stampede_operator_loadtest_completion_timestamp_seconds", "checkout", None), 1_735_787_055.0);
+    assert_eq!(
+        value("stampede_operator_loadtest_load_change_timestamp_seconds", "checkout", Some(("change", "vus 8"))),
+        1_735_787_049.0
+    );
     // A ratio 0-1 (the table's unit is percentunit).
     assert_eq!(value("stampede_operator_loadtest_error_ratio", "checkout", None), 0.01);
     assert_eq!(value("stampede_operator_loadtest_thresholds_failed", "search", None), 1.0);
