@@ -68,6 +68,12 @@ check "two dashboard files: two ConfigMaps with the sidecar label and the JSON" 
     && grep -q '{\"title\": \"B\"}' '$tmp/two.yaml'"
 "$helm" template t "$tmp/chart" > "$tmp/off.yaml"
 check "dashboards.enabled=false: no ConfigMap" test "$(grep -c '^kind: ConfigMap' "$tmp/off.yaml")" = 0
+check "dashboardApi off by default: no address, no port" \
+  bash -c "! grep -q -e STAMPEDE_DASHBOARD_ADDR -e 'name: dashboard$' '$tmp/off.yaml'"
+"$helm" template t "$tmp/chart" --set dashboardApi.enabled=true,dashboardApi.port=9090 > "$tmp/api.yaml"
+check "dashboardApi.enabled: its address, a container port and a Service port" \
+  bash -c "grep -A1 'name: STAMPEDE_DASHBOARD_ADDR' '$tmp/api.yaml' | grep -q '\"0.0.0.0:9090\"' \
+    && [[ \$(grep -c 'name: dashboard$' '$tmp/api.yaml') == 2 ]] && grep -q 'targetPort: dashboard' '$tmp/api.yaml'"
 
 refuses "two replicas without leader election" "needs leaderElection.enabled" \
   "$helm" template t "$chart" --set leaderElection.enabled=false

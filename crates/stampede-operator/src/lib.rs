@@ -8,6 +8,7 @@
 pub mod children;
 pub mod conditions;
 pub mod controller;
+pub mod dashboard;
 pub mod desired;
 pub mod leader;
 pub mod lifecycle;

@@ -17,6 +17,10 @@ struct Args {
     /// Address for /healthz, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0:8080", env = "STAMPEDE_HTTP_ADDR")]
     http_addr: SocketAddr,
+    /// Address for the dashboard API (`/api/loadtests…`), off when not given. Every request acts
+    /// as the user whose bearer token it carries (see `stampede_operator::dashboard`).
+    #[arg(long, env = "STAMPEDE_DASHBOARD_ADDR")]
+    dashboard_addr: Option<SocketAddr>,
     /// Watch only these namespaces, comma-separated (default: all).
     #[arg(long, env = "STAMPEDE_WATCH_NAMESPACE", value_delimiter = ',')]
     namespace: Vec<String>,
@@ -86,6 +90,14 @@ async fn main() -> anyhow::Result<()> {
         move |path: &str| stampede_operator::metrics::http_response(path, &served),
         std::future::pending(),
     ));
+    if let Some(addr) = args.dashboard_addr {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        tracing::info!("serving the dashboard API on {}", listener.local_addr()?);
+        let known = metrics.clone();
+        let api =
+            stampede_operator::dashboard::DashboardApi::new(config.clone(), client.clone(), move || known.namespaces());
+        tokio::spawn(stampede_operator::dashboard::serve(listener, api, std::future::pending()));
+    }
     let scope = if namespaces.is_empty() { "all namespaces".to_string() } else { namespaces.join(", ") };
     let mut options =
         controller::Options { namespaces, runner_image: args.runner_image.clone(), schedules, ..Default::default() };

@@ -80,6 +80,12 @@ impl Metrics {
         self.stores.lock().unwrap_or_else(|e| e.into_inner()).push(store);
     }
 
+    /// The namespaces the controller's caches hold LoadTests in now.
+    pub fn namespaces(&self) -> std::collections::BTreeSet<String> {
+        let stores = self.stores.lock().unwrap_or_else(|e| e.into_inner());
+        stores.iter().flat_map(|s| s.state()).filter_map(|lt| lt.namespace()).collect()
+    }
+
     /// The text exposition, with the LoadTests the controller's caches hold now.
     pub fn render(&self) -> String {
         let loadtests: Vec<Arc<LoadTest>> =
@@ -102,63 +108,36 @@ impl Metrics {
 /// Series about LoadTests: counts per phase, one info series each, and each finished test's
 /// final summary (which outlives its runner pods).
 pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
-    let mut by_phase = Family::new("stampede_operator_loadtests", "LoadTests by phase.", MetricType::GAUGE);
+    let mut by_phase = gauge("stampede_operator_loadtests", "LoadTests by phase.");
     for phase in PHASES {
         let n = loadtests.iter().filter(|lt| phase_of(lt) == phase).count();
         by_phase.push(&[("phase", format!("{phase:?}"))], n as f64);
     }
-    let mut info =
-        Family::new("stampede_operator_loadtest_info", "One series per LoadTest, with its phase.", MetricType::GAUGE);
-    let mut rps = Family::new(
-        "stampede_operator_loadtest_requests_per_second",
-        "A finished LoadTest's request rate over its run.",
-        MetricType::GAUGE,
-    );
-    let mut error_ratio = Family::new(
-        "stampede_operator_loadtest_error_ratio",
-        "A finished LoadTest's failed requests / requests (0-1).",
-        MetricType::GAUGE,
-    );
-    let mut latency = Family::new(
+    let mut info = gauge("stampede_operator_loadtest_info", "One series per LoadTest, with its phase.");
+    let mut rps =
+        gauge("stampede_operator_loadtest_requests_per_second", "A finished LoadTest's request rate over its run.");
+    let mut error_ratio =
+        gauge("stampede_operator_loadtest_error_ratio", "A finished LoadTest's failed requests / requests (0-1).");
+    let mut latency = gauge(
         "stampede_operator_loadtest_latency_seconds",
         "A finished LoadTest's latency quantiles, from the runners' merged histograms.",
-        MetricType::GAUGE,
     );
-    let mut requests = Family::new(
-        "stampede_operator_loadtest_requests",
-        "A finished LoadTest's requests in total.",
-        MetricType::GAUGE,
-    );
-    let mut dropped = Family::new(
+    let mut requests = gauge("stampede_operator_loadtest_requests", "A finished LoadTest's requests in total.");
+    let mut dropped = gauge(
         "stampede_operator_loadtest_dropped_iterations",
         "A finished open-model LoadTest's iterations due when no VU was free (never started).",
-        MetricType::GAUGE,
     );
-    let mut duration = Family::new(
-        "stampede_operator_loadtest_duration_seconds",
-        "A finished LoadTest's run time.",
-        MetricType::GAUGE,
-    );
-    let mut started = Family::new(
-        "stampede_operator_loadtest_start_timestamp_seconds",
-        "When a LoadTest's runners started (Unix time).",
-        MetricType::GAUGE,
-    );
-    let mut completed = Family::new(
-        "stampede_operator_loadtest_completion_timestamp_seconds",
-        "When a LoadTest finished (Unix time).",
-        MetricType::GAUGE,
-    );
-    let mut load_changes = Family::new(
+    let mut duration = gauge("stampede_operator_loadtest_duration_seconds", "A finished LoadTest's run time.");
+    let mut started =
+        gauge("stampede_operator_loadtest_start_timestamp_seconds", "When a LoadTest's runners started (Unix time).");
+    let mut completed =
+        gauge("stampede_operator_loadtest_completion_timestamp_seconds", "When a LoadTest finished (Unix time).");
+    let mut load_changes = gauge(
         "stampede_operator_loadtest_load_change_timestamp_seconds",
         "When a running LoadTest's load changed (spec.live), by change (Unix time).",
-        MetricType::GAUGE,
     );
-    let mut thresholds_failed = Family::new(
-        "stampede_operator_loadtest_thresholds_failed",
-        "How many of a finished LoadTest's thresholds failed.",
-        MetricType::GAUGE,
-    );
+    let mut thresholds_failed =
+        gauge("stampede_operator_loadtest_thresholds_failed", "How many of a finished LoadTest's thresholds failed.");
     for lt in loadtests {
         let id = [("namespace", lt.namespace().unwrap_or_default()), ("loadtest", lt.name_any())];
         let phase = phase_of(lt);
@@ -169,21 +148,7 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
         if let Some(t) = status.start_time.as_deref().and_then(unix_seconds) {
             started.push(&id, t);
         }
-        for change in status.live.iter().flat_map(|l| &l.changes) {
-            let Some(t) = unix_seconds(&change.at) else { continue };
-            let mut what = Vec::new();
-            if let Some(vus) = change.vus {
-                what.push(format!("vus {vus}"));
-            }
-            match change.paused {
-                Some(true) => what.push("paused".into()),
-                Some(false) => what.push("resumed".into()),
-                None => {}
-            }
-            let mut labels = id.to_vec();
-            labels.extend([("seq", change.seq.to_string()), ("change", what.join(", "))]);
-            load_changes.push(&labels, t);
-        }
+        push_load_changes(&mut load_changes, &id, status);
         if !phase.is_finished() {
             continue;
         }
@@ -222,6 +187,31 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
     .map(|f| f.0)
     .filter(|f| !f.get_metric().is_empty())
     .collect()
+}
+
+/// One series per change of load a run took (`status.live`): its instant, labelled with its
+/// number and what it changed (`vus 12`, `paused`, `resumed`).
+fn push_load_changes(family: &mut Family, id: &[(&str, String)], status: &stampede_api::LoadTestStatus) {
+    for change in status.live.iter().flat_map(|l| &l.changes) {
+        let Some(t) = unix_seconds(&change.at) else { continue };
+        let mut what = Vec::new();
+        if let Some(vus) = change.vus {
+            what.push(format!("vus {vus}"));
+        }
+        match change.paused {
+            Some(true) => what.push("paused".into()),
+            Some(false) => what.push("resumed".into()),
+            None => {}
+        }
+        let mut labels = id.to_vec();
+        labels.extend([("seq", change.seq.to_string()), ("change", what.join(", "))]);
+        family.push(&labels, t);
+    }
+}
+
+/// An empty gauge family.
+fn gauge(name: &str, help: &str) -> Family {
+    Family::new(name, help, MetricType::GAUGE)
 }
 
 fn phase_of(lt: &LoadTest) -> Phase {

@@ -8,6 +8,7 @@
 
 mod capacity;
 mod chart;
+mod dashboard;
 mod explain;
 mod faults;
 mod gitops;

@@ -1,0 +1,206 @@
+//! The operator's dashboard API: what a user may see and change of LoadTests, as the API
+//! server decides it.
+//!
+//! Every request carries the user's own bearer token (`Authorization: Bearer …`: a
+//! ServiceAccount token from `kubectl create token`, or the user's OIDC token). The operator
+//! makes each read and write of a request **as that user**: with a client that has the user's
+//! token and none of the operator's own credentials. So the API server authenticates and
+//! authorizes every one, and its audit log names the user:
+//! - a user sees only the LoadTests they may `list` or `get`;
+//! - a user changes a run's load (`spec.live`) only where they may `patch` the LoadTest.
+//!
+//! A request without a token gets 401 and reaches nothing. The operator's own client reads one
+//! thing only: a LoadTest's report ConfigMap, after the user's `get` of that LoadTest succeeded.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use stampede_api::{LoadTest, REPORT_KEY, names};
+use stampede_model::report::Report;
+use stampede_serve::{Body, full};
+
+/// The most bytes a change's body may have.
+pub const CHANGE_BODY_BYTES: usize = 4096;
+
+/// The dashboard API: the API server to reach (address and CA, without credentials), the
+/// operator's own client (for reports), and the namespaces it knows LoadTests in.
+#[derive(Clone)]
+pub struct DashboardApi {
+    base: kube::Config,
+    operator: Client,
+    namespaces: Arc<dyn Fn() -> BTreeSet<String> + Send + Sync>,
+}
+
+/// Why a request got no answer from the API server: its status and message.
+#[derive(Debug)]
+struct Refused(StatusCode, String);
+
+impl From<kube::Error> for Refused {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => {
+                Refused(StatusCode::from_u16(s.code).unwrap_or(StatusCode::BAD_GATEWAY), s.message.clone())
+            }
+            other => Refused(StatusCode::BAD_GATEWAY, format!("the API server: {other}")),
+        }
+    }
+}
+
+impl DashboardApi {
+    /// Answers for the API server of `base` (its credentials are never used for a user's
+    /// request); `operator` reads reports; `namespaces` says where LoadTests are (the
+    /// operator's caches).
+    pub fn new(
+        base: kube::Config,
+        operator: Client,
+        namespaces: impl Fn() -> BTreeSet<String> + Send + Sync + 'static,
+    ) -> Self {
+        DashboardApi { base, operator, namespaces: Arc::new(namespaces) }
+    }
+
+    /// A client that acts as the user whose bearer token is `token`, and as nobody else.
+    fn as_user(&self, token: &str) -> Result<Client, Refused> {
+        let mut config = self.base.clone();
+        config.auth_info = kube::config::AuthInfo::default();
+        let mut value = header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| Refused(StatusCode::UNAUTHORIZED, "the bearer token is not a header value".into()))?;
+        value.set_sensitive(true);
+        config.headers = vec![(header::AUTHORIZATION, value)];
+        Client::try_from(config)
+            .map_err(|e| Refused(StatusCode::BAD_GATEWAY, format!("cannot reach the API server: {e}")))
+    }
+
+    /// Answers one request.
+    pub async fn respond(&self, req: http::Request<Incoming>) -> Response<Body> {
+        match self.route(req).await {
+            Ok(response) => response,
+            Err(Refused(status, message)) => json_answer(status, &json!({ "error": message })),
+        }
+    }
+
+    async fn route(&self, req: http::Request<Incoming>) -> Result<Response<Body>, Refused> {
+        let Some(token) = bearer(&req) else {
+            return Err(Refused(
+                StatusCode::UNAUTHORIZED,
+                "give your Kubernetes token: Authorization: Bearer …".into(),
+            ));
+        };
+        let user = self.as_user(&token)?;
+        let path: Vec<String> = req.uri().path().trim_matches('/').split('/').map(str::to_string).collect();
+        let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        match (req.method().clone(), parts.as_slice()) {
+            (Method::GET, ["api", "loadtests"]) => Ok(json_answer(StatusCode::OK, &self.list(&user).await?)),
+            (Method::GET, ["api", "loadtests", ns, name]) => {
+                let lt = Api::<LoadTest>::namespaced(user, ns).get(name).await?;
+                Ok(json_answer(StatusCode::OK, &entry(&lt)))
+            }
+            (Method::GET, ["api", "loadtests", ns, name, "report.html"]) => self.report(user, ns, name).await,
+            (Method::POST, ["api", "loadtests", ns, name, "live"]) => {
+                let body = read_body(req.into_body()).await?;
+                let asked: stampede_core::output::live::ChangeRequest = serde_json::from_slice(&body)
+                    .map_err(|e| Refused(StatusCode::BAD_REQUEST, format!("not a change of spec.live: {e}")))?;
+                if asked.rate.is_some() {
+                    let why = "`rate`: an arrival-rate load cannot be changed mid-run yet";
+                    return Err(Refused(StatusCode::BAD_REQUEST, why.into()));
+                }
+                let live = stampede_api::LiveSpec { vus: asked.vus, paused: asked.paused };
+                let patch = json!({ "spec": { "live": live } });
+                let lt = Api::<LoadTest>::namespaced(user, ns)
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                tracing::info!(namespace = %ns, loadtest = %name, ?live, "spec.live patched from the dashboard");
+                Ok(json_answer(StatusCode::ACCEPTED, &json!({ "live": lt.spec.live })))
+            }
+            _ => Err(Refused(StatusCode::NOT_FOUND, "no such page".into())),
+        }
+    }
+
+    /// The LoadTests of every namespace the user may list them in (those they may not are left
+    /// out, not errors).
+    async fn list(&self, user: &Client) -> Result<serde_json::Value, Refused> {
+        let mut items = Vec::new();
+        for ns in (self.namespaces)() {
+            match Api::<LoadTest>::namespaced(user.clone(), &ns).list(&ListParams::default()).await {
+                Ok(list) => items.extend(list.items.iter().map(entry)),
+                Err(kube::Error::Api(e)) if e.code == 403 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(json!({ "items": items }))
+    }
+
+    /// The LoadTest's last merged report, as HTML: after the user's `get` of the LoadTest.
+    async fn report(&self, user: Client, ns: &str, name: &str) -> Result<Response<Body>, Refused> {
+        Api::<LoadTest>::namespaced(user, ns).get(name).await?;
+        let cms: Api<ConfigMap> = Api::namespaced(self.operator.clone(), ns);
+        let cm_name = names::report_config_map(name);
+        let text = cms.get_opt(&cm_name).await?.and_then(|cm| cm.data).and_then(|mut d| d.remove(REPORT_KEY));
+        let Some(text) = text else {
+            return Err(Refused(StatusCode::NOT_FOUND, format!("{ns}/{name} has no report yet")));
+        };
+        let report: Report = serde_json::from_str(&text)
+            .map_err(|e| Refused(StatusCode::INTERNAL_SERVER_ERROR, format!("{cm_name} holds no report: {e}")))?;
+        let mut response = Response::new(full(stampede_core::render_html(&report, None)));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/html; charset=utf-8"));
+        Ok(response)
+    }
+}
+
+/// What the dashboard shows of a LoadTest in a list: where it is, and its status.
+fn entry(lt: &LoadTest) -> serde_json::Value {
+    json!({
+        "namespace": lt.namespace().unwrap_or_default(),
+        "name": lt.name_any(),
+        "runners": lt.spec.runners,
+        "live": lt.spec.live,
+        "status": lt.status,
+    })
+}
+
+/// The request's bearer token.
+fn bearer(req: &http::Request<Incoming>) -> Option<String> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let token = value.strip_prefix("Bearer ")?.trim();
+    (!token.is_empty()).then(|| token.to_string())
+}
+
+/// A request body of at most [`CHANGE_BODY_BYTES`].
+async fn read_body(body: Incoming) -> Result<Bytes, Refused> {
+    match http_body_util::Limited::new(body, CHANGE_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(_) => Err(Refused(StatusCode::PAYLOAD_TOO_LARGE, format!("a change is at most {CHANGE_BODY_BYTES} bytes"))),
+    }
+}
+
+fn json_answer(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(full(value.to_string()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Serves the dashboard API on `listener` until `stop` resolves.
+pub async fn serve(listener: tokio::net::TcpListener, api: DashboardApi, stop: impl std::future::Future<Output = ()>) {
+    let api = Arc::new(api);
+    stampede_serve::serve(
+        listener,
+        move |req| {
+            let api = api.clone();
+            async move { api.respond(req).await }
+        },
+        stop,
+    )
+    .await;
+}
