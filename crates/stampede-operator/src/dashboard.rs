@@ -9,7 +9,8 @@
 //! - a user sees only the LoadTests they may `list` or `get`;
 //! - a user changes a run's load (`spec.live`) only where they may `patch` the LoadTest.
 //!
-//! A request without a token gets 401 and reaches nothing. The operator's own client reads one
+//! A request without a token gets 401 and reaches nothing; only the page itself (`/`), which holds
+//! no data, is served without one. The operator's own client reads one
 //! thing only: a LoadTest's report ConfigMap, after the user's `get` of that LoadTest succeeded.
 
 use std::collections::BTreeSet;
@@ -87,6 +88,9 @@ impl DashboardApi {
     }
 
     async fn route(&self, req: http::Request<Incoming>) -> Result<Response<Body>, Refused> {
+        if req.method() == Method::GET && req.uri().path() == "/" {
+            return Ok(page());
+        }
         let Some(token) = bearer(&req) else {
             return Err(Refused(
                 StatusCode::UNAUTHORIZED,
@@ -154,6 +158,22 @@ impl DashboardApi {
             .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/html; charset=utf-8"));
         Ok(response)
     }
+}
+
+/// The dashboard's page: the LoadTests the user may see, one run's figures every second, its
+/// controls and its report. Self-contained (the cluster may have no internet); it asks for the
+/// user's token and keeps it for the browser tab only (session storage).
+pub const PAGE: &str = include_str!("dashboard/page.html");
+
+/// The page, which anyone may load: it holds no data, and asks for the token.
+fn page() -> Response<Body> {
+    let mut response = Response::new(full(PAGE));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/html; charset=utf-8"));
+    let csp =
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:";
+    headers.insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static(csp));
+    response
 }
 
 /// What the dashboard shows of a LoadTest in a list: where it is, and its status.

@@ -5,118 +5,16 @@
 //! and the same HTML report as `--html`. A screenshot is written to the test's temporary folder.
 //! Every wait is bounded; none measures speed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use tungstenite::stream::MaybeTlsStream;
-use tungstenite::{Message, WebSocket};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-/// The longest any one wait takes before the test fails (a busy machine is slow, not wrong).
-const WAIT: Duration = Duration::from_secs(120);
+use crate::cdp::{CHROMIUM, Cdp, Killed, base64_decode};
 
-/// A process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One Chrome DevTools session on a page.
-struct Cdp {
-    ws: WebSocket<MaybeTlsStream<TcpStream>>,
-    next: u64,
-    /// Console calls and uncaught exceptions the page reported.
-    complaints: Vec<String>,
-}
-
-impl Cdp {
-    /// Starts headless Chromium with a fresh profile in `dir` and attaches to its page.
-    fn start(dir: &Path) -> (Killed, Cdp) {
-        let profile = dir.join("profile");
-        let child = Command::new(CHROMIUM)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-extensions",
-                "--window-size=1200,1600",
-                "--remote-debugging-port=0",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg("about:blank")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromium starts");
-        let browser = Killed(child);
-        // Chromium writes the port it listens on into the profile.
-        let active = profile.join("DevToolsActivePort");
-        let port = wait_for("Chromium's DevTools port", || {
-            std::fs::read_to_string(&active).ok()?.lines().next()?.trim().parse::<u16>().ok()
-        });
-        let page = wait_for("Chromium's page target", || {
-            let list: Value = serde_json::from_str(&http_get(port, "/json/list")?).ok()?;
-            let page = list.as_array()?.iter().find(|t| t["type"] == "page")?;
-            page["webSocketDebuggerUrl"].as_str().map(str::to_string)
-        });
-        let (ws, _) = tungstenite::connect(page.as_str()).expect("the DevTools WebSocket");
-        if let MaybeTlsStream::Plain(s) = ws.get_ref() {
-            s.set_read_timeout(Some(WAIT)).unwrap();
-        }
-        let mut cdp = Cdp { ws, next: 1, complaints: Vec::new() };
-        cdp.call("Runtime.enable", json!({}));
-        cdp.call("Page.enable", json!({}));
-        (browser, cdp)
-    }
-
-    /// Calls `method` and returns its result (events that come meanwhile are looked at).
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let text = json!({"id": id, "method": method, "params": params}).to_string();
-        self.ws.send(Message::Text(text.into())).expect("a DevTools call is sent");
-        loop {
-            let message = self.ws.read().expect("a DevTools answer");
-            let Message::Text(text) = message else { continue };
-            let value: Value = serde_json::from_str(&text).unwrap();
-            if value["id"] == id {
-                assert!(value.get("error").is_none(), "{method}: {value}");
-                return value["result"].clone();
-            }
-            match value["method"].as_str() {
-                Some("Runtime.consoleAPICalled") => self.complaints.push(value["params"]["args"].to_string()),
-                Some("Runtime.exceptionThrown") => {
-                    self.complaints.push(value["params"]["exceptionDetails"].to_string())
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The value of `expression` in the page.
-    fn eval(&mut self, expression: &str) -> Value {
-        let result = self.call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true}));
-        assert!(result.get("exceptionDetails").is_none(), "{expression}: {result}");
-        result["result"]["value"].clone()
-    }
-
-    /// What the page shows: its state, figures, step table and changes.
-    fn seen(&mut self) -> Value {
-        self.eval(
-            "(() => { const t = (id) => document.getElementById(id)?.textContent ?? ''; \
+/// What the page shows: its state, figures, step table and changes.
+const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.textContent ?? ''; \
              const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
                .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
              return { state: t('state'), requests: t('requests'), errors: t('errors'), vus: t('vus'), \
@@ -124,60 +22,7 @@ impl Cdp {
                head: Array.from(document.querySelectorAll('#steps thead th')).map((c) => c.textContent), \
                report: document.body?.dataset.report ?? '', \
                lines: document.querySelectorAll('#chart-rps polyline').length, \
-               changeLines: document.querySelectorAll('#chart-vus line.change').length }; })()",
-        )
-    }
-
-    /// Waits until what the page shows passes `done`; returns it.
-    fn wait_until(&mut self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let start = Instant::now();
-        loop {
-            let seen = self.seen();
-            if done(&seen) {
-                return seen;
-            }
-            assert!(start.elapsed() < WAIT, "waited {WAIT:?} for {what}; the page shows {seen}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-/// Calls `f` until it gives a value (at most [`WAIT`]).
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < WAIT, "waited {WAIT:?} for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The body of `GET path` on 127.0.0.1:`port`, when it answers (by its Content-Length: the
-/// DevTools server keeps the connection open).
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").ok()?;
-    let mut reader = BufReader::new(s);
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).ok()?;
-        if line == "\r\n" || line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().ok()?;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    String::from_utf8(body).ok()
-}
+               changeLines: document.querySelectorAll('#chart-vus line.change').length }; })()";
 
 #[test]
 fn chromium_watches_and_steers_a_run_on_its_live_dashboard_and_ends_with_the_reports_figures() {
@@ -215,20 +60,20 @@ fn chromium_watches_and_steers_a_run_on_its_live_dashboard_and_ends_with_the_rep
     cdp.call("Page.navigate", json!({"url": url}));
 
     // Live: the count of requests grows while the run goes on, and the throughput chart draws.
-    let first = cdp.wait_until("a first count of requests", |s| s["state"] == "running" && s["requests"] != "0");
+    let first = cdp.wait_until("a first count of requests", SEEN, |s| s["state"] == "running" && s["requests"] != "0");
     let count = |s: &Value| s["requests"].as_str().unwrap().replace(',', "").parse::<u64>().unwrap();
     let before = count(&first);
-    let later = cdp.wait_until("a larger count", |s| s["state"] == "running" && count(s) > before);
+    let later = cdp.wait_until("a larger count", SEEN, |s| s["state"] == "running" && count(s) > before);
     assert!(later["lines"].as_u64() >= Some(1), "{later}");
 
     // The page's controls: fewer VUs, a pause, a resume; each taken, and listed as a change.
     cdp.eval("document.getElementById('vus-input').value = '4'; document.getElementById('vus-apply').click(); 1");
-    cdp.wait_until("VUs changed to 4", |s| s["message"] == "taken: VUs → 4" || s["vus"] == "4");
+    cdp.wait_until("VUs changed to 4", SEEN, |s| s["message"] == "taken: VUs → 4" || s["vus"] == "4");
     cdp.eval("document.getElementById('pause').click(); 1");
-    cdp.wait_until("the pause", |s| s["state"] == "paused");
+    cdp.wait_until("the pause", SEEN, |s| s["state"] == "paused");
     cdp.eval("document.getElementById('resume').click(); 1");
     let resumed =
-        cdp.wait_until("the resume", |s| s["state"] != "paused" && s["changes"].as_array().unwrap().len() == 3);
+        cdp.wait_until("the resume", SEEN, |s| s["state"] != "paused" && s["changes"].as_array().unwrap().len() == 3);
     let changes: Vec<String> =
         resumed["changes"].as_array().unwrap().iter().map(|r| r[0].as_str().unwrap().into()).collect();
     assert!(
@@ -237,7 +82,8 @@ fn chromium_watches_and_steers_a_run_on_its_live_dashboard_and_ends_with_the_rep
     );
 
     // The end: the page's step table is the report's, and it holds the same HTML report.
-    let end = cdp.wait_until("the end of the run and its report", |s| s["state"] == "ended" && s["report"] == "ready");
+    let end =
+        cdp.wait_until("the end of the run and its report", SEEN, |s| s["state"] == "ended" && s["report"] == "ready");
     let screenshot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
     let png = base64_decode(screenshot["data"].as_str().unwrap());
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-dashboard.png");
@@ -283,22 +129,4 @@ fn chromium_watches_and_steers_a_run_on_its_live_dashboard_and_ends_with_the_rep
     assert!(cdp.complaints.is_empty(), "the page logged or threw: {:?}", cdp.complaints);
     drop(run);
     let _ = drained.join();
-}
-
-/// Standard base64 (the screenshot).
-fn base64_decode(text: &str) -> Vec<u8> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        _ => 63,
-    };
-    let bytes: Vec<u8> = text.bytes().filter(|c| *c != b'=').collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, c)| n | u32::from(value(*c)) << (18 - 6 * i));
-        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
-    }
-    out
 }

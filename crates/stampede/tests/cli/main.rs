@@ -5,6 +5,7 @@
 #![allow(clippy::too_many_lines, reason = "a test is one story, read top to bottom")]
 
 mod capacity;
+mod cdp;
 mod commands;
 mod corpus;
 mod curl_parity;

@@ -1,0 +1,171 @@
+//! The operator's dashboard in a real browser on the real local control plane (`make e2e`):
+//! headless Chromium opens the page the operator serves, signs in with a user's own token (a
+//! ServiceAccount that may get, list and patch LoadTests in one namespace), sees a 3-runner
+//! LoadTest's figures change while it runs, raises its VUs with the page's control, and at the
+//! end holds the per-step figures of `.status`. Runner pods are `stampede runner` processes run by
+//! the node agent, against a built-in target on 127.0.0.1. Every wait is bounded; none measures
+//! speed.
+
+// A test reads top to bottom, as the story it checks; the 100-line limit is for the code it tests.
+#![allow(clippy::too_many_lines, reason = "a test is one story, read top to bottom")]
+
+#[path = "cli/cdp.rs"]
+mod cdp;
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::conditions;
+use kube::{CustomResourceExt as _, ResourceExt as _};
+use serde_json::{Value, json};
+use stampede_api::{LoadTest, LoadTestSpec, Phase};
+use stampede_operator::controller::{self, Metrics};
+use stampede_operator::dashboard::{DashboardApi, serve};
+use stampede_target::TargetServer;
+use stampede_testcluster::{TestCluster, wait_for};
+
+use cdp::{CHROMIUM, Cdp};
+
+/// What the page shows of the run.
+const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.textContent ?? ''; \
+    const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
+      .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
+    return { list: rows('loadtests'), name: t('run-name'), phase: t('phase'), requests: t('requests'), \
+      steps: rows('steps'), changes: rows('changes'), error: t('error'), message: t('control-msg'), \
+      controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
+
+fn count(s: &Value) -> u64 {
+    s["requests"].as_str().unwrap_or("0").replace(',', "").parse().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: make e2e"]
+async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operators_dashboard() {
+    assert!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing: `make unit` installs Debian's chromium");
+    let cluster = TestCluster::shared();
+    let admin = cluster.client().await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    crds.patch("loadtests.stampede.dev", &PatchParams::apply("e2e").force(), &Patch::Apply(LoadTest::crd()))
+        .await
+        .unwrap();
+    wait_for(&crds, "loadtests.stampede.dev", Duration::from_secs(20), conditions::is_crd_established()).await.unwrap();
+    let ns = cluster.namespace(&admin, "dash-ui").await.unwrap();
+    let target = TargetServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let operator = tokio::spawn(controller::run(admin.clone(), metrics.clone(), controller::Options::namespace(&ns)));
+
+    // The user: may get, list and patch LoadTests in this namespace, and nothing else.
+    let yaml = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: watcher, namespace: {ns}}}\n\
+         rules: [{{apiGroups: [stampede.dev], resources: [loadtests], verbs: [get, list, patch]}}]\n"
+    );
+    assert!(cluster.kubectl_run(&["apply", "-f", "-"], Some(&yaml)).status.success());
+    assert!(cluster.kubectl_run(&["create", "serviceaccount", "watcher", "-n", &ns], None).status.success());
+    let binding = format!("--serviceaccount={ns}:watcher");
+    let out = cluster.kubectl_run(&["create", "rolebinding", "watcher", "-n", &ns, "--role=watcher", &binding], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cluster.kubectl_run(&["create", "token", "watcher", "-n", &ns, "--duration=10m"], None);
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+
+    // The operator's dashboard, as the chart serves it (here on loopback).
+    let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig()).unwrap();
+    let base = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    let known = metrics.clone();
+    let api = DashboardApi::new(base, admin.clone(), move || -> BTreeSet<String> { known.namespaces() });
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let server = tokio::spawn(serve(listener, api, std::future::pending()));
+
+    let scenario = json!({
+        "name": "shop", "baseUrl": target.base_url(),
+        "load": {"executor": "constant-vus", "vus": 6, "maxVUs": 12, "duration": "25s"},
+        "scenarios": [{"name": "s", "steps": [
+            {"name": "home", "request": {"url": "{{baseUrl}}/delay/20"}},
+            {"name": "item", "request": {"url": "{{baseUrl}}/get"}}]}],
+    });
+    let spec: LoadTestSpec = serde_json::from_value(json!({"runners": 3, "scenario": scenario})).unwrap();
+    let lts: Api<LoadTest> = Api::namespaced(admin.clone(), &ns);
+    lts.create(&PostParams::default(), &LoadTest::new("shop", spec)).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_path, ns_in, token_in) = (dir.path().to_path_buf(), ns.clone(), token.clone());
+    let seen_end = tokio::task::spawn_blocking(move || {
+        let (browser, mut cdp) = Cdp::start(&dir_path);
+        cdp.call("Page.navigate", json!({"url": url}));
+        cdp.wait_until("the sign-in form", "document.getElementById('token') !== null", |v| v == &json!(true));
+        cdp.eval(&format!(
+            "document.getElementById('token').value = {}; document.getElementById('login').requestSubmit(); 1",
+            json!(token_in)
+        ));
+        let me = format!("{ns_in}/shop");
+        cdp.wait_until("the LoadTest in the list", SEEN, |s| {
+            s["list"].as_array().is_some_and(|l| l.iter().any(|r| r[0] == me))
+        });
+        cdp.eval(&format!("location.hash = '#/{ns_in}/shop'; 1"));
+        // Live: the count of requests grows while the run goes on.
+        let first = cdp.wait_until("the run's first requests", SEEN, |s| s["phase"] == "Running" && count(s) > 0);
+        cdp.wait_until("more requests", SEEN, |s| s["phase"] == "Running" && count(s) > count(&first));
+        // The page's control: 12 VUs for the whole fleet, taken by the operator.
+        cdp.wait_until("the controls", SEEN, |s| s["controls"] == json!(true));
+        cdp.eval("document.getElementById('vus-input').value = '12'; document.getElementById('vus-apply').click(); 1");
+        cdp.wait_until("the change, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 1));
+        let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
+        let shot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
+        let png = cdp::base64_decode(shot["data"].as_str().unwrap());
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard.png");
+        std::fs::write(&path, png).unwrap();
+        eprintln!("screenshot: {}", path.display());
+        // The page's numbers, as it writes them, of `.status` at the end (read after this).
+        assert!(cdp.complaints.is_empty(), "the page logged or threw: {:?}", cdp.complaints);
+        (end, browser, cdp)
+    })
+    .await
+    .unwrap();
+    // The browser stays open (for the page's own number format below) until the end.
+    let (end, _browser, mut cdp) = seen_end;
+
+    let lt = lts.get("shop").await.unwrap();
+    let st = lt.status.clone().unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    let summary = st.summary.clone().unwrap();
+    assert_eq!(summary.requests, target.stats().requests(), "every request counted once");
+    let changes = st.live.as_ref().map(|l| l.changes.len());
+    assert_eq!(changes, Some(1), "the change the page asked for, taken once");
+    assert_eq!(lt.spec.live.as_ref().and_then(|l| l.vus), Some(12), "patched as the user asked");
+    // The page's step table is `.status`'s steps, written as the page writes numbers.
+    let rows = end["steps"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), summary.steps.len());
+    let expected: Vec<Value> = tokio::task::spawn_blocking(move || {
+        summary
+            .steps
+            .iter()
+            .map(|s| {
+                let mut f = |n: f64, d: u32| cdp.eval(&format!("fmt({n}, {d})")).as_str().unwrap().to_string();
+                let l = &s.latency_ms;
+                json!([
+                    format!("{} / {}", s.scenario, s.step),
+                    f(s.requests as f64, 0),
+                    f(s.errors as f64, 0),
+                    f(l.p50, 3),
+                    f(l.p90, 3),
+                    f(l.p99, 3)
+                ])
+            })
+            .collect()
+    })
+    .await
+    .unwrap();
+    assert_eq!(rows, expected, "the page's step table against .status");
+    eprintln!("{} requests; page rows {rows:?}; LoadTest {}", target.stats().requests(), lt.name_any());
+
+    server.abort();
+    operator.abort();
+    target.stop();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin);
+    let _ = namespaces.delete(&ns, &Default::default()).await;
+}
