@@ -1,8 +1,8 @@
 //! The operator's dashboard in a real browser on the real local control plane (`make e2e`):
 //! headless Chromium opens the page the operator serves, signs in with a user's own token (a
 //! ServiceAccount that may get, list and patch LoadTests in one namespace), sees a 3-runner
-//! LoadTest's figures change while it runs, raises its VUs with the page's control, and at the
-//! end holds the per-step figures of `.status`. Runner pods are `stampede runner` processes run by
+//! LoadTest's figures change while it runs, raises its VUs, pauses and resumes it with the page's
+//! controls, and at the end holds the per-step figures of `.status`. Runner pods are `stampede runner` processes run by
 //! the node agent, against a built-in target on 127.0.0.1. Every wait is bounded; none measures
 //! speed.
 
@@ -114,6 +114,11 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         cdp.wait_until("the controls", SEEN, |s| s["controls"] == json!(true));
         cdp.eval("document.getElementById('vus-input').value = '12'; document.getElementById('vus-apply').click(); 1");
         cdp.wait_until("the change, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 1));
+        // A pause, then the resume, from the page's buttons.
+        cdp.eval("document.getElementById('pause').click(); 1");
+        cdp.wait_until("the pause, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 2));
+        cdp.eval("document.getElementById('resume').click(); 1");
+        cdp.wait_until("the resume, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 3));
         let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
         let shot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
         let png = cdp::base64_decode(shot["data"].as_str().unwrap());
@@ -134,9 +139,11 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
     assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
     let summary = st.summary.clone().unwrap();
     assert_eq!(summary.requests, target.stats().requests(), "every request counted once");
-    let changes = st.live.as_ref().map(|l| l.changes.len());
-    assert_eq!(changes, Some(1), "the change the page asked for, taken once");
-    assert_eq!(lt.spec.live.as_ref().and_then(|l| l.vus), Some(12), "patched as the user asked");
+    let changes: Vec<(Option<u32>, Option<bool>)> =
+        st.live.as_ref().unwrap().changes.iter().map(|c| (c.vus, c.paused)).collect();
+    assert_eq!(changes, [(Some(12), None), (Some(12), Some(true)), (Some(12), Some(false))], "each taken once");
+    let live = lt.spec.live.as_ref().unwrap();
+    assert_eq!((live.vus, live.paused), (Some(12), Some(false)), "patched as the user asked");
     // The page's step table is `.status`'s steps, written as the page writes numbers.
     let rows = end["steps"].as_array().unwrap().clone();
     assert_eq!(rows.len(), summary.steps.len());
