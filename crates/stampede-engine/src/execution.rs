@@ -42,7 +42,7 @@ pub enum PrepareError {
     Run(#[from] RunError),
 }
 
-/// Validates without running anything, as the core does ([`stampede_core::validate`]), and
+/// Validates without running anything, as the core does ([`stampede_core::validate()`]), and
 /// builds the TLS configurations the run would use: a client key that does not fit its
 /// certificate, or a `caFile` that cannot be a trust anchor, is a problem of `http.tls`.
 pub fn validate(file: &ScenarioFile, path: &Path, opts: &CompileOptions) -> Result<Plan, ScenarioError> {

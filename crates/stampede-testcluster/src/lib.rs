@@ -7,7 +7,7 @@
 //! * [`agent`]: the node agent (binary `stampede-node-agent`), which registers a Node and runs
 //!   the pods bound to it as local processes, with real ServiceAccount tokens and real exit codes;
 //! * [`cluster::TestCluster`]: how integration tests reach the running control plane;
-//! * [`env`], [`images`] and [`volumes`]: the pure parts of running a pod (environment, argv,
+//! * [`env`](mod@env), [`images`] and [`volumes`]: the pure parts of running a pod (environment, argv,
 //!   volume files and mount-path rewriting).
 //!
 //! Cluster tests are `#[ignore]`d so that `cargo test --workspace` never needs a cluster;

@@ -35,7 +35,7 @@ pub struct RunOptions {
 }
 
 /// Load changes a run takes while it goes on: a closed model's VUs, and a pause. Shared by
-/// the caller (who checks a change with [`stampede_core::live::check_change`] first) and the
+/// the caller (who checks a change with [`stampede_core::output::live::check_change`] first) and the
 /// run's workers, who look at it with the ramp, every 25 ms: a change takes effect on every
 /// worker at their next look.
 #[derive(Debug, Default)]
