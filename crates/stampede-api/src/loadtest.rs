@@ -110,7 +110,8 @@ pub struct LoadTestSpec {
     /// are judged against it, and its figures stand beside this run's in the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
-    /// Load changed while the run goes on (see [`LiveSpec`]); never starts a new run.
+    /// Load changed while the run goes on, for the whole fleet: its VUs, or a pause. Never
+    /// starts a new run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<crate::LiveSpec>,
 }
@@ -317,8 +318,8 @@ pub struct LoadTestStatus {
     /// the next run (condition `SpecApplied=False`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_generation: Option<i64>,
-    /// What the current run is of in the spec ([`crate::spec_digest`]: all but `live`): a new
-    /// generation that changed only `spec.live` is not a change of the run.
+    /// A digest of the spec the current run started from, all but `live`: a new generation
+    /// that changed only `spec.live` is not a change of the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_spec: Option<String>,
     /// Valid, RunnersReady, Started, Completed, ThresholdsPassed.
@@ -396,8 +397,8 @@ impl OnceState {
 }
 
 /// A run's `setup` or `teardown`: in `.status`, and as its pod reports it (key
-/// [`SETUP_KEY`] or [`TEARDOWN_KEY`] of the ConfigMap [`names::once_config_map`]). The values
-/// setup extracted are never here: they go to the Secret [`names::setup_secret`], and only their
+/// [`SETUP_KEY`] or [`TEARDOWN_KEY`] of the ConfigMap [`crate::names::once_config_map`]). The values
+/// setup extracted are never here: they go to the Secret [`crate::names::setup_secret`], and only their
 /// names are listed.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -1,7 +1,7 @@
 //! The in-cluster runner: one pod of a LoadTest's Indexed Job (`stampede runner` calls [`main`]).
 //!
 //! One runner, index `i` of `N`:
-//! 1. reads its environment ([`env`]), GETs the scenario ConfigMap and takes its exact
+//! 1. reads its environment ([`env`](mod@env)), GETs the scenario ConfigMap and takes its exact
 //!    share of the load (`LoadSpec::share`);
 //! 2. prepares (compiles; `baseUrl: builtin` starts a built-in target), resolves the base URL's
 //!    host once, and reports `Ready` in its result ConfigMap;
@@ -24,7 +24,7 @@
 //! cannot be resolved, the run failed), 143 terminated by SIGTERM. On 2 and 3 the runner
 //! reports `Failed` with a message when it can.
 //!
-//! Modules: [`env`] (the environment), `clock` (the start instant), `report` and `view` (pure
+//! Modules: [`env`](mod@env) (the environment), `clock` (the start instant), `report` and `view` (pure
 //! values: the reports it writes, what it sees of its LoadTest), `api` (its I/O with the API
 //! server); this file runs the phases above in order.
 
