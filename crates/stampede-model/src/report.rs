@@ -246,6 +246,14 @@ pub struct RunFacts {
     pub load_changes: Vec<LoadChange>,
 }
 
+/// A change of load in words, as reports, Events and metric labels say it: `vus 12, paused`
+/// (empty when it changes nothing).
+pub fn describe_load_change(vus: Option<i64>, paused: Option<bool>) -> String {
+    let vus = vus.map(|v| format!("vus {v}"));
+    let paused = paused.map(|p| if p { "paused" } else { "resumed" }.to_string());
+    [vus, paused].into_iter().flatten().collect::<Vec<_>>().join(", ")
+}
+
 /// A change of load during a run: it took effect at one instant.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]

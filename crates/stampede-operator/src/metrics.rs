@@ -194,17 +194,9 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
 fn push_load_changes(family: &mut Family, id: &[(&str, String)], status: &stampede_api::LoadTestStatus) {
     for change in status.live.iter().flat_map(|l| &l.changes) {
         let Some(t) = unix_seconds(&change.at) else { continue };
-        let mut what = Vec::new();
-        if let Some(vus) = change.vus {
-            what.push(format!("vus {vus}"));
-        }
-        match change.paused {
-            Some(true) => what.push("paused".into()),
-            Some(false) => what.push("resumed".into()),
-            None => {}
-        }
+        let what = stampede_model::report::describe_load_change(change.vus.map(i64::from), change.paused);
         let mut labels = id.to_vec();
-        labels.extend([("seq", change.seq.to_string()), ("change", what.join(", "))]);
+        labels.extend([("seq", change.seq.to_string()), ("change", what)]);
         family.push(&labels, t);
     }
 }

@@ -114,6 +114,55 @@ where
     }
 }
 
+/// A server on a thread of its own, with its own single-threaded runtime (beside a run's
+/// workers, which must not host it); it stops, and its thread is joined, when dropped.
+#[derive(Debug)]
+pub struct Background {
+    addr: std::net::SocketAddr,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Background {
+    /// Binds `addr` (port 0 picks one) and serves each request with `handle` on a thread named
+    /// `name`.
+    pub fn start<F, R>(name: &str, addr: std::net::SocketAddr, handle: F) -> io::Result<Background>
+    where
+        F: Fn(Request<Incoming>) -> R + Clone + Send + Sync + 'static,
+        R: Future<Output = Response<Body>> + Send + 'static,
+    {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
+            rt.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+                let stopped = async move {
+                    let _ = stop.changed().await;
+                };
+                serve(listener, handle, stopped).await;
+            })
+        })?;
+        Ok(Background { addr, shutdown, thread: Some(thread) })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;

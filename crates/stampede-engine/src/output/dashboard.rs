@@ -14,8 +14,8 @@ use http::{Method, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use stampede_model::report::{LoadChange, Report, TimelinePoint};
-use stampede_serve::{Body, full, serve, streamed};
-use tokio::sync::{broadcast, watch};
+use stampede_serve::{Body, full, streamed};
+use tokio::sync::broadcast;
 
 use crate::compile::plan::Plan;
 use crate::output::live::{self, ChangeRequest, ControlState, LiveFrame};
@@ -126,51 +126,27 @@ fn event(name: &str, data: &impl serde::Serialize) -> Bytes {
 
 /// The dashboard's HTTP server, on a thread of its own; stopped when dropped.
 pub struct DashboardServer {
-    addr: SocketAddr,
+    server: stampede_serve::Background,
     token: String,
-    shutdown: watch::Sender<bool>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl DashboardServer {
     /// Binds `addr` (port 0 picks one) and serves `dashboard`.
     pub fn start(addr: SocketAddr, dashboard: Arc<Dashboard>) -> std::io::Result<DashboardServer> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
         let token = dashboard.token().to_string();
-        let (shutdown, mut stop) = watch::channel(false);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let thread = std::thread::Builder::new().name("stampede-dashboard".into()).spawn(move || {
-            rt.block_on(async move {
-                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                let stopped = async move {
-                    let _ = stop.changed().await;
-                };
-                let handle = move |req| respond(dashboard.clone(), req);
-                serve(listener, handle, stopped).await;
-            })
-        })?;
-        Ok(DashboardServer { addr, token, shutdown, thread: Some(thread) })
+        let handle = move |req| respond(dashboard.clone(), req);
+        let server = stampede_serve::Background::start("stampede-dashboard", addr, handle)?;
+        Ok(DashboardServer { server, token })
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The page's address, with its token.
     pub fn url(&self) -> String {
-        format!("http://{}/?token={}", self.addr, self.token)
-    }
-}
-
-impl Drop for DashboardServer {
-    fn drop(&mut self) {
-        let _ = self.shutdown.send(true);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        format!("http://{}/?token={}", self.server.addr(), self.token)
     }
 }
 

@@ -16,7 +16,6 @@ use http_body_util::Full;
 use hyper::{Response, StatusCode};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-use tokio::sync::watch;
 
 use crate::compile::plan::Plan;
 use crate::run::executor::{Tick, Totals};
@@ -24,7 +23,6 @@ use crate::stats::metrics::{DropReason, StepStats};
 use crate::stats::phases::LatencyPhase;
 use crate::stats::sysstat;
 use stampede_model::{ErrorKind, StepKey};
-use stampede_serve::serve_http;
 
 /// Upper bounds of the latency buckets, in seconds: 100 µs to 60 s, roughly 1-2.5-5 per decade.
 pub(crate) const LATENCY_BUCKETS: [f64; 18] =
@@ -503,44 +501,21 @@ fn unix_seconds(t: SystemTime) -> f64 {
 
 /// A `/metrics` endpoint serving an [`Exporter`] on its own thread.
 #[derive(Debug)]
-pub struct MetricsServer {
-    addr: SocketAddr,
-    shutdown: watch::Sender<bool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
+pub struct MetricsServer(stampede_serve::Background);
 
 impl MetricsServer {
     /// Binds `addr` (port 0 picks one) and serves `GET /metrics`.
     pub fn start(addr: SocketAddr, exporter: Arc<Exporter>) -> std::io::Result<MetricsServer> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let (shutdown, mut stop) = watch::channel(false);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let thread = std::thread::Builder::new().name("stampede-metrics".into()).spawn(move || {
-            rt.block_on(async move {
-                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                let stopped = async move {
-                    let _ = stop.changed().await;
-                };
-                serve_http(listener, move |path: &str| respond(path, &exporter), stopped).await;
-            })
-        })?;
-        Ok(MetricsServer { addr, shutdown, thread: Some(thread) })
+        let handle = move |req: hyper::Request<hyper::body::Incoming>| {
+            let response = respond(req.uri().path(), &exporter).map(http_body_util::BodyExt::boxed);
+            async move { response }
+        };
+        stampede_serve::Background::start("stampede-metrics", addr, handle).map(MetricsServer)
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        let _ = self.shutdown.send(true);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.0.addr()
     }
 }
 

@@ -57,18 +57,12 @@ pub(super) fn decide_live(lt: &LoadTest, plan: Option<&Plan>, st: &mut LoadTestS
     }
 }
 
-/// `spec.live` in words: `vus 12, paused`.
+/// `spec.live` in words: `spec.live: vus 12, paused`.
 fn describe(asked: &LiveSpec) -> String {
-    let mut parts = Vec::new();
-    if let Some(vus) = asked.vus {
-        parts.push(format!("vus {vus}"));
+    match stampede_model::report::describe_load_change(asked.vus, asked.paused) {
+        what if what.is_empty() => "spec.live (empty)".into(),
+        what => format!("spec.live: {what}"),
     }
-    match asked.paused {
-        Some(true) => parts.push("paused".into()),
-        Some(false) => parts.push("resumed".into()),
-        None => {}
-    }
-    if parts.is_empty() { "spec.live (empty)".into() } else { format!("spec.live: {}", parts.join(", ")) }
 }
 
 /// Whether `lt`'s spec is no longer the one its current run (as `st` says) started from: a new

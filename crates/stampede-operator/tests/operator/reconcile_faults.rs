@@ -13,7 +13,7 @@ use stampede_operator::leader::Fence;
 use crate::common::SCENARIO;
 use crate::reconcile_mock::{
     Expect, NAME, NS, Watched, active, all_done, api_path, applied_status, condition, done, job_path, loadtest,
-    reconcile_against, reconcile_fenced, reconcile_in_turn, reconcile_watching, running,
+    reconcile_against, reconcile_fenced, reconcile_in_turn, reconcile_watching, running, succeeds,
 };
 
 /// A decision taken on a stale copy of the LoadTest (its status write conflicts) deletes
@@ -129,18 +129,17 @@ async fn a_503_on_the_scenario_read_mid_run_keeps_the_run_running_and_it_complet
     ];
     let (outcomes, seen) = reconcile_in_turn(
         vec![(lt.clone(), one_done.clone()), (lt.clone(), one_done), (lt.clone(), all_done())],
-        vec![
+        [
             // 1: the read fails: nothing else is asked, nothing written.
             Expect::Unavailable(api_path("configmaps", &format!("{NAME}-scenario"))),
             // 2: still running (one runner done).
             Expect::GetScenario,
             Expect::ApplyStatus,
             // 3: both done; the compiled plan is reused (no scenario read).
-            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::ApplyStatus,
-            Expect::Event { reason: "Succeeded", warning: false },
-            Expect::Delete(job_path()),
-        ],
+        ]
+        .into_iter()
+        .chain(succeeds())
+        .collect(),
     )
     .await;
     let first = outcomes[0].as_ref().expect_err("the unavailable read fails the reconcile");
@@ -186,12 +185,7 @@ async fn a_replica_past_its_renew_deadline_reads_but_writes_nothing() {
 
     let leading = Fence::until(tokio::time::Instant::now() + Duration::from_secs(10));
     let mut script = reads();
-    script.extend([
-        Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-        Expect::ApplyStatus,
-        Expect::Event { reason: "Succeeded", warning: false },
-        Expect::Delete(job_path()),
-    ]);
+    script.extend(succeeds());
     let (outcomes, seen) = reconcile_fenced(&[(lt, all_done())], script, leading).await;
     assert_eq!(outcomes, [Ok(())]);
     assert_eq!(applied_status(&seen).phase, Phase::Succeeded);

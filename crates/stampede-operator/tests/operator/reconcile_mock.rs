@@ -510,6 +510,17 @@ pub(crate) fn active(n: i32) -> JobStatus {
     JobStatus { active: Some(n), ..JobStatus::default() }
 }
 
+/// What a reconcile that finds every runner done asks for: the merged report written, the
+/// status, the Succeeded Event, the runner Job's delete.
+pub(crate) fn succeeds() -> [Expect; 4] {
+    [
+        Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
+        Expect::ApplyStatus,
+        Expect::Event { reason: "Succeeded", warning: false },
+        Expect::Delete(job_path()),
+    ]
+}
+
 /// Both runners of a 2-runner run done (1,000 and 500 requests), their Job succeeded.
 pub(crate) fn all_done() -> Vec<Watched> {
     vec![
@@ -653,18 +664,7 @@ async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
 #[tokio::test]
 async fn finished_runners_merge_into_a_succeeded_status_and_the_job_is_deleted() {
     let lt = running(2, Duration::from_secs(30));
-    let seen = reconcile_watching(
-        &lt,
-        all_done(),
-        vec![
-            Expect::GetScenario,
-            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::ApplyStatus,
-            Expect::Event { reason: "Succeeded", warning: false },
-            Expect::Delete(job_path()),
-        ],
-    )
-    .await;
+    let seen = reconcile_watching(&lt, all_done(), [Expect::GetScenario].into_iter().chain(succeeds()).collect()).await;
 
     // The merged report, owned by the LoadTest (so the runners' cleanup leaves it).
     let cm = &seen.iter().find(|s| s.path.ends_with("-report")).unwrap().body;
@@ -862,15 +862,7 @@ async fn a_running_tests_reconcile_reads_its_children_from_the_watches_not_the_a
     // (nothing), then all done (the merged report, status, Event and the Job's delete).
     let (outcomes, seen) = reconcile_in_turn(
         vec![(lt.clone(), interim(100)), (lt.clone(), interim(250)), (seen_lt, all_done())],
-        vec![
-            Expect::GetScenario,
-            Expect::ApplyStatus,
-            Expect::ApplyStatus,
-            Expect::Apply(api_path("configmaps", &format!("{NAME}-report"))),
-            Expect::ApplyStatus,
-            Expect::Event { reason: "Succeeded", warning: false },
-            Expect::Delete(job_path()),
-        ],
+        [Expect::GetScenario, Expect::ApplyStatus, Expect::ApplyStatus].into_iter().chain(succeeds()).collect(),
     )
     .await;
     assert_eq!(outcomes, [Ok(()), Ok(()), Ok(())]);

@@ -19,6 +19,21 @@ pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
 /// The longest any one wait takes before the test fails (a busy machine is slow, not wrong).
 pub(crate) const WAIT: Duration = Duration::from_secs(120);
 
+/// Headless Chromium as this machine runs it (as root, with no network but loopback): without
+/// the background-networking flags it keeps trying Google's hosts. A fresh `--user-data-dir` goes
+/// with each start.
+pub(crate) const HEADLESS: [&str; 9] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+];
+
 /// A process killed when dropped.
 pub(crate) struct Killed(pub(crate) Child);
 
@@ -42,19 +57,8 @@ impl Cdp {
     pub(crate) fn start(dir: &Path) -> (Killed, Cdp) {
         let profile = dir.join("profile");
         let child = Command::new(CHROMIUM)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-extensions",
-                "--window-size=1200,1600",
-                "--remote-debugging-port=0",
-            ])
+            .args(HEADLESS)
+            .args(["--window-size=1200,1600", "--remote-debugging-port=0"])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
             .stdout(Stdio::null())

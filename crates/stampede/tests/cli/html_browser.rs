@@ -73,20 +73,8 @@ fn chromium_renders_every_chart_of_the_html_report_without_requests_or_console_m
     let out = Command::new("timeout")
         .arg("120")
         .arg(CHROMIUM)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-extensions",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=2000",
-        ])
+        .args(crate::cdp::HEADLESS)
+        .args(["--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000"])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
         .arg(format!("http://127.0.0.1:{port}/"))

@@ -1,7 +1,7 @@
 //! The charts over time: throughput, latency, each step's p99, errors by kind, active VUs, an
 //! open model's schedule, and the distribution of the run's latency.
 
-use stampede_model::report::{LatencySummary, LoadChange, Report, TimelinePoint};
+use stampede_model::report::{LatencySummary, LoadChange, Report, TimelinePoint, describe_load_change};
 
 use super::svg::{chart, line_chart, series_color};
 use super::{BASELINE, Marks, PALETTE, Series, XAxis};
@@ -40,18 +40,7 @@ pub(super) fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
 fn change_marks(changes: &[LoadChange]) -> Vec<(f64, String)> {
     changes
         .iter()
-        .map(|c| {
-            let mut what = Vec::new();
-            if let Some(vus) = c.vus {
-                what.push(format!("VUs → {vus}"));
-            }
-            match c.paused {
-                Some(true) => what.push("paused".to_string()),
-                Some(false) => what.push("resumed".to_string()),
-                None => {}
-            }
-            (c.t, format!("{} s: {}", c.t, what.join(", ")))
-        })
+        .map(|c| (c.t, format!("{} s: {}", c.t, describe_load_change(c.vus.map(i64::from), c.paused))))
         .collect()
 }
 
