@@ -30,6 +30,12 @@ use stampede_serve::{Body, full};
 
 /// The most bytes a change's body may have.
 pub const CHANGE_BODY_BYTES: usize = 4096;
+/// The most users' clients kept at once (the oldest goes first).
+pub const USER_CLIENTS: usize = 64;
+/// How long a user's client is kept: a page asks every second, and a client per request would be
+/// a new TLS connection to the API server each time. (It caches a connection, never a decision:
+/// the API server authorizes every request.)
+pub const USER_CLIENT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The dashboard API: the API server to reach (address and CA, without credentials), the
 /// operator's own client (for reports), and the namespaces it knows LoadTests in.
@@ -38,6 +44,8 @@ pub struct DashboardApi {
     base: kube::Config,
     operator: Client,
     namespaces: Arc<dyn Fn() -> BTreeSet<String> + Send + Sync>,
+    /// Users' clients by token, with when each was made, oldest first.
+    clients: Arc<std::sync::Mutex<Vec<(String, Client, std::time::Instant)>>>,
 }
 
 /// Why a request got no answer from the API server: its status and message.
@@ -64,11 +72,28 @@ impl DashboardApi {
         operator: Client,
         namespaces: impl Fn() -> BTreeSet<String> + Send + Sync + 'static,
     ) -> Self {
-        DashboardApi { base, operator, namespaces: Arc::new(namespaces) }
+        DashboardApi { base, operator, namespaces: Arc::new(namespaces), clients: Arc::default() }
     }
 
-    /// A client that acts as the user whose bearer token is `token`, and as nobody else.
+    /// A client that acts as the user whose bearer token is `token`, and as nobody else: the one
+    /// made for this token in the last [`USER_CLIENT_TTL`], or a new one (at most
+    /// [`USER_CLIENTS`] are kept).
     fn as_user(&self, token: &str) -> Result<Client, Refused> {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.retain(|(_, _, made)| made.elapsed() < USER_CLIENT_TTL);
+        if let Some((_, client, _)) = clients.iter().find(|(t, ..)| t == token) {
+            return Ok(client.clone());
+        }
+        let client = self.new_user_client(token)?;
+        if clients.len() >= USER_CLIENTS {
+            clients.remove(0);
+        }
+        clients.push((token.to_string(), client.clone(), std::time::Instant::now()));
+        Ok(client)
+    }
+
+    /// A new client with `token` as its only credentials.
+    fn new_user_client(&self, token: &str) -> Result<Client, Refused> {
         let mut config = self.base.clone();
         config.auth_info = kube::config::AuthInfo::default();
         let mut value = header::HeaderValue::from_str(&format!("Bearer {token}"))
@@ -223,4 +248,24 @@ pub async fn serve(listener: tokio::net::TcpListener, api: DashboardApi, stop: i
         stop,
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_users_client_is_made_once_per_token_and_at_most_so_many_are_kept() {
+        let base = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let operator = Client::try_from(base.clone()).unwrap();
+        let api = DashboardApi::new(base, operator, BTreeSet::new);
+        for i in 0..USER_CLIENTS + 6 {
+            api.as_user(&format!("token-{i}")).unwrap();
+            api.as_user(&format!("token-{i}")).unwrap();
+        }
+        let kept: Vec<String> = api.clients.lock().unwrap().iter().map(|(t, ..)| t.clone()).collect();
+        assert_eq!(kept.len(), USER_CLIENTS, "one per token, at most USER_CLIENTS");
+        assert_eq!(kept[0], "token-6", "the oldest went first");
+        assert!(api.as_user("not a header value\n").is_err());
+    }
 }
