@@ -1,8 +1,8 @@
 //! The operator's dashboard in a real browser on the real local control plane (`make e2e`):
 //! headless Chromium opens the page the operator serves, signs in with a user's own token (a
 //! ServiceAccount that may get, list and patch LoadTests in one namespace), sees a 3-runner
-//! LoadTest's figures change while it runs, raises its VUs, pauses and resumes it with the page's
-//! controls, and at the end holds the per-step figures of `.status`. Runner pods are `stampede runner` processes run by
+//! LoadTest's figures change while it runs, pauses it, raises its VUs and resumes it with the
+//! page's controls, and at the end holds the per-step figures of `.status`. Runner pods are `stampede runner` processes run by
 //! the node agent, against a built-in target on 127.0.0.1. Every wait is bounded; none measures
 //! speed.
 
@@ -83,7 +83,10 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
 
     let scenario = json!({
         "name": "shop", "baseUrl": target.base_url(),
-        "load": {"executor": "constant-vus", "vus": 6, "maxVUs": 12, "duration": "25s"},
+        // Ended by its iterations, not a clock: each takes at least the target's 20 ms, so 9,000
+        // last 30 s or more at 6 VUs, and none start while paused (the page pauses the run
+        // first). However slow the machine, the page's changes come while it runs.
+        "load": {"executor": "constant-vus", "vus": 6, "maxVUs": 12, "iterations": 9000, "duration": "10m"},
         "scenarios": [{"name": "s", "steps": [
             {"name": "home", "request": {"url": "{{baseUrl}}/delay/20"}},
             {"name": "item", "request": {"url": "{{baseUrl}}/get"}}]}],
@@ -110,15 +113,16 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         // Live: the count of requests grows while the run goes on.
         let first = cdp.wait_until("the run's first requests", SEEN, |s| s["phase"] == "Running" && count(s) > 0);
         cdp.wait_until("more requests", SEEN, |s| s["phase"] == "Running" && count(s) > count(&first));
-        // The page's control: 12 VUs for the whole fleet, taken by the operator.
+        // The page's controls, each taken by the operator: a pause, 12 VUs for the whole fleet,
+        // the resume.
         cdp.wait_until("the controls", SEEN, |s| s["controls"] == json!(true));
-        cdp.eval("document.getElementById('vus-input').value = '12'; document.getElementById('vus-apply').click(); 1");
-        cdp.wait_until("the change, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 1));
-        // A pause, then the resume, from the page's buttons.
+        let taken = |n: usize| move |s: &Value| s["changes"].as_array().is_some_and(|c| c.len() == n);
         cdp.eval("document.getElementById('pause').click(); 1");
-        cdp.wait_until("the pause, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 2));
+        cdp.wait_until("the pause, taken", SEEN, taken(1));
+        cdp.eval("document.getElementById('vus-input').value = '12'; document.getElementById('vus-apply').click(); 1");
+        cdp.wait_until("12 VUs, taken", SEEN, taken(2));
         cdp.eval("document.getElementById('resume').click(); 1");
-        cdp.wait_until("the resume, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 3));
+        cdp.wait_until("the resume, taken", SEEN, taken(3));
         let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
         let shot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
         let png = cdp::base64_decode(shot["data"].as_str().unwrap());
@@ -139,9 +143,10 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
     assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
     let summary = st.summary.clone().unwrap();
     assert_eq!(summary.requests, target.stats().requests(), "every request counted once");
+    assert_eq!(summary.requests, 18_000, "every iteration (two requests each) once");
     let changes: Vec<(Option<u32>, Option<bool>)> =
         st.live.as_ref().unwrap().changes.iter().map(|c| (c.vus, c.paused)).collect();
-    assert_eq!(changes, [(Some(12), None), (Some(12), Some(true)), (Some(12), Some(false))], "each taken once");
+    assert_eq!(changes, [(None, Some(true)), (Some(12), Some(true)), (Some(12), Some(false))], "each taken once");
     let live = lt.spec.live.as_ref().unwrap();
     assert_eq!((live.vus, live.paused), (Some(12), Some(false)), "patched as the user asked");
     // The page's step table is `.status`'s steps, written as the page writes numbers.

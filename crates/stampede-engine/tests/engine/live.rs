@@ -1,7 +1,8 @@
 //! Load changed while a run goes on (the dashboard's controls), and the dashboard's server:
 //! real runs against the built-in target on loopback, bounded in time. Changes are made from
-//! the tick callback, in ticks rather than seconds, and the assertions wait for what a change
-//! does in ticks too: nothing here depends on how fast the machine is.
+//! the tick callback, in ticks rather than seconds, and each run lasts until the callback has
+//! seen what the test waits for (then it interrupts the run; at most 2 minutes): nothing here
+//! depends on how fast the machine is.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -36,10 +37,11 @@ fn opts(control: &Arc<LiveControl>) -> RunOptions {
 #[test]
 fn a_live_change_of_vus_holds_from_then_on() {
     let server = target();
-    let plan = plan("{executor: constant-vus, vus: 2, maxVUs: 6, duration: 4s}", &server.base_url());
+    let plan = plan("{executor: constant-vus, vus: 2, maxVUs: 6, duration: 2m}", &server.base_url());
     let control = Arc::new(LiveControl::default());
+    let opts = opts(&control);
     let (mut before, mut after, mut changed_at) = (Vec::new(), Vec::new(), None);
-    let outcome = stampede_engine::run(plan, &opts(&control), &mut |tick| match changed_at {
+    let outcome = stampede_engine::run(plan, &opts, &mut |tick| match changed_at {
         None => {
             before.push(tick.active_vus);
             if tick.index == 3 {
@@ -47,7 +49,13 @@ fn a_live_change_of_vus_holds_from_then_on() {
                 changed_at = Some(tick.index);
             }
         }
-        Some(_) => after.push(tick.active_vus),
+        Some(_) => {
+            after.push(tick.active_vus);
+            // Seen at 6 for five intervals in a row: enough.
+            if after.len() >= 5 && after[after.len() - 5..].iter().all(|v| *v == 6) {
+                opts.interrupt.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
     })
     .unwrap();
     server.stop();
@@ -69,10 +77,11 @@ fn a_live_change_of_vus_holds_from_then_on() {
 #[test]
 fn a_paused_run_starts_no_iteration_until_it_resumes() {
     let server = target();
-    let plan = plan("{executor: constant-vus, vus: 3, duration: 4s}", &server.base_url());
+    let plan = plan("{executor: constant-vus, vus: 3, duration: 2m}", &server.base_url());
     let control = Arc::new(LiveControl::default());
+    let opts = opts(&control);
     let (mut paused_at, mut quiet_tick, mut resumed_at, mut after_resume) = (None, None, None, 0u64);
-    let outcome = stampede_engine::run(plan, &opts(&control), &mut |tick| {
+    let outcome = stampede_engine::run(plan, &opts, &mut |tick| {
         if tick.index == 3 {
             control.apply(&LiveChange { vus: None, paused: Some(true) });
             paused_at = Some(tick.index);
@@ -84,6 +93,9 @@ fn a_paused_run_starts_no_iteration_until_it_resumes() {
             resumed_at = Some(tick.index);
         } else if resumed_at.is_some() {
             after_resume += tick.stats.requests;
+            if after_resume > 0 {
+                opts.interrupt.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     })
     .unwrap();

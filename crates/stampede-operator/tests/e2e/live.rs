@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use stampede_api::{LoadTest, Phase, REPORT_KEY, names};
 use stampede_testcluster::wait_for;
+use time::format_description::well_known::Rfc3339;
 
 use crate::operator::{create, finish, loadtest, phase_is, reports, scenario, setup};
 
@@ -31,7 +32,10 @@ async fn changes(api: &Api<LoadTest>, name: &str, n: usize) -> LoadTest {
 #[ignore = "needs the local control plane: make e2e"]
 async fn e2e_spec_live_raises_the_fleets_vus_at_one_instant_pauses_resumes_and_refuses_what_it_cannot_take() {
     let env = setup("lt-live").await;
-    let load = json!({"executor": "constant-vus", "vus": 6, "maxVUs": 12, "duration": "30s"});
+    // Ended by its iterations, not a clock: each takes at least the target's 50 ms, so 6,000 of
+    // them last 25 s or more at 12 VUs (50 s at 6), and none start while paused. However slow the
+    // machine, the changes below come while it runs.
+    let load = json!({"executor": "constant-vus", "vus": 6, "maxVUs": 12, "iterations": 6000, "duration": "10m"});
     let api =
         create(&env, &loadtest("live", 3, scenario(&env.target.base_url(), load, "/delay/50", &[]), json!({}))).await;
     wait_for(&api, "live", Duration::from_secs(120), phase_is(&[Phase::Running])).await.unwrap();
@@ -84,12 +88,13 @@ async fn e2e_spec_live_raises_the_fleets_vus_at_one_instant_pauses_resumes_and_r
     let st = lt.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
     assert_eq!(st.summary.unwrap().requests, env.target.stats().requests(), "every request counted once");
+    assert_eq!(env.target.stats().requests(), 6000, "every iteration (one request each) once");
     assert_eq!(st.history.len(), 0, "no new run for spec.live");
     assert_eq!(st.run, Some(1));
 
     // The runners' shares of the fleet's 12 VUs: 4 each, 12 together.
-    let peaks: Vec<u32> =
-        reports(&env, "live", 3).await.iter().map(|r| r.generator.as_ref().unwrap().peak_vus).collect();
+    let runner_reports = reports(&env, "live", 3).await;
+    let peaks: Vec<u32> = runner_reports.iter().map(|r| r.generator.as_ref().unwrap().peak_vus).collect();
     assert_eq!(peaks, [4, 4, 4]);
     // The merged report has the changes, and its timeline the step from 6 to 12 VUs.
     let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
@@ -99,11 +104,22 @@ async fn e2e_spec_live_raises_the_fleets_vus_at_one_instant_pauses_resumes_and_r
     let recorded: Vec<(Option<u32>, Option<bool>)> =
         report.run.load_changes.iter().map(|c| (c.vus, c.paused)).collect();
     assert_eq!(recorded, [(Some(12), None), (Some(12), Some(true)), (Some(12), Some(false))]);
-    let vus: Vec<u32> = report.timeline.iter().map(|p| p.active_vus).collect();
-    let first_12 = vus.iter().position(|v| *v == 12).expect("the timeline reaches 12 VUs");
-    assert!(vus[..first_12].iter().all(|v| *v <= 6), "{vus:?}");
+    // The timeline: 6 VUs until the change's instant, 12 after it. A runner's intervals end by its
+    // own start, up to its start skew after the fleet's: only points a skew's length before the
+    // change are sure to be before it.
+    let start_at = time::OffsetDateTime::parse(st.start_at.as_deref().unwrap(), &Rfc3339).unwrap();
+    let skew = runner_reports
+        .iter()
+        .map(|r| {
+            (time::OffsetDateTime::parse(r.started_at.as_deref().unwrap(), &Rfc3339).unwrap() - start_at)
+                .as_seconds_f64()
+        })
+        .fold(0.0, f64::max);
+    let vus: Vec<(f64, u32)> = report.timeline.iter().map(|p| (p.t, p.active_vus)).collect();
     let t = report.run.load_changes[0].t;
-    assert!(report.timeline[first_12].t >= t, "12 VUs no sooner than the change ({t} s): {vus:?}");
+    assert!(vus.iter().filter(|(at, _)| at + skew < t).all(|(_, v)| *v <= 6), "before {t} s (skew {skew} s): {vus:?}");
+    let first_12 = vus.iter().find(|(_, v)| *v == 12).expect("the timeline reaches 12 VUs");
+    assert!(first_12.0 + skew >= t, "12 VUs no sooner than the change ({t} s, skew {skew} s): {vus:?}");
 
     // Events say each change, and the refusal (repeats of one reason are one Event's series,
     // as the events API counts them).

@@ -154,13 +154,15 @@ impl Live {
         Ok(Some(Live { board, _server: server, interrupt: interrupt.clone() }))
     }
 
-    /// Keeps the dashboard up for `keep` after the run (or until Ctrl-C).
+    /// Keeps the dashboard up for `keep` after the run, or until Ctrl-C (a run stopped by Ctrl-C
+    /// keeps it up too: the next Ctrl-C quits at once).
     fn linger(self, keep: Duration) {
         let until = std::time::Instant::now() + keep;
         if keep > Duration::ZERO {
             eprintln!("stampede: the run ended; the dashboard stays up for {} (Ctrl-C to quit)", Dur(keep));
         }
-        while std::time::Instant::now() < until && !self.interrupt.load(Ordering::Relaxed) {
+        let stopped_by_ctrl_c = self.interrupt.load(Ordering::Relaxed);
+        while std::time::Instant::now() < until && (stopped_by_ctrl_c || !self.interrupt.load(Ordering::Relaxed)) {
             std::thread::sleep(Duration::from_millis(50).min(until - std::time::Instant::now()));
         }
     }

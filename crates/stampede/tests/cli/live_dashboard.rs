@@ -3,7 +3,8 @@
 //! prints, sees the figures change while the run goes on, changes the run's VUs and pauses and
 //! resumes it with the page's own controls, and at the end holds the report's per-step figures
 //! and the same HTML report as `--html`. A screenshot is written to the test's temporary folder.
-//! Every wait is bounded; none measures speed.
+//! Every wait is bounded; none measures speed: the run lasts (up to 10 minutes) until the test has
+//! seen what it waits for, then Ctrl-C (SIGINT) ends it, as a user ends a run early.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -36,7 +37,8 @@ fn chromium_watches_and_steers_a_run_on_its_live_dashboard_and_ends_with_the_rep
     let mut run = Command::new(env!("CARGO_BIN_EXE_stampede"))
         .arg("run")
         .arg(&quickstart)
-        .args(["--quiet", "--threads", "1", "--dashboard", "127.0.0.1:0", "--dashboard-keep", "5m", "--html"])
+        .args(["--quiet", "--threads", "1", "--duration", "10m", "--dashboard", "127.0.0.1:0"])
+        .args(["--dashboard-keep", "5m", "--html"])
         .arg(&html)
         .arg("--out")
         .arg(&out)
@@ -80,6 +82,9 @@ fn chromium_watches_and_steers_a_run_on_its_live_dashboard_and_ends_with_the_rep
         changes[0].ends_with("VUs → 4") && changes[1].ends_with("paused") && changes[2].ends_with("resumed"),
         "{changes:?}"
     );
+    // Enough seen: Ctrl-C ends the run (its partial report is written; the page stays up).
+    let interrupted = Command::new("kill").args(["-INT", &run.0.id().to_string()]).status().unwrap();
+    assert!(interrupted.success());
 
     // The end: the page's step table is the report's, and it holds the same HTML report.
     let end =
