@@ -60,7 +60,7 @@ pub use stampede_core::{compile, load_file, parse_str, wants_builtin};
 pub use error::RunError;
 pub use execution::capacity::{Plateau, plateau as run_plateau};
 pub use execution::{PrepareError, Prepared, execute, execute_capacity, execute_full, prepare, validate};
-pub use output::dashboard::{Dashboard, DashboardServer};
+pub use output::dashboard::{Dashboard, DashboardServer, PAGES as DASHBOARD_PAGES};
 pub use output::prom::{Exporter, MetricsServer};
 pub use run::executor::{LiveControl, RunOptions, RunOutcome, Tick, Totals, run};
 pub use run::once::{Once, OnceOutcome, run_once};

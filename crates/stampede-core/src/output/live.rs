@@ -15,6 +15,25 @@ use crate::stats::timeline::interval_point;
 /// frames from `events?token=…` (server-sent events) and sends changes to `control?token=…`.
 pub const PAGE: &str = include_str!("live/page.html");
 
+/// The most points of a run's history a dashboard keeps (an hour at one a second); past it,
+/// [`thin`] halves them.
+pub const HISTORY_POINTS: usize = 3600;
+
+/// Keeps `points` at most `max` long (at least 2) by dropping every other one but the last, as
+/// often as needed: a chart of a long run keeps its shape at a coarser step.
+pub fn thin<T>(points: &mut Vec<T>, max: usize) {
+    let max = max.max(2);
+    while points.len() > max {
+        let last = points.pop();
+        let mut i = 0;
+        points.retain(|_| {
+            i += 1;
+            i % 2 == 1
+        });
+        points.extend(last);
+    }
+}
+
 /// What a dashboard shows of a run at one instant.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -242,6 +261,18 @@ mod tests {
         assert!(err.contains("1000001 VUs: over the `vus` budget"), "{err}");
         let ramp = plan("{executor: ramping-vus, startVus: 2, stages: [{duration: 1s, target: 5}], maxVUs: 9}");
         assert_eq!(control_limits(&ramp), (Some(9), true));
+    }
+
+    #[test]
+    fn a_long_history_is_thinned_to_its_budget_keeping_its_ends() {
+        let mut points: Vec<u32> = (0..10_000).collect();
+        thin(&mut points, HISTORY_POINTS);
+        assert!(points.len() <= HISTORY_POINTS && points.len() > HISTORY_POINTS / 2, "{}", points.len());
+        assert_eq!((points[0], *points.last().unwrap()), (0, 9_999));
+        assert!(points.windows(2).all(|w| w[0] < w[1]), "in order");
+        let mut short = vec![1, 2, 3];
+        thin(&mut short, HISTORY_POINTS);
+        assert_eq!(short, [1, 2, 3], "a short history is kept whole");
     }
 
     #[test]

@@ -25,6 +25,8 @@ use crate::run::executor::{LiveControl, Tick};
 pub(crate) const CONTROL_BODY_BYTES: usize = 4096;
 /// Frames a slow page may fall behind before it is sent a whole snapshot again.
 const FRAMES_BEHIND: usize = 64;
+/// Pages that may follow the run at once; one more is answered 503.
+pub const PAGES: usize = 32;
 
 /// What the page shows: the run's frames as they come, and its report at the end.
 pub struct Dashboard {
@@ -33,6 +35,8 @@ pub struct Dashboard {
     token: String,
     board: Mutex<Board>,
     frames: broadcast::Sender<Bytes>,
+    /// Pages following the run now.
+    pages: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -52,7 +56,8 @@ impl Dashboard {
         let token = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let (frames, _) = broadcast::channel(FRAMES_BEHIND);
         let frame = LiveFrame { name: plan.name.clone(), executor: plan.executor_name(), ..LiveFrame::default() };
-        let dashboard = Dashboard { plan, control, token, board: Mutex::new(Board::default()), frames };
+        let dashboard =
+            Dashboard { plan, control, token, board: Mutex::new(Board::default()), frames, pages: Default::default() };
         dashboard.board().frame = LiveFrame { control: dashboard.control_state(), ..frame };
         Arc::new(dashboard)
     }
@@ -68,6 +73,7 @@ impl Dashboard {
         let mut board = self.board();
         if let Some(point) = &frame.point {
             board.history.push(point.clone());
+            live::thin(&mut board.history, live::HISTORY_POINTS);
         }
         board.frame = frame;
         let _ = self.frames.send(event("frame", &board.frame));
@@ -198,30 +204,50 @@ fn page() -> Response<Body> {
 /// The event stream: everything so far, then each frame as it comes (everything again after
 /// falling behind); it ends with the run's last frame.
 fn events(dashboard: &Arc<Dashboard>) -> Response<Body> {
+    use std::sync::atomic::Ordering;
+    if dashboard.pages.fetch_add(1, Ordering::Relaxed) >= PAGES {
+        dashboard.pages.fetch_sub(1, Ordering::Relaxed);
+        return answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "application/json",
+            error_json("too many pages follow this run"),
+        );
+    }
     let mut frames = dashboard.frames.subscribe();
     let first = dashboard.snapshot();
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
     let dashboard = dashboard.clone();
     tokio::spawn(async move {
-        if tx.send(first).await.is_err() || dashboard.board().frame.ended {
-            return;
-        }
-        loop {
-            let next = match frames.recv().await {
-                Ok(frame) => frame,
-                Err(broadcast::error::RecvError::Lagged(_)) => dashboard.snapshot(),
-                Err(broadcast::error::RecvError::Closed) => return,
-            };
-            if tx.send(next).await.is_err() || dashboard.board().frame.ended {
-                return;
-            }
-        }
+        follow(&dashboard, first, &mut frames, &tx).await;
+        dashboard.pages.fetch_sub(1, Ordering::Relaxed);
     });
     let mut response = Response::new(streamed(rx));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
     response
+}
+
+/// Sends a page `first`, then each frame, until the page goes or the run has ended.
+async fn follow(
+    dashboard: &Dashboard,
+    first: Bytes,
+    frames: &mut broadcast::Receiver<Bytes>,
+    tx: &tokio::sync::mpsc::Sender<Bytes>,
+) {
+    if tx.send(first).await.is_err() || dashboard.board().frame.ended {
+        return;
+    }
+    loop {
+        let next = match frames.recv().await {
+            Ok(frame) => frame,
+            Err(broadcast::error::RecvError::Lagged(_)) => dashboard.snapshot(),
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if tx.send(next).await.is_err() || dashboard.board().frame.ended {
+            return;
+        }
+    }
 }
 
 /// A request body of at most [`CONTROL_BODY_BYTES`].

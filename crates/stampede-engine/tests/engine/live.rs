@@ -171,6 +171,25 @@ fn the_dashboard_guards_its_routes_with_its_token_and_checks_changes() {
     assert_eq!(status, 200);
     assert!(events.starts_with("event: snapshot\ndata: {"), "{events}");
     assert!(events.contains(r#""paused":true"#), "the snapshot says paused: {events}");
+
+    // Pages that follow the run are counted (the one above has not seen a frame since it left,
+    // so it still counts): one past the budget is answered 503.
+    let open: Vec<TcpStream> = (1..stampede_engine::DASHBOARD_PAGES)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            write!(s, "GET /events{q} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    for s in &open {
+        let mut first = [0u8; 12];
+        let mut reader = s.try_clone().unwrap();
+        reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        reader.read_exact(&mut first).unwrap();
+        assert_eq!(&first, b"HTTP/1.1 200", "every page up to the budget follows the run");
+    }
+    let (status, body) = request(addr, "GET", &format!("/events{q}"), "");
+    assert_eq!((status, body.contains("too many pages")), (503, true), "{body}");
 }
 
 /// The first event of the stream (a snapshot), read until its blank line.
