@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Load changed while the run goes on, for the whole fleet: `kubectl patch` it (or use the
+/// Load changed while the run goes on, for the whole fleet (`vus`, `rate`, `paused`): `kubectl patch` it (or use the
 /// dashboard's controls). The operator turns each new value into one instant every runner
 /// applies together, each taking its share; a value the run cannot take is refused with the
 /// condition `LiveChange=False` and an Event, and the run goes on unchanged. Changing it never
@@ -16,6 +16,10 @@ pub struct LiveSpec {
     /// `maxVUs`, which defaults to its `vus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vus: Option<i64>,
+    /// The iterations per second of the whole fleet from now on (arrival-rate models, one load:
+    /// from then on a constant rate, to the end of the load's schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<i64>,
     /// `true`: no runner starts a new iteration until it is `false` again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
@@ -44,6 +48,9 @@ pub struct ControlChange {
     /// The fleet's VUs from then on (each runner takes its share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vus: Option<u32>,
+    /// The fleet's iterations per second from then on (each runner takes its share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u32>,
     /// Paused (`true`) or resumed (`false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,

@@ -248,10 +248,11 @@ pub struct RunFacts {
 
 /// A change of load in words, as reports, Events and metric labels say it: `vus 12, paused`
 /// (empty when it changes nothing).
-pub fn describe_load_change(vus: Option<i64>, paused: Option<bool>) -> String {
+pub fn describe_load_change(vus: Option<i64>, rate: Option<i64>, paused: Option<bool>) -> String {
     let vus = vus.map(|v| format!("vus {v}"));
+    let rate = rate.map(|r| format!("rate {r}/s"));
     let paused = paused.map(|p| if p { "paused" } else { "resumed" }.to_string());
-    [vus, paused].into_iter().flatten().collect::<Vec<_>>().join(", ")
+    [vus, rate, paused].into_iter().flatten().collect::<Vec<_>>().join(", ")
 }
 
 /// A change of load during a run: it took effect at one instant.
@@ -263,6 +264,9 @@ pub struct LoadChange {
     /// The VUs the run moved to (closed models), all load groups together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vus: Option<u32>,
+    /// The iterations per second the run moved to (open models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u32>,
     /// Paused (`true`: no new iteration starts) or resumed (`false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,

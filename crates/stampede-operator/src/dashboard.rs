@@ -136,11 +136,7 @@ impl DashboardApi {
                 let body = read_body(req.into_body()).await?;
                 let asked: stampede_core::output::live::ChangeRequest = serde_json::from_slice(&body)
                     .map_err(|e| Refused(StatusCode::BAD_REQUEST, format!("not a change of spec.live: {e}")))?;
-                if asked.rate.is_some() {
-                    let why = "`rate`: an arrival-rate load cannot be changed mid-run yet";
-                    return Err(Refused(StatusCode::BAD_REQUEST, why.into()));
-                }
-                let live = stampede_api::LiveSpec { vus: asked.vus, paused: asked.paused };
+                let live = stampede_api::LiveSpec { vus: asked.vus, rate: asked.rate, paused: asked.paused };
                 let patch = json!({ "spec": { "live": live } });
                 let lt = Api::<LoadTest>::namespaced(user, ns)
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -194,7 +194,11 @@ pub fn loadtest_families(loadtests: &[Arc<LoadTest>]) -> Vec<MetricFamily> {
 fn push_load_changes(family: &mut Family, id: &[(&str, String)], status: &stampede_api::LoadTestStatus) {
     for change in status.live.iter().flat_map(|l| &l.changes) {
         let Some(t) = unix_seconds(&change.at) else { continue };
-        let what = stampede_model::report::describe_load_change(change.vus.map(i64::from), change.paused);
+        let what = stampede_model::report::describe_load_change(
+            change.vus.map(i64::from),
+            change.rate.map(i64::from),
+            change.paused,
+        );
         let mut labels = id.to_vec();
         labels.extend([("seq", change.seq.to_string()), ("change", what)]);
         family.push(&labels, t);

@@ -51,7 +51,7 @@ fn load_changes(ctx: &ReportContext<'_>, started_at: SystemTime) -> Vec<stampede
             let at = time::OffsetDateTime::parse(&c.at, &time::format_description::well_known::Rfc3339)
                 .map_or(started_at, SystemTime::from);
             let t = at.duration_since(started_at).unwrap_or(Duration::ZERO).as_secs_f64();
-            stampede_model::report::LoadChange { t: round3(t), vus: c.vus, paused: c.paused }
+            stampede_model::report::LoadChange { t: round3(t), vus: c.vus, rate: c.rate, paused: c.paused }
         })
         .collect()
 }

@@ -701,8 +701,8 @@ fn log_progress(elapsed: Duration, total: &IntervalStats) {
 }
 
 /// Takes each change of load the operator decides (in the LoadTest's status) at its instant:
-/// this runner's share of the fleet's VUs (split evenly over `runners`, by `index`), or the
-/// pause. A change whose instant has passed (the watch was late) is taken at once.
+/// this runner's share of the fleet's VUs or rate (split evenly over `runners`, by `index`), or
+/// the pause. A change whose instant has passed (the watch was late) is taken at once.
 async fn steer(mut rx: watch::Receiver<View>, control: Arc<stampede_engine::LiveControl>, index: u32, runners: u32) {
     let mut taken = 0u32;
     loop {
@@ -711,8 +711,9 @@ async fn steer(mut rx: watch::Receiver<View>, control: Arc<stampede_engine::Live
         for change in changes {
             let at = parse_start_at(&change.at).unwrap_or_else(|_| SystemTime::now());
             tokio::time::sleep(at.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO)).await;
-            let vus = change.vus.map(|v| stampede_model::scenario::split_evenly(u64::from(v), runners, index) as u32);
-            let took = control.apply(&stampede_engine::LiveChange { vus, paused: change.paused });
+            let share = |n: u32| stampede_model::scenario::split_evenly(u64::from(n), runners, index) as u32;
+            let (vus, rate) = (change.vus.map(share), change.rate.map(share));
+            let took = control.apply(&stampede_engine::LiveChange { vus, rate, paused: change.paused });
             info!(seq = change.seq, at = %change.at, ?took, "load changed");
             taken = change.seq;
         }

@@ -65,8 +65,12 @@ pub const WS_MESSAGE_BYTES: usize = 64 << 20;
 /// worker from the start.
 pub const VUS: u32 = 1_000_000;
 
+/// Iterations per second one arrival-rate load may be asked for (`rate`, `startRate`, a stage's
+/// `target`, per second; a live change's `rate`): its scheduler hands out every one.
+pub const RATE: u32 = 10_000_000;
+
 /// Every budget: its name as errors give it, its limit as text, and what it bounds.
-pub const ALL: [(&str, &str, &str); 12] = [
+pub const ALL: [(&str, &str, &str); 13] = [
     ("template.bytes", "16 MiB", "the text one template folds to when it compiles (constants put in)"),
     ("file.bytes", "64 MiB", "the text all the templates of one file fold to, in all"),
     ("template.holes", "10,000", "the per-VU values one template holds, variables used in place put in"),
@@ -95,6 +99,11 @@ pub const ALL: [(&str, &str, &str); 12] = [
         "one WebSocket message a session receives, all its frames together (past it: kind `protocol`, Close 1009)",
     ),
     ("vus", "1,000,000", "VUs one load may run at once: `vus`, a stage's `target`, `maxVUs`, `preAllocatedVUs`"),
+    (
+        "rate",
+        "10,000,000/s",
+        "iterations per second one arrival-rate load may be asked for: `rate`, `startRate`, a stage's `target` (per second), a live change's `rate`",
+    ),
 ];
 
 /// The message of a budget passed: `what` is how much was asked.

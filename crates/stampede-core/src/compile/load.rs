@@ -148,8 +148,14 @@ impl LoadPlan {
     /// When iteration `k` (0-based) of an open model is due, from the start; `None` past the
     /// end. Iteration k starts when the integral of the rate reaches k.
     pub fn start_of(&self, k: u64) -> Option<Duration> {
+        self.time_at_integral(k as f64)
+    }
+
+    /// Open models: when the integral of the rate (iterations due so far) reaches `x`; `None`
+    /// past the end, or for a closed model.
+    pub fn time_at_integral(&self, x: f64) -> Option<Duration> {
         let LoadPlan::ArrivalRate { start_rate, stages, .. } = self else { return None };
-        let mut left = k as f64;
+        let mut left = x;
         let mut t0 = Duration::ZERO;
         let mut r0 = *start_rate;
         for &(len, r1) in stages {
@@ -167,6 +173,32 @@ impl LoadPlan {
             r0 = r1;
         }
         None
+    }
+
+    /// Open models: the integral of the rate from the start to `t` (iterations due by then,
+    /// as a real number); 0 for a closed model.
+    pub fn integral_to(&self, t: Duration) -> f64 {
+        let LoadPlan::ArrivalRate { start_rate, stages, .. } = self else { return 0.0 };
+        let mut total = 0.0;
+        let mut t0 = Duration::ZERO;
+        let mut r0 = *start_rate;
+        for &(len, r1) in stages {
+            let secs = len.as_secs_f64();
+            if t < t0 + len {
+                let tau = (t - t0).as_secs_f64();
+                return total + r0 * tau + (r1 - r0) * tau * tau / (2.0 * secs);
+            }
+            total += (r0 + r1) / 2.0 * secs;
+            t0 += len;
+            r0 = r1;
+        }
+        total
+    }
+
+    /// Open models: the highest rate of the schedule, per second.
+    pub fn peak_rate(&self) -> f64 {
+        let LoadPlan::ArrivalRate { start_rate, stages, .. } = self else { return 0.0 };
+        stages.iter().map(|s| s.1).fold(*start_rate, f64::max)
     }
 
     /// Open models: how many iterations the schedule starts over the whole run (the integral
@@ -267,6 +299,9 @@ pub(crate) fn compile_load(spec: &LoadSpec, at: &str, problems: &mut Problems) -
     };
     if plan.max_vus() > super::budget::VUS {
         problems.add(at, super::budget::over("vus", format!("{} VUs", plan.max_vus())));
+    }
+    if plan.peak_rate() > f64::from(super::budget::RATE) {
+        problems.add(at, super::budget::over("rate", format!("{} iterations/s", plan.peak_rate())));
     }
     (problems.len() == before).then_some(plan)
 }

@@ -16,6 +16,7 @@ pub mod plan;
 pub mod plan_types;
 pub mod random;
 pub mod request;
+pub mod schedule;
 pub mod secrets;
 pub mod template;
 pub mod threshold;

@@ -70,7 +70,11 @@ pub struct ControlState {
     /// cannot be changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_vus: Option<u32>,
-    /// The run can be paused (a closed model).
+    /// The iterations per second a change may ask for, at most (an open model with one load);
+    /// absent: the rate cannot be changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rate: Option<u32>,
+    /// The run can be paused.
     pub can_pause: bool,
     /// Paused now.
     pub paused: bool,
@@ -85,9 +89,9 @@ pub struct ChangeRequest {
     /// The VUs the run should hold from now on (closed models).
     #[serde(default)]
     pub vus: Option<i64>,
-    /// Iterations per second (arrival-rate models; not taken mid-run yet).
+    /// The iterations per second the run should start from now on (open models).
     #[serde(default)]
-    pub rate: Option<f64>,
+    pub rate: Option<i64>,
     /// `true`: start no new iteration until `false`.
     #[serde(default)]
     pub paused: Option<bool>,
@@ -98,15 +102,34 @@ pub struct ChangeRequest {
 pub struct LiveChange {
     /// The VUs the run holds from now on.
     pub vus: Option<u32>,
+    /// The iterations per second the run starts from now on.
+    pub rate: Option<u32>,
     /// Paused or resumed.
     pub paused: Option<bool>,
 }
 
-/// What `plan` lets a live change do: the most VUs (one closed load), and whether it pauses.
-pub fn control_limits(plan: &Plan) -> (Option<u32>, bool) {
-    let closed = plan.capacity.is_none() && plan.groups.iter().all(|g| !g.load.is_open());
-    let max_vus = (closed && plan.groups.len() == 1).then(|| plan.groups[0].load.max_vus());
-    (max_vus, closed)
+/// What a live change may do to a run of a plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// The most VUs (a closed model with one load); `None`: VUs cannot be changed.
+    pub max_vus: Option<u32>,
+    /// The highest rate (an open model with one load); `None`: the rate cannot be changed.
+    pub max_rate: Option<u32>,
+    /// Whether it pauses (any run but a capacity search).
+    pub pause: bool,
+}
+
+/// What `plan` lets a live change do.
+pub fn control_limits(plan: &Plan) -> Limits {
+    if plan.capacity.is_some() {
+        return Limits::default();
+    }
+    let one = (plan.groups.len() == 1).then(|| &plan.groups[0].load);
+    Limits {
+        max_vus: one.filter(|l| !l.is_open()).map(crate::compile::load::LoadPlan::max_vus),
+        max_rate: one.filter(|l| l.is_open()).map(|_| crate::compile::budget::RATE),
+        pause: true,
+    }
 }
 
 /// Checks `request` against `plan` (and whether the run has `ended`): the change the run
@@ -116,35 +139,27 @@ pub fn check_change(plan: &Plan, request: &ChangeRequest, ended: bool) -> Result
         return Err("the run has ended: a change applies to a run that goes on".into());
     }
     if request.vus.is_none() && request.rate.is_none() && request.paused.is_none() {
-        return Err("nothing to change: give `vus` or `paused`".into());
+        return Err("nothing to change: give `vus`, `rate` or `paused`".into());
     }
     let executor = plan.executor_name();
     if plan.capacity.is_some() {
         return Err("a capacity search sets its own load, plateau by plateau: it cannot be changed mid-run".into());
     }
+    let limits = control_limits(plan);
     let open = plan.groups.iter().any(|g| g.load.is_open());
-    if let Some(rate) = request.rate {
-        return Err(if open {
-            format!("`rate` ({rate}): an arrival-rate load cannot be changed mid-run yet")
-        } else {
-            format!("`rate` applies to arrival-rate executors; this run is {executor} (a closed model): change `vus`")
-        });
-    }
-    if open {
-        return Err(format!(
-            "this run is {executor} (an open model): only closed models (constant-vus, ramping-vus) can be changed mid-run yet"
-        ));
-    }
+    let one_load = |what: &str| format!("`{what}` changes a run with one load; this one has {}", plan.groups.len());
     let vus = match request.vus {
         None => None,
+        Some(_) if open => {
+            return Err(format!(
+                "`vus` applies to closed models (constant-vus, ramping-vus); this run is {executor} (an open model): change `rate`"
+            ));
+        }
         Some(v) if v < 1 => {
             return Err(format!("`vus` must be at least 1 (got {v}); to stop starting iterations, pause"));
         }
         Some(v) => {
-            let (max, _) = control_limits(plan);
-            let Some(max) = max else {
-                return Err(format!("`vus` changes a run with one load; this one has {}", plan.groups.len()));
-            };
+            let Some(max) = limits.max_vus else { return Err(one_load("vus")) };
             if v > i64::from(max) {
                 return Err(format!(
                     "`vus` ({v}) is more than the load's maxVUs ({max}): set `load.maxVUs` to allow it"
@@ -153,7 +168,25 @@ pub fn check_change(plan: &Plan, request: &ChangeRequest, ended: bool) -> Result
             Some(v as u32)
         }
     };
-    Ok(LiveChange { vus, paused: request.paused })
+    let rate = match request.rate {
+        None => None,
+        Some(_) if !open => {
+            return Err(format!(
+                "`rate` applies to arrival-rate executors; this run is {executor} (a closed model): change `vus`"
+            ));
+        }
+        Some(r) if r < 1 => {
+            return Err(format!("`rate` must be at least 1 iteration/s (got {r}); to stop starting iterations, pause"));
+        }
+        Some(r) => {
+            let Some(max) = limits.max_rate else { return Err(one_load("rate")) };
+            if r > i64::from(max) {
+                return Err(crate::compile::budget::over("rate", format!("`rate` {r}/s")));
+            }
+            Some(r as u32)
+        }
+    };
+    Ok(LiveChange { vus, rate, paused: request.paused })
 }
 
 /// The frame of `tick` of a run of `plan` (its totals asked for: without them, `total` and
@@ -218,18 +251,21 @@ mod tests {
         compiled(load).unwrap()
     }
 
-    fn ask(vus: Option<i64>, rate: Option<f64>, paused: Option<bool>) -> ChangeRequest {
+    fn ask(vus: Option<i64>, rate: Option<i64>, paused: Option<bool>) -> ChangeRequest {
         ChangeRequest { vus, rate, paused }
     }
 
     #[test]
     fn a_closed_load_takes_vus_up_to_its_max_and_a_pause() {
         let p = plan("{executor: constant-vus, vus: 6, maxVUs: 12, duration: 10s}");
-        assert_eq!(control_limits(&p), (Some(12), true));
-        assert_eq!(check_change(&p, &ask(Some(12), None, None), false), Ok(LiveChange { vus: Some(12), paused: None }));
+        assert_eq!(control_limits(&p), Limits { max_vus: Some(12), max_rate: None, pause: true });
+        assert_eq!(
+            check_change(&p, &ask(Some(12), None, None), false),
+            Ok(LiveChange { vus: Some(12), ..LiveChange::default() })
+        );
         assert_eq!(
             check_change(&p, &ask(None, None, Some(true)), false),
-            Ok(LiveChange { vus: None, paused: Some(true) })
+            Ok(LiveChange { paused: Some(true), ..LiveChange::default() })
         );
         let over = check_change(&p, &ask(Some(13), None, None), false).unwrap_err();
         assert!(over.contains("more than the load's maxVUs (12)"), "{over}");
@@ -243,12 +279,25 @@ mod tests {
         assert!(refused(&closed, ask(Some(-3), None, None), false).contains("at least 1 (got -3)"));
         assert!(refused(&closed, ask(Some(0), None, None), false).contains("at least 1"));
         assert!(refused(&closed, ask(Some(7), None, None), false).contains("maxVUs (6)"), "the default max is vus");
-        assert!(refused(&closed, ask(None, Some(50.0), None), false).contains("applies to arrival-rate executors"));
+        assert!(refused(&closed, ask(None, Some(50), None), false).contains("applies to arrival-rate executors"));
         assert!(refused(&closed, ask(None, None, Some(true)), true).contains("the run has ended"));
         assert!(refused(&closed, ask(None, None, None), false).contains("nothing to change"));
-        assert!(refused(&open, ask(Some(3), None, None), false).contains("open model"));
-        assert!(refused(&open, ask(None, Some(20.0), None), false).contains("cannot be changed mid-run yet"));
-        assert_eq!(control_limits(&open), (None, false));
+        assert!(refused(&open, ask(Some(3), None, None), false).contains("open model): change `rate`"));
+        assert!(refused(&open, ask(None, Some(0), None), false).contains("at least 1 iteration/s (got 0)"));
+        assert!(refused(&open, ask(None, Some(-5), None), false).contains("(got -5)"));
+        assert!(refused(&open, ask(None, Some(10_000_001), None), false).contains("over the `rate` budget"));
+    }
+
+    #[test]
+    fn an_open_load_takes_a_rate_and_a_pause() {
+        let open = plan("{executor: constant-arrival-rate, rate: 10, duration: 10s, preAllocatedVUs: 2}");
+        assert_eq!(control_limits(&open), Limits { max_vus: None, max_rate: Some(10_000_000), pause: true });
+        assert_eq!(
+            check_change(&open, &ask(None, Some(40), Some(false)), false),
+            Ok(LiveChange { rate: Some(40), paused: Some(false), ..LiveChange::default() })
+        );
+        let err = compiled("{executor: constant-arrival-rate, rate: 20000000, duration: 1s, preAllocatedVUs: 2}");
+        assert!(err.unwrap_err().contains("20000000 iterations/s: over the `rate` budget"));
     }
 
     #[test]
@@ -260,7 +309,7 @@ mod tests {
         let err = compiled("{executor: ramping-vus, stages: [{duration: 1s, target: 1000001}]}").unwrap_err();
         assert!(err.contains("1000001 VUs: over the `vus` budget"), "{err}");
         let ramp = plan("{executor: ramping-vus, startVus: 2, stages: [{duration: 1s, target: 5}], maxVUs: 9}");
-        assert_eq!(control_limits(&ramp), (Some(9), true));
+        assert_eq!(control_limits(&ramp).max_vus, Some(9));
     }
 
     #[test]

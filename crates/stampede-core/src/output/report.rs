@@ -271,7 +271,11 @@ fn check_summaries(plan: &Plan, outcome: &RunOutcome) -> Vec<CheckSummary> {
 fn schedule_facts(plan: &Plan, outcome: &RunOutcome, total: &StepSummary) -> Option<ScheduleFacts> {
     let open: Vec<_> = plan.groups.iter().filter(|g| g.load.is_open()).collect();
     (!open.is_empty()).then(|| {
-        let scheduled: u64 = open.iter().filter_map(|g| g.load.scheduled_iterations()).sum();
+        // With the rate changes and pauses taken while it ran.
+        let scheduled: u64 = open
+            .iter()
+            .map(|g| crate::compile::schedule::OpenSchedule::new(&g.load, &outcome.load_changes).scheduled())
+            .sum();
         let ran: u64 = open
             .iter()
             .flat_map(|g| &g.scenarios)

@@ -104,8 +104,14 @@ impl Dashboard {
     }
 
     fn control_state(&self) -> ControlState {
-        let (max_vus, can_pause) = live::control_limits(&self.plan);
-        ControlState { max_vus, can_pause, paused: self.control.paused(), changes: self.control.changes() }
+        let limits = live::control_limits(&self.plan);
+        ControlState {
+            max_vus: limits.max_vus,
+            max_rate: limits.max_rate,
+            can_pause: limits.pause,
+            paused: self.control.paused(),
+            changes: self.control.changes(),
+        }
     }
 
     fn board(&self) -> std::sync::MutexGuard<'_, Board> {

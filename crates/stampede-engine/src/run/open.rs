@@ -13,6 +13,7 @@ use std::time::Instant;
 use tokio::task::JoinSet;
 
 use crate::compile::plan::LoadPlan;
+use crate::compile::schedule::{Due, OpenSchedule};
 use crate::stats::metrics::DropReason;
 
 use super::iteration::run_iteration;
@@ -39,6 +40,10 @@ pub(super) struct VuSlot {
 
 /// The resolution of tokio's timer.
 pub(super) const TIMER_RESOLUTION: Duration = Duration::from_millis(1);
+
+/// How often a scheduler with nothing due looks for a live change (a rate, a resume): a change
+/// reaches it at most this late.
+const SCHEDULE_LOOK: Duration = Duration::from_millis(10);
 
 /// Idle VUs, and due iterations waiting for one, of one open-model scheduler. A VU is idle
 /// only while no iteration waits: one that finishes takes the oldest waiting iteration first.
@@ -116,15 +121,9 @@ pub(super) async fn open_scheduler(g: usize, id: usize, workers: usize, shared: 
         let i = spawn(&mut slots, &mut vus);
         pool.free.borrow_mut().push(i);
     }
-    let start = tokio::time::Instant::from_std(shared.start);
+    let mut timetable = Timetable::new(load, &shared);
     let mut k = id as u64;
-    while let Some(at) = load.start_of(k) {
-        // Tokio's timer fires on whole milliseconds, at or after the deadline: asked for the
-        // due instant itself, iterations would start 0–1+ ms late, and that lateness would
-        // count in every latency. Asking a millisecond early starts them within the
-        // millisecond around their schedule instead; one that starts early counts its
-        // latency from its actual send (see `run_step`), never from before it.
-        tokio::time::sleep_until((start + at).checked_sub(TIMER_RESOLUTION).unwrap_or(start)).await;
+    while let Some(at) = timetable.wait_for(k, &shared).await {
         if shared.halted() || shared.data_exhausted.load(Ordering::Relaxed) {
             break;
         }
@@ -167,6 +166,84 @@ pub(super) async fn open_scheduler(g: usize, id: usize, workers: usize, shared: 
     }
     // Whatever still waits now (the hard stop came, or the VUs stopped) never ran.
     pool.drop_waiting(Instant::now(), &local);
+}
+
+/// A scheduler's schedule, with the live changes (a rate, a pause) taken so far: rebuilt when
+/// another comes.
+struct Timetable<'a> {
+    load: &'a LoadPlan,
+    control: &'a super::outcome::LiveControl,
+    /// The run's start, and the plan's end.
+    start: tokio::time::Instant,
+    end: tokio::time::Instant,
+    /// The count of schedule changes the schedule was built with.
+    seen: u32,
+    schedule: OpenSchedule,
+}
+
+impl<'a> Timetable<'a> {
+    fn new(load: &'a LoadPlan, shared: &'a Shared) -> Self {
+        let start = tokio::time::Instant::from_std(shared.start);
+        let control = &*shared.control;
+        Timetable {
+            load,
+            control,
+            start,
+            end: start + load.planned_duration().unwrap_or_default(),
+            seen: control.schedule_changes(),
+            schedule: OpenSchedule::new(load, &control.changes()),
+        }
+    }
+
+    /// Rebuilds the schedule if a change came since; says whether one did.
+    fn refresh(&mut self) -> bool {
+        let now = self.control.schedule_changes();
+        if now == self.seen {
+            return false;
+        }
+        self.seen = now;
+        self.schedule = OpenSchedule::new(self.load, &self.control.changes());
+        true
+    }
+
+    /// Waits until iteration `k` is due and says when that was (from the start); `None` once
+    /// none is (the plan's end, or the run halted while paused).
+    ///
+    /// Tokio's timer fires on whole milliseconds, at or after the deadline: asked for the due
+    /// instant itself, iterations would start 0–1+ ms late, and that lateness would count in
+    /// every latency. Asking a millisecond early starts them within the millisecond around their
+    /// schedule instead; one that starts early counts its latency from its actual send (see
+    /// `run_step`), never from before it. A long wait looks for a live change every
+    /// [`SCHEDULE_LOOK`]: iteration `k` may come at another instant after one.
+    async fn wait_for(&mut self, k: u64, shared: &Shared) -> Option<Duration> {
+        loop {
+            let at = match self.schedule.due(k) {
+                Due::At(at) => at,
+                Due::End => return None,
+                Due::Paused => {
+                    // Nothing is due until a resume, or the plan's end.
+                    tokio::time::sleep(SCHEDULE_LOOK).await;
+                    if shared.halted() || tokio::time::Instant::now() >= self.end {
+                        return None;
+                    }
+                    self.refresh();
+                    continue;
+                }
+            };
+            let deadline = (self.start + at).checked_sub(TIMER_RESOLUTION).unwrap_or(self.start);
+            let mut now = tokio::time::Instant::now();
+            while now < deadline {
+                tokio::time::sleep_until(deadline.min(now + SCHEDULE_LOOK)).await;
+                if self.control.schedule_changes() != self.seen {
+                    break;
+                }
+                now = tokio::time::Instant::now();
+            }
+            if !self.refresh() {
+                return Some(at);
+            }
+        }
+    }
 }
 
 /// An open-model VU: runs the iterations its scheduler hands it, then those waiting for a VU.

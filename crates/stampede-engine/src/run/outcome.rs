@@ -34,7 +34,8 @@ pub struct RunOptions {
     pub control: Arc<LiveControl>,
 }
 
-/// Load changes a run takes while it goes on: a closed model's VUs, and a pause. Shared by
+/// Load changes a run takes while it goes on: a closed model's VUs, an open model's rate, and a
+/// pause. Shared by
 /// the caller (who checks a change with [`stampede_core::output::live::check_change`] first) and the
 /// run's workers, who look at it with the ramp, every 25 ms: a change takes effect on every
 /// worker at their next look.
@@ -43,6 +44,9 @@ pub struct LiveControl {
     /// The VUs wanted instead of the plan's, plus one (0: the plan's).
     vus: AtomicU32,
     paused: AtomicBool,
+    /// How many changes of an open model's schedule (a rate, a pause) were taken: its
+    /// schedulers rebuild their schedule when it moves.
+    schedule_changes: AtomicU32,
     /// The run's start (set by the run): changes are recorded as seconds since it.
     start: OnceLock<Instant>,
     changes: Mutex<Vec<LoadChange>>,
@@ -69,9 +73,19 @@ impl LiveControl {
             self.paused.store(paused, Ordering::Relaxed);
         }
         let t = self.start.get().map_or(0.0, |s| round3(s.elapsed().as_secs_f64()));
-        let recorded = LoadChange { t, vus: change.vus, paused: change.paused };
+        let recorded = LoadChange { t, vus: change.vus, rate: change.rate, paused: change.paused };
         changes.push(recorded.clone());
+        if change.rate.is_some() || change.paused.is_some() {
+            // Released with the change list's lock: a scheduler that sees the new count reads
+            // the list with this change in it.
+            self.schedule_changes.fetch_add(1, Ordering::Release);
+        }
         recorded
+    }
+
+    /// How many changes of an open model's schedule were taken so far.
+    pub(crate) fn schedule_changes(&self) -> u32 {
+        self.schedule_changes.load(Ordering::Acquire)
     }
 
     /// Every change taken so far, in order.

@@ -45,7 +45,7 @@ fn a_live_change_of_vus_holds_from_then_on() {
         None => {
             before.push(tick.active_vus);
             if tick.index == 3 {
-                control.apply(&LiveChange { vus: Some(6), paused: None });
+                control.apply(&LiveChange { vus: Some(6), ..LiveChange::default() });
                 changed_at = Some(tick.index);
             }
         }
@@ -83,13 +83,13 @@ fn a_paused_run_starts_no_iteration_until_it_resumes() {
     let (mut paused_at, mut quiet_tick, mut resumed_at, mut after_resume) = (None, None, None, 0u64);
     let outcome = stampede_engine::run(plan, &opts, &mut |tick| {
         if tick.index == 3 {
-            control.apply(&LiveChange { vus: None, paused: Some(true) });
+            control.apply(&LiveChange { paused: Some(true), ..LiveChange::default() });
             paused_at = Some(tick.index);
         } else if paused_at.is_some() && resumed_at.is_none() && tick.stats.requests + tick.stats.iterations == 0 {
             // Wait for one whole interval without a request or an iteration's end, then resume.
             quiet_tick = Some(tick.index);
             assert_eq!(tick.active_vus, 3, "paused VUs stay (with their connections)");
-            control.apply(&LiveChange { vus: None, paused: Some(false) });
+            control.apply(&LiveChange { paused: Some(false), ..LiveChange::default() });
             resumed_at = Some(tick.index);
         } else if resumed_at.is_some() {
             after_resume += tick.stats.requests;
@@ -105,6 +105,65 @@ fn a_paused_run_starts_no_iteration_until_it_resumes() {
     let changes: Vec<Option<bool>> = outcome.load_changes.iter().map(|c: &LoadChange| c.paused).collect();
     assert_eq!(changes, [Some(true), Some(false)]);
     assert!(outcome.load_changes[0].t <= outcome.load_changes[1].t);
+}
+
+/// An open model's rate raised mid-run, paused, resumed at the new rate and paused again: every
+/// iteration the schedule (with the changes at the instants they were taken) makes due was
+/// started once, no more, and more than the plan's rate would have made due by then. The run is
+/// paused last, so no iteration is due when the test interrupts it.
+#[test]
+fn an_open_models_live_rate_and_pauses_start_exactly_the_iterations_their_schedule_makes_due() {
+    use stampede_core::compile::schedule::{Due, OpenSchedule};
+    let server = target();
+    let plan = plan(
+        "{executor: constant-arrival-rate, rate: 20, duration: 2m, preAllocatedVUs: 40, maxVUs: 200}",
+        &server.base_url(),
+    );
+    let control = Arc::new(LiveControl::default());
+    let opts = opts(&control);
+    let change = |rate: Option<u32>, paused: Option<bool>| LiveChange { rate, paused, ..LiveChange::default() };
+    // What the test has done: 0 nothing, 1 raised, 2 paused, 3 resumed, 4 paused again.
+    let (mut stage, mut quiet_while_paused) = (0, 0);
+    let outcome = stampede_engine::run(plan.clone(), &opts, &mut |tick| {
+        let busy = tick.stats.requests + tick.stats.iterations > 0;
+        match stage {
+            0 if tick.index == 2 => {
+                control.apply(&change(Some(400), None));
+                stage = 1;
+            }
+            // 400/s is 40 an interval; 20/s never makes more than a few due in one.
+            1 | 3 if tick.stats.requests >= 20 => {
+                control.apply(&change(None, Some(true)));
+                stage += 1;
+            }
+            2 if !busy => {
+                quiet_while_paused += 1;
+                control.apply(&change(None, Some(false)));
+                stage = 3;
+            }
+            4 if !busy => opts.interrupt.store(true, std::sync::atomic::Ordering::Relaxed),
+            _ => {}
+        }
+    })
+    .unwrap();
+    server.stop();
+    assert_eq!(quiet_while_paused, 1, "a whole interval without a request while paused");
+    let taken: Vec<(Option<u32>, Option<bool>)> = outcome.load_changes.iter().map(|c| (c.rate, c.paused)).collect();
+    assert_eq!(taken, [(Some(400), None), (None, Some(true)), (None, Some(false)), (None, Some(true))]);
+    // Every iteration the schedule made due, up to the last pause, started once.
+    let load = &plan.groups[0].load;
+    let due = |changes: &[LoadChange]| {
+        let s = OpenSchedule::new(load, changes);
+        (0..).take_while(|k| matches!(s.due(*k), Due::At(_))).count() as u64
+    };
+    let m = &outcome.metrics;
+    let started = m.schedule_lag.len() + m.dropped.iter().sum::<u64>();
+    assert_eq!(started, due(&outcome.load_changes), "{:?}", outcome.load_changes);
+    let without_the_rate = due(&outcome.load_changes[1..2]);
+    assert!(started > without_the_rate, "400/s made more due than 20/s would have ({without_the_rate})");
+    let report =
+        stampede_engine::build_report(&plan, &outcome, false, Default::default(), Err(stampede_core::NO_BASELINE));
+    assert_eq!(report.run.schedule.unwrap().scheduled_iterations, started, "the report counts them with the changes");
 }
 
 /// One request to the dashboard; returns the status code and the body.

@@ -31,7 +31,7 @@ pub(super) fn decide_live(lt: &LoadTest, plan: Option<&Plan>, st: &mut LoadTestS
     if st.run_spec.as_deref() == Some(stampede_api::spec_digest(&lt.spec).as_str()) {
         st.run_generation = lt.metadata.generation;
     }
-    let request = ChangeRequest { vus: asked.vus, rate: None, paused: asked.paused };
+    let request = ChangeRequest { vus: asked.vus, rate: asked.rate, paused: asked.paused };
     let checked = match plan {
         Some(plan) => check_change(plan, &request, false),
         None => Err("the run has ended: a change applies to a run that goes on".to_string()),
@@ -42,6 +42,7 @@ pub(super) fn decide_live(lt: &LoadTest, plan: Option<&Plan>, st: &mut LoadTestS
                 seq: live.changes.len() as u32 + 1,
                 at: fmt_micros(stamp.now + LIVE_DELAY),
                 vus: change.vus,
+                rate: change.rate,
                 paused: change.paused,
             };
             live.changes.push(taken.clone());
@@ -59,7 +60,7 @@ pub(super) fn decide_live(lt: &LoadTest, plan: Option<&Plan>, st: &mut LoadTestS
 
 /// `spec.live` in words: `spec.live: vus 12, paused`.
 fn describe(asked: &LiveSpec) -> String {
-    match stampede_model::report::describe_load_change(asked.vus, asked.paused) {
+    match stampede_model::report::describe_load_change(asked.vus, asked.rate, asked.paused) {
         what if what.is_empty() => "spec.live (empty)".into(),
         what => format!("spec.live: {what}"),
     }

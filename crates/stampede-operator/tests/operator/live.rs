@@ -40,7 +40,11 @@ fn runners(state: RunnerState) -> Vec<Option<stampede_api::RunnerReport>> {
 
 /// `kubectl patch` of `spec.live`: a new generation.
 fn patch(lt: &mut LoadTest, vus: Option<i64>, paused: Option<bool>) {
-    lt.spec.live = Some(LiveSpec { vus, paused });
+    patch_live(lt, LiveSpec { vus, rate: None, paused });
+}
+
+fn patch_live(lt: &mut LoadTest, live: LiveSpec) {
+    lt.spec.live = Some(live);
     lt.metadata.generation = Some(lt.metadata.generation.unwrap_or(1) + 1);
 }
 
@@ -133,6 +137,41 @@ fn a_change_the_run_cannot_take_is_refused_and_the_run_goes_on_unchanged() {
     // Said once per value.
     let actions = tick(&mut lt, now, runners(RunnerState::Running));
     assert!(events(&actions, "LiveChangeRefused").is_empty());
+    // A rate, on this closed model.
+    patch_live(&mut lt, LiveSpec { rate: Some(500), ..LiveSpec::default() });
+    let actions = tick(&mut lt, now, runners(RunnerState::Running));
+    let refused = events(&actions, "LiveChangeRefused");
+    assert_eq!(refused.len(), 1);
+    assert!(
+        refused[0].contains("spec.live: rate 500/s refused: `rate` applies to arrival-rate executors"),
+        "{refused:?}"
+    );
+    assert!(lt.status.as_ref().unwrap().live.as_ref().unwrap().changes.is_empty());
+}
+
+#[test]
+fn an_open_models_rate_is_taken_for_the_fleet_and_its_vus_refused() {
+    let now = OffsetDateTime::now_utc();
+    let mut lt = crate::decisions::loadtest(2);
+    let open = "load: {executor: constant-arrival-rate, rate: 100, duration: 30s, preAllocatedVUs: 4}";
+    let scenario = crate::common::SCENARIO.replace("load: {executor: constant-vus, vus: 10, duration: 30s}", open);
+    lt.spec.scenario = Some(serde_yaml::from_str(&scenario).unwrap());
+    tick(&mut lt, now, vec![]);
+    started(&mut lt, now);
+    tick(&mut lt, now, runners(RunnerState::Running));
+    patch_live(&mut lt, LiveSpec { vus: Some(8), ..LiveSpec::default() });
+    let actions = tick(&mut lt, now, runners(RunnerState::Running));
+    let refused = events(&actions, "LiveChangeRefused");
+    assert!(refused.len() == 1 && refused[0].contains("open model): change `rate`"), "{refused:?}");
+    patch_live(&mut lt, LiveSpec { rate: Some(250), paused: Some(false), ..LiveSpec::default() });
+    let actions = tick(&mut lt, now, runners(RunnerState::Running));
+    assert_eq!(events(&actions, "LoadChanged").len(), 1);
+    let live = lt.status.as_ref().unwrap().live.clone().unwrap();
+    let taken: Vec<_> = live.changes.iter().map(|c| (c.seq, c.vus, c.rate, c.paused)).collect();
+    assert_eq!(taken, [(1, None, Some(250), Some(false))]);
+    let (status, reason, message) = condition(&lt, "LiveChange").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Taken"));
+    assert!(message.starts_with("spec.live: rate 250/s, resumed at "), "{message}");
 }
 
 #[test]

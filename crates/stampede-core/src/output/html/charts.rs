@@ -40,7 +40,9 @@ pub(super) fn charts(h: &mut String, r: &Report, baseline: Option<&Report>) {
 fn change_marks(changes: &[LoadChange]) -> Vec<(f64, String)> {
     changes
         .iter()
-        .map(|c| (c.t, format!("{} s: {}", c.t, describe_load_change(c.vus.map(i64::from), c.paused))))
+        .map(|c| {
+            (c.t, format!("{} s: {}", c.t, describe_load_change(c.vus.map(i64::from), c.rate.map(i64::from), c.paused)))
+        })
         .collect()
 }
 

@@ -45,12 +45,12 @@ fn loadtest(namespace: &str, name: &str, phase: Phase) -> Arc<LoadTest> {
         }),
         // The load changed once mid-run (spec.live), 4 s after the start.
         live: Some(stampede_api::LiveStatus {
-            decided: stampede_api::LiveSpec { vus: Some(8), paused: None },
+            decided: stampede_api::LiveSpec { vus: Some(8), ..Default::default() },
             changes: vec![stampede_api::ControlChange {
                 seq: 1,
                 at: "2025-01-02T03:04:09Z".into(),
                 vus: Some(8),
-                paused: None,
+                ..Default::default()
             }],
         }),
         thresholds: if phase == Phase::Failed {
