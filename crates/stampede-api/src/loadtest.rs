@@ -594,6 +594,10 @@ pub struct Summary {
     pub waited_iterations: u64,
     /// How long the load ran, seconds.
     pub duration_seconds: f64,
+    /// While the test runs: the VUs running now, summed over the running runners (absent in
+    /// the final summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_vus: Option<u32>,
     /// Per step (final summary only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepResult>,

@@ -39,6 +39,9 @@ pub struct RunnerReport {
     /// Interim total while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<PortableStep>,
+    /// Interim: the VUs running at the last interval's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_vus: Option<u32>,
     /// Final: the runner's own resource use (CPU, peak memory, peak VUs); absent in a capacity
     /// search.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +95,7 @@ impl RunnerReport {
             duration_seconds: 0.0,
             result: None,
             live: None,
+            active_vus: None,
             generator: None,
             saturated: None,
             message: None,

@@ -6,7 +6,8 @@
 //! makes each read and write of a request **as that user**: with a client that has the user's
 //! token and none of the operator's own credentials. So the API server authenticates and
 //! authorizes every one, and its audit log names the user:
-//! - a user sees only the LoadTests they may `list` or `get`;
+//! - a user sees only the LoadTests they may `list` or `get`, and follows one (server-sent
+//!   events) from their own `watch` (or, without it, their `get` every second);
 //! - a user changes a run's load (`spec.live`) only where they may `patch` the LoadTest.
 //!
 //! A request without a token gets 401 and reaches nothing; only the page itself (`/`), which holds
@@ -32,6 +33,13 @@ use stampede_serve::{Body, full};
 pub const CHANGE_BODY_BYTES: usize = 4096;
 /// The most users' clients kept at once (the oldest goes first).
 pub const USER_CLIENTS: usize = 64;
+/// Pages that may follow a LoadTest at once (over every user); one more is answered 503.
+pub const STREAMS: usize = 64;
+/// How often a stream whose user may not `watch` asks for the LoadTest again (with `get`), and
+/// how long an idle stream waits before it sends a comment (a page that went is noticed then).
+pub const STREAM_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// How long a user's client is kept: a page asks every second, and a client per request would be
 /// a new TLS connection to the API server each time. (It caches a connection, never a decision:
 /// the API server authorizes every request.)
@@ -46,6 +54,8 @@ pub struct DashboardApi {
     namespaces: Arc<dyn Fn() -> BTreeSet<String> + Send + Sync>,
     /// Users' clients by token, with when each was made, oldest first.
     clients: Arc<std::sync::Mutex<Vec<(String, Client, std::time::Instant)>>>,
+    /// Pages following a LoadTest now.
+    streams: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Why a request got no answer from the API server: its status and message.
@@ -72,7 +82,13 @@ impl DashboardApi {
         operator: Client,
         namespaces: impl Fn() -> BTreeSet<String> + Send + Sync + 'static,
     ) -> Self {
-        DashboardApi { base, operator, namespaces: Arc::new(namespaces), clients: Arc::default() }
+        DashboardApi {
+            base,
+            operator,
+            namespaces: Arc::new(namespaces),
+            clients: Arc::default(),
+            streams: Arc::default(),
+        }
     }
 
     /// A client that acts as the user whose bearer token is `token`, and as nobody else: the one
@@ -131,6 +147,7 @@ impl DashboardApi {
                 let lt = Api::<LoadTest>::namespaced(user, ns).get(name).await?;
                 Ok(json_answer(StatusCode::OK, &entry(&lt)))
             }
+            (Method::GET, ["api", "loadtests", ns, name, "events"]) => self.events(user, ns, name).await,
             (Method::GET, ["api", "loadtests", ns, name, "report.html"]) => self.report(user, ns, name).await,
             (Method::POST, ["api", "loadtests", ns, name, "live"]) => {
                 let body = read_body(req.into_body()).await?;
@@ -160,6 +177,34 @@ impl DashboardApi {
             }
         }
         Ok(json!({ "items": items }))
+    }
+
+    /// The LoadTest as server-sent events, as the user sees it: the first after the user's `get`,
+    /// then one for each change the API server reports on the user's own watch (or, where the
+    /// user may not `watch`, their `get` every [`STREAM_POLL`]), until the page goes or the
+    /// LoadTest is deleted (event `deleted`).
+    async fn events(&self, user: Client, ns: &str, name: &str) -> Result<Response<Body>, Refused> {
+        let api = Api::<LoadTest>::namespaced(user, ns);
+        let first = api.get(name).await?;
+        let streams = self.streams.clone();
+        if streams.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= STREAMS {
+            streams.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(Refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("too many pages follow LoadTests (at most {STREAMS})"),
+            ));
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(8);
+        let name = name.to_string();
+        tokio::spawn(async move {
+            follow(api, &name, first, &tx).await;
+            streams.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut response = Response::new(stampede_serve::streamed(rx));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/event-stream"));
+        headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+        Ok(response)
     }
 
     /// The LoadTest's last merged report, as HTML: after the user's `get` of the LoadTest.
@@ -206,6 +251,117 @@ fn entry(lt: &LoadTest) -> serde_json::Value {
         "live": lt.spec.live,
         "status": lt.status,
     })
+}
+
+/// One server-sent event of `lt`.
+fn event_of(lt: &LoadTest) -> Bytes {
+    Bytes::from(format!("data: {}\n\n", entry(lt)))
+}
+
+/// Sends `first`, then the LoadTest each time it changes, until the page goes (`tx` closed) or the
+/// LoadTest is gone.
+async fn follow(api: Api<LoadTest>, name: &str, first: LoadTest, tx: &tokio::sync::mpsc::Sender<Bytes>) {
+    use futures::StreamExt as _;
+    use kube::api::{WatchEvent, WatchParams};
+    let mut version = first.resource_version().unwrap_or_default();
+    if tx.send(event_of(&first)).await.is_err() {
+        return;
+    }
+    let params = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(290);
+    loop {
+        let stream = match api.watch(&params, &version).await {
+            Ok(stream) => stream,
+            Err(kube::Error::Api(e)) if e.code == 403 => return poll(&api, name, version, tx).await,
+            Err(e) => {
+                tracing::debug!(error = %e, loadtest = %name, "dashboard: the watch failed; again in a second");
+                if pause_or_gone(tx).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        futures::pin_mut!(stream);
+        loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = tx.closed() => return,
+                () = tokio::time::sleep(KEEPALIVE) => {
+                    if tx.send(Bytes::from_static(b": still here\n\n")).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match next {
+                Some(Ok(WatchEvent::Added(lt) | WatchEvent::Modified(lt))) => {
+                    version = lt.resource_version().unwrap_or(version);
+                    if tx.send(event_of(&lt)).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Ok(WatchEvent::Deleted(_))) => {
+                    let _ = tx.send(Bytes::from_static(b"event: deleted\ndata: {}\n\n")).await;
+                    return;
+                }
+                Some(Ok(WatchEvent::Bookmark(b))) => version = b.metadata.resource_version,
+                // Too old a version (410) or another error: read it again, then watch from there.
+                Some(Ok(WatchEvent::Error(_)) | Err(_)) => match api.get_opt(name).await {
+                    Ok(Some(lt)) => {
+                        version = lt.resource_version().unwrap_or_default();
+                        if tx.send(event_of(&lt)).await.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                    Ok(None) => {
+                        let _ = tx.send(Bytes::from_static(b"event: deleted\ndata: {}\n\n")).await;
+                        return;
+                    }
+                    Err(_) => break,
+                },
+                // The watch's time is up: watch again from the last version.
+                None => break,
+            }
+        }
+    }
+}
+
+/// For a user who may `get` but not `watch`: the LoadTest every [`STREAM_POLL`], sent when its
+/// version moved.
+async fn poll(api: &Api<LoadTest>, name: &str, mut version: String, tx: &tokio::sync::mpsc::Sender<Bytes>) {
+    loop {
+        if pause_or_gone(tx).await {
+            return;
+        }
+        match api.get_opt(name).await {
+            Ok(Some(lt)) if lt.resource_version().as_deref() != Some(version.as_str()) => {
+                version = lt.resource_version().unwrap_or_default();
+                if tx.send(event_of(&lt)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                let _ = tx.send(Bytes::from_static(b"event: deleted\ndata: {}\n\n")).await;
+                return;
+            }
+            // Refused now (the user lost `get`, the token expired): the page is told and asks again.
+            Err(kube::Error::Api(e)) if e.code == 401 || e.code == 403 => {
+                let _ =
+                    tx.send(Bytes::from(format!("event: refused\ndata: {}\n\n", json!({ "error": e.message })))).await;
+                return;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Waits [`STREAM_POLL`]; true if the page went meanwhile.
+async fn pause_or_gone(tx: &tokio::sync::mpsc::Sender<Bytes>) -> bool {
+    tokio::select! {
+        () = tx.closed() => true,
+        () = tokio::time::sleep(STREAM_POLL) => false,
+    }
 }
 
 /// The request's bearer token.

@@ -198,14 +198,18 @@ pub fn live_summary(reports: &[&RunnerReport]) -> Result<Summary, PortableError>
     let keys = vec![stampede_model::StepKey { scenario: String::new(), step: "total".into() }];
     let mut merged = WorkerMetrics::new(1, 0);
     let mut seconds: f64 = 0.0;
+    let mut active_vus = 0u32;
     for r in reports {
         if let Some(live) = &r.live {
             let p = PortableMetrics { steps: vec![live.clone()], ..PortableMetrics::default() };
             portable::merge_into(&p, &keys, &[], &mut merged)?;
             seconds = seconds.max(r.duration_seconds);
         }
+        if r.state == RunnerState::Running {
+            active_vus = active_vus.saturating_add(r.active_vus.unwrap_or(0));
+        }
     }
-    Ok(summarize(&merged.steps[0], seconds, 0))
+    Ok(Summary { active_vus: Some(active_vus), ..summarize(&merged.steps[0], seconds, 0) })
 }
 
 fn rate(n: u64, seconds: f64) -> f64 {
@@ -231,6 +235,7 @@ fn summarize(total: &StepStats, seconds: f64, iterations: u64) -> Summary {
         dropped_iterations: 0,
         waited_iterations: 0,
         duration_seconds: round3(seconds),
+        active_vus: None,
         steps: Vec::new(),
     }
 }

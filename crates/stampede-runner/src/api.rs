@@ -70,13 +70,13 @@ impl Reporter {
 /// run drops its sender.
 pub(crate) async fn live_reports(
     reporter: Reporter,
-    mut rx: watch::Receiver<Option<(Duration, PortableStep)>>,
+    mut rx: watch::Receiver<Option<(Duration, PortableStep, u32)>>,
     started_at: Arc<std::sync::OnceLock<SystemTime>>,
 ) {
     while rx.changed().await.is_ok() {
-        let Some((elapsed, live)) = rx.borrow_and_update().clone() else { continue };
+        let Some((elapsed, live, active_vus)) = rx.borrow_and_update().clone() else { continue };
         let Some(&started) = started_at.get() else { continue };
-        let report = running_report(reporter.index, started, elapsed, live);
+        let report = running_report(reporter.index, started, elapsed, live, active_vus);
         // One try each time, bounded: the next total comes in two seconds, and the final
         // report waits for this one.
         match tokio::time::timeout(LIVE_EVERY * 2, reporter.send(&report, 1)).await {

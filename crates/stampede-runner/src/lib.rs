@@ -500,7 +500,7 @@ async fn run_share(
     }
     let plan = prepared.plan.clone();
     let exporter_final = exporter.clone();
-    let (live_tx, live_rx) = watch::channel::<Option<(Duration, PortableStep)>>(None);
+    let (live_tx, live_rx) = watch::channel::<Option<(Duration, PortableStep, u32)>>(None);
     let started_at_cell = Arc::new(std::sync::OnceLock::<SystemTime>::new());
     let live_task = tokio::spawn(live_reports(reporter.clone(), live_rx, started_at_cell.clone()));
     let flag = interrupt.clone();
@@ -640,13 +640,13 @@ struct Ran {
 }
 
 /// Waits until `target` (precisely: sleeps, then spins the last stretch), then runs. Returns
-/// `None` when `interrupt` was set before the start. Sends the cumulative total to `live`
-/// at the start and every [`LIVE_EVERY`].
+/// `None` when `interrupt` was set before the start. Sends the cumulative total (with the VUs
+/// running) to `live` at the start and every [`LIVE_EVERY`].
 fn execute_at(
     prepared: Prepared,
     target: Instant,
     opts: RunOptions,
-    live: watch::Sender<Option<(Duration, PortableStep)>>,
+    live: watch::Sender<Option<(Duration, PortableStep, u32)>>,
     exporter: Option<Arc<Exporter>>,
     on_start: impl FnOnce(SystemTime),
 ) -> Option<Ran> {
@@ -658,7 +658,7 @@ fn execute_at(
     if let Some(e) = &exporter {
         e.started(started_at);
     }
-    let _ = live.send(Some((Duration::ZERO, portable::step_from_interval("", "total", &IntervalStats::default()))));
+    let _ = live.send(Some((Duration::ZERO, portable::step_from_interval("", "total", &IntervalStats::default()), 0)));
     let opts = RunOptions { totals: exporter.is_some(), ..opts };
     let mut total = IntervalStats::default();
     let mut timeline = portable::TimelineBuilder::new(portable::timeline_interval(prepared.plan.planned_duration()));
@@ -672,7 +672,7 @@ fn execute_at(
         timeline.add(t.elapsed, t.active_vus, &t.stats);
         if t.elapsed.saturating_sub(last_sent) + Duration::from_millis(100) >= LIVE_EVERY {
             last_sent = t.elapsed;
-            let _ = live.send(Some((t.elapsed, portable::step_from_interval("", "total", &total))));
+            let _ = live.send(Some((t.elapsed, portable::step_from_interval("", "total", &total), t.active_vus)));
         }
         if t.elapsed.saturating_sub(last_progress) + Duration::from_millis(100) >= PROGRESS_EVERY {
             last_progress = t.elapsed;

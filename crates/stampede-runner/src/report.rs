@@ -16,11 +16,13 @@ pub(crate) fn running_report(
     started_at: SystemTime,
     elapsed: Duration,
     live: PortableStep,
+    active_vus: u32,
 ) -> RunnerReport {
     RunnerReport {
         started_at: Some(format_micros(started_at)),
         duration_seconds: round3(elapsed.as_secs_f64()),
         live: Some(live),
+        active_vus: Some(active_vus),
         ..RunnerReport::new(index, RunnerState::Running)
     }
 }
@@ -63,7 +65,7 @@ mod tests {
     fn reports_serialize_into_a_merge_patch_of_one_key() {
         let live = portable::step_from_interval("", "total", &IntervalStats::default());
         let t = parse_start_at("2030-01-02T03:04:05.000007Z").unwrap();
-        let r = running_report(1, t, Duration::from_millis(2_001), live);
+        let r = running_report(1, t, Duration::from_millis(2_001), live, 5);
         let patch = report_patch(&r);
         let text = patch["data"]["result.json"].as_str().unwrap();
         let back: RunnerReport = serde_json::from_str(text).unwrap();
@@ -71,6 +73,7 @@ mod tests {
         assert_eq!(back.state, RunnerState::Running);
         assert_eq!(back.started_at.as_deref(), Some("2030-01-02T03:04:05.000007Z"));
         assert_eq!(back.duration_seconds, 2.001);
+        assert_eq!(back.active_vus, Some(5));
         assert_eq!(patch["data"].as_object().unwrap().len(), 1);
 
         let ready: serde_json::Value = serde_json::from_str(

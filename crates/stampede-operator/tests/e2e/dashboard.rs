@@ -34,6 +34,36 @@ async fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>
     (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }
 
+/// A page following a LoadTest: the events' stream of `path`, read as it comes.
+struct Events {
+    stream: tokio::net::TcpStream,
+    text: String,
+}
+
+impl Events {
+    async fn open(addr: SocketAddr, path: &str, token: &str) -> Events {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: dashboard\r\nAuthorization: Bearer {token}\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        Events { stream, text: String::new() }
+    }
+
+    /// Reads until the text so far holds `what` (at most a minute); returns the text since the
+    /// last call.
+    async fn until(&mut self, what: &str) -> String {
+        let mut buf = [0u8; 8192];
+        while !self.text.contains(what) {
+            let n = tokio::time::timeout(Duration::from_secs(60), self.stream.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("no {what:?} in a minute; so far: {}", self.text))
+                .unwrap();
+            assert!(n > 0, "the stream ended before {what:?}: {}", self.text);
+            self.text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        std::mem::take(&mut self.text)
+    }
+}
+
 /// A minimal merged report of `name` (no request yet), as the operator writes it.
 fn report_json(name: &str) -> String {
     let yaml = format!(
@@ -153,6 +183,33 @@ async fn e2e_the_dashboard_api_shows_and_changes_only_what_the_users_own_token_m
     // Nor does patch in A reach B.
     assert_eq!(request(addr, "POST", &format!("/api/loadtests/{b}/shop/live"), t, r#"{"vus": 3}"#).await.0, 403);
     assert_eq!(request(addr, "POST", &live, t, r#"{"users": 3}"#).await.0, 400);
+
+    // Following a LoadTest (server-sent events): B's is refused by the API server.
+    assert_eq!(request(addr, "GET", &format!("/api/loadtests/{b}/shop/events"), t, "").await.0, 403);
+    // A's, by a user who may not `watch`: the LoadTest first, then each change (their `get`
+    // every second).
+    let events = format!("/api/loadtests/{a}/shop/events");
+    let mut page = Events::open(addr, &events, &token).await;
+    let first = page.until("\n\n").await;
+    assert!(first.starts_with("HTTP/1.1 200") && first.contains("text/event-stream"), "{first}");
+    assert!(first.contains(r#""live":{"vus":3}"#), "{first}");
+    let set_vus = |n: i64| json!({"spec": {"live": {"vus": n}}});
+    lts.patch("shop", &PatchParams::default(), &Patch::Merge(&set_vus(4))).await.unwrap();
+    page.until(r#""live":{"vus":4}"#).await;
+    // Given `watch`, the user's own watch: each change as the API server reports it.
+    roles
+        .patch("viewer", &PatchParams::apply("e2e").force(), &Patch::Apply(role(&["get", "list", "watch", "patch"])))
+        .await
+        .unwrap();
+    let mut watching = Events::open(addr, &events, &token).await;
+    watching.until(r#""live":{"vus":4}"#).await;
+    lts.patch("shop", &PatchParams::default(), &Patch::Merge(&set_vus(5))).await.unwrap();
+    watching.until(r#""live":{"vus":5}"#).await;
+    page.until(r#""live":{"vus":5}"#).await;
+    // Deleted: both pages are told, and their streams end.
+    lts.delete("shop", &Default::default()).await.unwrap();
+    watching.until("event: deleted").await;
+    page.until("event: deleted").await;
 
     server.abort();
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin);

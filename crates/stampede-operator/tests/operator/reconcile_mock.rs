@@ -843,8 +843,14 @@ async fn a_running_tests_reconcile_reads_its_children_from_the_watches_not_the_a
         // A runner's interim write: its live total so far.
         let step = done(0, requests).result.unwrap().steps[0].clone();
         let live = portable::PortableStep { scenario: String::new(), step: "total".into(), ..step };
-        let r = RunnerReport { live: Some(live), duration_seconds: 1.0, ..RunnerReport::new(0, RunnerState::Running) };
-        vec![Watched::Results(vec![Some(r), Some(RunnerReport::new(1, RunnerState::Running))]), Watched::Job(active(2))]
+        let r = RunnerReport {
+            live: Some(live),
+            duration_seconds: 1.0,
+            active_vus: Some(3),
+            ..RunnerReport::new(0, RunnerState::Running)
+        };
+        let other = RunnerReport { active_vus: Some(4), ..RunnerReport::new(1, RunnerState::Running) };
+        vec![Watched::Results(vec![Some(r), Some(other)]), Watched::Job(active(2))]
     };
     let (outcomes, seen) =
         reconcile_in_turn(vec![(lt.clone(), interim(100))], vec![Expect::GetScenario, Expect::ApplyStatus]).await;
@@ -873,5 +879,7 @@ async fn a_running_tests_reconcile_reads_its_children_from_the_watches_not_the_a
         .collect();
     let requests: Vec<u64> = statuses.iter().map(|s| s.summary.as_ref().unwrap().requests).collect();
     assert_eq!(requests, [100, 250, 1500], "each status holds what the watches held at its reconcile");
+    let vus: Vec<Option<u32>> = statuses.iter().map(|s| s.summary.as_ref().unwrap().active_vus).collect();
+    assert_eq!(vus, [Some(7), Some(7), None], "the running runners' VUs, summed while it runs");
     assert!(!seen.iter().any(|s| s.method == Method::GET && s.path != api_path("configmaps", "shop-scenario")));
 }

@@ -54,13 +54,16 @@ pub(crate) fn text(out: &Output) -> String {
     stampede_testcluster::output_text(out)
 }
 
-/// `helm template stampede charts/stampede -n stampede-system` with the node's image.
+/// `helm template stampede charts/stampede -n stampede-system` with the node's image and the
+/// dashboard on.
 pub(crate) fn render_chart() -> String {
     let (repository, tag) = image();
     let out = Command::new(stampede_testcluster::helm())
         .args(["template", RELEASE, &repo().join("charts/stampede").to_string_lossy(), "--namespace", OPERATOR_NS])
         .args(["--set", &format!("image.repository={repository},image.tag={tag},image.pullPolicy=IfNotPresent")])
         .args(["--set", "replicaCount=1,logLevel=info\\,stampede_operator=debug"])
+        // The dashboard, reached by `kubectl port-forward` to the Service (docs/kubernetes.md).
+        .args(["--set", "dashboardApi.enabled=true"])
         .output()
         .unwrap();
     assert!(out.status.success(), "helm template failed: {}", String::from_utf8_lossy(&out.stderr));

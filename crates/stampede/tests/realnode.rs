@@ -1,0 +1,171 @@
+//! The operator's dashboard on the real node (`make e2e-node`), reached the way
+//! `docs/kubernetes.md` says: the chart with `dashboardApi.enabled=true`, and
+//! `kubectl port-forward svc/stampede 8081:8081` to its Service. Headless Chromium signs in
+//! with a user's own token (a ServiceAccount that may get, list, watch and patch LoadTests in one
+//! namespace), follows a 3-runner LoadTest whose runners are pods of Stampede's image, sees its
+//! figures change while it runs, raises its VUs from 6 to 12 with the page's control, and at the
+//! end holds `.status`'s per-step table. A screenshot is written next to the test binary.
+//!
+//! Every wait is bounded; none measures speed. The load goes to the target pod on the node's
+//! own bridge; the browser only to the port-forward on 127.0.0.1.
+
+// A test reads top to bottom, as the story it checks; the 100-line limit is for the code it tests.
+#![allow(clippy::too_many_lines, reason = "a test is one story, read top to bottom")]
+
+#[path = "cli/cdp.rs"]
+mod cdp;
+#[allow(dead_code, reason = "the operator's real-node suite uses the rest")]
+#[path = "../../stampede-operator/tests/realnode/harness.rs"]
+mod harness;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+
+use kube::api::Api;
+use serde_json::{Value, json};
+use stampede_api::{LoadTest, Phase};
+
+use cdp::{CHROMIUM, Cdp, Killed};
+use harness::*;
+
+/// What the page shows of the run.
+const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.textContent ?? ''; \
+    const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
+      .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
+    return { list: rows('loadtests'), phase: t('phase'), requests: t('requests'), vus: t('vus'), \
+      steps: rows('steps'), changes: rows('changes'), error: t('error'), \
+      controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
+
+fn count(s: &Value) -> u64 {
+    s["requests"].as_str().unwrap_or("0").replace(',', "").parse().unwrap_or(0)
+}
+
+/// `kubectl port-forward -n stampede-system svc/stampede :8081`, and the local port it chose.
+fn port_forward() -> (Killed, u16) {
+    let mut child = cluster()
+        .kubectl()
+        .args(["-n", OPERATOR_NS, "port-forward", &format!("svc/{RELEASE}"), ":8081", "--address=127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("kubectl port-forward");
+    let stdout = child.stdout.take().unwrap();
+    let killed = Killed(child);
+    // "Forwarding from 127.0.0.1:PORT -> 8081"
+    let line = BufReader::new(stdout).lines().map_while(Result::ok).find(|l| l.starts_with("Forwarding from"));
+    let line = line.expect("kubectl port-forward said where it listens");
+    let port = line.split(" -> ").next().and_then(|a| a.rsplit(':').next()).and_then(|p| p.parse().ok());
+    (killed, port.unwrap_or_else(|| panic!("no port in {line:?}")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real node: make e2e-node"]
+async fn realnode_chromium_follows_and_steers_a_loadtest_through_a_port_forward_to_the_charts_service() {
+    assert!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing: `make unit` installs Debian's chromium");
+    let client = cluster().client().await.unwrap();
+    ensure_operator(&client).await;
+    let ns = test_namespace(&client, "rn-dash").await;
+    let target_ip = deploy_target(&client, &ns).await;
+    let before = target_requests(&target_ip);
+
+    // The user: may get, list, watch and patch LoadTests in this namespace, and nothing else.
+    let yaml = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: watcher, namespace: {ns}}}\n\
+         rules: [{{apiGroups: [stampede.dev], resources: [loadtests], verbs: [get, list, watch, patch]}}]\n"
+    );
+    assert!(kubectl(&["apply", "-f", "-"], Some(&yaml)).status.success());
+    assert!(kubectl(&["create", "serviceaccount", "watcher", "-n", &ns], None).status.success());
+    let binding = format!("--serviceaccount={ns}:watcher");
+    let out = kubectl(&["create", "rolebinding", "watcher", "-n", &ns, "--role=watcher", &binding], None);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = kubectl(&["create", "token", "watcher", "-n", &ns, "--duration=15m"], None);
+    assert!(out.status.success(), "{}", text(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+
+    // The route the docs give: a port-forward to the chart's Service, port `dashboard`.
+    let (_forward, port) = port_forward();
+    let url = format!("http://127.0.0.1:{port}/");
+
+    // 3 runners, 6 VUs that may go to 12. Ended by its iterations, not a clock: each takes at
+    // least the target's 20 ms, so 6,000 last 20 s or more at 6 VUs, and the page's change
+    // comes while it runs however slow the machine is.
+    apply_target_loadtest(
+        &ns,
+        "shop",
+        3,
+        "",
+        "{executor: constant-vus, vus: 6, maxVUs: 12, iterations: 6000, duration: 10m}",
+        r#"{name: home, request: {url: "{{baseUrl}}/delay/20"}}"#,
+        "[]",
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_path, ns_in) = (dir.path().to_path_buf(), ns.clone());
+    let seen_end = tokio::task::spawn_blocking(move || {
+        let (browser, mut cdp) = Cdp::start(&dir_path);
+        cdp.call("Page.navigate", json!({"url": url}));
+        cdp.wait_until("the sign-in form", "document.getElementById('token') !== null", |v| v == &json!(true));
+        cdp.eval(&format!(
+            "document.getElementById('token').value = {}; document.getElementById('login').requestSubmit(); 1",
+            json!(token)
+        ));
+        let me = format!("{ns_in}/shop");
+        cdp.wait_until("the LoadTest in the list", SEEN, |s| {
+            s["list"].as_array().is_some_and(|l| l.iter().any(|r| r[0] == me))
+        });
+        cdp.eval(&format!("location.hash = '#/{ns_in}/shop'; 1"));
+        // Live: the count of requests grows while the run goes on, with 6 VUs running.
+        let first = cdp.wait_until("the run's first requests", SEEN, |s| s["phase"] == "Running" && count(s) > 0);
+        cdp.wait_until("more requests", SEEN, |s| s["phase"] == "Running" && count(s) > count(&first));
+        cdp.wait_until("6 VUs running", SEEN, |s| s["vus"] == "6");
+        cdp.wait_until("the controls", SEEN, |s| s["controls"] == json!(true));
+        cdp.eval("document.getElementById('vus-input').value = '12'; document.getElementById('vus-apply').click(); 1");
+        cdp.wait_until("12 VUs, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 1));
+        cdp.wait_until("12 VUs running", SEEN, |s| s["vus"] == "12" || s["phase"] != "Running");
+        let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
+        let shot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard-realnode.png");
+        std::fs::write(&path, cdp::base64_decode(shot["data"].as_str().unwrap())).unwrap();
+        eprintln!("screenshot: {}", path.display());
+        assert!(cdp.complaints.is_empty(), "the page logged or threw: {:?}", cdp.complaints);
+        (end, browser, cdp)
+    })
+    .await
+    .unwrap();
+    let (end, _browser, mut cdp) = seen_end;
+
+    let lt = Api::<LoadTest>::namespaced(client.clone(), &ns).get("shop").await.unwrap();
+    let st = lt.status.clone().unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
+    let summary = st.summary.clone().unwrap();
+    // `/stats` counts itself once.
+    assert_eq!(summary.requests, target_requests(&target_ip) - before - 1, "every request counted once");
+    assert_eq!(summary.requests, 6_000, "every iteration once");
+    let changes: Vec<Option<u32>> = st.live.as_ref().unwrap().changes.iter().map(|c| c.vus).collect();
+    assert_eq!(changes, [Some(12)], "taken once, from the page");
+    // The page's step table is `.status`'s steps, written as the page writes numbers.
+    let rows = end["steps"].as_array().unwrap().clone();
+    let expected: Vec<Value> = tokio::task::spawn_blocking(move || {
+        summary
+            .steps
+            .iter()
+            .map(|s| {
+                let mut f = |n: f64, d: u32| cdp.eval(&format!("fmt({n}, {d})")).as_str().unwrap().to_string();
+                let l = &s.latency_ms;
+                json!([
+                    format!("{} / {}", s.scenario, s.step),
+                    f(s.requests as f64, 0),
+                    f(s.errors as f64, 0),
+                    f(l.p50, 3),
+                    f(l.p90, 3),
+                    f(l.p99, 3)
+                ])
+            })
+            .collect()
+    })
+    .await
+    .unwrap();
+    assert_eq!(rows, expected, "the page's step table against .status");
+    delete_namespace(&client, &ns).await;
+}
