@@ -51,9 +51,23 @@ async fn e2e_spec_live_raises_the_fleets_vus_at_one_instant_pauses_resumes_and_r
     assert_eq!(st.phase, Phase::Running);
     let cond = st.conditions.iter().find(|c| c.type_ == "LiveChange").unwrap();
     assert!(cond.message.contains("maxVUs (12)"), "{}", cond.message);
+    // A rate, on this closed model: refused too, saying why.
+    patch_live(&api, "live", json!({"vus": null, "rate": 500})).await;
+    let rate_refused = move |lt: Option<&LoadTest>| {
+        lt.and_then(|l| l.status.as_ref()).is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "LiveChange" && c.status == "False" && c.message.contains("rate 500/s"))
+        })
+    };
+    let lt = wait_for(&api, "live", Duration::from_secs(60), rate_refused).await.unwrap();
+    let st = lt.status.unwrap();
+    assert_eq!(st.phase, Phase::Running);
+    let cond = st.conditions.iter().find(|c| c.type_ == "LiveChange").unwrap();
+    assert!(cond.message.contains("`rate` applies to arrival-rate executors"), "{}", cond.message);
 
     // 6 → 12 VUs: each runner takes its share (2 → 4) at the change's instant.
-    patch_live(&api, "live", json!({"vus": 12})).await;
+    patch_live(&api, "live", json!({"vus": 12, "rate": null})).await;
     let lt = changes(&api, "live", 1).await;
     let change = lt.status.unwrap().live.unwrap().changes[0].clone();
     assert_eq!((change.seq, change.vus), (1, Some(12)));
@@ -132,6 +146,6 @@ async fn e2e_spec_live_raises_the_fleets_vus_at_one_instant_pauses_resumes_and_r
             .map(|e| e.series.as_ref().map_or(1, |s| s.count))
             .sum()
     };
-    assert_eq!((count("LoadChanged"), count("LiveChangeRefused")), (3, 1));
+    assert_eq!((count("LoadChanged"), count("LiveChangeRefused")), (3, 2));
     finish(env).await;
 }
