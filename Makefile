@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build release image test test-steps unit lint fmt fuzz chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-language bench-import bench-7 bench-scale generate quickstart k8s-bins cluster-up cluster-down
+.PHONY: all build release image test test-steps unit lint fmt fuzz chart e2e e2e-node bench bench-flow bench-open bench-sweep bench-h2 bench-language bench-import bench-7 bench-scale bench-dashboards generate quickstart k8s-bins cluster-up cluster-down
 
 all: build
 
@@ -130,6 +130,12 @@ bench-7: bench-open bench-sweep bench-h2
 bench-scale:
 	CARGO_TARGET_DIR="$$(bash tests/lib/build-cache.sh)" CARGO_INCREMENTAL=0 STAMPEDE_SCALE=1 STAMPEDE_AGENT_MAX_PODS=400 \
 	  CARGO="$(CARGO)" bash tests/cluster/e2e.sh scale:: --nocapture
+
+# Issue #35: the operator's CPU and memory with 10 pages following a 100-step, 50-runner
+# LoadTest against none, and how soon a runner's interim write reaches a page (line DASHBOARDS).
+bench-dashboards:
+	CARGO_TARGET_DIR="$$(bash tests/lib/build-cache.sh)" CARGO_INCREMENTAL=0 STAMPEDE_SCALE=1 STAMPEDE_AGENT_MAX_PODS=100 \
+	  CARGO="$(CARGO)" bash tests/cluster/e2e.sh scale::dashboards --nocapture
 
 # Rewrites everything generated from the code; tests fail when committed copies drift.
 generate:

@@ -31,6 +31,8 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::operator::{install_crds, loadtest, phase_is, scenario};
 
+mod dashboards;
+
 /// Seconds of CPU time from `/proc/<pid>/stat` (user + system), and the peak resident set
 /// (`VmHWM`, MiB) from `/proc/<pid>/status`.
 fn usage(pid: u32) -> Option<(f64, f64)> {
@@ -64,10 +66,16 @@ struct OperatorProcess {
 
 impl OperatorProcess {
     fn start(ns: &str) -> Self {
+        Self::start_with(ns, &[])
+    }
+
+    /// With `extra` arguments.
+    fn start_with(ns: &str, extra: &[&str]) -> Self {
         let log = std::env::temp_dir().join(format!("stampede-{ns}-operator.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_stampede-operator"))
             .args(["--namespace", ns, "--http-addr", "127.0.0.1:0"])
+            .args(extra)
             .env("KUBECONFIG", TestCluster::shared().kubeconfig())
             .env("RUST_LOG", "info,kube=warn")
             .stdout(file.try_clone().unwrap())
