@@ -272,6 +272,7 @@ async fn follow(api: Api<LoadTest>, name: &str, first: LoadTest, tx: &tokio::syn
         let stream = match api.watch(&params, &version).await {
             Ok(stream) => stream,
             Err(kube::Error::Api(e)) if e.code == 403 => return poll(&api, name, version, tx).await,
+            Err(kube::Error::Api(e)) if e.code == 401 => return refused(tx, &e.message).await,
             Err(e) => {
                 tracing::debug!(error = %e, loadtest = %name, "dashboard: the watch failed; again in a second");
                 if pause_or_gone(tx).await {
@@ -345,15 +346,17 @@ async fn poll(api: &Api<LoadTest>, name: &str, mut version: String, tx: &tokio::
                 let _ = tx.send(Bytes::from_static(b"event: deleted\ndata: {}\n\n")).await;
                 return;
             }
-            // Refused now (the user lost `get`, the token expired): the page is told and asks again.
-            Err(kube::Error::Api(e)) if e.code == 401 || e.code == 403 => {
-                let _ =
-                    tx.send(Bytes::from(format!("event: refused\ndata: {}\n\n", json!({ "error": e.message })))).await;
-                return;
-            }
+            // Refused now (the user lost `get`, the token expired).
+            Err(kube::Error::Api(e)) if e.code == 401 || e.code == 403 => return refused(tx, &e.message).await,
             Err(_) => {}
         }
     }
+}
+
+/// Tells the page the API server refused the user now (the token expired, a permission was
+/// taken away); the page stops following.
+async fn refused(tx: &tokio::sync::mpsc::Sender<Bytes>, message: &str) {
+    let _ = tx.send(Bytes::from(format!("event: refused\ndata: {}\n\n", json!({ "error": message })))).await;
 }
 
 /// Waits [`STREAM_POLL`]; true if the page went meanwhile.

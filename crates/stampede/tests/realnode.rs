@@ -53,8 +53,10 @@ fn port_forward() -> (Killed, u16) {
     let stdout = child.stdout.take().unwrap();
     let killed = Killed(child);
     // "Forwarding from 127.0.0.1:PORT -> 8081"
-    let line = BufReader::new(stdout).lines().map_while(Result::ok).find(|l| l.starts_with("Forwarding from"));
-    let line = line.expect("kubectl port-forward said where it listens");
+    let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+    let line = lines.find(|l| l.starts_with("Forwarding from")).expect("kubectl port-forward said where it listens");
+    // It says "Handling connection for …" for each connection: read on, so it never blocks.
+    std::thread::spawn(move || lines.for_each(drop));
     let port = line.split(" -> ").next().and_then(|a| a.rsplit(':').next()).and_then(|p| p.parse().ok());
     (killed, port.unwrap_or_else(|| panic!("no port in {line:?}")))
 }
