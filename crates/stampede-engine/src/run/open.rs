@@ -178,6 +178,8 @@ struct Timetable<'a> {
     end: tokio::time::Instant,
     /// The count of schedule changes the schedule was built with.
     seen: u32,
+    /// When the last iteration handed out was due.
+    last: Duration,
     schedule: OpenSchedule,
 }
 
@@ -191,6 +193,7 @@ impl<'a> Timetable<'a> {
             start,
             end: start + load.planned_duration().unwrap_or_default(),
             seen: control.schedule_changes(),
+            last: Duration::ZERO,
             schedule: OpenSchedule::new(load, &control.changes()),
         }
     }
@@ -231,15 +234,21 @@ impl<'a> Timetable<'a> {
                 }
             };
             let deadline = (self.start + at).checked_sub(TIMER_RESOLUTION).unwrap_or(self.start);
-            let mut now = tokio::time::Instant::now();
-            while now < deadline {
-                tokio::time::sleep_until(deadline.min(now + SCHEDULE_LOOK)).await;
-                if self.control.schedule_changes() != self.seen {
-                    break;
+            if at.saturating_sub(self.last) <= SCHEDULE_LOOK {
+                // Soon after the last one (a busy schedule): one sleep, no clock read.
+                tokio::time::sleep_until(deadline).await;
+            } else {
+                let mut now = tokio::time::Instant::now();
+                while now < deadline {
+                    tokio::time::sleep_until(deadline.min(now + SCHEDULE_LOOK)).await;
+                    if self.control.schedule_changes() != self.seen {
+                        break;
+                    }
+                    now = tokio::time::Instant::now();
                 }
-                now = tokio::time::Instant::now();
             }
             if !self.refresh() {
+                self.last = at;
                 return Some(at);
             }
         }
