@@ -40,6 +40,14 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
 fi
 
 mkdir -p "$OUT"
+# Tests run in parallel and each asks for the corpus: one builds it, the others wait for the
+# lock and then find the stamp (a cold cache once raced on the same `.part` files).
+exec 9>"$OUT/.lock"
+flock 9
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  echo "$OUT"
+  exit 0
+fi
 rm -f "$STAMP"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/stampede-corpus.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
