@@ -152,26 +152,7 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
     // The page's step table is `.status`'s steps, written as the page writes numbers.
     let rows = end["steps"].as_array().unwrap().clone();
     assert_eq!(rows.len(), summary.steps.len());
-    let expected: Vec<Value> = tokio::task::spawn_blocking(move || {
-        summary
-            .steps
-            .iter()
-            .map(|s| {
-                let mut f = |n: f64, d: u32| cdp.eval(&format!("fmt({n}, {d})")).as_str().unwrap().to_string();
-                let l = &s.latency_ms;
-                json!([
-                    format!("{} / {}", s.scenario, s.step),
-                    f(s.requests as f64, 0),
-                    f(s.errors as f64, 0),
-                    f(l.p50, 3),
-                    f(l.p90, 3),
-                    f(l.p99, 3)
-                ])
-            })
-            .collect()
-    })
-    .await
-    .unwrap();
+    let expected = tokio::task::spawn_blocking(move || cdp::status_step_rows(&mut cdp, &summary.steps)).await.unwrap();
     assert_eq!(rows, expected, "the page's step table against .status");
     eprintln!("{} requests; page rows {rows:?}; LoadTest {}", target.stats().requests(), lt.name_any());
 

@@ -148,26 +148,7 @@ async fn realnode_chromium_follows_and_steers_a_loadtest_through_a_port_forward_
     assert_eq!(changes, [Some(12)], "taken once, from the page");
     // The page's step table is `.status`'s steps, written as the page writes numbers.
     let rows = end["steps"].as_array().unwrap().clone();
-    let expected: Vec<Value> = tokio::task::spawn_blocking(move || {
-        summary
-            .steps
-            .iter()
-            .map(|s| {
-                let mut f = |n: f64, d: u32| cdp.eval(&format!("fmt({n}, {d})")).as_str().unwrap().to_string();
-                let l = &s.latency_ms;
-                json!([
-                    format!("{} / {}", s.scenario, s.step),
-                    f(s.requests as f64, 0),
-                    f(s.errors as f64, 0),
-                    f(l.p50, 3),
-                    f(l.p90, 3),
-                    f(l.p99, 3)
-                ])
-            })
-            .collect()
-    })
-    .await
-    .unwrap();
+    let expected = tokio::task::spawn_blocking(move || cdp::status_step_rows(&mut cdp, &summary.steps)).await.unwrap();
     assert_eq!(rows, expected, "the page's step table against .status");
     delete_namespace(&client, &ns).await;
 }

@@ -185,3 +185,23 @@ pub(crate) fn base64_decode(text: &str) -> Vec<u8> {
     }
     out
 }
+
+/// The operator page's step rows for `.status`'s `steps` (step, requests, errors, p50, p90, p99:
+/// the percentiles ticked at first), numbers written as the page writes them (its own `fmt`).
+pub(crate) fn status_step_rows(cdp: &mut Cdp, steps: &[stampede_api::StepResult]) -> Vec<Value> {
+    steps
+        .iter()
+        .map(|s| {
+            let mut f = |n: f64, d: u32| cdp.eval(&format!("fmt({n}, {d})")).as_str().unwrap().to_string();
+            let l = &s.latency_ms;
+            json!([
+                format!("{} / {}", s.scenario, s.step),
+                f(s.requests as f64, 0),
+                f(s.errors as f64, 0),
+                f(l.p50, 3),
+                f(l.p90, 3),
+                f(l.p99, 3)
+            ])
+        })
+        .collect()
+}
