@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use stampede_api::{LoadTest, REPORT_KEY, names};
+use stampede_api::{LoadTest, LoadTestSchedule, REPORT_KEY, names};
 use stampede_model::report::Report;
 use stampede_serve::{Body, full};
 
@@ -165,18 +165,19 @@ impl DashboardApi {
         }
     }
 
-    /// The LoadTests of every namespace the user may list them in (those they may not are left
-    /// out, not errors).
+    /// The LoadTests and LoadTestSchedules of every namespace the user may list them in (those
+    /// they may not are left out, not errors).
     async fn list(&self, user: &Client) -> Result<serde_json::Value, Refused> {
-        let mut items = Vec::new();
+        let (mut items, mut schedules) = (Vec::new(), Vec::new());
         for ns in (self.namespaces)() {
-            match Api::<LoadTest>::namespaced(user.clone(), &ns).list(&ListParams::default()).await {
-                Ok(list) => items.extend(list.items.iter().map(entry)),
-                Err(kube::Error::Api(e)) if e.code == 403 => {}
-                Err(e) => return Err(e.into()),
+            if let Some(list) = listed(Api::<LoadTest>::namespaced(user.clone(), &ns)).await? {
+                items.extend(list.iter().map(entry));
+            }
+            if let Some(list) = listed(Api::<LoadTestSchedule>::namespaced(user.clone(), &ns)).await? {
+                schedules.extend(list.iter().map(schedule_entry));
             }
         }
-        Ok(json!({ "items": items }))
+        Ok(json!({ "items": items, "schedules": schedules }))
     }
 
     /// The LoadTest as server-sent events, as the user sees it: the first after the user's `get`,
@@ -365,6 +366,31 @@ async fn pause_or_gone(tx: &tokio::sync::mpsc::Sender<Bytes>) -> bool {
         () = tx.closed() => true,
         () = tokio::time::sleep(STREAM_POLL) => false,
     }
+}
+
+/// The objects `api` lists as the user: `None` where the user may not (403) or the kind is not
+/// installed (404).
+async fn listed<K>(api: Api<K>) -> Result<Option<Vec<K>>, Refused>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(Some(list.items)),
+        Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What the dashboard shows of a schedule in a list: where it is, when it runs, and its runs.
+fn schedule_entry(s: &LoadTestSchedule) -> serde_json::Value {
+    json!({
+        "namespace": s.namespace().unwrap_or_default(),
+        "name": s.name_any(),
+        "schedule": s.spec.schedule,
+        "timeZone": s.spec.time_zone,
+        "suspend": s.spec.suspend,
+        "status": s.status,
+    })
 }
 
 /// The request's bearer token.

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::Role;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use stampede_api::{LoadTest, REPORT_KEY, names};
+use stampede_api::{LoadTest, LoadTestSchedule, REPORT_KEY, names};
 use stampede_operator::dashboard::{DashboardApi, serve};
 use stampede_testcluster::TestCluster;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -100,8 +100,14 @@ async fn e2e_the_dashboard_api_shows_and_changes_only_what_the_users_own_token_m
         (cluster.namespace(&admin, "dash-a").await.unwrap(), cluster.namespace(&admin, "dash-b").await.unwrap());
     let load = json!({"executor": "constant-vus", "vus": 2, "duration": "10s"});
     for ns in [&a, &b] {
-        let lt = loadtest("shop", 1, scenario("http://my-service.default.svc", load.clone(), "/", &[]), json!({}));
+        let sc = scenario("http://my-service.default.svc", load.clone(), "/", &[]);
+        let lt = loadtest("shop", 1, sc.clone(), json!({}));
         Api::<LoadTest>::namespaced(admin.clone(), ns).create(&PostParams::default(), &lt).await.unwrap();
+        // A schedule too (suspended: no operator runs here anyway).
+        let spec =
+            json!({"schedule": "0 3 * * *", "suspend": true, "template": {"spec": {"runners": 1, "scenario": sc}}});
+        let schedule = LoadTestSchedule::new("nightly", serde_json::from_value(spec).unwrap());
+        Api::<LoadTestSchedule>::namespaced(admin.clone(), ns).create(&PostParams::default(), &schedule).await.unwrap();
     }
     let cm = ConfigMap {
         metadata: kube::api::ObjectMeta { name: Some(names::report_config_map("shop")), ..Default::default() },
@@ -110,10 +116,10 @@ async fn e2e_the_dashboard_api_shows_and_changes_only_what_the_users_own_token_m
     };
     Api::<ConfigMap>::namespaced(admin.clone(), &a).create(&PostParams::default(), &cm).await.unwrap();
 
-    // A user (a ServiceAccount of namespace A) who may get and list LoadTests in A only.
+    // A user (a ServiceAccount of namespace A) who may get and list LoadTests and schedules in A only.
     let role = |verbs: &[&str]| {
         serde_json::from_value::<Role>(json!({"metadata": {"name": "viewer"}, "rules": [{"apiGroups": ["stampede.dev"],
-            "resources": ["loadtests"], "verbs": verbs}]}))
+            "resources": ["loadtests", "loadtestschedules"], "verbs": verbs}]}))
         .unwrap()
     };
     let roles: Api<Role> = Api::namespaced(admin.clone(), &a);
@@ -151,6 +157,15 @@ async fn e2e_the_dashboard_api_shows_and_changes_only_what_the_users_own_token_m
         .map(|i| format!("{}/{}", i["namespace"].as_str().unwrap(), i["name"].as_str().unwrap()))
         .collect();
     assert_eq!(listed, [format!("{a}/shop")]);
+    let schedules: Vec<(String, String)> = serde_json::from_str::<Value>(&body).unwrap()["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (format!("{}/{}", s["namespace"].as_str().unwrap(), s["name"].as_str().unwrap()), s["schedule"].to_string())
+        })
+        .collect();
+    assert_eq!(schedules, [(format!("{a}/nightly"), "\"0 3 * * *\"".to_string())], "A's schedule only");
     // One LoadTest: A's yes, B's 403 (from the API server).
     assert_eq!(request(addr, "GET", &format!("/api/loadtests/{a}/shop"), t, "").await.0, 200);
     let (status, body) = request(addr, "GET", &format!("/api/loadtests/{b}/shop"), t, "").await;
