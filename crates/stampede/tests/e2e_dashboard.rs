@@ -35,7 +35,7 @@ use cdp::{CHROMIUM, Cdp};
 const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.textContent ?? ''; \
     const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
       .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
-    return { list: rows('loadtests'), name: t('run-name'), phase: t('phase'), requests: t('requests'), \
+    return { list: rows('loadtests'), name: t('run-name'), phase: t('phase'), requests: t('requests'), chartMax: t('chart-max'), \
       steps: rows('steps'), changes: rows('changes'), error: t('error'), message: t('control-msg'), \
       controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
 
@@ -150,6 +150,10 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
     let live = lt.spec.live.as_ref().unwrap();
     assert_eq!((live.vus, live.paused), (Some(12), Some(false)), "patched as the user asked");
     // The page's step table is `.status`'s steps, written as the page writes numbers.
+    // Each point of the rate chart covers at least 2 s of the run: none can be above half of
+    // every request there was (a point per runner's report, a moment apart, once was).
+    let chart_max: f64 = end["chartMax"].as_str().unwrap().replace(',', "").parse().unwrap();
+    assert!(chart_max <= summary.requests as f64 / 2.0, "a rate of {chart_max}/s charted");
     let rows = end["steps"].as_array().unwrap().clone();
     assert_eq!(rows.len(), summary.steps.len());
     let expected = tokio::task::spawn_blocking(move || cdp::status_step_rows(&mut cdp, &summary.steps)).await.unwrap();

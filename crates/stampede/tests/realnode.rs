@@ -33,7 +33,7 @@ use harness::*;
 const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.textContent ?? ''; \
     const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
       .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
-    return { list: rows('loadtests'), phase: t('phase'), requests: t('requests'), vus: t('vus'), \
+    return { list: rows('loadtests'), phase: t('phase'), requests: t('requests'), chartMax: t('chart-max'), vus: t('vus'), \
       steps: rows('steps'), changes: rows('changes'), error: t('error'), \
       controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
 
@@ -147,6 +147,10 @@ async fn realnode_chromium_follows_and_steers_a_loadtest_through_a_port_forward_
     let changes: Vec<Option<u32>> = st.live.as_ref().unwrap().changes.iter().map(|c| c.vus).collect();
     assert_eq!(changes, [Some(12)], "taken once, from the page");
     // The page's step table is `.status`'s steps, written as the page writes numbers.
+    // Each point of the rate chart covers at least 2 s of the run: none can be above half of
+    // every request there was (a point per runner's report, a moment apart, once was).
+    let chart_max: f64 = end["chartMax"].as_str().unwrap().replace(',', "").parse().unwrap();
+    assert!(chart_max <= summary.requests as f64 / 2.0, "a rate of {chart_max}/s charted");
     let rows = end["steps"].as_array().unwrap().clone();
     let expected = tokio::task::spawn_blocking(move || cdp::status_step_rows(&mut cdp, &summary.steps)).await.unwrap();
     assert_eq!(rows, expected, "the page's step table against .status");
