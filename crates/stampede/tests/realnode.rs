@@ -106,17 +106,7 @@ async fn realnode_chromium_follows_and_steers_a_loadtest_through_a_port_forward_
     let (dir_path, ns_in) = (dir.path().to_path_buf(), ns.clone());
     let seen_end = tokio::task::spawn_blocking(move || {
         let (browser, mut cdp) = Cdp::start(&dir_path);
-        cdp.call("Page.navigate", json!({"url": url}));
-        cdp.wait_until("the sign-in form", "document.getElementById('token') !== null", |v| v == &json!(true));
-        cdp.eval(&format!(
-            "document.getElementById('token').value = {}; document.getElementById('login').requestSubmit(); 1",
-            json!(token)
-        ));
-        let me = format!("{ns_in}/shop");
-        cdp.wait_until("the LoadTest in the list", SEEN, |s| {
-            s["list"].as_array().is_some_and(|l| l.iter().any(|r| r[0] == me))
-        });
-        cdp.eval(&format!("location.hash = '#/{ns_in}/shop'; 1"));
+        cdp::open_loadtest(&mut cdp, &url, &token, &ns_in, "shop");
         // Live: the count of requests grows while the run goes on, with 6 VUs running.
         let first = cdp.wait_until("the run's first requests", SEEN, |s| s["phase"] == "Running" && count(s) > 0);
         cdp.wait_until("more requests", SEEN, |s| s["phase"] == "Running" && count(s) > count(&first));

@@ -205,3 +205,20 @@ pub(crate) fn status_step_rows(cdp: &mut Cdp, steps: &[stampede_api::StepResult]
         })
         .collect()
 }
+
+/// The operator's page at `url`: signs in with `token`, waits for `ns/name` in the list, and
+/// opens it.
+pub(crate) fn open_loadtest(cdp: &mut Cdp, url: &str, token: &str, ns: &str, name: &str) {
+    cdp.call("Page.navigate", json!({"url": url}));
+    cdp.wait_until("the sign-in form", "document.getElementById('token') !== null", |v| v == &json!(true));
+    cdp.eval(&format!(
+        "document.getElementById('token').value = {}; document.getElementById('login').requestSubmit(); 1",
+        json!(token)
+    ));
+    let me = format!("{ns}/{name}");
+    let listed = "Array.from(document.querySelectorAll('#loadtests tbody tr')).map((tr) => tr.children[0].textContent)";
+    cdp.wait_until("the LoadTest in the list", listed, |l| {
+        l.as_array().is_some_and(|l| l.iter().any(|r| r == &json!(me)))
+    });
+    cdp.eval(&format!("location.hash = '#/{ns}/{name}'; 1"));
+}
