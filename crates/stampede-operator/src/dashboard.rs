@@ -306,21 +306,27 @@ async fn follow(api: Api<LoadTest>, name: &str, first: LoadTest, tx: &tokio::syn
                     return;
                 }
                 Some(Ok(WatchEvent::Bookmark(b))) => version = b.metadata.resource_version,
-                // Too old a version (410) or another error: read it again, then watch from there.
-                Some(Ok(WatchEvent::Error(_)) | Err(_)) => match api.get_opt(name).await {
-                    Ok(Some(lt)) => {
-                        version = lt.resource_version().unwrap_or_default();
-                        if tx.send(event_of(&lt)).await.is_err() {
+                // Too old a version (410) or another error: read it again, then watch from there,
+                // a second later (a watch that keeps failing is not asked again at once).
+                Some(Ok(WatchEvent::Error(_)) | Err(_)) => {
+                    match api.get_opt(name).await {
+                        Ok(Some(lt)) => {
+                            version = lt.resource_version().unwrap_or_default();
+                            if tx.send(event_of(&lt)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => {
+                            let _ = tx.send(Bytes::from_static(b"event: deleted\ndata: {}\n\n")).await;
                             return;
                         }
-                        break;
+                        Err(_) => {}
                     }
-                    Ok(None) => {
-                        let _ = tx.send(Bytes::from_static(b"event: deleted\ndata: {}\n\n")).await;
+                    if pause_or_gone(tx).await {
                         return;
                     }
-                    Err(_) => break,
-                },
+                    break;
+                }
                 // The watch's time is up: watch again from the last version.
                 None => break,
             }
