@@ -114,11 +114,7 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         cdp.eval("document.getElementById('resume').click(); 1");
         cdp.wait_until("the resume, taken", SEEN, taken(3));
         let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
-        let shot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
-        let png = cdp::base64_decode(shot["data"].as_str().unwrap());
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard.png");
-        std::fs::write(&path, png).unwrap();
-        eprintln!("screenshot: {}", path.display());
+        cdp.screenshot(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard.png"));
         // The page's numbers, as it writes them, of `.status` at the end (read after this).
         assert!(cdp.complaints.is_empty(), "the page logged or threw: {:?}", cdp.complaints);
         (end, browser, cdp)

@@ -116,10 +116,7 @@ async fn realnode_chromium_follows_and_steers_a_loadtest_through_a_port_forward_
         cdp.wait_until("12 VUs, taken", SEEN, |s| s["changes"].as_array().is_some_and(|c| c.len() == 1));
         cdp.wait_until("12 VUs running", SEEN, |s| s["vus"] == "12" || s["phase"] != "Running");
         let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
-        let shot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard-realnode.png");
-        std::fs::write(&path, cdp::base64_decode(shot["data"].as_str().unwrap())).unwrap();
-        eprintln!("screenshot: {}", path.display());
+        cdp.screenshot(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard-realnode.png"));
         assert!(cdp.complaints.is_empty(), "the page logged or threw: {:?}", cdp.complaints);
         (end, browser, cdp)
     })

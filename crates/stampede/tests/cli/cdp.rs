@@ -222,3 +222,12 @@ pub(crate) fn open_loadtest(cdp: &mut Cdp, url: &str, token: &str, ns: &str, nam
     });
     cdp.eval(&format!("location.hash = '#/{ns}/{name}'; 1"));
 }
+
+impl Cdp {
+    /// A screenshot of the whole page, written to `path`.
+    pub(crate) fn screenshot(&mut self, path: &Path) {
+        let shot = self.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
+        std::fs::write(path, base64_decode(shot["data"].as_str().unwrap())).unwrap();
+        eprintln!("screenshot: {}", path.display());
+    }
+}

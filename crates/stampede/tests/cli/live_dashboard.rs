@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::cdp::{CHROMIUM, Cdp, Killed, base64_decode};
+use crate::cdp::{CHROMIUM, Cdp, Killed};
 
 /// What the page shows: its state, figures, step table and changes.
 const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.textContent ?? ''; \
@@ -89,11 +89,7 @@ fn chromium_watches_and_steers_a_run_on_its_live_dashboard_and_ends_with_the_rep
     // The end: the page's step table is the report's, and it holds the same HTML report.
     let end =
         cdp.wait_until("the end of the run and its report", SEEN, |s| s["state"] == "ended" && s["report"] == "ready");
-    let screenshot = cdp.call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
-    let png = base64_decode(screenshot["data"].as_str().unwrap());
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-dashboard.png");
-    std::fs::write(&shot, &png).unwrap();
-    eprintln!("screenshot: {}", shot.display());
+    cdp.screenshot(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-dashboard.png"));
 
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(end["head"], json!(["step", "requests", "errors", "error %", "p50 ms", "p90 ms", "p99 ms", "req/s"]));
