@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::SystemTime;
 
+use crate::stats::histogram::Latencies as _;
 use crate::stats::metrics::IntervalStats;
 use crate::stats::metrics::StepStats;
 use crate::stats::metrics::WorkerMetrics;
@@ -81,7 +82,7 @@ impl Totals {
             *a += b;
         }
         match (&mut self.schedule_lag, &other.schedule_lag) {
-            (Some(a), Some(b)) => a.add(b).expect("histograms share bounds"),
+            (Some(a), Some(b)) => a.merge_from(b).expect("histograms share bounds"),
             (None, Some(b)) => self.schedule_lag = Some(b.clone()),
             _ => {}
         }
@@ -95,7 +96,7 @@ impl Totals {
             *a += b;
         }
         match (&mut self.queue_wait, &other.queue_wait) {
-            (Some(a), Some(b)) => a.add(b).expect("histograms share bounds"),
+            (Some(a), Some(b)) => a.merge_from(b).expect("histograms share bounds"),
             (None, Some(b)) => self.queue_wait = Some(b.clone()),
             _ => {}
         }

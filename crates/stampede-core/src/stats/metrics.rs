@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use stampede_model::ErrorKind;
 pub use stampede_model::errors_by_name;
 
-use crate::stats::histogram::{new_histogram, new_interval_histogram};
+use crate::stats::histogram::{Latencies as _, new_histogram, new_interval_histogram};
 
 use crate::stats::phases::Phases;
 
@@ -105,7 +105,7 @@ impl StepStats {
     #[inline]
     pub fn record_latency_us(&mut self, us: u64) {
         let us = us.max(1);
-        self.latency.saturating_record(us);
+        self.latency.record_us(us);
         self.min_us = self.min_us.min(us);
         self.max_us = self.max_us.max(us);
     }
@@ -113,12 +113,12 @@ impl StepStats {
     /// Records a service time (open models).
     #[inline]
     pub fn record_service_us(&mut self, us: u64) {
-        self.service.get_or_insert_with(|| Box::new(new_histogram())).saturating_record(us.max(1));
+        self.service.get_or_insert_with(|| Box::new(new_histogram())).record_us(us.max(1));
     }
 
     /// Records a WebSocket round trip: a send to its matching message.
     pub fn record_round_trip_us(&mut self, us: u64) {
-        self.round_trip.get_or_insert_with(|| Box::new(new_histogram())).saturating_record(us.max(1));
+        self.round_trip.get_or_insert_with(|| Box::new(new_histogram())).record_us(us.max(1));
     }
 
     /// Latency at quantile `q` (0–1) in µs, never above the exact maximum.
@@ -252,7 +252,7 @@ impl StepStats {
 
     /// Adds another worker's stats into these.
     pub fn merge(&mut self, other: &StepStats) {
-        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.latency.merge_from(&other.latency).expect("histograms share bounds");
         self.requests += other.requests;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;
@@ -278,11 +278,11 @@ impl StepStats {
         self.phases.merge(&other.phases);
         if let Some(o) = &other.service {
             let mine = self.service.get_or_insert_with(|| Box::new(new_histogram()));
-            mine.add(o.as_ref()).expect("histograms share bounds");
+            mine.merge_from(o.as_ref()).expect("histograms share bounds");
         }
         if let Some(o) = &other.round_trip {
             let mine = self.round_trip.get_or_insert_with(|| Box::new(new_histogram()));
-            mine.add(o.as_ref()).expect("histograms share bounds");
+            mine.merge_from(o.as_ref()).expect("histograms share bounds");
         }
     }
 }
@@ -343,7 +343,7 @@ impl IntervalStep {
         for (a, b) in self.errors_by_kind.iter_mut().zip(other.errors_by_kind.iter()) {
             *a += b;
         }
-        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.latency.merge_from(&other.latency).expect("histograms share bounds");
     }
 }
 
@@ -383,8 +383,8 @@ impl IntervalStats {
     /// Records the latency of an answer of step `metric`, µs.
     #[inline]
     pub fn record_latency(&mut self, metric: usize, micros: u64) {
-        self.latency.saturating_record(micros);
-        self.step(metric).latency.saturating_record(micros);
+        self.latency.record_us(micros);
+        self.step(metric).latency.record_us(micros);
     }
 
     /// Step `metric`'s part (created when first used).
@@ -398,7 +398,7 @@ impl IntervalStats {
 
     /// Adds another worker's interval into this one (`lag_max_us` is the larger of the two).
     pub fn merge(&mut self, other: &IntervalStats) {
-        self.latency.add(&other.latency).expect("histograms share bounds");
+        self.latency.merge_from(&other.latency).expect("histograms share bounds");
         self.requests += other.requests;
         self.errors += other.errors;
         for (a, b) in self.errors_by_kind.iter_mut().zip(other.errors_by_kind.iter()) {
@@ -517,13 +517,13 @@ impl WorkerMetrics {
     /// An open model's iteration got a VU after waiting `wait_us` for one (it is also counted
     /// by [`Self::record_started`]).
     pub fn record_waited(&mut self, wait_us: u64) {
-        self.queue_wait.saturating_record(wait_us.max(1));
+        self.queue_wait.record_us(wait_us.max(1));
         self.interval.waited += 1;
     }
 
     /// An open model's iteration started `lag` after its scheduled instant.
     pub fn record_started(&mut self, lag_us: u64) {
-        self.schedule_lag.saturating_record(lag_us.max(1));
+        self.schedule_lag.record_us(lag_us.max(1));
         self.interval.started += 1;
         self.interval.lag_max_us = self.interval.lag_max_us.max(lag_us);
     }
@@ -547,7 +547,7 @@ impl WorkerMetrics {
         for (a, b) in self.iterations.iter_mut().zip(other.iterations.iter()) {
             *a += b;
         }
-        self.schedule_lag.add(&other.schedule_lag).expect("histograms share bounds");
+        self.schedule_lag.merge_from(&other.schedule_lag).expect("histograms share bounds");
         for (g, n) in other.dropped.iter().enumerate() {
             if self.dropped.len() <= g {
                 self.dropped.resize(g + 1, 0);
@@ -557,7 +557,7 @@ impl WorkerMetrics {
         for (a, b) in self.dropped_by_reason.iter_mut().zip(other.dropped_by_reason) {
             *a += b;
         }
-        self.queue_wait.add(&other.queue_wait).expect("histograms share bounds");
+        self.queue_wait.merge_from(&other.queue_wait).expect("histograms share bounds");
     }
 }
 

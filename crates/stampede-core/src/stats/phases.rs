@@ -11,7 +11,7 @@
 
 use hdrhistogram::Histogram;
 
-use crate::stats::histogram::new_histogram;
+use crate::stats::histogram::{Latencies as _, new_histogram};
 
 /// One latency phase of a request (not to be mistaken for a LoadTest's lifecycle `Phase`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,14 +95,14 @@ impl PhaseStats {
 
     fn record(&mut self, us: u64) {
         let us = us.max(1);
-        self.histogram.saturating_record(us);
+        self.histogram.record_us(us);
         self.min_us = self.min_us.min(us);
         self.max_us = self.max_us.max(us);
     }
 
     /// Adds `other`'s samples (histograms of any bounds).
     pub fn merge(&mut self, other: &PhaseStats) {
-        self.histogram.add(&other.histogram).expect("histograms share bounds");
+        self.histogram.merge_from(&other.histogram).expect("histograms share bounds");
         self.min_us = self.min_us.min(other.min_us);
         self.max_us = self.max_us.max(other.max_us);
     }
@@ -110,7 +110,7 @@ impl PhaseStats {
     /// LatencyPhase stats made of a decoded histogram and its exact extremes.
     pub fn from_parts(histogram: &Histogram<u64>, min_us: Option<u64>, max_us: u64) -> Result<PhaseStats, String> {
         let mut s = PhaseStats::new();
-        s.histogram.add(histogram).map_err(|e| format!("{e:?}"))?;
+        s.histogram.merge_from(histogram).map_err(|e| format!("{e:?}"))?;
         s.min_us = min_us.unwrap_or(u64::MAX);
         s.max_us = max_us;
         Ok(s)

@@ -16,7 +16,7 @@ pub use stampede_model::portable::{
 };
 use stampede_model::{ErrorKind, StepKey};
 
-use crate::stats::histogram::new_interval_histogram;
+use crate::stats::histogram::{Latencies as _, new_interval_histogram};
 use crate::stats::metrics::{
     DropReason, IntervalStats, IntervalStep, StepStats, WorkerMetrics, errors_by_name, grpc_status_code,
     grpc_status_name,
@@ -212,7 +212,7 @@ pub fn merge_into(
         let Some(text) = text else { continue };
         let named = PortableStep { step: what.into(), ..PortableStep::default() };
         if let Some(h) = decode_histogram(&named, text)? {
-            into.add(&h).map_err(|e| PortableError::Histogram {
+            into.merge_from(&h).map_err(|e| PortableError::Histogram {
                 scenario: String::new(),
                 step: named.step.clone(),
                 message: format!("{e:?}"),
@@ -330,7 +330,7 @@ fn merge_encoded_step(a: &mut PortableIntervalStep, b: &PortableIntervalStep) {
     };
     let mut h = new_interval_histogram();
     for part in [decode(&a.histogram), decode(&b.histogram)].into_iter().flatten() {
-        h.add(&part).expect("histograms share bounds");
+        h.merge_from(&part).expect("histograms share bounds");
     }
     a.histogram = encode_histogram(&h);
 }
@@ -435,7 +435,7 @@ pub fn merge_timelines<T>(
                     step.errors_by_kind[kind.index()] += n;
                 }
                 if let Some(h) = decode_histogram(named, &part.histogram)? {
-                    step.latency.add(&h).map_err(|e| PortableError::Histogram {
+                    step.latency.merge_from(&h).map_err(|e| PortableError::Histogram {
                         scenario: named.scenario.clone(),
                         step: named.step.clone(),
                         message: format!("{e:?}"),
@@ -446,7 +446,7 @@ pub fn merge_timelines<T>(
                     stats.errors += n;
                     stats.errors_by_kind[kind] += n;
                 }
-                stats.latency.add(&step.latency).expect("histograms share bounds");
+                stats.latency.merge_from(&step.latency).expect("histograms share bounds");
                 stats.step(k).merge(&step);
             }
         }
@@ -497,7 +497,7 @@ fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
         let h: hdrhistogram::Histogram<u64> = Deserializer::new().deserialize(&mut Cursor::new(raw)).map_err(|e| {
             PortableError::Histogram { scenario: p.scenario.clone(), step: p.step.clone(), message: format!("{e:?}") }
         })?;
-        s.latency.add(&h).map_err(|e| PortableError::Histogram {
+        s.latency.merge_from(&h).map_err(|e| PortableError::Histogram {
             scenario: p.scenario.clone(),
             step: p.step.clone(),
             message: format!("{e:?}"),
@@ -636,7 +636,7 @@ mod tests {
         for tick in 0..3u64 {
             let mut t = IntervalStats::default();
             for i in 0..1_000 {
-                t.latency.saturating_record(200 + i * (tick + 1));
+                t.latency.record_us(200 + i * (tick + 1));
                 t.requests += 1;
             }
             t.record_error(0, ErrorKind::Timeout);
@@ -730,7 +730,7 @@ mod tests {
                 for q in [0.5, 0.9, 0.99, 1.0] {
                     assert_eq!(step.latency.value_at_quantile(q), h.value_at_quantile(q), "q={q}");
                 }
-                all.add(h).unwrap();
+                all.merge_from(h).unwrap();
             }
             for q in [0.5, 0.9, 0.99, 1.0] {
                 assert_eq!(m.stats.latency.value_at_quantile(q), all.value_at_quantile(q), "total q={q}");

@@ -71,14 +71,16 @@ pub fn run(plan: Arc<Plan>, opts: &RunOptions, on_tick: &mut dyn FnMut(&Tick)) -
             run
         })
         .collect();
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         plan,
         (start, groups),
         opts.interrupt.clone(),
         (opts.tick, opts.totals || plan_aborts),
         &opts.setup_values,
         opts.control.clone(),
-    ));
+    );
+    shared.totals_unread = (0..threads).map(|_| AtomicBool::new(false)).collect();
+    let shared = Arc::new(shared);
 
     let (tx, rx) = mpsc::channel::<WorkerMsg>();
     let handles = start_all(threads, &shared.interrupt, |id| {

@@ -59,6 +59,7 @@ impl<'a> Reporter<'a> {
         };
         if totals.is_some() {
             self.latest[worker] = totals;
+            self.shared.totals_unread[worker].store(false, std::sync::atomic::Ordering::Release);
         }
         let entry = self.pending.entry(index).or_insert_with(|| PendingTick {
             seen: vec![false; threads],

@@ -29,6 +29,9 @@ pub(super) struct Shared {
     pub(super) interrupt: Arc<AtomicBool>,
     pub(super) tick: Duration,
     pub(super) totals: bool,
+    /// Per worker: a copy of its totals is on its way to the reporter, not yet read (see
+    /// [`super::worker::take_interval`]). Sized by the executor once it knows the threads.
+    pub(super) totals_unread: Box<[AtomicBool]>,
     /// One shared cursor per data source (touched once per iteration).
     pub(super) data_cursors: Vec<crate::compile::data::Cursor>,
     /// A data source with `onExhausted: stop` ran out: the run ends.
@@ -87,6 +90,7 @@ impl Shared {
             interrupt,
             tick,
             totals,
+            totals_unread: Box::default(),
             data_cursors: (0..plan.data.len()).map(|_| crate::compile::data::Cursor::default()).collect(),
             data_exhausted: AtomicBool::new(false),
             aborted: std::sync::OnceLock::new(),

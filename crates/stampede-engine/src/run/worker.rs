@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Instant;
 use tokio::task::AbortHandle;
@@ -149,15 +150,25 @@ pub(super) async fn worker_loop(
     // after that interval's end but before the ticker ran (a busy thread): numbering it by the
     // time now would move a whole interval's counts into the next one.
     let index = local.next_tick.get();
-    let (stats, totals) = take_interval(&shared, &local);
+    let (stats, totals) = take_interval(&shared, &local, id, true);
     let _ = tx.send(WorkerMsg::Done { worker: id, index, stats, totals });
 }
 
-/// The interval just ended (reset for the next) and, when asked for, a copy of the totals.
-pub(super) fn take_interval(shared: &Shared, local: &WorkerLocal) -> (IntervalStats, Option<Box<Totals>>) {
+/// The interval just ended (reset for the next) and, when the run carries totals, a copy of
+/// worker `id`'s: always with its `last` interval, otherwise only once the reporter has read
+/// the copy sent before. A reporter that falls behind (a starved CPU) would otherwise find a
+/// copy of every step's histograms per worker per tick waiting for it, and the process would
+/// grow until the run ends; instead it reads the latest totals a tick later.
+pub(super) fn take_interval(
+    shared: &Shared,
+    local: &WorkerLocal,
+    id: usize,
+    last: bool,
+) -> (IntervalStats, Option<Box<Totals>>) {
     let mut metrics = local.metrics.borrow_mut();
     let stats = std::mem::take(&mut metrics.interval);
-    (stats, shared.totals.then(|| Box::new(Totals::of(&metrics))))
+    let send = shared.totals && (!shared.totals_unread[id].swap(true, Ordering::AcqRel) || last);
+    (stats, send.then(|| Box::new(Totals::of(&metrics))))
 }
 
 pub(super) async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal>, tx: mpsc::Sender<WorkerMsg>) {
@@ -165,7 +176,7 @@ pub(super) async fn ticker(id: usize, shared: Arc<Shared>, local: Rc<WorkerLocal
     let mut index: u64 = 1;
     loop {
         tokio::time::sleep_until(start + shared.tick * index as u32).await;
-        let (stats, totals) = take_interval(&shared, &local);
+        let (stats, totals) = take_interval(&shared, &local, id, false);
         if tx.send(WorkerMsg::Tick { worker: id, index, active: local.active.get(), stats, totals }).is_err() {
             return;
         }
