@@ -52,6 +52,15 @@ pub struct LiveControl {
     changes: Mutex<Vec<LoadChange>>,
 }
 
+/// How long after it is asked for a change of an open model's schedule takes effect (more than
+/// the millisecond early its schedulers hand out iterations; see [`LiveControl::apply`]).
+pub(crate) const SCHEDULE_CHANGE_MARGIN: Duration = Duration::from_millis(2);
+
+/// `d` in seconds, rounded up to the millisecond.
+fn ceil_ms(d: Duration) -> f64 {
+    d.as_micros().div_ceil(1000) as f64 / 1000.0
+}
+
 impl LiveControl {
     /// The VUs wanted instead of the plan's, when a change asked for them.
     pub fn vus(&self) -> Option<u32> {
@@ -64,28 +73,55 @@ impl LiveControl {
     }
 
     /// Takes `change` now, and records it (with the time since the run's start).
+    ///
+    /// A change of an open model's schedule (a rate, a pause) is recorded at
+    /// [`SCHEDULE_CHANGE_MARGIN`] after this instant, rounded up to the millisecond: its
+    /// schedulers hand out an iteration up to a millisecond before it is due, so one may have
+    /// handed out an iteration due a moment after the change was asked for. Every iteration
+    /// handed out was due before the recorded instant, and every one due after it follows the
+    /// new schedule, so the schedule computed from the recorded changes is exactly the one
+    /// that ran.
     pub fn apply(&self, change: &LiveChange) -> LoadChange {
         let mut changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        let schedule = change.rate.is_some() || change.paused.is_some();
+        if schedule {
+            // Odd while this change is being recorded: a scheduler that finds the count odd
+            // waits for it (see `schedule_changes`); one that found it even before this point
+            // handed out only iterations due before the instant read below.
+            self.schedule_changes.fetch_add(1, Ordering::SeqCst);
+        }
         if let Some(vus) = change.vus {
             self.vus.store(vus.saturating_add(1), Ordering::Relaxed);
         }
         if let Some(paused) = change.paused {
             self.paused.store(paused, Ordering::Relaxed);
         }
-        let t = self.start.get().map_or(0.0, |s| round3(s.elapsed().as_secs_f64()));
+        let t = self.start.get().map_or(0.0, |s| {
+            let elapsed = s.elapsed();
+            if schedule { ceil_ms(elapsed + SCHEDULE_CHANGE_MARGIN) } else { round3(elapsed.as_secs_f64()) }
+        });
         let recorded = LoadChange { t, vus: change.vus, rate: change.rate, paused: change.paused };
         changes.push(recorded.clone());
-        if change.rate.is_some() || change.paused.is_some() {
-            // Released with the change list's lock: a scheduler that sees the new count reads
-            // the list with this change in it.
-            self.schedule_changes.fetch_add(1, Ordering::Release);
+        if schedule {
+            // Even again, with the change in the list: a scheduler that sees the new count
+            // reads the list with this change in it.
+            self.schedule_changes.fetch_add(1, Ordering::SeqCst);
         }
         recorded
     }
 
-    /// How many changes of an open model's schedule were taken so far.
+    /// A count that moves with each change of an open model's schedule: odd while one is being
+    /// recorded. Waits (briefly: the recording takes microseconds) until it is even, so that
+    /// a scheduler that finds it unchanged knows that any change still to come is recorded
+    /// after [`SCHEDULE_CHANGE_MARGIN`] from now.
     pub(crate) fn schedule_changes(&self) -> u32 {
-        self.schedule_changes.load(Ordering::Acquire)
+        loop {
+            let n = self.schedule_changes.load(Ordering::SeqCst);
+            if n.is_multiple_of(2) {
+                return n;
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Every change taken so far, in order.
