@@ -598,7 +598,18 @@ pub struct Summary {
     /// the final summary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_vus: Option<u32>,
-    /// Per step (final summary only).
+    /// Answers by HTTP status, over every step and runner (a WebSocket handshake's too).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub status_codes: BTreeMap<String, u64>,
+    /// gRPC calls by the status they ended with, by name (`OK`, `NOT_FOUND`…).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_statuses: BTreeMap<String, u64>,
+    /// WebSocket sessions by the close code they ended with.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ws_close_codes: BTreeMap<String, u64>,
+    /// Per step. While the test runs, from the runners' interim figures (absent when a runner
+    /// sent none: more steps than its budget for them); in the final summary, from their
+    /// results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepResult>,
 }

@@ -39,6 +39,12 @@ pub struct RunnerReport {
     /// Interim total while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<PortableStep>,
+    /// Interim: each step's figures so far, for the steps that sent a request (their latency
+    /// histograms and status codes; no phases or checks). Absent when they would take more than
+    /// the runner's budget for them (`LIVE_STEPS_BYTES`, 256 KiB): the steps then show at the
+    /// end only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live_steps: Vec<PortableStep>,
     /// Interim: the VUs running at the last interval's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_vus: Option<u32>,
@@ -95,6 +101,7 @@ impl RunnerReport {
             duration_seconds: 0.0,
             result: None,
             live: None,
+            live_steps: Vec::new(),
             active_vus: None,
             generator: None,
             saturated: None,

@@ -72,24 +72,13 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
         merged.merge(&own);
         seconds = seconds.max(r.duration_seconds);
     }
-    let steps = plan
-        .step_keys
-        .iter()
-        .zip(&merged.steps)
-        .map(|(k, s)| StepResult {
-            scenario: k.scenario.clone(),
-            step: k.step.clone(),
-            requests: s.requests,
-            errors: s.error_total(),
-            rps: rate(s.requests, seconds),
-            latency_ms: latency_summary(s),
-        })
-        .collect();
+    let steps = step_rows(plan, &merged, seconds);
     let mut total = StepStats::default();
     for s in &merged.steps {
         total.merge(s);
     }
     let mut summary = summarize(&total, seconds, merged.iterations.iter().sum());
+    codes(&mut summary, &total);
     summary.dropped_iterations = merged.dropped.iter().sum();
     summary.waited_iterations = merged.queue_wait.len();
     summary.is_final = true;
@@ -193,23 +182,70 @@ fn runner_row(r: &RunnerReport, own: &WorkerMetrics) -> RunnerRow {
     }
 }
 
-/// A live summary from the runners' interim totals.
-pub fn live_summary(reports: &[&RunnerReport]) -> Result<Summary, PortableError> {
-    let keys = vec![stampede_model::StepKey { scenario: String::new(), step: "total".into() }];
-    let mut merged = WorkerMetrics::new(1, 0);
-    let mut seconds: f64 = 0.0;
-    let mut active_vus = 0u32;
+/// A live summary from the runners' interim figures: each running runner's total and steps so
+/// far, and each finished runner's result. Per step (and its codes) only when every runner
+/// that sent a request sent its steps too (a runner leaves them out past its budget).
+pub fn live_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<Summary, PortableError> {
+    let total_key = [stampede_model::StepKey { scenario: String::new(), step: "total".into() }];
+    let names = scenario_names(plan);
+    let mut total = WorkerMetrics::new(1, 0);
+    let mut steps = WorkerMetrics::new(plan.step_keys.len(), names.len());
+    let (mut seconds, mut active_vus, mut every_step) = (0.0f64, 0u32, true);
     for r in reports {
-        if let Some(live) = &r.live {
-            let p = PortableMetrics { steps: vec![live.clone()], ..PortableMetrics::default() };
-            portable::merge_into(&p, &keys, &[], &mut merged)?;
-            seconds = seconds.max(r.duration_seconds);
-        }
         if r.state == RunnerState::Running {
             active_vus = active_vus.saturating_add(r.active_vus.unwrap_or(0));
         }
+        if let Some(live) = &r.live {
+            let p = PortableMetrics { steps: vec![live.clone()], ..PortableMetrics::default() };
+            portable::merge_into(&p, &total_key, &[], &mut total)?;
+            every_step &= live.requests == 0 || !r.live_steps.is_empty();
+            let p = PortableMetrics { steps: r.live_steps.clone(), ..PortableMetrics::default() };
+            portable::merge_into(&p, &plan.step_keys, &[], &mut steps)?;
+        } else if let Some(result) = r.result.as_ref().filter(|_| r.state == RunnerState::Done) {
+            let mut own = WorkerMetrics::new(plan.step_keys.len(), names.len());
+            portable::merge_into(result, &plan.step_keys, &names, &mut own)?;
+            for s in &own.steps {
+                total.steps[0].merge(s);
+            }
+            steps.merge(&own);
+        } else {
+            continue;
+        }
+        seconds = seconds.max(r.duration_seconds);
     }
-    Ok(Summary { active_vus: Some(active_vus), ..summarize(&merged.steps[0], seconds, 0) })
+    let mut summary = Summary { active_vus: Some(active_vus), ..summarize(&total.steps[0], seconds, 0) };
+    if every_step {
+        let mut all = StepStats::default();
+        for s in &steps.steps {
+            all.merge(s);
+        }
+        codes(&mut summary, &all);
+        summary.steps = step_rows(plan, &steps, seconds);
+    }
+    Ok(summary)
+}
+
+/// The rows of `merged`'s steps, named by `plan`'s step keys.
+fn step_rows(plan: &Plan, merged: &WorkerMetrics, seconds: f64) -> Vec<StepResult> {
+    plan.step_keys
+        .iter()
+        .zip(&merged.steps)
+        .map(|(k, s)| StepResult {
+            scenario: k.scenario.clone(),
+            step: k.step.clone(),
+            requests: s.requests,
+            errors: s.error_total(),
+            rps: rate(s.requests, seconds),
+            latency_ms: latency_summary(s),
+        })
+        .collect()
+}
+
+/// The HTTP status codes, gRPC statuses and WebSocket close codes of `all` (every step).
+fn codes(summary: &mut Summary, all: &StepStats) {
+    summary.status_codes = all.status_counts().map(|(c, n)| (c.to_string(), n)).collect();
+    summary.grpc_statuses = portable::grpc_statuses_by_name(all);
+    summary.ws_close_codes = all.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect();
 }
 
 fn rate(n: u64, seconds: f64) -> f64 {
@@ -236,6 +272,9 @@ fn summarize(total: &StepStats, seconds: f64, iterations: u64) -> Summary {
         waited_iterations: 0,
         duration_seconds: round3(seconds),
         active_vus: None,
+        status_codes: Default::default(),
+        grpc_statuses: Default::default(),
+        ws_close_codes: Default::default(),
         steps: Vec::new(),
     }
 }
@@ -346,5 +385,72 @@ mod tests {
         assert_eq!(super::run_length(f64::NAN), Duration::ZERO);
         assert_eq!(super::run_length(-3.0), Duration::ZERO);
         assert_eq!(super::run_length(1.5), Duration::from_millis(1500));
+    }
+
+    use stampede_api::{RunnerReport, RunnerState};
+    use stampede_core::portable;
+    use stampede_core::{StepStats, WorkerMetrics};
+    use stampede_model::StepKey;
+
+    /// A step's stats: `n` answers with `status`, latencies `base`, `base + 1`… µs.
+    fn answers(n: u64, status: u16, base: u64) -> StepStats {
+        let mut s = StepStats::default();
+        for i in 0..n {
+            s.requests += 1;
+            s.record_latency_us(base + i);
+            s.record_status(status);
+        }
+        s
+    }
+
+    /// A running runner's report: its steps so far (and their total), or its total only.
+    fn running(index: u32, keys: &[StepKey], steps: &[StepStats], with_steps: bool) -> RunnerReport {
+        let mut all = StepStats::default();
+        steps.iter().for_each(|s| all.merge(s));
+        let total_key = [StepKey { scenario: String::new(), step: "total".into() }];
+        let total = portable::encode_live_steps(&total_key, &[all], usize::MAX).unwrap().pop().unwrap();
+        RunnerReport {
+            live: Some(total),
+            live_steps: if with_steps { portable::encode_live_steps(keys, steps, usize::MAX).unwrap() } else { vec![] },
+            duration_seconds: 2.0,
+            active_vus: Some(2),
+            ..RunnerReport::new(index, RunnerState::Running)
+        }
+    }
+
+    /// The page's step table while the run goes on: every runner's steps so far, and the
+    /// finished runners' results, merged bin by bin; none when a runner sent its total only.
+    #[test]
+    fn a_live_summary_merges_running_runners_steps_and_finished_runners_results() {
+        let yaml = "name: t\nbaseUrl: http://my-service.default.svc\nload: {executor: constant-vus, vus: 3, duration: 1m}\n\
+                    scenarios:\n  - name: s\n    steps:\n      - {name: a, request: {url: \"{{baseUrl}}/a\"}}\n      - {name: b, request: {url: \"{{baseUrl}}/b\"}}\n";
+        let file = stampede_core::parse_str(yaml, std::path::Path::new("t.yaml")).unwrap();
+        let plan = stampede_core::compile(&file, &stampede_core::CompileOptions::default()).unwrap();
+        let keys = plan.step_keys.clone();
+        let r0 = running(0, &keys, &[answers(2, 200, 1_000), answers(3, 500, 90_000)], true);
+        let mut done = WorkerMetrics::new(2, 1);
+        done.steps[0] = answers(4, 200, 5_000);
+        let r1 = RunnerReport {
+            result: Some(portable::encode(&keys, &done, &["s".to_string()])),
+            duration_seconds: 3.0,
+            ..RunnerReport::new(1, RunnerState::Done)
+        };
+        let s = super::live_summary(&plan, &[&r0, &r1]).unwrap();
+        assert_eq!((s.requests, s.active_vus, s.duration_seconds), (9, Some(2), 3.0), "the finished runner counts");
+        let rows: Vec<(&str, u64)> = s.steps.iter().map(|r| (r.step.as_str(), r.requests)).collect();
+        assert_eq!(rows, [("a", 6), ("b", 3)]);
+        // The percentiles of the histograms added bin by bin, as if one runner had sent all.
+        let mut a = answers(2, 200, 1_000);
+        a.merge(&answers(4, 200, 5_000));
+        assert_eq!(s.steps[0].latency_ms, stampede_core::latency_summary(&a));
+        assert_eq!(s.steps[0].latency_ms.max, 5.003, "runner 1's slowest answer of step a");
+        assert_eq!(s.steps[1].latency_ms, stampede_core::latency_summary(&answers(3, 500, 90_000)));
+        let codes: Vec<(&str, u64)> = s.status_codes.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        assert_eq!(codes, [("200", 6), ("500", 3)]);
+
+        let r2 = running(2, &keys, &[answers(1, 200, 1_000), StepStats::default()], false);
+        let s = super::live_summary(&plan, &[&r0, &r1, &r2]).unwrap();
+        assert_eq!(s.requests, 10);
+        assert!(s.steps.is_empty() && s.status_codes.is_empty(), "runner 2 sent its total only");
     }
 }

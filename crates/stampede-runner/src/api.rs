@@ -8,11 +8,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, WatchEvent, WatchParams};
 use kube::{Api, ResourceExt as _};
 use stampede_api::{LoadTest, RESULT_KEY, RunnerReport};
-use stampede_model::portable::PortableStep;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use crate::report::{report_patch, running_report};
+use crate::report::{Live, report_patch, running_report};
 use crate::view::View;
 
 /// How often a running runner reports its cumulative total.
@@ -70,13 +69,13 @@ impl Reporter {
 /// run drops its sender.
 pub(crate) async fn live_reports(
     reporter: Reporter,
-    mut rx: watch::Receiver<Option<(Duration, PortableStep, u32)>>,
+    mut rx: watch::Receiver<Option<Live>>,
     started_at: Arc<std::sync::OnceLock<SystemTime>>,
 ) {
     while rx.changed().await.is_ok() {
-        let Some((elapsed, live, active_vus)) = rx.borrow_and_update().clone() else { continue };
+        let Some(live) = rx.borrow_and_update().clone() else { continue };
         let Some(&started) = started_at.get() else { continue };
-        let report = running_report(reporter.index, started, elapsed, live, active_vus);
+        let report = running_report(reporter.index, started, &live);
         // One try each time, bounded: the next total comes in two seconds, and the final
         // report waits for this one.
         match tokio::time::timeout(LIVE_EVERY * 2, reporter.send(&report, 1)).await {

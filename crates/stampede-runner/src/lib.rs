@@ -52,7 +52,6 @@ use stampede_engine::{
     RunOptions, RunOutcome, ScenarioError, Tick, portable,
 };
 use stampede_model::StepKey;
-use stampede_model::portable::PortableStep;
 use stampede_model::report::{Report, round3};
 use stampede_model::scenario::ScenarioFile;
 use tokio::sync::watch;
@@ -61,7 +60,7 @@ use tracing::{debug, error, info, warn};
 use crate::api::{API_ATTEMPTS, FINAL_ATTEMPTS, LIVE_EVERY, Reporter, live_reports, retry, watch_loadtest};
 use crate::clock::{format_micros, parse_start_at, signed_micros, start_delay, wait_precisely};
 use crate::env::{RunnerEnv, parse_env};
-use crate::report::{empty_done_report, failed_report};
+use crate::report::{Live, empty_done_report, failed_report};
 use crate::view::View;
 
 /// Why a runner could not do its part; [`RunnerError::exit_code`] says how it exits.
@@ -500,7 +499,7 @@ async fn run_share(
     }
     let plan = prepared.plan.clone();
     let exporter_final = exporter.clone();
-    let (live_tx, live_rx) = watch::channel::<Option<(Duration, PortableStep, u32)>>(None);
+    let (live_tx, live_rx) = watch::channel::<Option<Live>>(None);
     let started_at_cell = Arc::new(std::sync::OnceLock::<SystemTime>::new());
     let live_task = tokio::spawn(live_reports(reporter.clone(), live_rx, started_at_cell.clone()));
     let flag = interrupt.clone();
@@ -641,12 +640,12 @@ struct Ran {
 
 /// Waits until `target` (precisely: sleeps, then spins the last stretch), then runs. Returns
 /// `None` when `interrupt` was set before the start. Sends the cumulative total (with the VUs
-/// running) to `live` at the start and every [`LIVE_EVERY`].
+/// running and the steps so far) to `live` at the start and every [`LIVE_EVERY`].
 fn execute_at(
     prepared: Prepared,
     target: Instant,
     opts: RunOptions,
-    live: watch::Sender<Option<(Duration, PortableStep, u32)>>,
+    live: watch::Sender<Option<Live>>,
     exporter: Option<Arc<Exporter>>,
     on_start: impl FnOnce(SystemTime),
 ) -> Option<Ran> {
@@ -658,8 +657,12 @@ fn execute_at(
     if let Some(e) = &exporter {
         e.started(started_at);
     }
-    let _ = live.send(Some((Duration::ZERO, portable::step_from_interval("", "total", &IntervalStats::default()), 0)));
-    let opts = RunOptions { totals: exporter.is_some(), ..opts };
+    let empty = portable::step_from_interval("", "total", &IntervalStats::default());
+    let _ = live.send(Some(Live { elapsed: Duration::ZERO, total: empty, active_vus: 0, steps: Vec::new() }));
+    // Totals with the ticks: for the exporter, and for the steps of the interim reports.
+    let opts = RunOptions { totals: true, ..opts };
+    let keys = prepared.plan.step_keys.clone();
+    let mut budget_passed = false;
     let mut total = IntervalStats::default();
     let mut timeline = portable::TimelineBuilder::new(portable::timeline_interval(prepared.plan.planned_duration()));
     let mut last_sent = Duration::ZERO;
@@ -672,7 +675,19 @@ fn execute_at(
         timeline.add(t.elapsed, t.active_vus, &t.stats);
         if t.elapsed.saturating_sub(last_sent) + Duration::from_millis(100) >= LIVE_EVERY {
             last_sent = t.elapsed;
-            let _ = live.send(Some((t.elapsed, portable::step_from_interval("", "total", &total), t.active_vus)));
+            let steps = t.totals.as_ref().map_or(Some(Vec::new()), |totals| {
+                portable::encode_live_steps(&keys, &totals.steps, crate::report::LIVE_STEPS_BYTES)
+            });
+            if steps.is_none() && !budget_passed {
+                budget_passed = true;
+                warn!(
+                    budget_bytes = crate::report::LIVE_STEPS_BYTES,
+                    "the steps so far take more than the interim report's budget: they are reported at the end only"
+                );
+            }
+            let total = portable::step_from_interval("", "total", &total);
+            let steps = steps.unwrap_or_default();
+            let _ = live.send(Some(Live { elapsed: t.elapsed, total, active_vus: t.active_vus, steps }));
         }
         if t.elapsed.saturating_sub(last_progress) + Duration::from_millis(100) >= PROGRESS_EVERY {
             last_progress = t.elapsed;

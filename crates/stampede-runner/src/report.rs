@@ -10,19 +10,27 @@ use stampede_model::report::round3;
 
 use crate::clock::format_micros;
 
-/// The report while running: the start instant, seconds since, and the cumulative total.
-pub(crate) fn running_report(
-    index: u32,
-    started_at: SystemTime,
-    elapsed: Duration,
-    live: PortableStep,
-    active_vus: u32,
-) -> RunnerReport {
+/// What a running runner reports: seconds since its start, its cumulative total, the VUs
+/// running, and its steps so far (see [`RunnerReport::live_steps`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Live {
+    pub(crate) elapsed: Duration,
+    pub(crate) total: PortableStep,
+    pub(crate) active_vus: u32,
+    pub(crate) steps: Vec<PortableStep>,
+}
+
+/// The most a running report's steps take, encoded (bytes): a quarter of a ConfigMap.
+pub(crate) const LIVE_STEPS_BYTES: usize = 256 * 1024;
+
+/// The report while running, from its start instant.
+pub(crate) fn running_report(index: u32, started_at: SystemTime, live: &Live) -> RunnerReport {
     RunnerReport {
         started_at: Some(format_micros(started_at)),
-        duration_seconds: round3(elapsed.as_secs_f64()),
-        live: Some(live),
-        active_vus: Some(active_vus),
+        duration_seconds: round3(live.elapsed.as_secs_f64()),
+        live: Some(live.total.clone()),
+        live_steps: live.steps.clone(),
+        active_vus: Some(live.active_vus),
         ..RunnerReport::new(index, RunnerState::Running)
     }
 }
@@ -63,9 +71,17 @@ mod tests {
 
     #[test]
     fn reports_serialize_into_a_merge_patch_of_one_key() {
-        let live = portable::step_from_interval("", "total", &IntervalStats::default());
+        let total = portable::step_from_interval("", "total", &IntervalStats::default());
         let t = parse_start_at("2030-01-02T03:04:05.000007Z").unwrap();
-        let r = running_report(1, t, Duration::from_millis(2_001), live, 5);
+        let keys =
+            [StepKey { scenario: "s".into(), step: "a".into() }, StepKey { scenario: "s".into(), step: "b".into() }];
+        let mut stats = vec![stampede_engine::StepStats::default(), stampede_engine::StepStats::default()];
+        stats[1].requests = 3;
+        stats[1].record_latency_us(1_500);
+        stats[1].record_status(201);
+        let steps = portable::encode_live_steps(&keys, &stats, LIVE_STEPS_BYTES).unwrap();
+        let live = Live { elapsed: Duration::from_millis(2_001), total, active_vus: 5, steps };
+        let r = running_report(1, t, &live);
         let patch = report_patch(&r);
         let text = patch["data"]["result.json"].as_str().unwrap();
         let back: RunnerReport = serde_json::from_str(text).unwrap();
@@ -74,6 +90,13 @@ mod tests {
         assert_eq!(back.started_at.as_deref(), Some("2030-01-02T03:04:05.000007Z"));
         assert_eq!(back.duration_seconds, 2.001);
         assert_eq!(back.active_vus, Some(5));
+        // Only the step that sent a request, with its codes; none past the budget.
+        let steps: Vec<(&str, u64)> = back.live_steps.iter().map(|s| (s.step.as_str(), s.requests)).collect();
+        assert_eq!(steps, [("b", 3)]);
+        assert_eq!(back.live_steps[0].status.get("201"), Some(&1));
+        let one = serde_json::to_vec(&back.live_steps[0]).unwrap().len();
+        assert_eq!(portable::encode_live_steps(&keys, &stats, one + 1).map(|s| s.len()), Some(1));
+        assert_eq!(portable::encode_live_steps(&keys, &stats, one), None);
         assert_eq!(patch["data"].as_object().unwrap().len(), 1);
 
         let ready: serde_json::Value = serde_json::from_str(

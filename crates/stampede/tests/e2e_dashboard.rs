@@ -36,11 +36,17 @@ const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.text
     const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
       .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
     return { list: rows('loadtests'), name: t('run-name'), phase: t('phase'), requests: t('requests'), chartMax: t('chart-max'), \
-      steps: rows('steps'), changes: rows('changes'), error: t('error'), message: t('control-msg'), \
+      steps: rows('steps'), codes: rows('codes'), changes: rows('changes'), error: t('error'), message: t('control-msg'), \
       controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
 
 fn count(s: &Value) -> u64 {
     s["requests"].as_str().unwrap_or("0").replace(',', "").parse().unwrap_or(0)
+}
+
+/// Every row of the page's step table counts requests.
+fn live_steps(s: &Value) -> bool {
+    let rows = s["steps"].as_array().map_or(&[][..], Vec::as_slice);
+    !rows.is_empty() && rows.iter().all(|r| r[1].as_str().is_some_and(|n| n != "0"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,6 +109,10 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         // Live: the count of requests grows while the run goes on.
         let first = cdp.wait_until("the run's first requests", SEEN, |s| s["phase"] == "Running" && count(s) > 0);
         cdp.wait_until("more requests", SEEN, |s| s["phase"] == "Running" && count(s) > count(&first));
+        // The step table and the status codes move while the run goes on, not only at its end.
+        cdp.wait_until("every step's requests and their codes, live", SEEN, |s| {
+            s["phase"] == "Running" && live_steps(s) && s["codes"][0][0] == "HTTP 200"
+        });
         // The page's controls, each taken by the operator: a pause, 12 VUs for the whole fleet,
         // the resume.
         cdp.wait_until("the controls", SEEN, |s| s["controls"] == json!(true));
@@ -140,6 +150,7 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
     // every request there was (a point per runner's report, a moment apart, once was).
     let chart_max: f64 = end["chartMax"].as_str().unwrap().replace(',', "").parse().unwrap();
     assert!(chart_max <= summary.requests as f64 / 2.0, "a rate of {chart_max}/s charted");
+    assert_eq!(end["codes"], json!([["HTTP 200", "18,000"]]), "the page's status codes at the end");
     let rows = end["steps"].as_array().unwrap().clone();
     assert_eq!(rows.len(), summary.steps.len());
     let expected = tokio::task::spawn_blocking(move || cdp::status_step_rows(&mut cdp, &summary.steps)).await.unwrap();

@@ -34,11 +34,17 @@ const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.text
     const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
       .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
     return { list: rows('loadtests'), phase: t('phase'), requests: t('requests'), chartMax: t('chart-max'), vus: t('vus'), \
-      steps: rows('steps'), changes: rows('changes'), error: t('error'), \
+      steps: rows('steps'), codes: rows('codes'), changes: rows('changes'), error: t('error'), \
       controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
 
 fn count(s: &Value) -> u64 {
     s["requests"].as_str().unwrap_or("0").replace(',', "").parse().unwrap_or(0)
+}
+
+/// Every row of the page's step table counts requests.
+fn live_steps(s: &Value) -> bool {
+    let rows = s["steps"].as_array().map_or(&[][..], Vec::as_slice);
+    !rows.is_empty() && rows.iter().all(|r| r[1].as_str().is_some_and(|n| n != "0"))
 }
 
 /// `kubectl port-forward -n stampede-system svc/stampede :8081`, and the local port it chose.
@@ -110,6 +116,10 @@ async fn realnode_chromium_follows_and_steers_a_loadtest_through_a_port_forward_
         // Live: the count of requests grows while the run goes on, with 6 VUs running.
         let first = cdp.wait_until("the run's first requests", SEEN, |s| s["phase"] == "Running" && count(s) > 0);
         cdp.wait_until("more requests", SEEN, |s| s["phase"] == "Running" && count(s) > count(&first));
+        // The step table and the status codes move while the run goes on, not only at its end.
+        cdp.wait_until("every step's requests and their codes, live", SEEN, |s| {
+            s["phase"] == "Running" && live_steps(s) && s["codes"][0][0] == "HTTP 200"
+        });
         cdp.wait_until("6 VUs running", SEEN, |s| s["vus"] == "6");
         cdp.wait_until("the controls", SEEN, |s| s["controls"] == json!(true));
         cdp.eval("document.getElementById('vus-input').value = '12'; document.getElementById('vus-apply').click(); 1");
@@ -138,6 +148,7 @@ async fn realnode_chromium_follows_and_steers_a_loadtest_through_a_port_forward_
     // every request there was (a point per runner's report, a moment apart, once was).
     let chart_max: f64 = end["chartMax"].as_str().unwrap().replace(',', "").parse().unwrap();
     assert!(chart_max <= summary.requests as f64 / 2.0, "a rate of {chart_max}/s charted");
+    assert_eq!(end["codes"], json!([["HTTP 200", "6,000"]]), "the page's status codes at the end");
     let rows = end["steps"].as_array().unwrap().clone();
     let expected = tokio::task::spawn_blocking(move || cdp::status_step_rows(&mut cdp, &summary.steps)).await.unwrap();
     assert_eq!(rows, expected, "the page's step table against .status");

@@ -143,33 +143,50 @@ pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[Strin
 /// Stats named by `keys` (missing ones as empty).
 fn encode_steps(keys: &[StepKey], stats: &[StepStats]) -> Vec<PortableStep> {
     let none = StepStats::default();
-    keys.iter()
-        .enumerate()
-        .map(|(i, key)| (key, stats.get(i).unwrap_or(&none)))
-        .map(|(key, s)| {
-            let mut raw = Vec::new();
-            let _ = V2DeflateSerializer::new().serialize(&s.latency, &mut raw);
-            PortableStep {
-                scenario: key.scenario.clone(),
-                step: key.step.clone(),
-                requests: s.requests,
-                errors: errors_by_name(&s.errors),
-                status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
-                grpc_statuses: grpc_statuses_by_name(s),
-                ws_close_codes: s.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect(),
-                bytes_sent: s.bytes_sent,
-                bytes_received: s.bytes_received,
-                messages_sent: s.messages_sent,
-                messages_received: s.messages_received,
-                min_us: (!s.latency.is_empty()).then_some(s.min_us),
-                max_us: s.max_us,
-                histogram: STANDARD.encode(raw),
-                round_trip: s.round_trip.as_deref().map(encode_histogram),
-                checks: s.checks.clone(),
-                phases: encode_phases(&s.phases),
-            }
-        })
-        .collect()
+    keys.iter().enumerate().map(|(i, key)| encode_step(key, stats.get(i).unwrap_or(&none), true)).collect()
+}
+
+/// One step's stats; without its phases, checks and round trips unless `whole`.
+fn encode_step(key: &StepKey, s: &StepStats, whole: bool) -> PortableStep {
+    let mut raw = Vec::new();
+    let _ = V2DeflateSerializer::new().serialize(&s.latency, &mut raw);
+    PortableStep {
+        scenario: key.scenario.clone(),
+        step: key.step.clone(),
+        requests: s.requests,
+        errors: errors_by_name(&s.errors),
+        status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+        grpc_statuses: grpc_statuses_by_name(s),
+        ws_close_codes: s.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+        bytes_sent: s.bytes_sent,
+        bytes_received: s.bytes_received,
+        messages_sent: s.messages_sent,
+        messages_received: s.messages_received,
+        min_us: (!s.latency.is_empty()).then_some(s.min_us),
+        max_us: s.max_us,
+        histogram: STANDARD.encode(raw),
+        round_trip: if whole { s.round_trip.as_deref().map(encode_histogram) } else { None },
+        checks: if whole { s.checks.clone() } else { Vec::new() },
+        phases: if whole { encode_phases(&s.phases) } else { BTreeMap::new() },
+    }
+}
+
+/// A running runner's steps so far, for its interim report: those that sent a request (named
+/// by `keys`), with their latency and codes but not their phases, checks or round trips.
+/// `None` when their encoded (JSON) size would pass `budget` bytes: a result ConfigMap holds
+/// at most 1 MiB, and a plan of thousands of steps would not fit.
+pub fn encode_live_steps(keys: &[StepKey], stats: &[StepStats], budget: usize) -> Option<Vec<PortableStep>> {
+    let mut size = 0usize;
+    let mut steps = Vec::new();
+    for (key, s) in keys.iter().zip(stats).filter(|(_, s)| s.requests > 0) {
+        let step = encode_step(key, s, false);
+        size = size.saturating_add(serde_json::to_vec(&step).map_or(usize::MAX, |v| v.len() + 1));
+        if size > budget {
+            return None;
+        }
+        steps.push(step);
+    }
+    Some(steps)
 }
 
 /// Adds `portable` into `into`, matching steps by (scenario, step) name; steps unknown to

@@ -452,7 +452,7 @@ impl<'a> Run<'a> {
                 .warning("RunTimeout", message)
                 .end(None);
         }
-        if let Ok(live) = results::live_summary(&reports)
+        if let Ok(live) = results::live_summary(&self.plan, &reports)
             && live.requests > 0
         {
             self.st.summary = Some(live);

@@ -83,6 +83,7 @@ pub(crate) fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64
         duration_seconds: 10.0,
         result: (state == RunnerState::Done).then(|| portable::encode(&plan.step_keys, &m, &names)),
         live: None,
+        live_steps: vec![],
         active_vus: None,
         generator: None,
         saturated: None,
