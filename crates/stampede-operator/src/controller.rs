@@ -158,7 +158,11 @@ pub async fn reconcile_one(lt: &LoadTest, ctx: &Context) -> Result<Next> {
         _ => None,
     };
     let once = observe_once(ctx, lt, &ns).await?;
-    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, unreadable, job, baseline, once };
+    let live = match &plan {
+        Scenario::Compiled(p) if phase == stampede_api::Phase::Running => ctx.live_summary(lt, p, &reports),
+        _ => None,
+    };
+    let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, live, unreadable, job, baseline, once };
     let decision = lifecycle::decide(lt, &observed);
     carry_out(lt, ctx, &ns, &name, scenario_yaml.as_deref(), decision).await
 }

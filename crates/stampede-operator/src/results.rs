@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use stampede_api::{RunnerReport, RunnerState, StepResult, Summary};
 use stampede_core::Plan;
-use stampede_core::portable::{self, PortableError, PortableMetrics};
+use stampede_core::portable::{self, PortableError};
 use stampede_core::{RunOutcome, StepStats, WorkerMetrics};
 use stampede_core::{build_report, latency_summary, merged_point};
 use stampede_model::errors_by_name;
@@ -72,7 +72,7 @@ pub fn final_summary(plan: &Plan, reports: &[&RunnerReport], ctx: &ReportContext
         merged.merge(&own);
         seconds = seconds.max(r.duration_seconds);
     }
-    let steps = step_rows(plan, &merged, seconds);
+    let steps = step_rows(plan, &merged.steps, seconds);
     let mut total = StepStats::default();
     for s in &merged.steps {
         total.merge(s);
@@ -182,54 +182,149 @@ fn runner_row(r: &RunnerReport, own: &WorkerMetrics) -> RunnerRow {
     }
 }
 
-/// A live summary from the runners' interim figures: each running runner's total and steps so
-/// far, and each finished runner's result. Per step (and its codes) only when every runner
-/// that sent a request sent its steps too (a runner leaves them out past its budget).
-pub fn live_summary(plan: &Plan, reports: &[&RunnerReport]) -> Result<Summary, PortableError> {
-    let total_key = [stampede_model::StepKey { scenario: String::new(), step: "total".into() }];
-    let names = scenario_names(plan);
-    let mut total = WorkerMetrics::new(1, 0);
-    let mut steps = WorkerMetrics::new(plan.step_keys.len(), names.len());
-    let (mut seconds, mut active_vus, mut every_step) = (0.0f64, 0u32, true);
-    for r in reports {
-        if r.state == RunnerState::Running {
-            active_vus = active_vus.saturating_add(r.active_vus.unwrap_or(0));
-        }
-        if let Some(live) = &r.live {
-            let p = PortableMetrics { steps: vec![live.clone()], ..PortableMetrics::default() };
-            portable::merge_into(&p, &total_key, &[], &mut total)?;
-            every_step &= live.requests == 0 || !r.live_steps.is_empty();
-            let p = PortableMetrics { steps: r.live_steps.clone(), ..PortableMetrics::default() };
-            portable::merge_into(&p, &plan.step_keys, &[], &mut steps)?;
-        } else if let Some(result) = r.result.as_ref().filter(|_| r.state == RunnerState::Done) {
-            let mut own = WorkerMetrics::new(plan.step_keys.len(), names.len());
-            portable::merge_into(result, &plan.step_keys, &names, &mut own)?;
-            for s in &own.steps {
-                total.steps[0].merge(s);
-            }
-            steps.merge(&own);
-        } else {
-            continue;
-        }
-        seconds = seconds.max(r.duration_seconds);
-    }
-    let mut summary = Summary { active_vus: Some(active_vus), ..summarize(&total.steps[0], seconds, 0) };
-    if every_step {
-        let mut all = StepStats::default();
-        for s in &steps.steps {
-            all.merge(s);
-        }
-        codes(&mut summary, &all);
-        summary.steps = step_rows(plan, &steps, seconds);
-    }
-    Ok(summary)
+/// A live summary from the runners' interim figures (see [`LiveMerge`]), all decoded now.
+pub fn live_summary(plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<Summary, PortableError> {
+    LiveMerge::default().summary(plan, reports)
 }
 
-/// The rows of `merged`'s steps, named by `plan`'s step keys.
-fn step_rows(plan: &Plan, merged: &WorkerMetrics, seconds: f64) -> Vec<StepResult> {
+/// The runners' interim figures merged into a live summary: each running runner's total and
+/// steps so far, and each finished runner's result. Per step (and its codes) only when every
+/// runner that sent a request sent its steps too (a runner leaves them out past its budget).
+/// The steps' latencies are at the interval precision (two digits, as the runners send them);
+/// the final summary's are exact.
+///
+/// A reconcile follows every runner's write, so one runner's report is decoded once, when it
+/// changed, and kept (the operator keeps one of these per running test): what a reconcile
+/// does is then adding the runners' decoded figures, not decoding every runner's steps again.
+#[derive(Default)]
+pub struct LiveMerge {
+    /// By runner index: the report last decoded, and its figures.
+    parts: Vec<Option<(RunnerReport, LivePart)>>,
+    /// The parts added up; rebuilt from them when a part cannot be taken out.
+    sum: Option<LivePart>,
+}
+
+/// One runner's decoded figures, or several runners' added up.
+struct LivePart {
+    total: StepStats,
+    steps: Vec<StepStats>,
+    /// It sent its steps (or had nothing to send).
+    every_step: bool,
+}
+
+impl LivePart {
+    fn empty(steps: usize) -> LivePart {
+        LivePart { total: StepStats::default(), steps: interval_steps(steps), every_step: true }
+    }
+
+    fn add(&mut self, part: &LivePart) {
+        self.total.merge(&part.total);
+        for (into, s) in self.steps.iter_mut().zip(&part.steps) {
+            into.merge(s);
+        }
+    }
+
+    /// Takes `part` out; false when it was not in (and this is then only good to rebuild).
+    fn take_out(&mut self, part: &LivePart) -> bool {
+        self.total.take_out(&part.total).is_ok()
+            && self.steps.iter_mut().zip(&part.steps).all(|(from, s)| from.take_out(s).is_ok())
+    }
+}
+
+impl LiveMerge {
+    /// The summary of `reports` (by runner index), decoding only those that changed since the
+    /// last call, and replacing only their part of the sum.
+    pub fn summary(&mut self, plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<Summary, PortableError> {
+        let n = plan.step_keys.len();
+        if self.parts.len() != reports.len() || self.sum.as_ref().is_some_and(|s| s.steps.len() != n) {
+            *self = LiveMerge::default();
+            self.parts.resize_with(reports.len(), || None);
+        }
+        let mut sum = self.sum.take();
+        let (mut seconds, mut active_vus) = (0.0f64, 0u32);
+        for (slot, report) in self.parts.iter_mut().zip(reports) {
+            if slot.as_ref().map(|(seen, _)| seen) != report.as_ref() {
+                let part =
+                    report.as_ref().map(|r| Ok::<_, PortableError>((r.clone(), live_part(plan, r)?))).transpose()?;
+                if let Some(s) = sum.as_mut() {
+                    if let Some((_, old)) = slot.as_ref()
+                        && !s.take_out(old)
+                    {
+                        sum = None;
+                    } else if let Some((_, new)) = &part {
+                        s.add(new);
+                    }
+                }
+                *slot = part;
+            }
+            let Some(r) = report else { continue };
+            if r.state == RunnerState::Running {
+                active_vus = active_vus.saturating_add(r.active_vus.unwrap_or(0));
+            }
+            if r.live.is_some() || r.state == RunnerState::Done && r.result.is_some() {
+                seconds = seconds.max(r.duration_seconds);
+            }
+        }
+        let sum = sum.get_or_insert_with(|| {
+            let mut all = LivePart::empty(n);
+            self.parts.iter().flatten().for_each(|(_, p)| all.add(p));
+            all
+        });
+        let mut summary = Summary { active_vus: Some(active_vus), ..summarize(&sum.total, seconds, 0) };
+        if self.parts.iter().flatten().all(|(_, p)| p.every_step) {
+            let mut all = StepStats::default();
+            sum.steps.iter().for_each(|s| all.merge(s));
+            codes(&mut summary, &all);
+            summary.steps = step_rows(plan, &sum.steps, seconds);
+        }
+        self.sum = Some(std::mem::replace(sum, LivePart::empty(0)));
+        Ok(summary)
+    }
+}
+
+/// `n` empty steps whose latency is kept at the interval precision, as runners send it live.
+fn interval_steps(n: usize) -> Vec<StepStats> {
+    (0..n)
+        .map(|_| {
+            let mut s = StepStats::default();
+            s.latency = stampede_core::stats::histogram::new_interval_histogram();
+            s
+        })
+        .collect()
+}
+
+/// What one runner's report adds to a live summary: a running runner's total and steps so far,
+/// a finished runner's result; nothing from a runner that is ready or failed.
+fn live_part(plan: &Plan, r: &RunnerReport) -> Result<LivePart, PortableError> {
+    let index: std::collections::HashMap<(&str, &str), usize> =
+        plan.step_keys.iter().enumerate().map(|(i, k)| ((k.scenario.as_str(), k.step.as_str()), i)).collect();
+    let mut part = LivePart::empty(plan.step_keys.len());
+    let merge_steps = |list: &[stampede_model::portable::PortableStep], part: &mut LivePart| {
+        for p in list {
+            if let Some(&i) = index.get(&(p.scenario.as_str(), p.step.as_str())) {
+                portable::merge_live_step(p, &mut part.steps[i])?;
+            }
+        }
+        Ok::<(), PortableError>(())
+    };
+    if let Some(live) = &r.live {
+        portable::merge_live_step(live, &mut part.total)?;
+        part.every_step = live.requests == 0 || !r.live_steps.is_empty();
+        merge_steps(&r.live_steps, &mut part)?;
+    } else if let Some(result) = r.result.as_ref().filter(|_| r.state == RunnerState::Done) {
+        merge_steps(&result.steps, &mut part)?;
+        for p in &result.steps {
+            portable::merge_live_step(p, &mut part.total)?;
+        }
+    }
+    Ok(part)
+}
+
+/// The rows of `steps`, named by `plan`'s step keys.
+fn step_rows(plan: &Plan, steps: &[StepStats], seconds: f64) -> Vec<StepResult> {
     plan.step_keys
         .iter()
-        .zip(&merged.steps)
+        .zip(steps)
         .map(|(k, s)| StepResult {
             scenario: k.scenario.clone(),
             step: k.step.clone(),
@@ -403,15 +498,23 @@ mod tests {
         s
     }
 
-    /// A running runner's report: its steps so far (and their total), or its total only.
-    fn running(index: u32, keys: &[StepKey], steps: &[StepStats], with_steps: bool) -> RunnerReport {
-        let mut all = StepStats::default();
-        steps.iter().for_each(|s| all.merge(s));
-        let total_key = [StepKey { scenario: String::new(), step: "total".into() }];
-        let total = portable::encode_live_steps(&total_key, &[all], usize::MAX).unwrap().pop().unwrap();
+    /// A running runner's report, as a runner makes it: its running total (steps `(n, status,
+    /// base)` as [`answers`] makes them) and, `with_steps`, its steps so far.
+    fn running(index: u32, keys: &[StepKey], steps: &[(u64, u16, u64)], with_steps: bool) -> RunnerReport {
+        let mut total = stampede_core::IntervalStats::default();
+        let mut codes = Vec::new();
+        for (k, &(n, status, base)) in steps.iter().enumerate() {
+            total.step(k);
+            for i in 0..n {
+                total.record_request(k);
+                total.record_latency(k, base + i);
+            }
+            codes.push(answers(n, status, base));
+        }
+        let live_steps = portable::encode_live_steps(keys, &total, Some(&codes), usize::MAX).unwrap();
         RunnerReport {
-            live: Some(total),
-            live_steps: if with_steps { portable::encode_live_steps(keys, steps, usize::MAX).unwrap() } else { vec![] },
+            live: Some(portable::step_from_interval("", "total", &total)),
+            live_steps: if with_steps { live_steps } else { vec![] },
             duration_seconds: 2.0,
             active_vus: Some(2),
             ..RunnerReport::new(index, RunnerState::Running)
@@ -427,7 +530,7 @@ mod tests {
         let file = stampede_core::parse_str(yaml, std::path::Path::new("t.yaml")).unwrap();
         let plan = stampede_core::compile(&file, &stampede_core::CompileOptions::default()).unwrap();
         let keys = plan.step_keys.clone();
-        let r0 = running(0, &keys, &[answers(2, 200, 1_000), answers(3, 500, 90_000)], true);
+        let r0 = running(0, &keys, &[(2, 200, 1_000), (3, 500, 90_000)], true);
         let mut done = WorkerMetrics::new(2, 1);
         done.steps[0] = answers(4, 200, 5_000);
         let r1 = RunnerReport {
@@ -435,21 +538,30 @@ mod tests {
             duration_seconds: 3.0,
             ..RunnerReport::new(1, RunnerState::Done)
         };
-        let s = super::live_summary(&plan, &[&r0, &r1]).unwrap();
+        let s = super::live_summary(&plan, &[Some(r0.clone()), Some(r1.clone())]).unwrap();
         assert_eq!((s.requests, s.active_vus, s.duration_seconds), (9, Some(2), 3.0), "the finished runner counts");
         let rows: Vec<(&str, u64)> = s.steps.iter().map(|r| (r.step.as_str(), r.requests)).collect();
         assert_eq!(rows, [("a", 6), ("b", 3)]);
-        // The percentiles of the histograms added bin by bin, as if one runner had sent all.
-        let mut a = answers(2, 200, 1_000);
-        a.merge(&answers(4, 200, 5_000));
+        // Step a's percentiles: those of every answer in one histogram of the interval
+        // precision, up to the finished runner's exact slowest answer.
+        let mut a = StepStats::default();
+        a.latency = stampede_core::stats::histogram::new_interval_histogram();
+        for us in [1_000, 1_001, 5_000, 5_001, 5_002, 5_003] {
+            a.record_latency_us(us);
+        }
         assert_eq!(s.steps[0].latency_ms, stampede_core::latency_summary(&a));
         assert_eq!(s.steps[0].latency_ms.max, 5.003, "runner 1's slowest answer of step a");
-        assert_eq!(s.steps[1].latency_ms, stampede_core::latency_summary(&answers(3, 500, 90_000)));
         let codes: Vec<(&str, u64)> = s.status_codes.iter().map(|(c, n)| (c.as_str(), *n)).collect();
         assert_eq!(codes, [("200", 6), ("500", 3)]);
+        // One merge that follows the run (runner 0 with less, runner 1 not yet reported, then
+        // both as above) ends with the same figures: a replaced report is taken out exactly.
+        let mut merge = super::LiveMerge::default();
+        let early = running(0, &keys, &[(1, 200, 1_000), (0, 200, 0)], true);
+        assert_eq!(merge.summary(&plan, &[Some(early), None]).unwrap().requests, 1);
+        assert_eq!(merge.summary(&plan, &[Some(r0.clone()), Some(r1.clone())]).unwrap(), s);
 
-        let r2 = running(2, &keys, &[answers(1, 200, 1_000), StepStats::default()], false);
-        let s = super::live_summary(&plan, &[&r0, &r1, &r2]).unwrap();
+        let r2 = running(2, &keys, &[(1, 200, 1_000), (0, 200, 0)], false);
+        let s = super::live_summary(&plan, &[Some(r0), Some(r1), Some(r2)]).unwrap();
         assert_eq!(s.requests, 10);
         assert!(s.steps.is_empty() && s.status_codes.is_empty(), "runner 2 sent its total only");
     }

@@ -34,6 +34,9 @@ pub struct Context {
     /// The compiled scenario of each run in progress, by [`stampede_api::run_id`]: compiled
     /// once per run, not on every reconcile.
     pub(crate) plans: std::sync::Mutex<BTreeMap<String, Arc<Plan>>>,
+    /// The runners' interim figures of each run in progress, by [`stampede_api::run_id`]: each
+    /// report decoded once, when it changed.
+    live: std::sync::Mutex<BTreeMap<String, crate::results::LiveMerge>>,
     /// Reconciles that failed in a row, by object ([`object_key`]): the back-off's exponent.
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
     /// Whether this replica still leads: checked before every write.
@@ -54,6 +57,7 @@ impl Context {
             metrics,
             runner_image: DEFAULT_IMAGE.to_string(),
             plans: Default::default(),
+            live: Default::default(),
             failures: Default::default(),
             fence: Fence::always(),
             children: Children::default(),
@@ -65,10 +69,28 @@ impl Context {
         if self.fence.holds() { Ok(()) } else { Err(Error::NotLeading) }
     }
 
-    /// Drops the compiled plans of `lt`'s runs (it finished).
+    /// Drops the compiled plans and live figures of `lt`'s runs (it finished).
     pub(crate) fn forget_plans(&self, lt: &LoadTest) {
         let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
         self.plans.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+    }
+
+    /// The live summary of `lt`'s current run from its runners' `reports`, decoding only the
+    /// reports that changed since its last reconcile; `None` when they cannot be merged.
+    pub(crate) fn live_summary(
+        &self,
+        lt: &LoadTest,
+        plan: &Plan,
+        reports: &[Option<stampede_api::RunnerReport>],
+    ) -> Option<stampede_api::Summary> {
+        let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
+        let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        // One run at a time per LoadTest: an earlier run's figures go.
+        let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
+        live.retain(|k, _| !k.starts_with(&prefix) || *k == key);
+        live.entry(key).or_default().summary(plan, reports).ok()
     }
 
     /// The wait before retrying `key` after its reconcile failed: 1 s, doubling with each

@@ -675,9 +675,8 @@ fn execute_at(
         timeline.add(t.elapsed, t.active_vus, &t.stats);
         if t.elapsed.saturating_sub(last_sent) + Duration::from_millis(100) >= LIVE_EVERY {
             last_sent = t.elapsed;
-            let steps = t.totals.as_ref().map_or(Some(Vec::new()), |totals| {
-                portable::encode_live_steps(&keys, &totals.steps, crate::report::LIVE_STEPS_BYTES)
-            });
+            let codes = t.totals.as_ref().map(|totals| &totals.steps[..]);
+            let steps = portable::encode_live_steps(&keys, &total, codes, crate::report::LIVE_STEPS_BYTES);
             if steps.is_none() && !budget_passed {
                 budget_passed = true;
                 warn!(

@@ -76,10 +76,14 @@ mod tests {
         let keys =
             [StepKey { scenario: "s".into(), step: "a".into() }, StepKey { scenario: "s".into(), step: "b".into() }];
         let mut stats = vec![stampede_engine::StepStats::default(), stampede_engine::StepStats::default()];
-        stats[1].requests = 3;
-        stats[1].record_latency_us(1_500);
         stats[1].record_status(201);
-        let steps = portable::encode_live_steps(&keys, &stats, LIVE_STEPS_BYTES).unwrap();
+        let mut interval = IntervalStats::default();
+        interval.step(0);
+        for _ in 0..3 {
+            interval.record_request(1);
+        }
+        interval.record_latency(1, 1_500);
+        let steps = portable::encode_live_steps(&keys, &interval, Some(&stats), LIVE_STEPS_BYTES).unwrap();
         let live = Live { elapsed: Duration::from_millis(2_001), total, active_vus: 5, steps };
         let r = running_report(1, t, &live);
         let patch = report_patch(&r);
@@ -95,8 +99,9 @@ mod tests {
         assert_eq!(steps, [("b", 3)]);
         assert_eq!(back.live_steps[0].status.get("201"), Some(&1));
         let one = serde_json::to_vec(&back.live_steps[0]).unwrap().len();
-        assert_eq!(portable::encode_live_steps(&keys, &stats, one + 1).map(|s| s.len()), Some(1));
-        assert_eq!(portable::encode_live_steps(&keys, &stats, one), None);
+        let within = |budget| portable::encode_live_steps(&keys, &interval, Some(&stats), budget).map(|s| s.len());
+        assert_eq!(within(one + 1), Some(1));
+        assert_eq!(within(one), None);
         assert_eq!(patch["data"].as_object().unwrap().len(), 1);
 
         let ready: serde_json::Value = serde_json::from_str(

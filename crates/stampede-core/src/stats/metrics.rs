@@ -250,6 +250,30 @@ impl StepStats {
         d
     }
 
+    /// Takes `part`'s requests, errors, latency counts and codes out of these, where `part`
+    /// was merged in before: a running sum that replaces one of its parts with a newer one.
+    /// The extremes stay (a part is replaced only by one that holds it). `Err` when `part` is
+    /// not in these (its latency counts are not), and nothing was taken.
+    pub fn take_out(&mut self, part: &StepStats) -> Result<(), hdrhistogram::SubtractionError> {
+        self.latency.subtract(&part.latency)?;
+        self.requests = self.requests.saturating_sub(part.requests);
+        for (a, b) in self.errors.iter_mut().zip(part.errors.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        for (a, b) in self.status.iter_mut().zip(part.status.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        for (a, b) in self.grpc_status.iter_mut().zip(part.grpc_status.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        for (code, n) in &mut self.ws_close {
+            let theirs = part.ws_close.iter().find(|(c, _)| c == code).map_or(0, |(_, n)| *n);
+            *n = n.saturating_sub(theirs);
+        }
+        self.ws_close.retain(|(_, n)| *n > 0);
+        Ok(())
+    }
+
     /// Adds another worker's stats into these.
     pub fn merge(&mut self, other: &StepStats) {
         self.latency.merge_from(&other.latency).expect("histograms share bounds");

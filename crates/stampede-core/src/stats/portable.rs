@@ -10,7 +10,7 @@ use std::io::Cursor;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer, V2Serializer};
 pub use stampede_model::portable::{
     PortableInterval, PortableIntervalStep, PortableMetrics, PortablePhase, PortableStep, PortableTimeline,
 };
@@ -143,11 +143,11 @@ pub fn encode(keys: &[StepKey], metrics: &WorkerMetrics, scenario_names: &[Strin
 /// Stats named by `keys` (missing ones as empty).
 fn encode_steps(keys: &[StepKey], stats: &[StepStats]) -> Vec<PortableStep> {
     let none = StepStats::default();
-    keys.iter().enumerate().map(|(i, key)| encode_step(key, stats.get(i).unwrap_or(&none), true)).collect()
+    keys.iter().enumerate().map(|(i, key)| encode_step(key, stats.get(i).unwrap_or(&none))).collect()
 }
 
-/// One step's stats; without its phases, checks and round trips unless `whole`.
-fn encode_step(key: &StepKey, s: &StepStats, whole: bool) -> PortableStep {
+/// One step's stats.
+fn encode_step(key: &StepKey, s: &StepStats) -> PortableStep {
     let mut raw = Vec::new();
     let _ = V2DeflateSerializer::new().serialize(&s.latency, &mut raw);
     PortableStep {
@@ -165,21 +165,45 @@ fn encode_step(key: &StepKey, s: &StepStats, whole: bool) -> PortableStep {
         min_us: (!s.latency.is_empty()).then_some(s.min_us),
         max_us: s.max_us,
         histogram: STANDARD.encode(raw),
-        round_trip: if whole { s.round_trip.as_deref().map(encode_histogram) } else { None },
-        checks: if whole { s.checks.clone() } else { Vec::new() },
-        phases: if whole { encode_phases(&s.phases) } else { BTreeMap::new() },
+        round_trip: s.round_trip.as_deref().map(encode_histogram),
+        checks: s.checks.clone(),
+        phases: encode_phases(&s.phases),
     }
 }
 
 /// A running runner's steps so far, for its interim report: those that sent a request (named
-/// by `keys`), with their latency and codes but not their phases, checks or round trips.
-/// `None` when their encoded (JSON) size would pass `budget` bytes: a result ConfigMap holds
-/// at most 1 MiB, and a plan of thousands of steps would not fit.
-pub fn encode_live_steps(keys: &[StepKey], stats: &[StepStats], budget: usize) -> Option<Vec<PortableStep>> {
+/// by `keys`), from its running total (`total`: counts, and latency at the interval precision,
+/// [`crate::stats::histogram::INTERVAL_SIGFIG`], which keeps them small to send and cheap to
+/// merge) and its codes from `codes` (its totals, when the run keeps them). `None` when their
+/// encoded (JSON) size would pass `budget` bytes: a result ConfigMap holds at most 1 MiB, and a
+/// plan of thousands of steps would not fit.
+pub fn encode_live_steps(
+    keys: &[StepKey],
+    total: &IntervalStats,
+    codes: Option<&[StepStats]>,
+    budget: usize,
+) -> Option<Vec<PortableStep>> {
+    let none = StepStats::default();
     let mut size = 0usize;
     let mut steps = Vec::new();
-    for (key, s) in keys.iter().zip(stats).filter(|(_, s)| s.requests > 0) {
-        let step = encode_step(key, s, false);
+    for (i, (key, st)) in keys.iter().zip(&total.steps).enumerate().filter(|(_, (_, st))| st.requests > 0) {
+        let c = codes.and_then(|c| c.get(i)).unwrap_or(&none);
+        let empty = st.latency.is_empty();
+        let step = PortableStep {
+            scenario: key.scenario.clone(),
+            step: key.step.clone(),
+            requests: st.requests,
+            errors: errors_by_name(&st.errors_by_kind),
+            status: c.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+            grpc_statuses: grpc_statuses_by_name(c),
+            ws_close_codes: c.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+            min_us: (!empty).then(|| st.latency.min()),
+            max_us: if empty { 0 } else { st.latency.max() },
+            // Not deflated: a sparse histogram's counts are short varints already, and the
+            // operator decodes every runner's steps each time it merges them.
+            histogram: encode_plain_histogram(&st.latency),
+            ..PortableStep::default()
+        };
         size = size.saturating_add(serde_json::to_vec(&step).map_or(usize::MAX, |v| v.len() + 1));
         if size > budget {
             return None;
@@ -187,6 +211,41 @@ pub fn encode_live_steps(keys: &[StepKey], stats: &[StepStats], budget: usize) -
         steps.push(step);
     }
     Some(steps)
+}
+
+/// Adds what a live view needs of step `p` into `into`: requests, errors, latency, extremes and
+/// codes (not its bytes, phases, checks or round trips, which cost more to decode than a page
+/// refreshed every second can spend). The codes are checked as [`merge_into`] checks them.
+pub fn merge_live_step(p: &PortableStep, into: &mut StepStats) -> Result<(), PortableError> {
+    if let Some(h) = decode_histogram(p, &p.histogram)? {
+        into.latency.merge_from(&h).map_err(|e| PortableError::Histogram {
+            scenario: p.scenario.clone(),
+            step: p.step.clone(),
+            message: format!("{e:?}"),
+        })?;
+        into.min_us = into.min_us.min(p.min_us.unwrap_or(u64::MAX));
+        into.max_us = into.max_us.max(p.max_us);
+    }
+    into.requests += p.requests;
+    for (kind, n) in &p.errors {
+        let k =
+            ErrorKind::ALL.iter().find(|k| k.name() == kind).ok_or_else(|| PortableError::ErrorKind(kind.clone()))?;
+        into.errors[k.index()] += n;
+    }
+    for (code, n) in &p.status {
+        if let Ok(code) = code.parse::<u16>() {
+            into.add_status(code, *n);
+        }
+    }
+    for (name, n) in &p.grpc_statuses {
+        let code = grpc_status_code(name).ok_or_else(|| PortableError::GrpcStatus(name.clone()))?;
+        into.add_grpc_status(code, *n);
+    }
+    for (code, n) in &p.ws_close_codes {
+        let code = code.parse::<u16>().map_err(|_| PortableError::CloseCode(code.clone()))?;
+        into.add_ws_close(code, *n);
+    }
+    Ok(())
 }
 
 /// Adds `portable` into `into`, matching steps by (scenario, step) name; steps unknown to
@@ -350,6 +409,15 @@ fn merge_encoded_step(a: &mut PortableIntervalStep, b: &PortableIntervalStep) {
         h.merge_from(&part).expect("histograms share bounds");
     }
     a.histogram = encode_histogram(&h);
+}
+
+/// A histogram in the V2 encoding without deflate (decoded by the same [`Deserializer`]).
+fn encode_plain_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut raw = Vec::new();
+    if !h.is_empty() {
+        let _ = V2Serializer::new().serialize(h, &mut raw);
+    }
+    STANDARD.encode(raw)
 }
 
 fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {

@@ -136,6 +136,7 @@ fn an_invalid_spec_as_the_operator_reports_it_is_degraded_with_the_problem() {
     let lt = loadtest();
     let problem = "scenario `buy` step `home`: unknown variable `{{nope}}`";
     let observed = Observed {
+        live: None,
         now: OffsetDateTime::now_utc(),
         plan: Scenario::Invalid(problem.to_string()),
         reports: Vec::new(),

@@ -48,6 +48,7 @@ fn run_against(lt: &mut LoadTest, base: Result<stampede_model::report::Report, S
     let now = OffsetDateTime::now_utc();
     let plan = plan(lt);
     let obs = |reports| Observed {
+        live: None,
         now,
         plan: Scenario::Compiled(plan.clone()),
         reports,

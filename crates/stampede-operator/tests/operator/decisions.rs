@@ -98,10 +98,13 @@ pub(crate) fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64
 /// The run every test report belongs to.
 const RUN: &str = "uid-1/1";
 
+/// What the shell observes: with the runners' interim figures merged as its `LiveMerge` does.
 pub(crate) fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
+    let plan = plan(&loadtest(1));
     Observed {
+        live: stampede_operator::results::live_summary(&plan, &reports).ok(),
         now,
-        plan: Scenario::Compiled(plan(&loadtest(1))),
+        plan: Scenario::Compiled(plan),
         reports,
         unreadable: vec![],
         job,
@@ -273,6 +276,7 @@ fn failed_thresholds_fail_the_test_with_their_reason() {
 fn an_invalid_scenario_fails_with_valid_false_an_event_and_no_children() {
     let mut lt = loadtest(1);
     let obs = Observed {
+        live: None,
         now: OffsetDateTime::now_utc(),
         plan: Scenario::Invalid("scenario `buy`, step `home`: request.url: unknown variable `nope`".into()),
         reports: vec![],
@@ -409,6 +413,7 @@ fn an_unreadable_runner_result_fails_the_test_at_once_naming_the_runner() {
     let broken = read_report(1, r#"{"index": 1, "state": "done", "result": {"steps": "oops"}}"#, RUN).unwrap_err().0;
     assert!(broken.starts_with("runner 1: its result is not a runner report ("), "{broken}");
     let obs = Observed {
+        live: None,
         unreadable: vec![broken.clone()],
         ..observed(now + Duration::from_secs(1), vec![Some(report(0, RunnerState::Done, 300, 2_000)), None], None)
     };
@@ -673,6 +678,7 @@ fn a_capacity_plateau_that_cannot_be_merged_fails_the_test_naming_runner_and_pla
     let share = |index: u32, histogram: Option<&str>| plateau_share(&plan, index, histogram);
     let job = JobState { active: 2, ..JobState::default() };
     let obs = |reports| Observed {
+        live: None,
         plan: Scenario::Compiled(plan.clone()),
         ..observed(OffsetDateTime::now_utc(), reports, Some(job.clone()))
     };
@@ -787,6 +793,7 @@ fn an_open_model_that_did_not_deliver_its_load_is_not_passed() {
         };
         let job = JobState { succeeded: 2, ..JobState::default() };
         let obs = |reports| Observed {
+            live: None,
             plan: Scenario::Compiled(plan.clone()),
             ..observed(OffsetDateTime::now_utc(), reports, Some(job.clone()))
         };

@@ -50,6 +50,7 @@ fn plan(lt: &LoadTest) -> Arc<Plan> {
 
 fn observed(now: OffsetDateTime) -> Observed {
     Observed {
+        live: None,
         now,
         plan: Scenario::Compiled(plan(&loadtest(1, false))),
         reports: vec![],

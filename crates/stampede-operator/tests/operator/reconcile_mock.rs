@@ -464,6 +464,7 @@ fn initializing(runners: i32, ago: Duration) -> LoadTest {
     let mut lt = loadtest(runners, SCENARIO);
     let plan = validate(&lt, SCENARIO, "test");
     let obs = Observed {
+        live: None,
         now: OffsetDateTime::now_utc() - ago,
         plan: plan.into(),
         reports: vec![],
@@ -781,6 +782,7 @@ async fn a_finished_test_keeps_its_status_after_cleanup_deleted_its_children() {
     let plan = validate(&lt, SCENARIO, "test");
     let job = lifecycle::JobState { succeeded: 2, ..lifecycle::JobState::default() };
     let obs = Observed {
+        live: None,
         now: OffsetDateTime::now_utc(),
         plan: plan.into(),
         reports: vec![Some(done(0, 1000)), Some(done(1, 500))],

@@ -41,6 +41,7 @@ async fn an_abort_just_after_the_setup_succeeded_creates_the_teardown_job() {
     let mut lt = loadtest(2, ONCE_SCENARIO);
     let plan = validate(&lt, ONCE_SCENARIO, "test");
     let obs = Observed {
+        live: None,
         now: OffsetDateTime::now_utc() - Duration::from_secs(5),
         plan: plan.into(),
         reports: vec![],
@@ -97,6 +98,7 @@ async fn a_rerun_without_a_setup_deletes_the_values_secret_of_the_run_before() {
         ..LoadTestStatus::default()
     });
     let obs = Observed {
+        live: None,
         now: OffsetDateTime::now_utc(),
         plan: lifecycle::Scenario::NotRead,
         reports: vec![],
