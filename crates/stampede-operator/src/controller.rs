@@ -158,12 +158,20 @@ pub async fn reconcile_one(lt: &LoadTest, ctx: &Context) -> Result<Next> {
         _ => None,
     };
     let once = observe_once(ctx, lt, &ns).await?;
-    let live = match &plan {
-        Scenario::Compiled(p) if phase == stampede_api::Phase::Running => ctx.live_summary(lt, p, &reports),
-        _ => None,
+    // The runners' figures, merged at most every `live_every`: a reconcile in between leaves
+    // the status's and comes back when the next merge is due.
+    let (live, live_wait) = match &plan {
+        Scenario::Compiled(p) if phase == stampede_api::Phase::Running => match ctx.live_summary(lt, p, &reports) {
+            Ok(live) => (live, None),
+            Err(wait) => (None, Some(wait)),
+        },
+        _ => (None, None),
     };
     let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, live, unreadable, job, baseline, once };
-    let decision = lifecycle::decide(lt, &observed);
+    let mut decision = lifecycle::decide(lt, &observed);
+    if let Some(wait) = live_wait {
+        decision.requeue = Some(decision.requeue.map_or(wait, |d| d.min(wait)));
+    }
     carry_out(lt, ctx, &ns, &name, scenario_yaml.as_deref(), decision).await
 }
 

@@ -193,14 +193,16 @@ pub fn live_summary(plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<Sum
 /// The steps' latencies are at the interval precision (two digits, as the runners send them);
 /// the final summary's are exact.
 ///
-/// A reconcile follows every runner's write, so one runner's report is decoded once, when it
-/// changed, and kept (the operator keeps one of these per running test): what a reconcile
-/// does is then adding the runners' decoded figures, not decoding every runner's steps again.
+/// A reconcile follows every runner's write, so the sum is kept between reconciles (the
+/// operator keeps one of these per running test), with the reports it holds: when a runner's
+/// report changed, its old figures are taken out of the sum and its new ones added, and only
+/// those two are decoded. What is kept is the reports as they came (encoded, small) and one
+/// sum, not every runner's decoded figures.
 #[derive(Default)]
 pub struct LiveMerge {
-    /// By runner index: the report last decoded, and its figures.
-    parts: Vec<Option<(RunnerReport, LivePart)>>,
-    /// The parts added up; rebuilt from them when a part cannot be taken out.
+    /// By runner index: the report in the sum.
+    seen: Vec<Option<RunnerReport>>,
+    /// Their figures added up; rebuilt from `seen` when a report's cannot be taken out.
     sum: Option<LivePart>,
 }
 
@@ -208,13 +210,11 @@ pub struct LiveMerge {
 struct LivePart {
     total: StepStats,
     steps: Vec<StepStats>,
-    /// It sent its steps (or had nothing to send).
-    every_step: bool,
 }
 
 impl LivePart {
     fn empty(steps: usize) -> LivePart {
-        LivePart { total: StepStats::default(), steps: interval_steps(steps), every_step: true }
+        LivePart { total: StepStats::default(), steps: interval_steps(steps) }
     }
 
     fn add(&mut self, part: &LivePart) {
@@ -233,51 +233,58 @@ impl LivePart {
 
 impl LiveMerge {
     /// The summary of `reports` (by runner index), decoding only those that changed since the
-    /// last call, and replacing only their part of the sum.
+    /// last call (and what they replace).
     pub fn summary(&mut self, plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<Summary, PortableError> {
         let n = plan.step_keys.len();
-        if self.parts.len() != reports.len() || self.sum.as_ref().is_some_and(|s| s.steps.len() != n) {
+        if self.seen.len() != reports.len() || self.sum.as_ref().is_some_and(|s| s.steps.len() != n) {
             *self = LiveMerge::default();
-            self.parts.resize_with(reports.len(), || None);
+            self.seen.resize_with(reports.len(), || None);
         }
         let mut sum = self.sum.take();
-        let (mut seconds, mut active_vus) = (0.0f64, 0u32);
-        for (slot, report) in self.parts.iter_mut().zip(reports) {
-            if slot.as_ref().map(|(seen, _)| seen) != report.as_ref() {
-                let part =
-                    report.as_ref().map(|r| Ok::<_, PortableError>((r.clone(), live_part(plan, r)?))).transpose()?;
-                if let Some(s) = sum.as_mut() {
-                    if let Some((_, old)) = slot.as_ref()
-                        && !s.take_out(old)
-                    {
-                        sum = None;
-                    } else if let Some((_, new)) = &part {
-                        s.add(new);
-                    }
-                }
-                *slot = part;
+        for (seen, report) in self.seen.iter_mut().zip(reports) {
+            if seen.as_ref() == report.as_ref() {
+                continue;
             }
-            let Some(r) = report else { continue };
+            if let Some(s) = sum.as_mut() {
+                let old = seen.as_ref().map(|r| live_part(plan, r)).transpose()?;
+                if old.is_some_and(|old| !s.take_out(&old)) {
+                    sum = None;
+                } else if let Some(r) = report {
+                    s.add(&live_part(plan, r)?);
+                }
+            }
+            seen.clone_from(report);
+        }
+        let sum = match sum {
+            Some(sum) => sum,
+            None => {
+                let mut all = LivePart::empty(n);
+                for r in self.seen.iter().flatten() {
+                    all.add(&live_part(plan, r)?);
+                }
+                all
+            }
+        };
+        let (mut seconds, mut active_vus, mut every_step) = (0.0f64, 0u32, true);
+        for r in self.seen.iter().flatten() {
             if r.state == RunnerState::Running {
                 active_vus = active_vus.saturating_add(r.active_vus.unwrap_or(0));
             }
-            if r.live.is_some() || r.state == RunnerState::Done && r.result.is_some() {
+            if let Some(live) = &r.live {
+                every_step &= live.requests == 0 || !r.live_steps.is_empty();
+                seconds = seconds.max(r.duration_seconds);
+            } else if r.state == RunnerState::Done && r.result.is_some() {
                 seconds = seconds.max(r.duration_seconds);
             }
         }
-        let sum = sum.get_or_insert_with(|| {
-            let mut all = LivePart::empty(n);
-            self.parts.iter().flatten().for_each(|(_, p)| all.add(p));
-            all
-        });
         let mut summary = Summary { active_vus: Some(active_vus), ..summarize(&sum.total, seconds, 0) };
-        if self.parts.iter().flatten().all(|(_, p)| p.every_step) {
+        if every_step {
             let mut all = StepStats::default();
             sum.steps.iter().for_each(|s| all.merge(s));
             codes(&mut summary, &all);
             summary.steps = step_rows(plan, &sum.steps, seconds);
         }
-        self.sum = Some(std::mem::replace(sum, LivePart::empty(0)));
+        self.sum = Some(sum);
         Ok(summary)
     }
 }
@@ -309,7 +316,6 @@ fn live_part(plan: &Plan, r: &RunnerReport) -> Result<LivePart, PortableError> {
     };
     if let Some(live) = &r.live {
         portable::merge_live_step(live, &mut part.total)?;
-        part.every_step = live.requests == 0 || !r.live_steps.is_empty();
         merge_steps(&r.live_steps, &mut part)?;
     } else if let Some(result) = r.result.as_ref().filter(|_| r.state == RunnerState::Done) {
         merge_steps(&result.steps, &mut part)?;

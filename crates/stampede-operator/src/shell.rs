@@ -35,8 +35,13 @@ pub struct Context {
     /// once per run, not on every reconcile.
     pub(crate) plans: std::sync::Mutex<BTreeMap<String, Arc<Plan>>>,
     /// The runners' interim figures of each run in progress, by [`stampede_api::run_id`]: each
-    /// report decoded once, when it changed.
-    live: std::sync::Mutex<BTreeMap<String, crate::results::LiveMerge>>,
+    /// report decoded once, when it changed; and when they were last merged.
+    live: std::sync::Mutex<BTreeMap<String, (crate::results::LiveMerge, Option<std::time::Instant>)>>,
+    /// How often at most a running test's status takes its runners' interim figures
+    /// ([`LIVE_EVERY`]). Each runner writes every 2 s, so a test of many runners has a write
+    /// every few milliseconds; each status write goes to etcd and to every page and watch
+    /// following the test.
+    pub live_every: Duration,
     /// Reconciles that failed in a row, by object ([`object_key`]): the back-off's exponent.
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
     /// Whether this replica still leads: checked before every write.
@@ -58,6 +63,7 @@ impl Context {
             runner_image: DEFAULT_IMAGE.to_string(),
             plans: Default::default(),
             live: Default::default(),
+            live_every: LIVE_EVERY,
             failures: Default::default(),
             fence: Fence::always(),
             children: Children::default(),
@@ -77,20 +83,28 @@ impl Context {
     }
 
     /// The live summary of `lt`'s current run from its runners' `reports`, decoding only the
-    /// reports that changed since its last reconcile; `None` when they cannot be merged.
+    /// reports that changed since its last reconcile: `Ok(None)` when they cannot be merged,
+    /// `Err(wait)` when the last was merged less than [`Context::live_every`] ago (the status
+    /// keeps it; come back after `wait`).
     pub(crate) fn live_summary(
         &self,
         lt: &LoadTest,
         plan: &Plan,
         reports: &[Option<stampede_api::RunnerReport>],
-    ) -> Option<stampede_api::Summary> {
+    ) -> Result<Option<stampede_api::Summary>, Duration> {
         let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
         let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         // One run at a time per LoadTest: an earlier run's figures go.
         let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
         live.retain(|k, _| !k.starts_with(&prefix) || *k == key);
-        live.entry(key).or_default().summary(plan, reports).ok()
+        let (merge, last) = live.entry(key).or_default();
+        let now = std::time::Instant::now();
+        if let Some(wait) = last.map(|t| self.live_every.saturating_sub(now - t)).filter(|w| !w.is_zero()) {
+            return Err(wait);
+        }
+        *last = Some(now);
+        Ok(merge.summary(plan, reports).ok())
     }
 
     /// The wait before retrying `key` after its reconcile failed: 1 s, doubling with each
@@ -107,6 +121,10 @@ impl Context {
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     }
 }
+
+/// How often at most a running test's status takes its runners' interim figures (see
+/// [`Context::live_every`]).
+pub const LIVE_EVERY: Duration = Duration::from_secs(1);
 
 /// The longest wait before a failed reconcile is retried.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);

@@ -413,16 +413,30 @@ pub(crate) async fn reconcile_fenced(
     script: Vec<Expect>,
     fence: Fence,
 ) -> (Vec<Result<(), String>>, Vec<Seen>) {
+    // Reconciles in a row, each taking the runners' figures (not paced as the operator does).
+    let (outcomes, seen) = reconcile_paced(lts, script, fence, Duration::ZERO).await;
+    (outcomes.into_iter().map(|o| o.map(|_| ())).collect(), seen)
+}
+
+/// [`reconcile_fenced`] with the status taking the runners' figures at most every `live_every`;
+/// each reconcile's outcome with what it asked for next.
+pub(crate) async fn reconcile_paced(
+    lts: &[(LoadTest, Vec<Watched>)],
+    script: Vec<Expect>,
+    fence: Fence,
+    live_every: Duration,
+) -> (Vec<Result<kube::runtime::controller::Action, String>>, Vec<Seen>) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let verifier = ApiServerVerifier { handle, lt: lts[0].0.clone() }.serve(script);
     let mut ctx = Context::new(Client::new(service, NS), Arc::new(Metrics::default()));
     ctx.fence = fence;
+    ctx.live_every = live_every;
     let mut outcomes = Vec::new();
     for (lt, watched) in lts {
         ctx.children = view(watched.clone());
         let result = tokio::time::timeout(TIMEOUT, reconcile_one(lt, &ctx)).await;
         let result = result.unwrap_or_else(|_| panic!("reconcile did not finish within {TIMEOUT:?}"));
-        outcomes.push(result.map(|_| ()).map_err(|e| e.to_string()));
+        outcomes.push(result.map_err(|e| e.to_string()));
     }
     // Dropping the client closes the mock: the verifier sees the end of the requests.
     drop(ctx);
@@ -869,7 +883,7 @@ async fn a_running_tests_reconcile_reads_its_children_from_the_watches_not_the_a
     // One operator, three more reconciles: new figures (a status write only), the same figures
     // (nothing), then all done (the merged report, status, Event and the Job's delete).
     let (outcomes, seen) = reconcile_in_turn(
-        vec![(lt.clone(), interim(100)), (lt.clone(), interim(250)), (seen_lt, all_done())],
+        vec![(lt.clone(), interim(100)), (lt.clone(), interim(250)), (seen_lt.clone(), all_done())],
         [Expect::GetScenario, Expect::ApplyStatus, Expect::ApplyStatus].into_iter().chain(succeeds()).collect(),
     )
     .await;
@@ -884,4 +898,23 @@ async fn a_running_tests_reconcile_reads_its_children_from_the_watches_not_the_a
     let vus: Vec<Option<u32>> = statuses.iter().map(|s| s.summary.as_ref().unwrap().active_vus).collect();
     assert_eq!(vus, [Some(7), Some(7), None], "the running runners' VUs, summed while it runs");
     assert!(!seen.iter().any(|s| s.method == Method::GET && s.path != api_path("configmaps", "shop-scenario")));
+
+    // Paced as the operator paces it (here at most once an hour, so that a slow machine cannot
+    // let the pace pass between two reconciles): a reconcile that comes before the next merge is
+    // due (a runner's write a moment after another's) writes nothing and comes back as it
+    // would have (in 5 s while the run goes on, sooner than the hour).
+    let (outcomes, seen) = reconcile_paced(
+        &[(seen_lt.clone(), interim(250)), (seen_lt.clone(), interim(400))],
+        vec![Expect::GetScenario, Expect::ApplyStatus],
+        Fence::always(),
+        Duration::from_secs(3600),
+    )
+    .await;
+    let statuses: Vec<u64> = seen
+        .iter()
+        .filter(|s| s.path.ends_with("/status"))
+        .map(|s| s.body["status"]["summary"]["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [250], "one status write");
+    assert_eq!(outcomes[1], Ok(kube::runtime::controller::Action::requeue(Duration::from_secs(5))));
 }
