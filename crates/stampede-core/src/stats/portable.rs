@@ -572,41 +572,8 @@ fn decode_histogram(p: &PortableStep, encoded: &str) -> Result<Option<hdrhistogr
 }
 
 fn decode_step(p: &PortableStep) -> Result<StepStats, PortableError> {
-    let raw = STANDARD.decode(&p.histogram).map_err(|source| PortableError::Base64 {
-        scenario: p.scenario.clone(),
-        step: p.step.clone(),
-        source,
-    })?;
     let mut s = StepStats::default();
-    if !raw.is_empty() {
-        let h: hdrhistogram::Histogram<u64> = Deserializer::new().deserialize(&mut Cursor::new(raw)).map_err(|e| {
-            PortableError::Histogram { scenario: p.scenario.clone(), step: p.step.clone(), message: format!("{e:?}") }
-        })?;
-        s.latency.merge_from(&h).map_err(|e| PortableError::Histogram {
-            scenario: p.scenario.clone(),
-            step: p.step.clone(),
-            message: format!("{e:?}"),
-        })?;
-    }
-    s.requests = p.requests;
-    for (kind, n) in &p.errors {
-        let k =
-            ErrorKind::ALL.iter().find(|k| k.name() == kind).ok_or_else(|| PortableError::ErrorKind(kind.clone()))?;
-        s.errors[k.index()] += n;
-    }
-    for (code, n) in &p.status {
-        if let Ok(code) = code.parse::<u16>() {
-            s.add_status(code, *n);
-        }
-    }
-    for (name, n) in &p.grpc_statuses {
-        let code = grpc_status_code(name).ok_or_else(|| PortableError::GrpcStatus(name.clone()))?;
-        s.add_grpc_status(code, *n);
-    }
-    for (code, n) in &p.ws_close_codes {
-        let code = code.parse::<u16>().map_err(|_| PortableError::CloseCode(code.clone()))?;
-        s.add_ws_close(code, *n);
-    }
+    merge_live_step(p, &mut s)?;
     s.bytes_sent = p.bytes_sent;
     s.bytes_received = p.bytes_received;
     s.messages_sent = p.messages_sent;
