@@ -1,6 +1,6 @@
 //! Issue #35's benchmark (`make bench-dashboards`): what pages following a run cost the operator.
-//! (`STAMPEDE_BENCH_STEPS` sets the steps: 50 runner processes of 100 steps did not fit this
-//! machine's memory; see bench/RESULTS.md.)
+//! (`STAMPEDE_BENCH_STEPS` sets the steps, `STAMPEDE_BENCH_ITERATIONS` each runner's iterations:
+//! 30 make a run long enough for both windows at 100 steps; see bench/RESULTS.md.)
 //! One LoadTest of 50 runners (node-agent processes, one VU and two iterations each) and 100 steps, against a target
 //! on 127.0.0.1; the operator as a process of its own with its dashboard on. For 20 s it runs with
 //! no page, then 20 s with 10 pages following the run: each a stream of `…/events`, read as the
@@ -8,6 +8,7 @@
 //! token (a ServiceAccount that may get, list and watch LoadTests).
 //!
 //! Printed (line `DASHBOARDS`): the operator's CPU (cores) and resident memory in each window,
+//! its reconciles in the second (how many, and their average length),
 //! and how long after a runner's interim write (as this test's own watch of the result
 //! ConfigMaps saw it) a page was sent figures that include it. Asserted: exact counts only —
 //! every request counted once, and every page's last event is the final status.
@@ -182,8 +183,10 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
         .collect();
     let opened = Instant::now();
     let (cpu2, _) = operator.usage();
+    let reconciles_before = operator.reconciles();
     tokio::time::sleep(WINDOW).await;
     let (cpu3, _) = operator.usage();
+    let reconciles_after = operator.reconciles();
     let with = ((cpu3 - cpu2) / opened.elapsed().as_secs_f64(), rss_mib(pid));
     let window_end = Instant::now();
     let still = api.get("dash").await.unwrap().status.unwrap().phase;
@@ -228,7 +231,8 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
     eprintln!(
         "DASHBOARDS {RUNNERS} runners × {} steps, {PAGES} pages: operator CPU {:.3} cores without pages, {:.3} with \
          (+{:.3}); RSS {:.1} MiB without, {:.1} MiB with (+{:.1}); interim write → page: p50 {:.2} s, p90 {:.2} s, \
-         max {:.2} s over {} writes; {} events per page; status {status_bytes} bytes; requests {} (exact)",
+         max {:.2} s over {} writes; {} events per page; status {status_bytes} bytes; requests {} (exact); \
+         with pages: {} reconciles, {:.1} ms each on average",
         step_count(),
         without.0,
         with.0,
@@ -242,6 +246,8 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
         delays.len(),
         events.len(),
         summary.requests,
+        reconciles_after.0 - reconciles_before.0,
+        (reconciles_after.1 - reconciles_before.1) * 1000.0 / (reconciles_after.0 - reconciles_before.0).max(1.0),
     );
     drop(operator);
     target.stop();
