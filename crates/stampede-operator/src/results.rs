@@ -344,9 +344,9 @@ fn step_rows(plan: &Plan, steps: &[StepStats], seconds: f64) -> Vec<StepResult> 
 
 /// The HTTP status codes, gRPC statuses and WebSocket close codes of `all` (every step).
 fn codes(summary: &mut Summary, all: &StepStats) {
-    summary.status_codes = all.status_counts().map(|(c, n)| (c.to_string(), n)).collect();
+    summary.status_codes = portable::status_codes_by_name(all);
     summary.grpc_statuses = portable::grpc_statuses_by_name(all);
-    summary.ws_close_codes = all.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect();
+    summary.ws_close_codes = portable::ws_close_codes_by_name(all);
 }
 
 fn rate(n: u64, seconds: f64) -> f64 {

@@ -60,6 +60,17 @@ pub enum PortableError {
     CloseCode(String),
 }
 
+/// A step's HTTP status codes with their counts, keyed by the code as text (`"200"`), as reports,
+/// results and statuses show them.
+pub fn status_codes_by_name(s: &StepStats) -> BTreeMap<String, u64> {
+    s.status_counts().map(|(c, n)| (c.to_string(), n)).collect()
+}
+
+/// A step's WebSocket close codes with their counts, keyed by the code as text (`"1000"`).
+pub fn ws_close_codes_by_name(s: &StepStats) -> BTreeMap<String, u64> {
+    s.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect()
+}
+
 /// A step's gRPC statuses by name (`OK`, `NOT_FOUND`), as reports and results show them.
 pub fn grpc_statuses_by_name(s: &StepStats) -> BTreeMap<String, u64> {
     s.grpc_status_counts().map(|(c, n)| (grpc_status_name(c).to_string(), n)).collect()
@@ -155,9 +166,9 @@ fn encode_step(key: &StepKey, s: &StepStats) -> PortableStep {
         step: key.step.clone(),
         requests: s.requests,
         errors: errors_by_name(&s.errors),
-        status: s.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+        status: status_codes_by_name(s),
         grpc_statuses: grpc_statuses_by_name(s),
-        ws_close_codes: s.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+        ws_close_codes: ws_close_codes_by_name(s),
         bytes_sent: s.bytes_sent,
         bytes_received: s.bytes_received,
         messages_sent: s.messages_sent,
@@ -194,9 +205,9 @@ pub fn encode_live_steps(
             step: key.step.clone(),
             requests: st.requests,
             errors: errors_by_name(&st.errors_by_kind),
-            status: c.status_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+            status: status_codes_by_name(c),
             grpc_statuses: grpc_statuses_by_name(c),
-            ws_close_codes: c.ws_close_counts().map(|(c, n)| (c.to_string(), n)).collect(),
+            ws_close_codes: ws_close_codes_by_name(c),
             min_us: (!empty).then(|| st.latency.min()),
             max_us: if empty { 0 } else { st.latency.max() },
             // Not deflated: a sparse histogram's counts are short varints already, and the
