@@ -10,6 +10,7 @@ use stampede_core::portable::{self, PortableError};
 use stampede_core::{RunOutcome, StepStats, WorkerMetrics};
 use stampede_core::{build_report, latency_summary, merged_point};
 use stampede_model::errors_by_name;
+use stampede_model::portable::PortableStep;
 use stampede_model::report::{GeneratorFacts, Report, RunnerRow, Verdict, round3};
 
 /// How many error samples the merged report keeps (the runners' first ones).
@@ -206,7 +207,7 @@ pub struct LiveMerge {
     sum: Option<LivePart>,
 }
 
-/// One runner's decoded figures, or several runners' added up.
+/// Several runners' decoded figures added up.
 struct LivePart {
     total: StepStats,
     steps: Vec<StepStats>,
@@ -217,17 +218,22 @@ impl LivePart {
         LivePart { total: StepStats::default(), steps: interval_steps(steps) }
     }
 
-    fn add(&mut self, part: &LivePart) {
-        self.total.merge(&part.total);
-        for (into, s) in self.steps.iter_mut().zip(&part.steps) {
-            into.merge(s);
-        }
+    /// Adds what `r` adds to a live summary (see [`live_steps`]).
+    fn add(&mut self, index: &StepIndex<'_>, r: &RunnerReport) -> Result<(), PortableError> {
+        live_steps(index, r).into_iter().try_for_each(|(p, into)| portable::merge_live_step(p, self.get(into)))
     }
 
-    /// Takes `part` out; false when it was not in (and this is then only good to rebuild).
-    fn take_out(&mut self, part: &LivePart) -> bool {
-        self.total.take_out(&part.total).is_ok()
-            && self.steps.iter_mut().zip(&part.steps).all(|(from, s)| from.take_out(s).is_ok())
+    /// Takes out what [`LivePart::add`] added for `r`; an error when it was not in (this is then
+    /// only good to rebuild).
+    fn take_out(&mut self, index: &StepIndex<'_>, r: &RunnerReport) -> Result<(), PortableError> {
+        live_steps(index, r).into_iter().try_for_each(|(p, from)| portable::take_out_live_step(p, self.get(from)))
+    }
+
+    fn get(&mut self, step: Option<usize>) -> &mut StepStats {
+        match step {
+            Some(i) => &mut self.steps[i],
+            None => &mut self.total,
+        }
     }
 }
 
@@ -240,17 +246,18 @@ impl LiveMerge {
             *self = LiveMerge::default();
             self.seen.resize_with(reports.len(), || None);
         }
+        let index: StepIndex<'_> =
+            plan.step_keys.iter().enumerate().map(|(i, k)| ((k.scenario.as_str(), k.step.as_str()), i)).collect();
         let mut sum = self.sum.take();
         for (seen, report) in self.seen.iter_mut().zip(reports) {
             if seen.as_ref() == report.as_ref() {
                 continue;
             }
             if let Some(s) = sum.as_mut() {
-                let old = seen.as_ref().map(|r| live_part(plan, r)).transpose()?;
-                if old.is_some_and(|old| !s.take_out(&old)) {
+                if seen.as_ref().is_some_and(|old| s.take_out(&index, old).is_err()) {
                     sum = None;
                 } else if let Some(r) = report {
-                    s.add(&live_part(plan, r)?);
+                    s.add(&index, r)?;
                 }
             }
             seen.clone_from(report);
@@ -260,7 +267,7 @@ impl LiveMerge {
             None => {
                 let mut all = LivePart::empty(n);
                 for r in self.seen.iter().flatten() {
-                    all.add(&live_part(plan, r)?);
+                    all.add(&index, r)?;
                 }
                 all
             }
@@ -280,7 +287,7 @@ impl LiveMerge {
         let mut summary = Summary { active_vus: Some(active_vus), ..summarize(&sum.total, seconds, 0) };
         if every_step {
             let mut all = StepStats::default();
-            sum.steps.iter().for_each(|s| all.merge(s));
+            sum.steps.iter().for_each(|s| all.merge_codes(s));
             codes(&mut summary, &all);
             summary.steps = step_rows(plan, &sum.steps, seconds);
         }
@@ -300,30 +307,22 @@ fn interval_steps(n: usize) -> Vec<StepStats> {
         .collect()
 }
 
-/// What one runner's report adds to a live summary: a running runner's total and steps so far,
-/// a finished runner's result; nothing from a runner that is ready or failed.
-fn live_part(plan: &Plan, r: &RunnerReport) -> Result<LivePart, PortableError> {
-    let index: std::collections::HashMap<(&str, &str), usize> =
-        plan.step_keys.iter().enumerate().map(|(i, k)| ((k.scenario.as_str(), k.step.as_str()), i)).collect();
-    let mut part = LivePart::empty(plan.step_keys.len());
-    let merge_steps = |list: &[stampede_model::portable::PortableStep], part: &mut LivePart| {
-        for p in list {
-            if let Some(&i) = index.get(&(p.scenario.as_str(), p.step.as_str())) {
-                portable::merge_live_step(p, &mut part.steps[i])?;
-            }
-        }
-        Ok::<(), PortableError>(())
-    };
+/// A plan's steps by (scenario, step) name.
+type StepIndex<'a> = std::collections::HashMap<(&'a str, &'a str), usize>;
+
+/// The portable steps one runner's report adds to a live summary, with where each goes (`None`:
+/// the total): a running runner's total and steps so far, a finished runner's result (its
+/// steps, and each into the total too); nothing from a runner that is ready or failed. Steps
+/// the plan does not have are left out.
+fn live_steps<'r>(index: &StepIndex<'_>, r: &'r RunnerReport) -> Vec<(&'r PortableStep, Option<usize>)> {
+    let named = |p: &'r PortableStep| Some((p, Some(*index.get(&(p.scenario.as_str(), p.step.as_str()))?)));
     if let Some(live) = &r.live {
-        portable::merge_live_step(live, &mut part.total)?;
-        merge_steps(&r.live_steps, &mut part)?;
+        std::iter::once((live, None)).chain(r.live_steps.iter().filter_map(named)).collect()
     } else if let Some(result) = r.result.as_ref().filter(|_| r.state == RunnerState::Done) {
-        merge_steps(&result.steps, &mut part)?;
-        for p in &result.steps {
-            portable::merge_live_step(p, &mut part.total)?;
-        }
+        result.steps.iter().filter_map(named).chain(result.steps.iter().map(|p| (p, None))).collect()
+    } else {
+        Vec::new()
     }
-    Ok(part)
 }
 
 /// The rows of `steps`, named by `plan`'s step keys.

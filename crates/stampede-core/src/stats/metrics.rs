@@ -169,6 +169,33 @@ impl StepStats {
         }
     }
 
+    /// Takes out `n` answers with `status` (saturating at none).
+    pub fn take_out_status(&mut self, status: u16, n: u64) {
+        if let Some(slot) = status.checked_sub(STATUS_MIN).map(usize::from)
+            && slot < STATUS_SLOTS
+        {
+            self.status[slot] = self.status[slot].saturating_sub(n);
+        }
+    }
+
+    /// Takes out `n` gRPC calls that ended with status `code` (saturating at none).
+    pub fn take_out_grpc_status(&mut self, code: u16, n: u64) {
+        let slot = usize::from(code);
+        let slot = if slot < GRPC_CODES { slot } else { GRPC_UNKNOWN };
+        self.grpc_status[slot] = self.grpc_status[slot].saturating_sub(n);
+    }
+
+    /// Takes out `n` WebSocket sessions that ended with close code `code` (a code left with none
+    /// goes).
+    pub fn take_out_ws_close(&mut self, code: u16, n: u64) {
+        if let Ok(i) = self.ws_close.binary_search_by_key(&code, |(c, _)| *c) {
+            self.ws_close[i].1 = self.ws_close[i].1.saturating_sub(n);
+            if self.ws_close[i].1 == 0 {
+                self.ws_close.remove(i);
+            }
+        }
+    }
+
     /// WebSocket close codes the sessions ended with, with counts, in ascending order.
     pub fn ws_close_counts(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
         self.ws_close.iter().copied()
@@ -274,6 +301,20 @@ impl StepStats {
         Ok(())
     }
 
+    /// Adds another's HTTP status codes, gRPC statuses and WebSocket close codes into these
+    /// (and nothing else).
+    pub fn merge_codes(&mut self, other: &StepStats) {
+        for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.grpc_status.iter_mut().zip(other.grpc_status.iter()) {
+            *a += b;
+        }
+        for &(code, n) in &other.ws_close {
+            self.add_ws_close(code, n);
+        }
+    }
+
     /// Adds another worker's stats into these.
     pub fn merge(&mut self, other: &StepStats) {
         self.latency.merge_from(&other.latency).expect("histograms share bounds");
@@ -287,15 +328,7 @@ impl StepStats {
         self.messages_received += other.messages_received;
         self.min_us = self.min_us.min(other.min_us);
         self.max_us = self.max_us.max(other.max_us);
-        for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
-            *a += b;
-        }
-        for (a, b) in self.grpc_status.iter_mut().zip(other.grpc_status.iter()) {
-            *a += b;
-        }
-        for &(code, n) in &other.ws_close {
-            self.add_ws_close(code, n);
-        }
+        self.merge_codes(other);
         for (i, c) in other.checks.iter().enumerate() {
             self.add_check(i, c[0], c[1]);
         }

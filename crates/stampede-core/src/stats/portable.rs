@@ -224,37 +224,101 @@ pub fn encode_live_steps(
     Some(steps)
 }
 
+/// One step's live figures, decoded and checked: what [`merge_live_step`] adds and
+/// [`take_out_live_step`] takes out.
+struct LiveFigures {
+    latency: Option<hdrhistogram::Histogram<u64>>,
+    /// By [`ErrorKind::index`].
+    errors: Vec<(usize, u64)>,
+    status: Vec<(u16, u64)>,
+    grpc_statuses: Vec<(u16, u64)>,
+    ws_close_codes: Vec<(u16, u64)>,
+}
+
+/// Decodes what a live view needs of step `p`; its codes are checked as [`merge_into`] checks
+/// them (an HTTP status that is not a number is skipped, as it is there).
+fn decode_live(p: &PortableStep) -> Result<LiveFigures, PortableError> {
+    let errors = p
+        .errors
+        .iter()
+        .map(|(kind, n)| {
+            let k = ErrorKind::ALL
+                .iter()
+                .find(|k| k.name() == kind)
+                .ok_or_else(|| PortableError::ErrorKind(kind.clone()))?;
+            Ok((k.index(), *n))
+        })
+        .collect::<Result<_, PortableError>>()?;
+    let grpc_statuses = p
+        .grpc_statuses
+        .iter()
+        .map(|(name, n)| Ok((grpc_status_code(name).ok_or_else(|| PortableError::GrpcStatus(name.clone()))?, *n)))
+        .collect::<Result<_, PortableError>>()?;
+    let ws_close_codes = p
+        .ws_close_codes
+        .iter()
+        .map(|(code, n)| Ok((code.parse::<u16>().map_err(|_| PortableError::CloseCode(code.clone()))?, *n)))
+        .collect::<Result<_, PortableError>>()?;
+    Ok(LiveFigures {
+        latency: decode_histogram(p, &p.histogram)?,
+        errors,
+        status: p.status.iter().filter_map(|(code, n)| Some((code.parse::<u16>().ok()?, *n))).collect(),
+        grpc_statuses,
+        ws_close_codes,
+    })
+}
+
+fn histogram_error(p: &PortableStep, e: impl std::fmt::Debug) -> PortableError {
+    PortableError::Histogram { scenario: p.scenario.clone(), step: p.step.clone(), message: format!("{e:?}") }
+}
+
 /// Adds what a live view needs of step `p` into `into`: requests, errors, latency, extremes and
 /// codes (not its bytes, phases, checks or round trips, which cost more to decode than a page
 /// refreshed every second can spend). The codes are checked as [`merge_into`] checks them.
 pub fn merge_live_step(p: &PortableStep, into: &mut StepStats) -> Result<(), PortableError> {
-    if let Some(h) = decode_histogram(p, &p.histogram)? {
-        into.latency.merge_from(&h).map_err(|e| PortableError::Histogram {
-            scenario: p.scenario.clone(),
-            step: p.step.clone(),
-            message: format!("{e:?}"),
-        })?;
+    let f = decode_live(p)?;
+    if let Some(h) = &f.latency {
+        into.latency.merge_from(h).map_err(|e| histogram_error(p, e))?;
         into.min_us = into.min_us.min(p.min_us.unwrap_or(u64::MAX));
         into.max_us = into.max_us.max(p.max_us);
     }
     into.requests += p.requests;
-    for (kind, n) in &p.errors {
-        let k =
-            ErrorKind::ALL.iter().find(|k| k.name() == kind).ok_or_else(|| PortableError::ErrorKind(kind.clone()))?;
-        into.errors[k.index()] += n;
+    for (kind, n) in f.errors {
+        into.errors[kind] += n;
     }
-    for (code, n) in &p.status {
-        if let Ok(code) = code.parse::<u16>() {
-            into.add_status(code, *n);
-        }
+    for (code, n) in f.status {
+        into.add_status(code, n);
     }
-    for (name, n) in &p.grpc_statuses {
-        let code = grpc_status_code(name).ok_or_else(|| PortableError::GrpcStatus(name.clone()))?;
-        into.add_grpc_status(code, *n);
+    for (code, n) in f.grpc_statuses {
+        into.add_grpc_status(code, n);
     }
-    for (code, n) in &p.ws_close_codes {
-        let code = code.parse::<u16>().map_err(|_| PortableError::CloseCode(code.clone()))?;
-        into.add_ws_close(code, *n);
+    for (code, n) in f.ws_close_codes {
+        into.add_ws_close(code, n);
+    }
+    Ok(())
+}
+
+/// Takes out of `from` what [`merge_live_step`] added for `p`: its latency and counts, not its
+/// extremes (they stay the sum's; a runner's only grow). So a running runner's figures so far
+/// are replaced by its next. An error when `from` does not hold `p`'s latencies; `from` is then
+/// only good to be rebuilt.
+pub fn take_out_live_step(p: &PortableStep, from: &mut StepStats) -> Result<(), PortableError> {
+    let f = decode_live(p)?;
+    if let Some(h) = &f.latency {
+        from.latency.subtract(h).map_err(|e| histogram_error(p, e))?;
+    }
+    from.requests = from.requests.saturating_sub(p.requests);
+    for (kind, n) in f.errors {
+        from.errors[kind] = from.errors[kind].saturating_sub(n);
+    }
+    for (code, n) in f.status {
+        from.take_out_status(code, n);
+    }
+    for (code, n) in f.grpc_statuses {
+        from.take_out_grpc_status(code, n);
+    }
+    for (code, n) in f.ws_close_codes {
+        from.take_out_ws_close(code, n);
     }
     Ok(())
 }
@@ -822,6 +886,44 @@ mod tests {
             let err = merge_into(&portable, &keys, &names, &mut WorkerMetrics::new(1, 1)).unwrap_err();
             assert_eq!(err.to_string(), wanted);
         }
+    }
+
+    /// A running runner's figures so far are replaced by its next: taken out, they leave the
+    /// sum as if they had never been added (counts, codes and latencies), and what was never
+    /// added cannot be taken out.
+    #[test]
+    fn live_figures_taken_out_leave_the_others_exactly() {
+        let keys = vec![StepKey { scenario: "s".into(), step: "a".into() }];
+        let step = |seed: u64, status: u16, grpc: u16, close: u16| {
+            let mut m = WorkerMetrics::new(1, 1);
+            for i in 0..(50 + seed) {
+                m.steps[0].requests += 1;
+                m.steps[0].record_latency_us(200 + i * seed * 37);
+                m.steps[0].record_status(status);
+            }
+            m.steps[0].record_error(ErrorKind::Timeout);
+            m.steps[0].add_grpc_status(grpc, seed);
+            m.steps[0].add_ws_close(close, seed);
+            encode(&keys, &m, &["s".to_string()]).steps.remove(0)
+        };
+        let (mine, theirs) = (step(3, 200, 0, 1000), step(11, 503, 14, 1011));
+        let fresh = || {
+            let mut s = StepStats::default();
+            s.latency = new_interval_histogram();
+            s
+        };
+        let (mut sum, mut alone) = (fresh(), fresh());
+        for p in [&mine, &theirs] {
+            merge_live_step(p, &mut sum).unwrap();
+        }
+        merge_live_step(&theirs, &mut alone).unwrap();
+        take_out_live_step(&mine, &mut sum).unwrap();
+        assert_eq!(sum.latency, alone.latency);
+        assert_eq!((sum.requests, sum.errors), (alone.requests, alone.errors));
+        assert_eq!(status_codes_by_name(&sum), BTreeMap::from([("503".to_string(), 61)]));
+        assert_eq!(grpc_statuses_by_name(&sum), grpc_statuses_by_name(&alone));
+        assert_eq!(ws_close_codes_by_name(&sum), BTreeMap::from([("1011".to_string(), 11)]));
+        assert!(take_out_live_step(&step(5, 200, 0, 1000), &mut fresh()).is_err(), "never added");
     }
 
     #[test]
