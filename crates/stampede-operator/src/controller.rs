@@ -16,8 +16,8 @@ use kube::runtime::controller::{Action as Next, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use stampede_api::{
-    Baseline, DEFAULT_IMAGE, LoadTest, OnceState, OnceStatus, REPORT_KEY, RESULT_KEY, RunnerReport, SCENARIO_KEY,
-    SETUP_KEY, TEARDOWN_KEY, names,
+    Baseline, DEFAULT_IMAGE, LoadTest, OnceState, OnceStatus, REPORT_KEY, RunnerReport, SCENARIO_KEY, SETUP_KEY,
+    TEARDOWN_KEY, names,
 };
 use stampede_core::Once;
 use stampede_model::report::Report;
@@ -136,6 +136,7 @@ pub async fn reconcile_one(lt: &LoadTest, ctx: &Context) -> Result<Next> {
     let client = &ctx.client;
     let ns = lt.namespace().ok_or_else(|| Error::NoNamespace("a LoadTest"))?;
     let name = lt.name_any();
+    let observing = ctx.metrics.part("observe");
     let phase = lt.status.as_ref().map(|s| s.phase).unwrap_or_default();
     // A finished test needs neither its scenario nor its children: only cleanup and TTL remain.
     let (scenario_yaml, plan) = if phase.is_finished() {
@@ -158,6 +159,8 @@ pub async fn reconcile_one(lt: &LoadTest, ctx: &Context) -> Result<Next> {
         _ => None,
     };
     let once = observe_once(ctx, lt, &ns).await?;
+    observing.observe_duration();
+    let merging = ctx.metrics.part("merge");
     // The runners' figures, merged at most every `live_every`: a reconcile in between leaves
     // the status's and comes back when the next merge is due.
     let (live, live_wait) = match &plan {
@@ -167,8 +170,11 @@ pub async fn reconcile_one(lt: &LoadTest, ctx: &Context) -> Result<Next> {
         },
         _ => (None, None),
     };
+    merging.observe_duration();
+    let deciding = ctx.metrics.part("decide");
     let observed = Observed { now: OffsetDateTime::now_utc(), plan, reports, live, unreadable, job, baseline, once };
     let mut decision = lifecycle::decide(lt, &observed);
+    deciding.observe_duration();
     if let Some(wait) = live_wait {
         decision.requeue = Some(decision.requeue.map_or(wait, |d| d.min(wait)));
     }
@@ -189,6 +195,7 @@ async fn carry_out(
     // remove the runners' results before the status that holds them is saved (a conflicting
     // write is decided again, on the newer copy, with the children still there). Events too:
     // a decision thrown away for a conflict announces nothing (it would be announced twice).
+    let creating = ctx.metrics.part("children");
     for action in &decision.actions {
         match create(lt, ctx, &ns, scenario_yaml, &decision.status, action).await? {
             Created::Done => {}
@@ -200,18 +207,22 @@ async fn carry_out(
             }
         }
     }
-    if lt.status.as_ref() != Some(&decision.status)
-        && !decision.actions.contains(&Action::DeleteLoadTest)
-        && !write_status(ctx, lt, &decision.status).await?
-    {
-        // An already announced start instant, say, must not move.
-        return Ok(Next::requeue(Duration::from_millis(200)));
+    creating.observe_duration();
+    if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
+        let _writing = ctx.metrics.part("status");
+        if !write_status(ctx, lt, &decision.status).await? {
+            // An already announced start instant, say, must not move.
+            return Ok(Next::requeue(Duration::from_millis(200)));
+        }
     }
+    let announcing = ctx.metrics.part("events");
     for action in &decision.actions {
         if let Action::Event { warning, reason, note } = action {
             publish(ctx, lt, "Reconcile", *warning, reason, note).await;
         }
     }
+    announcing.observe_duration();
+    let _removing = ctx.metrics.part("children");
     for action in &decision.actions {
         remove(lt, ctx, &ns, &name, &decision.status, action).await?;
     }
@@ -455,10 +466,8 @@ async fn observe(
     let mut reports = Vec::with_capacity(runners.max(1) as usize);
     for i in 0..runners.max(1) as u32 {
         let found = ctx.children.config_map(ns, &names::result_config_map(&name, i)).await?;
-        let text = found.as_ref().and_then(|cm| cm.data.as_ref()?.get(RESULT_KEY));
-        let report =
-            text.and_then(|t| lifecycle::read_report(i, t, &run_id).map_err(|Invalid(e)| unreadable.push(e)).ok());
-        reports.push(report.flatten());
+        let report = found.map(|cm| ctx.read_report(&run_id, i, &cm).map_err(|Invalid(e)| unreadable.push(e)).ok());
+        reports.push(report.flatten().flatten());
     }
     let job = ctx.children.job(ns, &names::job(&name)).await?;
     let job = match job.filter(|j| desired::is_of_run(&j.metadata, lt, run)) {

@@ -14,7 +14,9 @@ use hyper::Response;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus::proto::{self, MetricFamily, MetricType};
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
 use stampede_api::{LoadTest, Phase};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -22,6 +24,9 @@ use time::format_description::well_known::Rfc3339;
 /// Every phase, in lifecycle order (for `stampede_operator_loadtests{phase}`).
 pub const PHASES: [Phase; 6] =
     [Phase::Pending, Phase::Initializing, Phase::Running, Phase::Succeeded, Phase::Failed, Phase::Aborted];
+
+/// The parts of a reconcile timed in [`Metrics::parts`].
+pub const RECONCILE_PARTS: [&str; 6] = ["observe", "merge", "decide", "status", "events", "children"];
 
 /// Counters the reconciler updates, plus the caches the LoadTest series are read from.
 pub struct Metrics {
@@ -33,6 +38,11 @@ pub struct Metrics {
     pub errors: IntCounterVec,
     /// `stampede_operator_reconcile_duration_seconds`: how long each reconcile took.
     pub duration: Histogram,
+    /// `stampede_operator_reconcile_part_seconds{part}`: how long each part of a LoadTest's
+    /// reconcile took — `observe` (reading and decoding what the watches hold), `merge` (the
+    /// runners' live figures), `decide`, `status` (the status write), `events`, `children`
+    /// (creating and deleting objects).
+    pub parts: HistogramVec,
     /// `stampede_operator_leader`: 1 while this replica leads (or runs without election), else 0.
     pub leader: IntGauge,
     stores: Mutex<Vec<Store<LoadTest>>>,
@@ -58,6 +68,12 @@ impl Default for Metrics {
                 .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
         )
         .expect("valid");
+        let parts = HistogramVec::new(
+            HistogramOpts::new("stampede_operator_reconcile_part_seconds", "Time each part of a reconcile took.")
+                .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+            &["part"],
+        )
+        .expect("valid");
         let leader =
             IntGauge::new("stampede_operator_leader", "1 while this replica leads (or runs without election).")
                 .expect("valid");
@@ -65,16 +81,26 @@ impl Default for Metrics {
             registry.register(c).expect("unique names");
         }
         registry.register(Box::new(duration.clone())).expect("unique names");
+        registry.register(Box::new(parts.clone())).expect("unique names");
         registry.register(Box::new(leader.clone())).expect("unique names");
         // Present from the start, so dashboards and alerts see zero rather than nothing.
         for kind in crate::Error::METRIC_LABELS {
             errors.with_label_values(&[kind]);
         }
-        Metrics { registry, reconciles, errors, duration, leader, stores: Mutex::new(Vec::new()) }
+        for part in RECONCILE_PARTS {
+            parts.with_label_values(&[part]);
+        }
+        Metrics { registry, reconciles, errors, duration, parts, leader, stores: Mutex::new(Vec::new()) }
     }
 }
 
 impl Metrics {
+    /// A timer of one part of a reconcile (one of [`RECONCILE_PARTS`]): observed when dropped
+    /// (so a part that fails counts too) or by `observe_duration`.
+    pub fn part(&self, part: &str) -> prometheus::HistogramTimer {
+        self.parts.with_label_values(&[part]).start_timer()
+    }
+
     /// Reads LoadTests from `store` at each scrape (one store per watched namespace).
     pub fn watch_store(&self, store: Store<LoadTest>) {
         self.stores.lock().unwrap_or_else(|e| e.into_inner()).push(store);

@@ -7,16 +7,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER};
+use stampede_api::{DEFAULT_IMAGE, LoadTest, MANAGER, RESULT_KEY};
 use stampede_core::Plan;
 
 use crate::children::Children;
 use crate::leader::Fence;
+use crate::lifecycle;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
@@ -37,6 +39,10 @@ pub struct Context {
     /// The runners' interim figures of each run in progress, by [`stampede_api::run_id`]: each
     /// report decoded once, when it changed; and when they were last merged.
     live: std::sync::Mutex<BTreeMap<String, (crate::results::LiveMerge, Option<std::time::Instant>)>>,
+    /// Each runner's result as last read, by `{run id}/{runner index}`: its ConfigMap's
+    /// resourceVersion and what it read as. A reconcile follows every runner's write, and
+    /// parses only the results that changed.
+    read: ReadCache,
     /// How often at most a running test's status takes its runners' interim figures
     /// ([`LIVE_EVERY`]). Each runner writes every 2 s, so a test of many runners has a write
     /// every few milliseconds; each status write goes to etcd and to every page and watch
@@ -63,6 +69,7 @@ impl Context {
             runner_image: DEFAULT_IMAGE.to_string(),
             plans: Default::default(),
             live: Default::default(),
+            read: Default::default(),
             live_every: LIVE_EVERY,
             failures: Default::default(),
             fence: Fence::always(),
@@ -80,6 +87,12 @@ impl Context {
         let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
         self.plans.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
         self.live.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+        self.read.forget(&prefix);
+    }
+
+    /// Runner `index`'s report of run `run_id` in `cm` (see [`ReadCache::read`]).
+    pub(crate) fn read_report(&self, run_id: &str, index: u32, cm: &ConfigMap) -> ReadReport {
+        self.read.read(run_id, index, cm)
     }
 
     /// The live summary of `lt`'s current run from its runners' `reports`, decoding only the
@@ -121,6 +134,45 @@ impl Context {
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     }
 }
+
+/// Runners' results as last read, by `{run id}/{runner index}`: each ConfigMap's resourceVersion
+/// and what it read as. A reconcile follows every runner's write, and parses only the results
+/// that changed.
+#[derive(Default)]
+pub(crate) struct ReadCache(std::sync::Mutex<BTreeMap<String, (String, ReadReport)>>);
+
+impl ReadCache {
+    /// Runner `index`'s report of run `run_id` in `cm` (its result ConfigMap), as
+    /// [`lifecycle::read_report`] reads it: parsed again only when the ConfigMap changed since
+    /// the last reconcile (by its resourceVersion).
+    fn read(&self, run_id: &str, index: u32, cm: &ConfigMap) -> ReadReport {
+        let Some(text) = cm.data.as_ref().and_then(|d| d.get(RESULT_KEY)) else { return Ok(None) };
+        let Some(version) = cm.metadata.resource_version.as_deref() else {
+            return lifecycle::read_report(index, text, run_id);
+        };
+        let key = format!("{run_id}/{index}");
+        let mut read = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((v, report)) = read.get(&key)
+            && v == version
+        {
+            return report.clone();
+        }
+        // One run at a time per LoadTest: an earlier run's go.
+        let (uid, this_run) = (format!("{}/", run_id.split('/').next().unwrap_or_default()), format!("{run_id}/"));
+        read.retain(|k, _| !k.starts_with(&uid) || k.starts_with(&this_run));
+        let report = lifecycle::read_report(index, text, run_id);
+        read.insert(key, (version.to_string(), report.clone()));
+        report
+    }
+
+    /// Forgets the results of the runs whose id starts with `prefix`.
+    fn forget(&self, prefix: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(prefix));
+    }
+}
+
+/// A runner's report as read from its result: none yet (or another run's), or unreadable.
+pub(crate) type ReadReport = Result<Option<stampede_api::RunnerReport>, crate::Invalid>;
 
 /// How often at most a running test's status takes its runners' interim figures (see
 /// [`Context::live_every`]).
@@ -254,6 +306,35 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_result_is_parsed_again_only_when_its_config_map_changed() {
+        let cm = |version: &str, text: &str| ConfigMap {
+            metadata: kube::api::ObjectMeta { resource_version: Some(version.into()), ..Default::default() },
+            data: Some([(RESULT_KEY.to_string(), text.to_string())].into()),
+            ..Default::default()
+        };
+        let report = |requests: u64| {
+            let mut r = stampede_api::RunnerReport::new(0, stampede_api::RunnerState::Running);
+            r.run = Some("uid/1".into());
+            r.live = Some(stampede_model::portable::PortableStep { requests, ..Default::default() });
+            serde_json::to_string(&r).unwrap()
+        };
+        let requests = |read: ReadReport| read.unwrap().and_then(|r| r.live).map(|l| l.requests);
+        let cache = ReadCache::default();
+        assert_eq!(requests(cache.read("uid/1", 0, &cm("5", &report(1)))), Some(1));
+        // The same version is not read again (a ConfigMap's data changes with its version).
+        assert_eq!(requests(cache.read("uid/1", 0, &cm("5", &report(2)))), Some(1));
+        assert_eq!(requests(cache.read("uid/1", 0, &cm("6", &report(2)))), Some(2));
+        // Another run's report is none of this run's; an unreadable one says which runner.
+        assert_eq!(requests(cache.read("uid/2", 0, &cm("6", &report(2)))), None);
+        let bad = cache.read("uid/2", 3, &cm("7", "{")).unwrap_err();
+        assert!(bad.0.starts_with("runner 3: its result is not a runner report"), "{bad}");
+        // An earlier run's entries go when a later run's are read, and all with `forget`.
+        assert_eq!(cache.0.lock().unwrap().keys().collect::<Vec<_>>(), ["uid/2/0", "uid/2/3"]);
+        cache.forget("uid/");
+        assert!(cache.0.lock().unwrap().is_empty());
+    }
 
     #[test]
     fn failed_reconciles_back_off_doubling_to_a_minute() {

@@ -242,6 +242,19 @@ fn operator_metrics_count_phases_and_keep_finished_summaries() {
     assert_eq!(value("stampede_operator_reconcile_errors_total", &[("kind", "kube")]), Some(1.0));
     assert_eq!(value("stampede_operator_reconcile_errors_total", &[("kind", "unavailable")]), Some(0.0));
     assert_eq!(value("stampede_operator_reconcile_duration_seconds_count", &[]), Some(0.0));
+    // Each part of a reconcile is there from the start, and a timed part counts once.
+    drop(m.part("status"));
+    let samples = parse_exposition(&m.render_with(&lts));
+    let count = |part: &str| {
+        samples
+            .iter()
+            .find(|s| {
+                s.name == "stampede_operator_reconcile_part_seconds_count"
+                    && s.labels.get("part").map(String::as_str) == Some(part)
+            })
+            .map(|s| s.value)
+    };
+    assert_eq!(stampede_operator::metrics::RECONCILE_PARTS.map(count), [0.0, 0.0, 0.0, 1.0, 0.0, 0.0].map(Some));
     for (phase, n) in [("Pending", 1.0), ("Running", 1.0), ("Succeeded", 1.0), ("Failed", 1.0), ("Aborted", 0.0)] {
         assert_eq!(value("stampede_operator_loadtests", &[("phase", phase)]), Some(n), "{phase}");
     }
