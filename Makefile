@@ -133,7 +133,9 @@ bench-scale:
 
 # Issue #35: the operator's CPU and memory with 10 pages following a 100-step, 50-runner
 # LoadTest against none, and how soon a runner's interim write reaches a page (line DASHBOARDS).
+# The operator is a release build (image/release-bins.sh), as users run it; the runners are debug.
 bench-dashboards:
+	STAMPEDE_OPERATOR_BIN="$$(bash image/release-bins.sh)/stampede-operator" \
 	CARGO_TARGET_DIR="$$(bash tests/lib/build-cache.sh)" CARGO_INCREMENTAL=0 STAMPEDE_SCALE=1 STAMPEDE_AGENT_MAX_PODS=100 \
 	  CARGO="$(CARGO)" bash tests/cluster/e2e.sh scale::dashboards --nocapture
 

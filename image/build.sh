@@ -36,23 +36,17 @@ out="${IMAGE_OUT:-$repo/target/image/stampede.oci.tar}"
 cache_root="${STAMPEDE_CACHE:-$HOME/.cache/stampede}"
 target_dir="${IMAGE_TARGET_DIR:-$cache_root/image-target}"
 src_dir="${IMAGE_SRC_DIR:-$cache_root/image-src}"
-cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 log() { echo "image: $*" >&2; }
 
 t0=$(date +%s)
 mkdir -p "$src_dir" "$target_dir"
 exec 8>"$src_dir.lock"   # one image build at a time shares the mirror and the target folder
 flock -w 1800 8 || { log "$src_dir.lock is held by another image build for 30 min"; exit 1; }
-synced="$(git ls-files -z --cached --others --exclude-standard | python3 "$here/sync.py" "$repo" "$src_dir")"
-log "release build of stampede and stampede-operator in $target_dir (sources mirrored: $synced)"
-(cd "$src_dir" &&
-  RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$target_dir=/target" \
-  CARGO_TARGET_DIR="$target_dir" CARGO_PROFILE_RELEASE_DEBUG=0 \
-  cargo build --release --locked --quiet -p stampede -p stampede-operator)
+release="$(STAMPEDE_LOCK_HELD=1 IMAGE_TARGET_DIR="$target_dir" IMAGE_SRC_DIR="$src_dir" bash "$here/release-bins.sh")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 bins=("$work/stampede" "$work/stampede-operator")
-for b in "${bins[@]}"; do strip --strip-debug -o "$b" "$target_dir/release/$(basename "$b")"; done
+for b in "${bins[@]}"; do strip --strip-debug -o "$b" "$release/$(basename "$b")"; done
 t_build=$(( $(date +%s) - t0 ))
 
 # The commit's time, so that the same commit gives the same image; a changed tree is still

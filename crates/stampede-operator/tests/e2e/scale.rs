@@ -73,7 +73,10 @@ impl OperatorProcess {
     fn start_with(ns: &str, extra: &[&str]) -> Self {
         let log = std::env::temp_dir().join(format!("stampede-{ns}-operator.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_stampede-operator"))
+        // `STAMPEDE_OPERATOR_BIN`: another build of it (the benchmarks run a release build).
+        let bin =
+            std::env::var("STAMPEDE_OPERATOR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_stampede-operator").into());
+        let child = std::process::Command::new(bin)
             .args(["--namespace", ns, "--http-addr", "127.0.0.1:0"])
             .args(extra)
             .env("KUBECONFIG", TestCluster::shared().kubeconfig())
@@ -98,24 +101,31 @@ impl OperatorProcess {
 }
 
 impl OperatorProcess {
-    /// Reconciles run and their total seconds, from the operator's `/metrics`.
-    fn reconciles(&self) -> (f64, f64) {
+    /// Every sample of the operator's `/metrics` now, by series (name with its labels).
+    fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
         use std::io::{Read, Write};
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let Some(addr) = log.lines().find_map(|l| l.split("/metrics on ").nth(1)).map(str::trim) else {
-            return (0.0, 0.0);
+            return Default::default();
         };
-        let Ok(mut conn) = std::net::TcpStream::connect(addr) else { return (0.0, 0.0) };
+        let Ok(mut conn) = std::net::TcpStream::connect(addr) else { return Default::default() };
         let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
         let _ = write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
         let mut text = String::new();
         let _ = conn.read_to_string(&mut text);
-        let value = |name: &str| {
-            text.lines()
-                .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-                .unwrap_or(0.0)
-        };
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                Some((series.to_string(), value.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Reconciles run and their total seconds, from the operator's `/metrics`.
+    fn reconciles(&self) -> (f64, f64) {
+        let m = self.metrics();
+        let value = |name: &str| m.get(name).copied().unwrap_or(0.0);
         (value("stampede_operator_reconciles_total"), value("stampede_operator_reconcile_duration_seconds_sum"))
     }
 }

@@ -8,7 +8,7 @@
 //! token (a ServiceAccount that may get, list and watch LoadTests).
 //!
 //! Printed (line `DASHBOARDS`): the operator's CPU (cores) and resident memory in each window,
-//! its reconciles in the second (how many, and their average length),
+//! its reconciles in the second (how many, their average length, and each part's),
 //! and how long after a runner's interim write (as this test's own watch of the result
 //! ConfigMaps saw it) a page was sent figures that include it. Asserted: exact counts only —
 //! every request counted once, and every page's last event is the final status.
@@ -184,9 +184,11 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
     let opened = Instant::now();
     let (cpu2, _) = operator.usage();
     let reconciles_before = operator.reconciles();
+    let parts_before = operator.metrics();
     tokio::time::sleep(WINDOW).await;
     let (cpu3, _) = operator.usage();
     let reconciles_after = operator.reconciles();
+    let parts_after = operator.metrics();
     let with = ((cpu3 - cpu2) / opened.elapsed().as_secs_f64(), rss_mib(pid));
     let window_end = Instant::now();
     let still = api.get("dash").await.unwrap().status.unwrap().phase;
@@ -228,11 +230,23 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
     delays.sort_by(f64::total_cmp);
     let pct = |p: usize| delays.get((delays.len().max(1) - 1) * p / 100).copied().unwrap_or(f64::NAN);
     let status_bytes = super::status_bytes(&ns, "dash");
+    // Where the reconciles' time went: each part's count and total in the window.
+    let parts: Vec<String> = parts_after
+        .iter()
+        .filter_map(|(series, sum)| {
+            let part = series.strip_prefix("stampede_operator_reconcile_part_seconds_sum{part=\"")?;
+            let part = part.strip_suffix("\"}")?;
+            let count_series = format!("stampede_operator_reconcile_part_seconds_count{{part=\"{part}\"}}");
+            let count = parts_after.get(&count_series)? - parts_before.get(&count_series).copied().unwrap_or(0.0);
+            let sum = sum - parts_before.get(series).copied().unwrap_or(0.0);
+            Some(format!("{part} {count} × {:.1} ms", sum * 1000.0 / count.max(1.0)))
+        })
+        .collect();
     eprintln!(
         "DASHBOARDS {RUNNERS} runners × {} steps, {PAGES} pages: operator CPU {:.3} cores without pages, {:.3} with \
          (+{:.3}); RSS {:.1} MiB without, {:.1} MiB with (+{:.1}); interim write → page: p50 {:.2} s, p90 {:.2} s, \
          max {:.2} s over {} writes; {} events per page; status {status_bytes} bytes; requests {} (exact); \
-         with pages: {} reconciles, {:.1} ms each on average",
+         with pages: {} reconciles, {:.1} ms each on average; their parts: {}",
         step_count(),
         without.0,
         with.0,
@@ -248,6 +262,7 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
         summary.requests,
         reconciles_after.0 - reconciles_before.0,
         (reconciles_after.1 - reconciles_before.1) * 1000.0 / (reconciles_after.0 - reconciles_before.0).max(1.0),
+        parts.join(", "),
     );
     drop(operator);
     target.stop();
