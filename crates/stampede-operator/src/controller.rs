@@ -211,7 +211,10 @@ async fn carry_out(
     if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
         let _writing = ctx.metrics.part("status");
         if !write_status(ctx, lt, &decision.status).await? {
-            // An already announced start instant, say, must not move.
+            // An already announced start instant, say, must not move; the runners' figures
+            // are merged again at once.
+            ctx.metrics.status_conflicts.inc();
+            ctx.live_not_written(lt);
             return Ok(Next::requeue(Duration::from_millis(200)));
         }
     }

@@ -43,6 +43,9 @@ pub struct Metrics {
     /// runners' live figures), `decide`, `status` (the status write), `events`, `children`
     /// (creating and deleting objects).
     pub parts: HistogramVec,
+    /// `stampede_operator_status_conflicts_total`: status writes refused because the LoadTest
+    /// changed since it was read (decided again on the newer copy).
+    pub status_conflicts: IntCounter,
     /// `stampede_operator_leader`: 1 while this replica leads (or runs without election), else 0.
     pub leader: IntGauge,
     stores: Mutex<Vec<Store<LoadTest>>>,
@@ -74,10 +77,17 @@ impl Default for Metrics {
             &["part"],
         )
         .expect("valid");
+        let status_conflicts = IntCounter::new(
+            "stampede_operator_status_conflicts_total",
+            "Status writes refused because the LoadTest changed since it was read.",
+        )
+        .expect("valid");
         let leader =
             IntGauge::new("stampede_operator_leader", "1 while this replica leads (or runs without election).")
                 .expect("valid");
-        for c in [Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>, Box::new(errors.clone())] {
+        let counters: [Box<dyn prometheus::core::Collector>; 3] =
+            [Box::new(reconciles.clone()), Box::new(errors.clone()), Box::new(status_conflicts.clone())];
+        for c in counters {
             registry.register(c).expect("unique names");
         }
         registry.register(Box::new(duration.clone())).expect("unique names");
@@ -90,7 +100,16 @@ impl Default for Metrics {
         for part in RECONCILE_PARTS {
             parts.with_label_values(&[part]);
         }
-        Metrics { registry, reconciles, errors, duration, parts, leader, stores: Mutex::new(Vec::new()) }
+        Metrics {
+            registry,
+            reconciles,
+            errors,
+            duration,
+            parts,
+            status_conflicts,
+            leader,
+            stores: Mutex::new(Vec::new()),
+        }
     }
 }
 

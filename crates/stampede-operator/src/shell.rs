@@ -120,6 +120,16 @@ impl Context {
         Ok(merge.summary(plan, reports).ok())
     }
 
+    /// The status of `lt` could not be written with the figures last merged (it changed
+    /// meanwhile): the next reconcile merges them again at once, rather than a pace later.
+    pub(crate) fn live_not_written(&self, lt: &LoadTest) {
+        let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
+        let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
+        if let Some((_, last)) = self.live.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key) {
+            *last = None;
+        }
+    }
+
     /// The wait before retrying `key` after its reconcile failed: 1 s, doubling with each
     /// failure in a row, at most [`MAX_BACKOFF`].
     pub fn backoff(&self, key: &str) -> Duration {

@@ -242,6 +242,7 @@ fn operator_metrics_count_phases_and_keep_finished_summaries() {
     assert_eq!(value("stampede_operator_reconcile_errors_total", &[("kind", "kube")]), Some(1.0));
     assert_eq!(value("stampede_operator_reconcile_errors_total", &[("kind", "unavailable")]), Some(0.0));
     assert_eq!(value("stampede_operator_reconcile_duration_seconds_count", &[]), Some(0.0));
+    assert_eq!(value("stampede_operator_status_conflicts_total", &[]), Some(0.0));
     // Each part of a reconcile is there from the start, and a timed part counts once.
     drop(m.part("status"));
     let samples = parse_exposition(&m.render_with(&lts));

@@ -8,7 +8,7 @@
 //! token (a ServiceAccount that may get, list and watch LoadTests).
 //!
 //! Printed (line `DASHBOARDS`): the operator's CPU (cores) and resident memory in each window,
-//! its reconciles in the second (how many, their average length, and each part's),
+//! its reconciles in the second (how many, their average length, and each part's; status writes refused),
 //! and how long after a runner's interim write (as this test's own watch of the result
 //! ConfigMaps saw it) a page was sent figures that include it. Asserted: exact counts only —
 //! every request counted once, and every page's last event is the final status.
@@ -246,7 +246,7 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
         "DASHBOARDS {RUNNERS} runners × {} steps, {PAGES} pages: operator CPU {:.3} cores without pages, {:.3} with \
          (+{:.3}); RSS {:.1} MiB without, {:.1} MiB with (+{:.1}); interim write → page: p50 {:.2} s, p90 {:.2} s, \
          max {:.2} s over {} writes; {} events per page; status {status_bytes} bytes; requests {} (exact); \
-         with pages: {} reconciles, {:.1} ms each on average; their parts: {}",
+         with pages: {} reconciles, {:.1} ms each on average; their parts: {}; status writes refused: {}",
         step_count(),
         without.0,
         with.0,
@@ -263,6 +263,8 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
         reconciles_after.0 - reconciles_before.0,
         (reconciles_after.1 - reconciles_before.1) * 1000.0 / (reconciles_after.0 - reconciles_before.0).max(1.0),
         parts.join(", "),
+        parts_after.get("stampede_operator_status_conflicts_total").copied().unwrap_or(0.0)
+            - parts_before.get("stampede_operator_status_conflicts_total").copied().unwrap_or(0.0),
     );
     drop(operator);
     target.stop();
