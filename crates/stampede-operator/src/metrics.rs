@@ -41,7 +41,7 @@ pub struct Metrics {
     /// `stampede_operator_reconcile_part_seconds{part}`: how long each part of a LoadTest's
     /// reconcile took — `observe` (reading and decoding what the watches hold), `merge` (the
     /// runners' live figures), `decide`, `status` (the status write), `events`, `children`
-    /// (creating and deleting objects).
+    /// (creating objects, then deleting them: two observations a reconcile).
     pub parts: HistogramVec,
     /// `stampede_operator_status_conflicts_total`: status writes refused because the LoadTest
     /// changed since it was read (decided again on the newer copy).

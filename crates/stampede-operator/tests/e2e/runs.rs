@@ -330,7 +330,10 @@ async fn e2e_a_schedule_forbids_overlap_keeps_its_history_limit_and_suspend_stop
 async fn e2e_a_schedule_replaces_a_running_run_and_an_operator_restart_loses_and_doubles_nothing() {
     let mut env = setup("lts-replace").await;
     let load = serde_json::json!({"executor": "constant-vus", "vus": 1, "duration": "60s"});
-    let extra = serde_json::json!({"concurrencyPolicy": "Replace", "startingDeadlineSeconds": 20});
+    // Every aborted run is kept (the default keeps one): the runs counted below are those
+    // created, whenever the history limit would prune the replaced ones.
+    let extra = serde_json::json!({"concurrencyPolicy": "Replace", "startingDeadlineSeconds": 20,
+                                   "failedRunsHistoryLimit": 3});
     let lts = schedule(&env, "swap", 10, load, extra);
     let api: Api<LoadTestSchedule> = Api::namespaced(env.client.clone(), &env.ns);
     api.create(&PostParams::default(), &lts).await.unwrap();
