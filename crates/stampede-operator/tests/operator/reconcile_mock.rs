@@ -903,35 +903,25 @@ async fn a_running_tests_reconcile_reads_its_children_from_the_watches_not_the_a
     // let the pace pass between two reconciles): a reconcile that comes before the next merge is
     // due (a runner's write a moment after another's) writes nothing and comes back as it
     // would have (in 5 s while the run goes on, sooner than the hour).
-    let (outcomes, seen) = reconcile_paced(
-        &[(seen_lt.clone(), interim(250)), (seen_lt.clone(), interim(400))],
-        vec![Expect::GetScenario, Expect::ApplyStatus],
-        Fence::always(),
-        Duration::from_secs(3600),
-    )
-    .await;
-    let statuses: Vec<u64> = seen
-        .iter()
-        .filter(|s| s.path.ends_with("/status"))
-        .map(|s| s.body["status"]["summary"]["requests"].as_u64().unwrap())
-        .collect();
-    assert_eq!(statuses, [250], "one status write");
+    let paced = |script: Vec<Expect>| {
+        let lts = [(seen_lt.clone(), interim(250)), (seen_lt.clone(), interim(400))];
+        async move {
+            let (outcomes, seen) = reconcile_paced(&lts, script, Fence::always(), Duration::from_secs(3600)).await;
+            let written: Vec<u64> = seen
+                .iter()
+                .filter(|s| s.path.ends_with("/status"))
+                .map(|s| s.body["status"]["summary"]["requests"].as_u64().unwrap())
+                .collect();
+            (outcomes, written)
+        }
+    };
+    let (outcomes, written) = paced(vec![Expect::GetScenario, Expect::ApplyStatus]).await;
+    assert_eq!(written, [250], "one status write");
     assert_eq!(outcomes[1], Ok(kube::runtime::controller::Action::requeue(Duration::from_secs(5))));
 
     // A merge whose status write was refused (the LoadTest changed meanwhile) is not the pace's:
     // the next reconcile merges again at once, on the newer copy.
-    let (outcomes, seen) = reconcile_paced(
-        &[(seen_lt.clone(), interim(250)), (seen_lt.clone(), interim(400))],
-        vec![Expect::GetScenario, Expect::ApplyStatusConflict, Expect::ApplyStatus],
-        Fence::always(),
-        Duration::from_secs(3600),
-    )
-    .await;
-    let statuses: Vec<u64> = seen
-        .iter()
-        .filter(|s| s.path.ends_with("/status"))
-        .map(|s| s.body["status"]["summary"]["requests"].as_u64().unwrap())
-        .collect();
-    assert_eq!(statuses, [250, 400], "the refused write, then the next reconcile's");
+    let (outcomes, written) = paced(vec![Expect::GetScenario, Expect::ApplyStatusConflict, Expect::ApplyStatus]).await;
+    assert_eq!(written, [250, 400], "the refused write, then the next reconcile's");
     assert_eq!(outcomes[0], Ok(kube::runtime::controller::Action::requeue(Duration::from_millis(200))));
 }
