@@ -14,7 +14,8 @@
 #
 # Environment: STAMPEDE_CLUSTER_DIR (state folder, default tests/cluster/.run/dev; make e2e uses .run/e2e),
 # STAMPEDE_NODE_AGENT (agent binary; default: built here with cargo), STAMPEDE_AGENT_IMAGES
-# (extra image-table entries for the agent), CARGO_TARGET_DIR.
+# (extra image-table entries for the agent), STAMPEDE_RUNNER_BIN (the `stampede` binary runner
+# pods run; default: the debug build of CARGO_TARGET_DIR), CARGO_TARGET_DIR.
 set -Eeuo pipefail   # -E: the ERR trap (stop what started, show logs) also fires inside functions
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -294,8 +295,9 @@ if (( real )); then
 else
 # Stampede's own image runs the stampede binary built in this workspace (runner pods); the
 # workspace's debug folder is on the pods' PATH so that a container `command: [stampede-operator]`
-# (the chart's operator Deployment) finds the other binary of that image.
-stampede_bin="${CARGO_TARGET_DIR:-$repo/target}/debug/stampede"
+# (the chart's operator Deployment) finds the other binary of that image. STAMPEDE_RUNNER_BIN:
+# another build of it (`make bench-scale` runs release builds, as the image holds).
+stampede_bin="${STAMPEDE_RUNNER_BIN:-${CARGO_TARGET_DIR:-$repo/target}/debug/stampede}"
 images="busybox=/bin/sh alpine=/bin/sh registry.k8s.io/kubectl=$kubectl bitnami/kubectl=$kubectl ghcr.io/stampede-dev/stampede=$stampede_bin ${STAMPEDE_AGENT_IMAGES:-}"
 start node-agent "$STAMPEDE_NODE_AGENT" --extra-images="$images" \
   --kubeconfig="$state/node-agent.kubeconfig" --node-name="$node_name" --work-dir="$state/agent" \

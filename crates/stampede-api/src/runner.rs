@@ -30,6 +30,11 @@ pub struct RunnerReport {
     /// When the runner actually started sending (RFC 3339 with µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// When the runner learned its start instant (`status.startAt`), by its own clock (RFC 3339
+    /// with µs). After `startAt` when the announcement reached it late: then its start was late
+    /// by the barrier, not by its own wake-up (`startedAt` − the later of the two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_known_at: Option<String>,
     /// Seconds the runner ran.
     #[serde(default)]
     pub duration_seconds: f64,
@@ -98,6 +103,7 @@ impl RunnerReport {
             index,
             state,
             started_at: None,
+            start_known_at: None,
             duration_seconds: 0.0,
             result: None,
             live: None,

@@ -21,6 +21,8 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
+
+use crate::api_count::CountLayer;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinHandle};
@@ -194,8 +196,10 @@ impl Future for FencedTask {
 /// The client the controllers write through: [`FenceLayer`] refuses a write when it is made,
 /// and [`FencedExecutor`] closes the connections before they write anything once `fence` no
 /// longer holds. Reads stop too then: the replica is about to exit.
-pub fn fenced_client(config: kube::Config, fence: Fence) -> Result<Client, kube::Error> {
+/// `count` counts every request that passes the fence.
+pub fn fenced_client(config: kube::Config, fence: Fence, count: CountLayer) -> Result<Client, kube::Error> {
     Ok(kube::client::ClientBuilder::try_from((config, FencedExecutor(fence.clone())))?
+        .with_layer(&count)
         .with_layer(&FenceLayer(fence))
         .build())
 }

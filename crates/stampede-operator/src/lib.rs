@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod api_count;
 pub mod children;
 pub mod conditions;
 pub mod controller;

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser;
+use kube::Api;
 use kube::api::ListParams;
-use kube::{Api, Client};
 use stampede_api::{LoadTest, LoadTestSchedule};
+use stampede_operator::api_count::CountLayer;
 use stampede_operator::controller::{self, Metrics};
 use stampede_operator::leader;
 
@@ -46,7 +47,12 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let config = kube::Config::infer().await.context("cannot find the Kubernetes API's configuration")?;
-    let client = Client::try_from(config.clone()).context("cannot reach the Kubernetes API")?;
+    let metrics = Arc::new(Metrics::default());
+    let count = CountLayer(metrics.api_requests.clone());
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .context("cannot reach the Kubernetes API")?
+        .with_layer(&count)
+        .build();
     let namespaces: Vec<String> =
         args.namespace.iter().map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
     // Listing LoadTests (where this operator may) tells whether the CRD is installed, without
@@ -79,7 +85,6 @@ async fn main() -> anyhow::Result<()> {
         }
         _ => true,
     };
-    let metrics = Arc::new(Metrics::default());
     let listener = tokio::net::TcpListener::bind(args.http_addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.http_addr))?;
@@ -115,7 +120,7 @@ async fn main() -> anyhow::Result<()> {
         let mut leadership =
             leader::lead_fencing(client.clone(), lease_ns, "stampede-operator", &me, timing, fence.clone()).await?;
         options.fence = fence.clone();
-        let client = leader::fenced_client(config, fence).context("cannot reach the Kubernetes API")?;
+        let client = leader::fenced_client(config, fence, count).context("cannot reach the Kubernetes API")?;
         metrics.leader.set(1);
         tracing::info!("leading; watching LoadTests in {scope}");
         tokio::select! {

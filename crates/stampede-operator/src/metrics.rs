@@ -48,6 +48,9 @@ pub struct Metrics {
     pub status_conflicts: IntCounter,
     /// `stampede_operator_leader`: 1 while this replica leads (or runs without election), else 0.
     pub leader: IntGauge,
+    /// `stampede_operator_api_requests_total{verb,resource}`: requests made to the API server
+    /// (counted by [`crate::api_count::CountLayer`] in the operator's clients).
+    pub api_requests: IntCounterVec,
     stores: Mutex<Vec<Store<LoadTest>>>,
 }
 
@@ -85,8 +88,17 @@ impl Default for Metrics {
         let leader =
             IntGauge::new("stampede_operator_leader", "1 while this replica leads (or runs without election).")
                 .expect("valid");
-        let counters: [Box<dyn prometheus::core::Collector>; 3] =
-            [Box::new(reconciles.clone()), Box::new(errors.clone()), Box::new(status_conflicts.clone())];
+        let api_requests = IntCounterVec::new(
+            Opts::new("stampede_operator_api_requests_total", "Requests made to the API server, by verb and resource."),
+            &["verb", "resource"],
+        )
+        .expect("valid");
+        let counters: [Box<dyn prometheus::core::Collector>; 4] = [
+            Box::new(reconciles.clone()),
+            Box::new(errors.clone()),
+            Box::new(status_conflicts.clone()),
+            Box::new(api_requests.clone()),
+        ];
         for c in counters {
             registry.register(c).expect("unique names");
         }
@@ -108,6 +120,7 @@ impl Default for Metrics {
             parts,
             status_conflicts,
             leader,
+            api_requests,
             stores: Mutex::new(Vec::new()),
         }
     }

@@ -482,7 +482,8 @@ async fn run_share(
     reporter: &Reporter,
     terminated: &Arc<AtomicBool>,
 ) -> Result<RunnerReport, RunnerError> {
-    let delay = start_delay(start_at, SystemTime::now());
+    let known_at = SystemTime::now();
+    let delay = start_delay(start_at, known_at);
     let target = Instant::now() + delay;
     info!(start_at = %format_micros(start_at), in_ms = delay.as_millis() as u64, "start instant known");
     // Abort, a finished phase, deletion or SIGTERM stop the wait and the run.
@@ -532,6 +533,7 @@ async fn run_share(
     );
     Ok(RunnerReport {
         started_at: Some(format_micros(ran.started_at)),
+        start_known_at: Some(format_micros(known_at)),
         duration_seconds: round3(outcome.duration.as_secs_f64()),
         result: Some(portable::encode_run(&plan.step_keys, &plan.group_keys, &outcome.metrics, &share.scenario_names)),
         live: Some(portable::step_from_interval("", "total", &ran.total)),

@@ -133,6 +133,9 @@ async fn e2e_three_runners_start_together_and_their_merged_results_land_in_statu
         // Never before the common instant; how soon after it is the machine's business (the
         // skew is printed, and measured in the issue notes, not bounded here).
         assert!(skew >= Duration::ZERO, "runner {} started {skew:?} before startAt", r.index);
+        // It says when it learned the instant, and it did not start before it knew.
+        let known = OffsetDateTime::parse(r.start_known_at.as_deref().unwrap(), &Rfc3339).unwrap();
+        assert!(known <= started, "runner {} started at {started} before it knew startAt at {known}", r.index);
     }
     eprintln!("start skew vs startAt: {skews:?}");
     assert!(st.thresholds.iter().all(|v| v.passed));

@@ -122,6 +122,25 @@ impl OperatorProcess {
             .collect()
     }
 
+    /// Requests the operator made to the API server, by verb (`list configmaps`, `patch
+    /// loadtests/status`…), from its `/metrics`.
+    fn api_requests(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for (series, value) in self.metrics() {
+            let Some(labels) = series.strip_prefix("stampede_operator_api_requests_total{") else { continue };
+            let label = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                    .map(|v| v.trim_end_matches(['"', '}']))
+            };
+            if let (Some(verb), Some(resource)) = (label("verb"), label("resource")) {
+                *out.entry(format!("{verb} {resource}")).or_default() += value;
+            }
+        }
+        out
+    }
+
     /// Reconciles run and their total seconds, from the operator's `/metrics`.
     fn reconciles(&self) -> (f64, f64) {
         let m = self.metrics();
@@ -266,8 +285,9 @@ fn watch_versions(client: &Client, ns: &str, lt: &str) -> (Arc<Mutex<usize>>, to
 }
 
 /// One LoadTest of `runners` runners, one VU and `per_runner` iterations each, against a target
-/// on 127.0.0.1: exact counts asserted, the timings printed.
-async fn many_runners(runners: u32, per_runner: u64) {
+/// on 127.0.0.1: exact counts asserted, the timings printed. With a `think` time after each
+/// request, the runners run long enough to write interim results (every 2 s) as in a real test.
+async fn many_runners(runners: u32, per_runner: u64, think: Option<&str>) {
     let cluster = TestCluster::shared();
     let client = cluster.client().await.unwrap();
     install_crds(&client).await;
@@ -277,7 +297,10 @@ async fn many_runners(runners: u32, per_runner: u64) {
     let name = format!("r{runners}");
     let iterations = u64::from(runners) * per_runner;
     let load = serde_json::json!({"executor": "constant-vus", "vus": runners, "iterations": iterations});
-    let sc = scenario(&target.base_url(), load, "/get", &["errors.rate == 0%"]);
+    let mut sc = scenario(&target.base_url(), load, "/get", &["errors.rate == 0%"]);
+    if let Some(think) = think {
+        sc["scenarios"][0]["steps"][0]["think"] = think.into();
+    }
     // The pods stay (their processes are gone) so that their creation times can be read.
     let extra = serde_json::json!({"startTimeout": "20m", "runTimeout": "20m", "cleanup": {"onSuccess": "none"}});
     let lt = loadtest(&name, runners as i32, sc, extra);
@@ -295,6 +318,7 @@ async fn many_runners(runners: u32, per_runner: u64) {
     let merged_seen = Instant::now();
     let (cpu, peak_rss) = operator.usage();
     let (reconciles, reconcile_secs) = operator.reconciles();
+    let requests = operator.api_requests();
     let plane_after = control_plane_cpu();
     let st = lt.status.clone().unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{:?}", st.message);
@@ -353,7 +377,9 @@ async fn many_runners(runners: u32, per_runner: u64) {
          status {size} bytes, {versions} versions of the LoadTest seen; operator CPU {cpu:.1} s, peak RSS \
          {peak_rss:.0} MiB, {reconciles} reconciles taking {reconcile_secs:.1} s in all; \
          {} pods created over {pods_spread:.0} s (creation times, 1 s resolution); runners: peak total RSS {runner_total:.0} MiB, largest {runner_one:.1} MiB, {alive} alive at once; \
-         Done results seen {} of {runners}; control plane CPU s: {}; requests {} (exact)",
+         Done results seen {} of {runners}; control plane CPU s: {}; requests {} (exact)\n\
+         SCALE {runners} start parts: {}\n\
+         SCALE {runners} API requests of the operator: {}",
         secs(start_at - applied),
         secs(start_at - applied) - 3.0,
         secs(last - applied),
@@ -369,10 +395,48 @@ async fn many_runners(runners: u32, per_runner: u64) {
         seen.len(),
         plane.join(", "),
         summary.requests,
+        start_parts(start_at, &reps),
+        per_reconcile(&requests, reconciles),
     );
     drop(operator);
     target.stop();
     delete_namespace(&client, &ns).await;
+}
+
+/// The start spread split into its parts, from each runner's own clock: how late the start
+/// instant reached a runner (the barrier: `startKnownAt` − `startAt`, when positive) and how late
+/// it then woke (the machine: `startedAt` − the later of `startAt` and `startKnownAt`).
+fn start_parts(start_at: OffsetDateTime, reps: &[RunnerReport]) -> String {
+    let mut barrier = Vec::new();
+    let mut wake = Vec::new();
+    for r in reps {
+        let known = rfc3339(r.start_known_at.as_deref());
+        let started = rfc3339(r.started_at.as_deref());
+        barrier.push(secs(known - start_at).max(0.0) * 1000.0);
+        wake.push(secs(started - known.max(start_at)) * 1000.0);
+    }
+    let summary = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let pct = |p: usize| v[(v.len() - 1) * p / 100];
+        format!("p50 {:.1} / p90 {:.1} / max {:.1} ms", pct(50), pct(90), pct(100))
+    };
+    let late = barrier.iter().filter(|b| **b > 0.0).count();
+    let lead = reps.iter().map(|r| secs(start_at - rfc3339(r.start_known_at.as_deref()))).fold(f64::INFINITY, f64::min);
+    format!(
+        "barrier: {late} of {} runners learned startAt after it, lateness {} (shortest lead {lead:.2} s); \
+         machine: wake-up after the start instant {}",
+        reps.len(),
+        summary(&mut barrier),
+        summary(&mut wake)
+    )
+}
+
+/// The API requests of the operator per reconcile: `list configmaps 0.00, patch … 0.31`.
+fn per_reconcile(requests: &BTreeMap<String, f64>, reconciles: f64) -> String {
+    let total: f64 = requests.values().sum();
+    let each: Vec<String> =
+        requests.iter().map(|(k, v)| format!("{k} {v:.0} ({:.2})", v / reconciles.max(1.0))).collect();
+    format!("{total:.0} in all, {:.2} per reconcile: {}", total / reconciles.max(1.0), each.join(", "))
 }
 
 /// The runners' reports, from their result ConfigMaps (one list), by index.
@@ -399,13 +463,21 @@ async fn delete_namespace(client: &Client, ns: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "hundreds of runner processes: make bench-scale"]
 async fn e2e_scale_100_runners_merge_exact_counts() {
-    many_runners(100, 5).await;
+    many_runners(100, 10, Some("1s")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "hundreds of runner processes: make bench-scale"]
 async fn e2e_scale_300_runners_merge_exact_counts() {
-    many_runners(300, 5).await;
+    many_runners(300, 10, Some("1s")).await;
+}
+
+/// A thousand runner processes: with release builds (as `make bench-scale` runs them) they fit
+/// this machine's memory; debug builds (~40 MiB each) would not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a thousand runner processes: make bench-scale"]
+async fn e2e_scale_1000_runners_merge_exact_counts() {
+    many_runners(1000, 10, Some("1s")).await;
 }
 
 /// 50 LoadTests of 2 runners at once, each with its own target and its own iteration count

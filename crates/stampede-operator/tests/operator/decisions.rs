@@ -77,21 +77,10 @@ pub(crate) fn report(index: u32, state: RunnerState, requests: u64, slow_us: u64
     m.iterations[0] = requests;
     let names = vec!["buy".to_string()];
     RunnerReport {
-        index,
-        state,
-        started_at: None,
         duration_seconds: 10.0,
         result: (state == RunnerState::Done).then(|| portable::encode(&plan.step_keys, &m, &names)),
-        live: None,
-        live_steps: vec![],
-        active_vus: None,
-        generator: None,
-        saturated: None,
-        message: None,
-        timeline: None,
-        error_samples: vec![],
         run: Some(RUN.into()),
-        plateaus: vec![],
+        ..RunnerReport::new(index, state)
     }
 }
 

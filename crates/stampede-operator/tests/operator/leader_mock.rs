@@ -339,3 +339,36 @@ async fn the_fenced_client_sends_no_write_once_the_fence_is_closed() {
         assert_eq!(server.await.unwrap(), sent, "what reached the API server");
     }
 }
+
+/// #36: the operator's clients count every request they send, by Kubernetes verb and resource
+/// (`stampede_operator_api_requests_total`), as the API server sees them.
+#[tokio::test]
+async fn the_operators_client_counts_each_request_by_verb_and_resource() {
+    use tower::Layer;
+    let metrics = stampede_operator::metrics::Metrics::default();
+    let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let layer = stampede_operator::api_count::CountLayer(metrics.api_requests.clone());
+    let client = Client::new(layer.layer(service), NS);
+    let server = tokio::spawn(async move {
+        while let Some((_, send)) = handle.next_request().await {
+            send.send_response(Response::builder().status(StatusCode::OK).body(Body::from(b"{}".to_vec())).unwrap());
+        }
+    });
+    let requests = [
+        Request::get("/api/v1/namespaces/a/configmaps?labelSelector=x").body(Vec::new()).unwrap(),
+        Request::get("/api/v1/namespaces/a/configmaps/one").body(Vec::new()).unwrap(),
+        Request::get("/api/v1/namespaces/a/configmaps/two").body(Vec::new()).unwrap(),
+        Request::patch("/apis/stampede.dev/v1alpha1/namespaces/a/loadtests/t/status").body(b"{}".to_vec()).unwrap(),
+    ];
+    for r in requests {
+        client.request_text(r).await.unwrap();
+    }
+    drop(client);
+    server.await.unwrap();
+    let count = |verb: &str, resource: &str| metrics.api_requests.with_label_values(&[verb, resource]).get();
+    assert_eq!(count("list", "configmaps"), 1);
+    assert_eq!(count("get", "configmaps"), 2);
+    assert_eq!(count("patch", "loadtests/status"), 1);
+    assert_eq!(count("watch", "configmaps"), 0);
+    assert!(metrics.render().contains(r#"stampede_operator_api_requests_total{resource="configmaps",verb="get"} 2"#));
+}
