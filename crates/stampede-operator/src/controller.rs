@@ -33,7 +33,7 @@ use crate::{Error, Invalid, Result};
 use crate::leader::Fence;
 pub use crate::metrics::Metrics;
 pub use crate::shell::{Context, MAX_BACKOFF};
-use crate::shell::{apply, delete, delete_with, object_key, publish, write_status};
+use crate::shell::{apply, apply_all, delete, delete_with, object_key, publish, write_status};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -487,7 +487,14 @@ async fn observe(
             let ready = reports.iter().flatten().filter(|r| r.state != stampede_api::RunnerState::Failed).count();
             let waiting = lt.status.as_ref().is_some_and(|s| s.start_at.is_none());
             if waiting && state.failed == 0 && ready < runners.max(1) as usize {
-                state.not_starting = pods_not_starting(client, ns, &runner_pods).await?;
+                state.not_starting = match ctx.recent_pod_look(&run_id) {
+                    Some(found) => found,
+                    None => {
+                        let found = pods_not_starting(client, ns, &runner_pods).await?;
+                        ctx.pods_looked(&run_id, found.clone());
+                        found
+                    }
+                };
             }
             Some(state)
         }
@@ -556,8 +563,9 @@ async fn observe_once(ctx: &Context, lt: &LoadTest, ns: &str) -> Result<OncePods
 /// Runner pods that cannot start, with the kubelet's or the scheduler's reason.
 async fn pods_not_starting(client: &Client, ns: &str, selector: &str) -> Result<Vec<lifecycle::PodProblem>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    // From the API server's cache (any recent version), not a read through to etcd.
     let list = pods
-        .list(&ListParams::default().labels(selector))
+        .list(&ListParams::default().labels(selector).match_any())
         .await
         .map_err(unavailable(|| format!("the runner Pods in {ns}")))?;
     let mut out: Vec<lifecycle::PodProblem> = list
@@ -678,9 +686,7 @@ async fn apply_children(
     if once.setup {
         return Ok(());
     }
-    for cm in &d.results {
-        apply(ctx, ns, cm).await?;
-    }
+    apply_all(ctx, ns, &d.results).await?;
     apply(ctx, ns, &d.job).await
 }
 
@@ -700,9 +706,7 @@ fn as_started(lt: &LoadTest) -> std::borrow::Cow<'_, LoadTest> {
 async fn start_runners(ctx: &Context, lt: &LoadTest, ns: &str, status: &stampede_api::LoadTestStatus) -> Result<()> {
     let run = status.run.unwrap_or(1);
     let d = desired::desired(lt, run, "", &ctx.runner_image, once_steps(status));
-    for cm in &d.results {
-        apply(ctx, ns, cm).await?;
-    }
+    apply_all(ctx, ns, &d.results).await?;
     apply(ctx, ns, &d.job).await
 }
 

@@ -43,6 +43,11 @@ pub struct Context {
     /// resourceVersion and what it read as. A reconcile follows every runner's write, and
     /// parses only the results that changed.
     read: ReadCache,
+    /// Why runner pods of each run waiting for its runners are not starting, by
+    /// [`stampede_api::run_id`], and when their pods were listed: at most every
+    /// [`POD_LOOK_EVERY`], not at every reconcile (each runner's `Ready` write makes one, and a
+    /// list of a thousand pods is megabytes for the API server to send).
+    pod_looks: std::sync::Mutex<BTreeMap<String, (std::time::Instant, Vec<lifecycle::PodProblem>)>>,
     /// How often at most a running test's status takes its runners' interim figures
     /// ([`LIVE_EVERY`]). Each runner writes every 2 s, so a test of many runners has a write
     /// every few milliseconds; each status write goes to etcd and to every page and watch
@@ -70,6 +75,7 @@ impl Context {
             plans: Default::default(),
             live: Default::default(),
             read: Default::default(),
+            pod_looks: Default::default(),
             live_every: LIVE_EVERY,
             failures: Default::default(),
             fence: Fence::always(),
@@ -88,6 +94,20 @@ impl Context {
         self.plans.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
         self.live.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
         self.read.forget(&prefix);
+        self.pod_looks.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+    }
+
+    /// What the last look at run `run_id`'s runner pods found, if it was less than
+    /// [`POD_LOOK_EVERY`] ago.
+    pub(crate) fn recent_pod_look(&self, run_id: &str) -> Option<Vec<lifecycle::PodProblem>> {
+        let looks = self.pod_looks.lock().unwrap_or_else(|e| e.into_inner());
+        looks.get(run_id).filter(|(at, _)| at.elapsed() < POD_LOOK_EVERY).map(|(_, found)| found.clone())
+    }
+
+    /// Keeps what a look at run `run_id`'s runner pods found, now.
+    pub(crate) fn pods_looked(&self, run_id: &str, found: Vec<lifecycle::PodProblem>) {
+        let mut looks = self.pod_looks.lock().unwrap_or_else(|e| e.into_inner());
+        looks.insert(run_id.to_string(), (std::time::Instant::now(), found));
     }
 
     /// Runner `index`'s report of run `run_id` in `cm` (see [`ReadCache::read`]).
@@ -191,6 +211,10 @@ pub(crate) type ReadReport = Result<Option<stampede_api::RunnerReport>, crate::I
 /// [`Context::live_every`]).
 pub const LIVE_EVERY: Duration = Duration::from_secs(1);
 
+/// How often at most the runner pods of a run waiting for its runners are listed (to say why
+/// some cannot start); a waiting run is looked at again every 5 s anyway.
+pub const POD_LOOK_EVERY: Duration = Duration::from_secs(5);
+
 /// The longest wait before a failed reconcile is retried.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -286,6 +310,28 @@ where
     let name = obj.meta().name.clone().unwrap_or_default();
     api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
     Ok(())
+}
+
+/// How many objects [`apply_all`] writes at once.
+pub const APPLY_AT_ONCE: usize = 16;
+
+/// Server-side applies each of `objects` in `ns`, [`APPLY_AT_ONCE`] at a time: a thousand
+/// runners' result ConfigMaps, one round trip after the other, would hold their Job back for
+/// many seconds. The first error is returned once the writes under way have ended.
+pub(crate) async fn apply_all<K>(ctx: &Context, ns: &str, objects: &[K]) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    use futures::StreamExt as _;
+    // The futures made first: a stream that maps references to futures is not `Send` enough
+    // for the controller's task (a known limit of higher-ranked closures).
+    let writes: Vec<_> = objects.iter().map(|o| apply(ctx, ns, o)).collect();
+    let results: Vec<Result<()>> = futures::stream::iter(writes).buffer_unordered(APPLY_AT_ONCE).collect().await;
+    results.into_iter().collect()
 }
 
 /// Deletes `name` in `ns` in the background; one already gone is no error.

@@ -304,6 +304,8 @@ impl ApiServerVerifier {
                         is(Method::GET, &format!("/api/v1/namespaces/{NS}/pods"));
                         let selector = query.get("labelSelector").map(String::as_str);
                         assert_eq!(selector, Some("stampede.dev/loadtest=shop,stampede.dev/role=runner"), "{got}");
+                        // Served from the API server's cache, not read through to etcd.
+                        assert_eq!(query.get("resourceVersion").map(String::as_str), Some("0"), "{got}");
                         (StatusCode::OK, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
                     }
                     Expect::ListConfigMaps(items) => {
@@ -674,6 +676,30 @@ async fn some_runners_ready_keeps_waiting_without_a_start_instant() {
     assert_eq!(st.runners.ready, 1);
     let (status, reason, message) = condition(&st, "RunnersReady");
     assert_eq!((status.as_str(), reason.as_str(), message.as_str()), ("False", "Waiting", "1 of 2 ready"));
+}
+
+/// #36: each runner's `Ready` write makes a reconcile; the runner pods (a thousand of them, in
+/// a big test) are listed once per `POD_LOOK_EVERY`, not at each of those reconciles.
+#[tokio::test]
+async fn runners_getting_ready_one_by_one_list_their_pods_once_not_per_reconcile() {
+    let lt = initializing(3, Duration::from_secs(10));
+    let ready = |n: u32| (0..3).map(|i| (i < n).then(|| RunnerReport::new(i, RunnerState::Ready))).collect();
+    let turns = (1..=3).map(|n| (lt.clone(), vec![Watched::Results(ready(n)), Watched::Job(active(3))])).collect();
+    let (outcomes, seen) = reconcile_in_turn(
+        turns,
+        vec![
+            Expect::GetScenario,
+            Expect::ListPods(vec![]),
+            Expect::ApplyStatus,
+            Expect::ApplyStatus,
+            Expect::ApplyStatus,
+            Expect::Event { reason: "StartScheduled", warning: false },
+        ],
+    )
+    .await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let lists = seen.iter().filter(|s| s.path.ends_with("/pods")).count();
+    assert_eq!(lists, 1, "{seen:?}");
 }
 
 #[tokio::test]
