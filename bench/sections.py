@@ -26,14 +26,16 @@ from summarize import cpu_model, fmt, med, parse_oha, parse_time, parse_wrk, rea
 
 PARTS = {
     "open": ("Open model (issue #7): stampede vs oha vs vegeta at a fixed arrival rate", "bench/open.sh"),
-    "sweep": ("Connection sweep (issue #7, seed 000): stampede vs wrk vs JMeter, 1 to 15,000 connections", "bench/sweep.sh"),
+    "sweep": ("Connection sweep (issues #7, #36; seed 000): stampede vs wrk, oha and JMeter, 1 to 15,000 connections",
+              "bench/sweep.sh"),
     "h2": ("HTTP/2 (issue #7): stampede vs h2load, cleartext h2 (prior knowledge)", "bench/h2.sh"),
 }
 ORDER = ["flow", "open", "sweep", "h2"]
-NAMES = {"stampede": "**stampede**", "wrk": "wrk", "jmeter": "JMeter", "oha": "oha", "vegeta": "vegeta",
+NAMES = {"stampede": "**stampede**", "stampede-base": "stampede-base", "wrk": "wrk", "jmeter": "JMeter", "oha": "oha", "vegeta": "vegeta",
          "h2load": "h2load", "h2load-log": "h2load (--log-file)"}
 SWEEP_TARGET_KEPT = 0.80
 SWEEP_TARGET_RSS = 150e6
+SWEEP_TARGET_CPU_VS_WRK = 1.0  # issue #36: CPU per request at most wrk's at every level
 SWEEP_SEED = "seed 000 (32 vCPUs, 60 s runs): AngusTester kept 46 % of its peak at 15,000 threads, JMeter 15 %"
 SUSTAIN = 0.99
 
@@ -212,7 +214,7 @@ def parse_h2load(prefix):
     return r
 
 
-PARSERS = {"stampede": parse_stampede, "wrk": parse_wrk7, "jmeter": parse_jmeter, "oha": parse_oha7,
+PARSERS = {"stampede": parse_stampede, "stampede-base": parse_stampede, "wrk": parse_wrk7, "jmeter": parse_jmeter, "oha": parse_oha7,
            "vegeta": parse_vegeta, "h2load": parse_h2load, "h2load-log": parse_h2load}
 
 
@@ -394,18 +396,19 @@ def write_sweep(meta, runs):
     for r in runs:
         cells.setdefault((r["conns"], r["tool"]), []).append(r)
     levels = sorted({c for c, _ in cells})
-    tools = [t for t in ("stampede", "wrk", "jmeter") if any(t == tt for _, tt in cells)]
-    w += header_lines("sweep", meta, runs, ("BENCH_V_WRK", "BENCH_V_JMETER"))
+    tools = [t for t in ("stampede", "stampede-base", "wrk", "oha", "jmeter") if any(t == tt for _, tt in cells)]
+    w += header_lines("sweep", meta, runs, ("BENCH_V_WRK", "BENCH_V_OHA", "BENCH_V_JMETER"))
     w.append(f"- Load: closed model, N keep-alive connections (stampede: VUs, one connection each; JMeter: threads), "
              f"each generator pinned to CPU {meta.get('BENCH_GEN_CPU', '1')} with one thread, "
              f"{meta.get('BENCH_ROUNDS', '?')} round(s) per level, tools interleaved (order rotated each round); "
              "every cell is the **median over the rounds**:")
-    for k in ("BENCH_CMD_STAMPEDE", "BENCH_CMD_WRK", "BENCH_CMD_JMETER"):
+    for k in ("BENCH_CMD_STAMPEDE", "BENCH_CMD_STAMPEDE_BASE", "BENCH_CMD_WRK", "BENCH_CMD_OHA", "BENCH_CMD_JMETER"):
         if meta.get(k):
             w.append(f"  - `{meta[k]}`")
-    w.append(f"  - JMeter: `bench/jmeter/sweep.jmx` (seed 000's plan: one HTTP sampler, keep-alive, HttpClient4, "
-             f"same user on each iteration so connections are kept), JVM flags as its `bin/jmeter`: "
-             f"`{meta.get('BENCH_JVM_ARGS', '')}`; like seed 000 it writes a result file (`-l`, a minimal CSV, for p99).")
+    if "jmeter" in tools:
+        w.append(f"  - JMeter: `bench/jmeter/sweep.jmx` (seed 000's plan: one HTTP sampler, keep-alive, HttpClient4, "
+                 f"same user on each iteration so connections are kept), JVM flags as its `bin/jmeter`: "
+                 f"`{meta.get('BENCH_JVM_ARGS', '')}`; like seed 000 it writes a result file (`-l`, a minimal CSV, for p99).")
     short_note = ""
     if meta.get("BENCH_QUICK") != "1" and (meta.get("BENCH_WARMUP"), meta.get("BENCH_MEASURE")) != ("5", "10"):
         short_note = (f" (shortened from the default 5 s warm-up + 10 s window to {meta.get('BENCH_WARMUP')} s + "
@@ -532,6 +535,17 @@ def write_sweep(meta, runs):
         mx = max((r.get("rss_bytes") or 0 for r in s_top), default=0)
         w.append(f"| peak RSS ≤ {SWEEP_TARGET_RSS / 1e6:.0f} MB at {top:,} connections | {mb(rss)} MB median, {mb(mx)} MB max | "
                  f"{verdict(mx <= SWEEP_TARGET_RSS if rss else None)} |")
+        for peer in ("wrk", "oha"):
+            ratios = []
+            for n in levels:
+                mine, theirs = med(cells.get((n, "stampede"), []), "cpu_us_per_req"), med(cells.get((n, peer), []), "cpu_us_per_req")
+                if mine and theirs:
+                    ratios.append((n, mine / theirs))
+            if ratios:
+                worst = max(r for _, r in ratios)
+                w.append(f"| CPU per request ≤ {SWEEP_TARGET_CPU_VS_WRK:.1f}× {peer}'s at every level (issue #36) | "
+                         + ", ".join(f"{r:.2f}× at {n:,}" for n, r in ratios)
+                         + f" | {verdict(worst <= SWEEP_TARGET_CPU_VS_WRK)} |")
         wrk_rss = med(cells.get((top, "wrk"), []), "rss_bytes")
         if rss and wrk_rss:
             w.append(f"| peak RSS ≤ wrk's at {top:,} connections (issue #17) | {mb(rss)} MB vs wrk {mb(wrk_rss)} MB "

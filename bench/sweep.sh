@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Connection sweep (issue #7, like seed 000): stampede vs wrk vs JMeter against one pinned nginx
+# Connection sweep (issues #7 and #36, like seed 000): stampede vs wrk, oha and JMeter (and
+# stampede-base: another build, STAMPEDE_BASE_BIN) against one pinned nginx
 # worker at 1 … 15,000 keep-alive connections, closed model.
 #
 #   bash bench/sweep.sh                         # 3 rounds x (5 s warm-up + 10 s measured) per tool and level
@@ -45,10 +46,12 @@ SKIPPED=""
 for t in "${wanted[@]}"; do
     case "$t" in
         stampede|wrk) tools+=("$t") ;;
+        stampede-base) [[ -n "${STAMPEDE_BASE_BIN:-}" ]] || die "stampede-base needs STAMPEDE_BASE_BIN"; tools+=("$t") ;;
+        oha) ensure_oha || die "cannot install oha $OHA_VERSION"; tools+=("$t") ;;
         jmeter)
             if ensure_jmeter; then tools+=(jmeter)
             else log "skipping jmeter: it could not be installed"; SKIPPED+="jmeter: could not be installed; "; fi ;;
-        *) die "unknown tool $t (stampede wrk jmeter)" ;;
+        *) die "unknown tool $t (stampede stampede-base wrk oha jmeter)" ;;
     esac
 done
 (( ${#tools[@]} )) || die "no tool to run"
@@ -69,7 +72,9 @@ gen_cmd() {   # TOOL N PREFIX -> the command line (words)
     local tool=$1 n=$2 prefix=$3
     case "$tool" in
         stampede) echo "$STAMPEDE run $SCENARIO --threads 1 --vus $n --duration ${RUN_S}s --quiet --out $prefix.json --base-url http://127.0.0.1:$PORT" ;;
+        stampede-base) echo "$STAMPEDE_BASE_BIN run $SCENARIO --threads 1 --vus $n --duration ${RUN_S}s --quiet --out $prefix.json --base-url http://127.0.0.1:$PORT" ;;
         wrk) echo "wrk -t1 -c$n -d${RUN_S}s --timeout 10s --latency $URL" ;;
+        oha) echo "$OHA -z ${RUN_S}s -c $n --worker-threads 1 --no-tui --output-format json $URL" ;;
         jmeter) echo "java $JMETER_JVM_ARGS -jar $JMETER_HOME/bin/ApacheJMeter.jar -n -t $JMX -q $JPROPS -Jhost=127.0.0.1 -Jport=$PORT -Jthreads=$n -Jrampup=1 -Jduration=$RUN_S -l $prefix.jtl -j $prefix.jmeter.log" ;;
     esac
 }
@@ -117,6 +122,7 @@ read -r dr dw dm <<<"$d"
 [[ "$CONNS" != "1 10 50 200 1000 5000 15000" ]] && cmdline="CONNS=\"$CONNS\" $cmdline"
 [[ "$TOOLS" != "stampede wrk jmeter" ]] && cmdline="TOOLS=\"$TOOLS\" $cmdline"
 [[ -n "${STAMPEDE_BIN:-}" ]] && cmdline="STAMPEDE_BIN=${STAMPEDE_BIN#"$ROOT"/} $cmdline"
+[[ " $TOOLS " == *" stampede-base "* ]] && cmdline="STAMPEDE_BASE_BIN=${STAMPEDE_BASE_BIN#"$ROOT"/} $cmdline"
 [[ -z "${STAMPEDE_BIN:-}" && -n "${STAMPEDE_REV:-}" ]] && cmdline="STAMPEDE_REV=$STAMPEDE_REV $cmdline"
 
 export BENCH_PART=sweep BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_CMDLINE="$cmdline" \
@@ -126,11 +132,14 @@ export BENCH_PART=sweep BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_CMDL
     BENCH_ELAPSED_S=$(( SECONDS - T_START )) BENCH_RAW="${RAW#"$ROOT"/}" BENCH_SKIPPED="$SKIPPED" \
     BENCH_V_STAMPEDE="$("$STAMPEDE" --version 2>&1 | sed -n 1p) ($STAMPEDE_DESC)" \
     BENCH_V_WRK="$(wrk -v 2>&1 | sed -n 1p | cut -d' ' -f1-2)" \
-    BENCH_V_JMETER="JMeter $JMETER_VERSION ($(java -version 2>&1 | sed -n 1p))" \
+    BENCH_V_OHA="$( [[ -n "${OHA:-}" ]] && "$OHA" --version 2>&1 | sed -n 1p)" \
+    BENCH_V_JMETER="$( [[ " ${tools[*]} " == *" jmeter "* ]] && echo "JMeter $JMETER_VERSION ($(java -version 2>&1 | sed -n 1p))")" \
     BENCH_JVM_ARGS="$JMETER_JVM_ARGS" \
     BENCH_CMD_STAMPEDE="taskset -c $GEN_CPU $(gen_cmd stampede N report | sed -e "s|$RAW/stampede|stampede|" -e "s|$ROOT/||g" -e "s|:$PORT|:PORT|")" \
     BENCH_CMD_WRK="taskset -c $GEN_CPU $(gen_cmd wrk N x | sed -e "s|:$PORT|:PORT|")" \
-    BENCH_CMD_JMETER="taskset -c $GEN_CPU $(gen_cmd jmeter N "$RAW/out" | sed -e "s|$TOOLS_ROOT|~/.cache/stampede/tools|" -e "s|$RAW/||g" -e "s|$ROOT/||g" -e "s|$PORT|PORT|")"
+    BENCH_CMD_OHA="$( [[ -n "${OHA:-}" ]] && echo "taskset -c $GEN_CPU $(gen_cmd oha N x | sed -e "s|$TOOLS_ROOT|~/.cache/stampede/tools|" -e "s|:$PORT|:PORT|")")" \
+    BENCH_CMD_STAMPEDE_BASE="$( [[ -n "${STAMPEDE_BASE_BIN:-}" ]] && echo "taskset -c $GEN_CPU $(gen_cmd stampede-base N report | sed -e "s|$RAW/||g" -e "s|$ROOT/||g" -e "s|:$PORT|:PORT|")")" \
+    BENCH_CMD_JMETER="$( [[ -n "${JMETER_HOME:-}" ]] && echo "taskset -c $GEN_CPU $(gen_cmd jmeter N "$RAW/out" | sed -e "s|$TOOLS_ROOT|~/.cache/stampede/tools|" -e "s|$RAW/||g" -e "s|$ROOT/||g" -e "s|$PORT|PORT|")")"
 write_meta "$RAW/meta.json"
 python3 "$BENCH/sections.py" write sweep --raw "$RAW" --results "$RESULTS"
 log "wrote $RESULTS"
