@@ -209,6 +209,15 @@ async fn carry_out(
     }
     creating.observe_duration();
     if lt.status.as_ref() != Some(&decision.status) && !decision.actions.contains(&Action::DeleteLoadTest) {
+        // Only the runners' counts moved, and the status was written a moment ago: they go
+        // out with the next write, at most `live_every` from now.
+        if decision.actions.is_empty()
+            && lt.status.as_ref().is_some_and(|old| lifecycle::only_counts_changed(old, &decision.status))
+            && let Some(wait) = ctx.counts_wait(lt)
+        {
+            let wait = decision.requeue.map_or(wait, |d| d.min(wait));
+            return Ok(Next::requeue(wait.max(Duration::from_millis(200))));
+        }
         let _writing = ctx.metrics.part("status");
         if !write_status(ctx, lt, &decision.status).await? {
             // An already announced start instant, say, must not move; the runners' figures
@@ -217,6 +226,7 @@ async fn carry_out(
             ctx.live_not_written(lt);
             return Ok(Next::requeue(Duration::from_millis(200)));
         }
+        ctx.status_written(lt);
     }
     let announcing = ctx.metrics.part("events");
     for action in &decision.actions {

@@ -48,6 +48,10 @@ pub struct Context {
     /// [`POD_LOOK_EVERY`], not at every reconcile (each runner's `Ready` write makes one, and a
     /// list of a thousand pods is megabytes for the API server to send).
     pod_looks: std::sync::Mutex<BTreeMap<String, (std::time::Instant, Vec<lifecycle::PodProblem>)>>,
+    /// When each run's status was last written, by [`stampede_api::run_id`]: a change of the
+    /// runners' counts alone waits until [`Context::live_every`] has passed since
+    /// ([`crate::lifecycle::only_counts_changed`]).
+    written: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
     /// How often at most a running test's status takes its runners' interim figures
     /// ([`LIVE_EVERY`]). Each runner writes every 2 s, so a test of many runners has a write
     /// every few milliseconds; each status write goes to etcd and to every page and watch
@@ -76,6 +80,7 @@ impl Context {
             live: Default::default(),
             read: Default::default(),
             pod_looks: Default::default(),
+            written: Default::default(),
             live_every: LIVE_EVERY,
             failures: Default::default(),
             fence: Fence::always(),
@@ -95,6 +100,21 @@ impl Context {
         self.live.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
         self.read.forget(&prefix);
         self.pod_looks.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+        self.written.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(&prefix));
+    }
+
+    /// How long a status write of `lt` that changes only the runners' counts must wait: `None`
+    /// when [`Context::live_every`] has passed since its last write (or there was none).
+    pub(crate) fn counts_wait(&self, lt: &LoadTest) -> Option<Duration> {
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let since = written.get(&current_run(lt))?.elapsed();
+        self.live_every.checked_sub(since).filter(|wait| !wait.is_zero())
+    }
+
+    /// Notes that `lt`'s status was written now.
+    pub(crate) fn status_written(&self, lt: &LoadTest) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.insert(current_run(lt), std::time::Instant::now());
     }
 
     /// What the last look at run `run_id`'s runner pods found, if it was less than
@@ -202,6 +222,12 @@ impl ReadCache {
     fn forget(&self, prefix: &str) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(prefix));
     }
+}
+
+/// The id of `lt`'s current run ([`stampede_api::run_id`]).
+fn current_run(lt: &LoadTest) -> String {
+    let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
+    stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run)
 }
 
 /// A runner's report as read from its result: none yet (or another run's), or unreadable.

@@ -158,3 +158,28 @@ fn decide_finished(lt: &LoadTest, mut st: LoadTestStatus, obs: &Observed) -> Dec
     }
     Decision { status: st, actions, requeue }
 }
+
+/// Whether `new` differs from `old` in the runners' counts alone (`status.runners` and the
+/// `RunnersReady` condition's message, "7 of 1000 ready"), and the phase is not finished: a
+/// change the shell may hold back for a moment. Each runner's write makes a reconcile, and each
+/// status write goes to every runner's watch of its LoadTest: a thousand runners getting ready
+/// one by one would otherwise make a million watch events. A change of anything else (a start
+/// instant, a phase, a condition's status or reason, the figures) is never held back.
+pub fn only_counts_changed(old: &LoadTestStatus, new: &LoadTestStatus) -> bool {
+    if new.phase.is_finished() || old == new {
+        return false;
+    }
+    let ready = crate::conditions::Cond::RunnersReady;
+    let (Some(was), Some(now)) = (ready.find(&old.conditions), ready.find(&new.conditions)) else {
+        return false;
+    };
+    if (&was.status, &was.reason) != (&now.status, &now.reason) {
+        return false;
+    }
+    let mut same = new.clone();
+    same.runners = old.runners.clone();
+    if let Some(c) = same.conditions.iter_mut().find(|c| c.type_ == now.type_) {
+        *c = was.clone();
+    }
+    &same == old
+}

@@ -16,7 +16,7 @@ mod once;
 mod run;
 mod stamp;
 
-pub use decide::{decide, rerun_reason};
+pub use decide::{decide, only_counts_changed, rerun_reason};
 pub use decision::{
     ABORT_GRACE, Action, DEFAULT_START_TIMEOUT, Decision, FAILURE_GRACE, IMAGE_PULL_GRACE, JobState, Observed,
     OncePods, OnceSeen, PodProblem, RUN_TIMEOUT_MARGIN, START_DELAY, Scenario, TEARDOWN_TIMEOUT, pod_failure,

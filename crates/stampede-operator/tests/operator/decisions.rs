@@ -818,3 +818,32 @@ fn an_open_model_that_did_not_deliver_its_load_is_not_passed() {
     assert_eq!(cond(&st, "LoadDelivered").0, "False");
     assert_eq!(cond(&st, "Passed").0, "True");
 }
+
+/// #36: what the shell may hold back for a moment is a change of the runners' counts alone;
+/// a start instant, a phase or the end is never held back.
+#[test]
+fn only_a_change_of_the_runners_counts_may_wait_for_the_next_status_write() {
+    use stampede_operator::lifecycle::only_counts_changed;
+    let mut lt = loadtest(3);
+    let t0 = OffsetDateTime::now_utc();
+    step(&mut lt, &observed(t0, vec![], None));
+    let ready = |n: u32| (0..3).map(|i| (i < n).then(|| report(i, RunnerState::Ready, 0, 0))).collect::<Vec<_>>();
+    let at = |n: u32, secs: u64| {
+        let mut next = lt.clone();
+        step(&mut next, &observed(t0 + Duration::from_secs(secs), ready(n), None));
+        next.status.unwrap()
+    };
+    let (one, two, three) = (at(1, 1), at(2, 2), at(3, 3));
+    assert_eq!((one.runners.ready, two.runners.ready), (1, 2));
+    assert!(only_counts_changed(&one, &two), "1 → 2 of 3 ready");
+    assert!(!only_counts_changed(&two, &two), "nothing changed");
+    assert!(!only_counts_changed(&two, &three), "all ready: the start instant goes out at once");
+    let initializing = lt.status.clone().unwrap();
+    assert!(!only_counts_changed(&initializing, &one), "the first count comes with the RunnersReady condition itself");
+    let mut moved = two.clone();
+    moved.message = Some("something else".into());
+    assert!(!only_counts_changed(&one, &moved), "a message is not a count");
+    let mut ended = two.clone();
+    ended.phase = Phase::Failed;
+    assert!(!only_counts_changed(&one, &ended), "an end is never held back");
+}

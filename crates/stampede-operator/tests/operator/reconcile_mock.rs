@@ -700,6 +700,45 @@ async fn runners_getting_ready_one_by_one_list_their_pods_once_not_per_reconcile
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     let lists = seen.iter().filter(|s| s.path.ends_with("/pods")).count();
     assert_eq!(lists, 1, "{seen:?}");
+
+    // Paced as the operator paces it (at most once an hour here, so that a slow machine cannot
+    // let the pace pass): a change of the ready count alone, a moment after the last status
+    // write, waits for the next one; the start instant is written at once.
+    // Each reconcile sees the status the first one wrote (1 of 3 ready), as the watch would.
+    let mut seen_lt = lt.clone();
+    let obs = Observed {
+        live: None,
+        now: OffsetDateTime::now_utc(),
+        plan: validate(&lt, SCENARIO, "test").into(),
+        reports: ready(1),
+        unreadable: vec![],
+        job: Some(lifecycle::JobState { active: 3, ..Default::default() }),
+        baseline: None,
+        once: Default::default(),
+    };
+    seen_lt.status = Some(lifecycle::decide(&lt, &obs).status);
+    let turns: Vec<_> = [(lt.clone(), 1), (seen_lt.clone(), 2), (seen_lt, 3)]
+        .into_iter()
+        .map(|(lt, n)| (lt, vec![Watched::Results(ready(n)), Watched::Job(active(3))]))
+        .collect();
+    let script = vec![
+        Expect::GetScenario,
+        Expect::ListPods(vec![]),
+        Expect::ApplyStatus,
+        Expect::ApplyStatus,
+        Expect::Event { reason: "StartScheduled", warning: false },
+    ];
+    let (outcomes, seen) = reconcile_paced(&turns, script, Fence::always(), Duration::from_secs(3600)).await;
+    let written: Vec<LoadTestStatus> = seen
+        .iter()
+        .filter(|s| s.path.ends_with("/status"))
+        .map(|s| serde_json::from_value(s.body["status"].clone()).unwrap())
+        .collect();
+    let ready_counts: Vec<i32> = written.iter().map(|s| s.runners.ready).collect();
+    assert_eq!(ready_counts, [1, 3], "the count of 2 was held back; the start was not");
+    assert!(written[1].start_at.is_some());
+    // Held back, it comes back when its own look would have (5 s), sooner than the hour.
+    assert_eq!(outcomes[1], Ok(kube::runtime::controller::Action::requeue(Duration::from_secs(5))));
 }
 
 #[tokio::test]
