@@ -455,9 +455,14 @@ async fn runner_reports(client: &Client, ns: &str, lt: &str) -> Vec<RunnerReport
     out
 }
 
+/// Deletes the namespace and waits until it is gone (its pods and results with it), so that the
+/// next test does not share the control plane with a thousand deletions.
 async fn delete_namespace(client: &Client, ns: &str) {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+    if let Err(e) = stampede_testcluster::wait_deleted(&namespaces, ns, Duration::from_secs(600)).await {
+        eprintln!("namespace {ns} not gone after 10 minutes: {e}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
