@@ -35,6 +35,7 @@ IDLE_WAIT_MAX=${IDLE_WAIT_MAX:-4200}     # give up waiting after this many secon
 IDLE_POLL=${IDLE_POLL:-60}
 PROFILE=${PROFILE:-}                     # connections: profile stampede with perf, no matrix
 PROFILE_DURATION=${PROFILE_DURATION:-3}
+PROFILE_DELAY=${PROFILE_DELAY:-0}         # ms of the run before perf starts sampling (skips connection set-up)
 OHA_VERSION=${OHA_VERSION:-1.16.0}
 TOOLS_ROOT=${TOOLS_ROOT:-$HOME/.cache/stampede/tools}
 OUT_ROOT=${OUT_ROOT:-$BENCH/out}
@@ -126,13 +127,16 @@ PAGE_BYTES=$(stat -c %s "$TMP/www/index.html")
 chmod -R a+rX "$TMP/www"
 cat >"$TMP/nginx.conf" <<EOF
 worker_processes 1;
-worker_rlimit_nofile $(( ${PROFILE:-0} > 4000 ? PROFILE * 2 + 200 : 8192 ));
+worker_rlimit_nofile $(( ${PROFILE:-0} > 4000 ? $(ulimit -n) : 8192 ));
 daemon off;
 pid $TMP/nginx.pid;
 error_log $TMP/logs/error.log warn;
 events {
-    worker_connections $(( ${PROFILE:-0} > 4000 ? PROFILE + 100 : 4096 ));
+    # As many as the open-file limit allows (as bench/sweep.sh): with too few, nginx closes
+    # kept-alive connections to accept new ones, and the generator reconnects all the time.
+    worker_connections $(( ${PROFILE:-0} > 4000 ? $(ulimit -n) - 64 : 4096 ));
     use epoll;
+    multi_accept on;
 }
 http {
     access_log off;
@@ -147,7 +151,7 @@ http {
     uwsgi_temp_path $TMP/uwsgi;
     scgi_temp_path $TMP/scgi;
     server {
-        listen 127.0.0.1:$PORT;
+        listen 127.0.0.1:$PORT backlog=$(cat /proc/sys/net/core/somaxconn 2>/dev/null || echo 511);
         root $TMP/www;
         index index.html;
     }
@@ -209,14 +213,14 @@ if [[ -n "$PROFILE" ]]; then
     taskset -c "$GEN_CPU" timeout 10 wrk -t1 -c10 -d1s "$URL" >/dev/null 2>&1 || true
     log "perf record: stampede at $PROFILE connections for ${PROFILE_DURATION}s"
     taskset -c "$GEN_CPU" timeout -k 5 $((PROFILE_DURATION + 60)) \
-        perf record -e cpu-clock -F 4999 -o "$prefix.data" -- \
+        perf record -e cpu-clock -F 4999 -D "$PROFILE_DELAY" -o "$prefix.data" -- \
         "$STAMPEDE" run "$SCENARIO" --threads 1 --vus "$PROFILE" --duration "${PROFILE_DURATION}s" --quiet \
         --out "$prefix.json" --base-url "http://127.0.0.1:$PORT" >"$prefix.out" 2>"$prefix.err" \
         || { cat "$prefix.err" >&2; die "perf record failed"; }
     {
         echo "# perf profile of stampede at $PROFILE connections, ${PROFILE_DURATION} s ($(date -u '+%Y-%m-%d %H:%M UTC'))"
         echo "# stampede $("$STAMPEDE" --version | cut -d' ' -f2) ($STAMPEDE_DESC); nginx 1 worker on CPU $SERVER_CPU, stampede --threads 1 on CPU $GEN_CPU"
-        echo "# perf record -e cpu-clock -F 4999; load at end: $(cat /proc/loadavg)"
+        echo "# perf record -e cpu-clock -F 4999 -D $PROFILE_DELAY (ms not sampled at the start); load at end: $(cat /proc/loadavg)"
         python3 - "$prefix.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
