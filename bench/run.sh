@@ -36,6 +36,7 @@ IDLE_POLL=${IDLE_POLL:-60}
 PROFILE=${PROFILE:-}                     # connections: profile stampede with perf, no matrix
 PROFILE_DURATION=${PROFILE_DURATION:-3}
 PROFILE_DELAY=${PROFILE_DELAY:-0}         # ms of the run before perf starts sampling (skips connection set-up)
+PROFILE_SCENARIO=${PROFILE_SCENARIO:-}   # another scenario file, run as it is (its own load; e.g. an open model)
 OHA_VERSION=${OHA_VERSION:-1.16.0}
 TOOLS_ROOT=${TOOLS_ROOT:-$HOME/.cache/stampede/tools}
 OUT_ROOT=${OUT_ROOT:-$BENCH/out}
@@ -212,13 +213,15 @@ if [[ -n "$PROFILE" ]]; then
     text="$OUT_ROOT/profile-$PROFILE.txt"
     taskset -c "$GEN_CPU" timeout 10 wrk -t1 -c10 -d1s "$URL" >/dev/null 2>&1 || true
     log "perf record: stampede at $PROFILE connections for ${PROFILE_DURATION}s"
+    vus_args=(--vus "$PROFILE")
+    [[ -n "$PROFILE_SCENARIO" ]] && vus_args=()
     taskset -c "$GEN_CPU" timeout -k 5 $((PROFILE_DURATION + 60)) \
         perf record -e cpu-clock -F 4999 -D "$PROFILE_DELAY" -o "$prefix.data" -- \
-        "$STAMPEDE" run "$SCENARIO" --threads 1 --vus "$PROFILE" --duration "${PROFILE_DURATION}s" --quiet \
+        "$STAMPEDE" run "${PROFILE_SCENARIO:-$SCENARIO}" --threads 1 "${vus_args[@]}" --duration "${PROFILE_DURATION}s" --quiet \
         --out "$prefix.json" --base-url "http://127.0.0.1:$PORT" >"$prefix.out" 2>"$prefix.err" \
         || { cat "$prefix.err" >&2; die "perf record failed"; }
     {
-        echo "# perf profile of stampede at $PROFILE connections, ${PROFILE_DURATION} s ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+        echo "# perf profile of stampede at $PROFILE connections${PROFILE_SCENARIO:+ (${PROFILE_SCENARIO#"$ROOT"/}: its own load)}, ${PROFILE_DURATION} s ($(date -u '+%Y-%m-%d %H:%M UTC'))"
         echo "# stampede $("$STAMPEDE" --version | cut -d' ' -f2) ($STAMPEDE_DESC); nginx 1 worker on CPU $SERVER_CPU, stampede --threads 1 on CPU $GEN_CPU"
         echo "# perf record -e cpu-clock -F 4999 -D $PROFILE_DELAY (ms not sampled at the start); load at end: $(cat /proc/loadavg)"
         python3 - "$prefix.json" <<'PY'

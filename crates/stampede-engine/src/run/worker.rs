@@ -31,7 +31,18 @@ pub(super) fn worker_main(
         .map_err(|e| format!("cannot build a runtime: {e}"))?;
     let local = Rc::new(WorkerLocal::new(&shared, id, threads));
     let set = tokio::task::LocalSet::new();
-    set.block_on(&rt, worker_loop(id, threads, shared.clone(), local.clone(), tx));
+    // The control loop runs as a task of its own, polled when its timer or a VU's end wakes
+    // it. As the future `block_on` runs it would be polled at every wake of any VU (the local
+    // set polls the future it runs until before its tasks, each time): a select over a timer
+    // and two join sets, with a random pick, per request at one connection.
+    set.block_on(&rt, async {
+        let control = tokio::task::spawn_local(worker_loop(id, threads, shared.clone(), local.clone(), tx));
+        if let Err(e) = control.await
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    });
     drop(set);
     let metrics = local.metrics.replace(WorkerMetrics::new(0, 0));
     let error_samples = local.error_samples.take();
