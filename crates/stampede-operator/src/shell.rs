@@ -57,6 +57,9 @@ pub struct Context {
     /// every few milliseconds; each status write goes to etcd and to every page and watch
     /// following the test.
     pub live_every: Duration,
+    /// How often at most the runner pods of a run waiting for its runners are listed
+    /// ([`POD_LOOK_EVERY`]).
+    pub pod_look_every: Duration,
     /// Reconciles that failed in a row, by object ([`object_key`]): the back-off's exponent.
     failures: std::sync::Mutex<BTreeMap<String, u32>>,
     /// Whether this replica still leads: checked before every write.
@@ -82,6 +85,7 @@ impl Context {
             pod_looks: Default::default(),
             written: Default::default(),
             live_every: LIVE_EVERY,
+            pod_look_every: POD_LOOK_EVERY,
             failures: Default::default(),
             fence: Fence::always(),
             children: Children::default(),
@@ -118,10 +122,10 @@ impl Context {
     }
 
     /// What the last look at run `run_id`'s runner pods found, if it was less than
-    /// [`POD_LOOK_EVERY`] ago.
+    /// [`Context::pod_look_every`] ago.
     pub(crate) fn recent_pod_look(&self, run_id: &str) -> Option<Vec<lifecycle::PodProblem>> {
         let looks = self.pod_looks.lock().unwrap_or_else(|e| e.into_inner());
-        looks.get(run_id).filter(|(at, _)| at.elapsed() < POD_LOOK_EVERY).map(|(_, found)| found.clone())
+        looks.get(run_id).filter(|(at, _)| at.elapsed() < self.pod_look_every).map(|(_, found)| found.clone())
     }
 
     /// Keeps what a look at run `run_id`'s runner pods found, now.
