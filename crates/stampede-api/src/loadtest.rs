@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stampede_model::report::{LatencySummary, Verdict};
+use stampede_model::report::{LatencySummary, TrendPoint, Verdict};
 
 /// A load test: a scenario run by `runners` pods that start together; the merged
 /// result and the threshold verdicts are written to `.status`.
@@ -526,6 +526,43 @@ impl RunRecord {
             p99: summary.filter(|s| s.requests > 0).map(|s| s.p99.clone()),
             message: status.message.clone(),
         }
+    }
+
+    /// This run as a point of a report's trend, named `label`.
+    pub fn trend_point(&self, label: String) -> TrendPoint {
+        TrendPoint {
+            label,
+            started_at: self.start_time.clone(),
+            verdict: self.verdict.clone(),
+            requests: self.requests,
+            rps: self.rps,
+            error_rate: self.error_rate,
+            p50_ms: self.p50_ms,
+            p95_ms: self.p95_ms,
+            p99_ms: self.p99_ms,
+        }
+    }
+}
+
+impl LoadTestStatus {
+    /// A LoadTest's finished runs, oldest first: its earlier runs (`history`), then the current
+    /// one once it has finished.
+    pub fn finished_runs(&self) -> Vec<RunRecord> {
+        let mut runs: Vec<RunRecord> = self.history.iter().rev().cloned().collect();
+        if self.phase.is_finished() {
+            runs.push(RunRecord::of(self));
+        }
+        runs
+    }
+
+    /// The trend of its runs for the report of its last one: each finished run labelled `#N`,
+    /// oldest first; empty when it has fewer than two (a trend of one run says nothing).
+    pub fn trend(&self) -> Vec<TrendPoint> {
+        let runs = self.finished_runs();
+        if runs.len() < 2 {
+            return Vec::new();
+        }
+        runs.iter().map(|r| r.trend_point(r.run.map_or_else(|| "?".into(), |n| format!("#{n}")))).collect()
     }
 }
 

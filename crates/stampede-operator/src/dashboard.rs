@@ -209,21 +209,53 @@ impl DashboardApi {
     }
 
     /// The LoadTest's last merged report, as HTML: after the user's `get` of the LoadTest.
+    /// The last finished run's HTML report, with the trend of the LoadTest's runs and its
+    /// `spec.baseline` beside it when this user may read that baseline.
     async fn report(&self, user: Client, ns: &str, name: &str) -> Result<Response<Body>, Refused> {
-        Api::<LoadTest>::namespaced(user, ns).get(name).await?;
+        let lt = Api::<LoadTest>::namespaced(user.clone(), ns).get(name).await?;
         let cms: Api<ConfigMap> = Api::namespaced(self.operator.clone(), ns);
         let cm_name = names::report_config_map(name);
         let text = cms.get_opt(&cm_name).await?.and_then(|cm| cm.data).and_then(|mut d| d.remove(REPORT_KEY));
         let Some(text) = text else {
             return Err(Refused(StatusCode::NOT_FOUND, format!("{ns}/{name} has no report yet")));
         };
-        let report: Report = serde_json::from_str(&text)
+        let mut report: Report = serde_json::from_str(&text)
             .map_err(|e| Refused(StatusCode::INTERNAL_SERVER_ERROR, format!("{cm_name} holds no report: {e}")))?;
-        let mut response = Response::new(full(stampede_core::render_html(&report, None)));
+        report.trend = lt.status.as_ref().map(stampede_api::LoadTestStatus::trend).unwrap_or_default();
+        let baseline = match &lt.spec.baseline {
+            Some(b) => self.baseline(user, ns, b).await,
+            None => None,
+        };
+        let mut response = Response::new(full(stampede_core::render_html(&report, baseline.as_ref())));
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/html; charset=utf-8"));
         Ok(response)
+    }
+
+    /// `spec.baseline`'s report, read as far as the user may: a baseline LoadTest's report when
+    /// they may get that LoadTest (its report goes with it, as their own LoadTest's does), a
+    /// ConfigMap's key only with their own client. None when it cannot be had: the report is
+    /// then served without it.
+    async fn baseline(&self, user: Client, ns: &str, baseline: &stampede_api::Baseline) -> Option<Report> {
+        let reader = match &baseline.load_test {
+            Some(name) => {
+                Api::<LoadTest>::namespaced(user, ns).get(name).await.ok()?;
+                self.operator.clone()
+            }
+            None => user,
+        };
+        match crate::controller::read_baseline(&reader, ns, baseline).await {
+            Ok(Ok(report)) => Some(report),
+            Ok(Err(why)) => {
+                tracing::debug!(%ns, baseline = %baseline.describe(), why = %why.0, "report served without its baseline");
+                None
+            }
+            Err(e) => {
+                tracing::debug!(%ns, baseline = %baseline.describe(), error = %e, "report served without its baseline");
+                None
+            }
+        }
     }
 }
 

@@ -101,7 +101,8 @@ async fn e2e_the_dashboard_api_shows_and_changes_only_what_the_users_own_token_m
     let load = json!({"executor": "constant-vus", "vus": 2, "duration": "10s"});
     for ns in [&a, &b] {
         let sc = scenario("http://my-service.default.svc", load.clone(), "/", &[]);
-        let lt = loadtest("shop", 1, sc.clone(), json!({}));
+        let baseline = json!({"baseline": {"configMap": {"name": "shop-base", "key": REPORT_KEY}}});
+        let lt = loadtest("shop", 1, sc.clone(), baseline);
         Api::<LoadTest>::namespaced(admin.clone(), ns).create(&PostParams::default(), &lt).await.unwrap();
         // A schedule too (suspended: no operator runs here anyway).
         let spec =
@@ -115,6 +116,24 @@ async fn e2e_the_dashboard_api_shows_and_changes_only_what_the_users_own_token_m
         ..Default::default()
     };
     Api::<ConfigMap>::namespaced(admin.clone(), &a).create(&PostParams::default(), &cm).await.unwrap();
+    // Its spec.baseline, a report kept in a ConfigMap key; and a second run finished, the first
+    // in its history (there is no operator here to run them).
+    let base = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("shop-base".into()), ..Default::default() },
+        data: Some([(REPORT_KEY.to_string(), report_json("shop"))].into()),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(admin.clone(), &a).create(&PostParams::default(), &base).await.unwrap();
+    let record = |run: u32, started: &str, requests: u64| {
+        json!({"run": run, "phase": "Succeeded", "verdict": "Passed", "startTime": started, "requests": requests,
+            "rps": requests as f64 / 10.0, "errorRate": 0.0, "p50Ms": 2.0, "p95Ms": 4.0, "p99Ms": 5.0})
+    };
+    let status = json!({"status": {"phase": "Succeeded", "run": 2, "startTime": "2026-12-05T11:00:00Z",
+        "history": [record(1, "2026-12-05T10:00:00Z", 1200)]}});
+    Api::<LoadTest>::namespaced(admin.clone(), &a)
+        .patch_status("shop", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
 
     // A user (a ServiceAccount of namespace A) who may get and list LoadTests and schedules in A only.
     let role = |verbs: &[&str]| {
@@ -179,7 +198,36 @@ async fn e2e_the_dashboard_api_shows_and_changes_only_what_the_users_own_token_m
         "{}",
         &html[..html.len().min(200)]
     );
+    // With the trend of its runs (#1 from the history, #2 the run the report is of). Not with
+    // its baseline: that is a ConfigMap this user may not read.
+    let trend_rows = |html: &str| html.matches("<tr><td>#").count();
+    assert_eq!(trend_rows(&html), 2, "a trend row per finished run");
+    assert!(html.contains("<td>#1</td><td>2026-12-05T10:00:00Z</td>"), "{html}");
+    assert!(!html.contains("Compared with the baseline"), "a baseline the user may not read is not shown");
     assert_eq!(request(addr, "GET", &format!("/api/loadtests/{b}/shop/report.html"), t, "").await.0, 403);
+    // Allowed to read that ConfigMap (that one only), the user gets the report beside it.
+    let reader: Role =
+        serde_json::from_value(json!({"metadata": {"name": "baseline-reader"}, "rules": [{"apiGroups": [""],
+        "resources": ["configmaps"], "resourceNames": ["shop-base"], "verbs": ["get"]}]}))
+        .unwrap();
+    roles.create(&PostParams::default(), &reader).await.unwrap();
+    let binding = ["create", "rolebinding", "baseline-reader", "-n", &a, "--role=baseline-reader"];
+    let out = cluster.kubectl_run(&[&binding[..], &[&format!("--serviceaccount={a}:viewer")]].concat(), None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // (The API server's authorizer learns of the binding from its own watch: asked again a
+    // little later while it has not.)
+    let mut asked = 0;
+    let html = loop {
+        let (status, html) = request(addr, "GET", &format!("/api/loadtests/{a}/shop/report.html"), t, "").await;
+        assert_eq!(status, 200);
+        asked += 1;
+        if html.contains("Compared with the baseline") || asked == 30 {
+            break html;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert!(html.contains("Compared with the baseline"), "{}", &html[..html.len().min(400)]);
+    assert_eq!(trend_rows(&html), 2);
 
     // A change of load needs `patch`: refused, and nothing changed.
     let live = format!("/api/loadtests/{a}/shop/live");

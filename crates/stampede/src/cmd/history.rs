@@ -96,16 +96,20 @@ pub(crate) struct History {
 impl History {
     /// A LoadTest's runs: its earlier runs, then the current one, finished or running.
     pub(crate) fn of_loadtest(namespace: &str, name: &str, status: Option<&LoadTestStatus>) -> History {
-        let mut runs: Vec<RunRecord> = status.map(|s| s.history.iter().rev().cloned().collect()).unwrap_or_default();
-        let mut running = Vec::new();
-        match status {
-            Some(st) if st.phase.is_finished() => runs.push(RunRecord::of(st)),
-            Some(st) => {
-                running.push(Running { run: st.run, name: None, phase: st.phase, start_time: st.start_time.clone() })
-            }
-            None => {}
+        let runs = status.map(LoadTestStatus::finished_runs).unwrap_or_default();
+        let running = status.filter(|st| !st.phase.is_finished()).map(|st| Running {
+            run: st.run,
+            name: None,
+            phase: st.phase,
+            start_time: st.start_time.clone(),
+        });
+        History {
+            kind: Kind::LoadTest,
+            namespace: namespace.into(),
+            name: name.into(),
+            runs,
+            running: running.into_iter().collect(),
         }
-        History { kind: Kind::LoadTest, namespace: namespace.into(), name: name.into(), runs, running }
     }
 
     /// A schedule's finished runs, and `active`: its runs in progress.
@@ -329,20 +333,12 @@ pub(crate) fn to_json(h: &History) -> Value {
 pub(crate) fn trend(h: &History) -> Vec<TrendPoint> {
     h.runs
         .iter()
-        .map(|r| TrendPoint {
-            label: match (h.kind, r.run, &r.name) {
+        .map(|r| {
+            r.trend_point(match (h.kind, r.run, &r.name) {
                 (Kind::LoadTest, Some(n), _) | (Kind::Schedule, Some(n), None) => format!("#{n}"),
                 (_, _, Some(name)) => name.clone(),
                 _ => "?".into(),
-            },
-            started_at: r.start_time.clone(),
-            verdict: r.verdict.clone(),
-            requests: r.requests,
-            rps: r.rps,
-            error_rate: r.error_rate,
-            p50_ms: r.p50_ms,
-            p95_ms: r.p95_ms,
-            p99_ms: r.p99_ms,
+            })
         })
         .collect()
 }
