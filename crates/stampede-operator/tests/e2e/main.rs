@@ -15,6 +15,7 @@ mod gitops;
 mod hostile;
 mod live;
 mod operator;
+mod recorder;
 mod reports;
 mod runs;
 mod scale;
