@@ -175,6 +175,12 @@ async fn e2e_spec_live_raises_the_fleets_vus_at_one_instant_pauses_resumes_and_r
     let recorded: Vec<(Option<u32>, Option<bool>)> =
         report.run.load_changes.iter().map(|c| (c.vus, c.paused)).collect();
     assert_eq!(recorded, [(Some(12), None), (Some(12), Some(true)), (Some(12), Some(false))]);
+    // Its HTML report (as the operator serves it) marks each change on the charts over time.
+    let html = stampede_core::render_html(&report, None);
+    for (change, what) in report.run.load_changes.iter().zip(["vus 12", "vus 12, paused", "vus 12, resumed"]) {
+        let title = format!("<title>{} s: {what}</title></line>", change.t);
+        assert!(html.contains(&title), "no chart marks {title}");
+    }
     // The timeline: 6 VUs until the change's instant, 12 after it. A runner's intervals end by its
     // own start, up to its start skew after the fleet's: only points a skew's length before the
     // change are sure to be before it.
