@@ -123,8 +123,9 @@ fn now_unix() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
 }
 
-/// Every panel target's expression of a dashboard, with Grafana's variables filled in as a
-/// user looking at this LoadTest would have them.
+/// Every panel target's expression of a dashboard, and every annotation's (the run's start, its
+/// phases, its load changes, its end), with Grafana's variables filled in as a user looking at
+/// this LoadTest would have them.
 fn dashboard_queries(file: &str, ns: &str, lt: &str) -> Vec<(String, String)> {
     let path = repo().join("charts/stampede/dashboards").join(file);
     let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -133,23 +134,30 @@ fn dashboard_queries(file: &str, ns: &str, lt: &str) -> Vec<(String, String)> {
         panels.push(p);
         panels.extend(p["panels"].as_array().into_iter().flatten());
     }
+    let targets = panels.into_iter().flat_map(|p| {
+        let title = p["title"].as_str().unwrap_or("?");
+        p["targets"].as_array().into_iter().flatten().map(move |t| (format!("panel `{title}` {}", t["refId"]), t))
+    });
+    let annotations = d["annotations"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| (format!("annotation `{}`", a["name"].as_str().unwrap_or("?")), a));
     let mut out = Vec::new();
-    for p in panels {
-        for t in p["targets"].as_array().into_iter().flatten() {
-            let Some(expr) = t["expr"].as_str().filter(|e| !e.trim().is_empty()) else { continue };
-            let q = expr
-                .replace("${namespace}", ns)
-                .replace("$namespace", ns)
-                .replace("${loadtest}", lt)
-                .replace("$loadtest", lt)
-                .replace("${step}", ".*")
-                .replace("$step", ".*")
-                .replace("$__rate_interval", "1m")
-                .replace("$__interval", "10s")
-                .replace("$__range", "10m");
-            assert!(!q.contains('$'), "{file}: a variable this test does not fill: {q}");
-            out.push((format!("{file}: panel `{}` {}", p["title"].as_str().unwrap_or("?"), t["refId"]), q));
-        }
+    for (place, t) in targets.chain(annotations) {
+        let Some(expr) = t["expr"].as_str().filter(|e| !e.trim().is_empty()) else { continue };
+        let q = expr
+            .replace("${namespace}", ns)
+            .replace("$namespace", ns)
+            .replace("${loadtest}", lt)
+            .replace("$loadtest", lt)
+            .replace("${step}", ".*")
+            .replace("$step", ".*")
+            .replace("$__rate_interval", "1m")
+            .replace("$__interval", "10s")
+            .replace("$__range", "10m");
+        assert!(!q.contains('$'), "{file}: a variable this test does not fill: {q}");
+        out.push((format!("{file}: {place}"), q));
     }
     out
 }
@@ -180,9 +188,23 @@ async fn realnode_prometheus_scrapes_runners_and_operator_and_every_dashboard_qu
              thresholds: [\"latency.p99 < 10s\"]\n"
         ),
     );
+    // Its rate raised mid-run, as a user would: the dashboards mark the change.
+    let lts: kube::Api<stampede_api::LoadTest> = kube::Api::namespaced(client.clone(), &ns);
+    let running = |lt: Option<&stampede_api::LoadTest>| {
+        lt.and_then(|l| l.status.as_ref()).is_some_and(|s| s.phase == Phase::Running)
+    };
+    stampede_testcluster::wait_for(&lts, "watched", Duration::from_secs(120), running).await.unwrap();
+    let out = kubectl(
+        &["-n", &ns, "patch", "loadtest", "watched", "--type=merge", "-p", r#"{"spec":{"live":{"rate":120}}}"#],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out));
     let lt = wait_finished(&client, &ns, "watched", Duration::from_secs(240)).await;
     let st = lt.status.unwrap();
     assert!(matches!(st.phase, Phase::Succeeded | Phase::Failed), "{:?}", st.message);
+    let taken: Vec<Option<u32>> = st.live.iter().flat_map(|l| &l.changes).map(|c| c.rate).collect();
+    assert_eq!(taken, [Some(120)], "the rate change, taken while it ran");
+    let change_at = st.live.as_ref().unwrap().changes[0].at.clone();
     let summary = st.summary.unwrap();
     assert!(summary.requests > 0 && summary.dropped_iterations > 0, "{summary:?}");
 
@@ -238,7 +260,16 @@ async fn realnode_prometheus_scrapes_runners_and_operator_and_every_dashboard_qu
         }
     }
     eprintln!("{asked} dashboard queries asked of Prometheus");
-    assert!(asked >= 60, "both dashboards' panels: {asked}");
+    assert!(asked >= 65, "both dashboards' panels and annotations: {asked}");
+    // The load-change annotation: at the change's instant (ms, as Grafana takes it), titled with it.
+    let at = time::OffsetDateTime::parse(&change_at, &time::format_description::well_known::Rfc3339).unwrap();
+    let at_ms = (at.unix_timestamp_nanos() / 1_000_000) as f64;
+    let marked = format!(
+        "max by (change) (stampede_operator_loadtest_load_change_timestamp_seconds{{namespace=\"{ns}\",\
+         loadtest=\"watched\",change=\"rate 120/s\"}}) * 1000"
+    );
+    let value = query_value(&prometheus, &marked);
+    assert!(value.is_some_and(|v| (v - at_ms).abs() < 1.0), "{marked}: {value:?}, the change at {at_ms} ms");
     assert!(empty.is_empty(), "{} of {asked} panel queries without data:\n{}", empty.len(), empty.join("\n"));
     delete_namespace(&client, &ns).await;
 }
