@@ -340,7 +340,8 @@ pub struct LoadTestStatus {
     /// Merged results: live while running, final when finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
-    /// Threshold verdicts on the merged results.
+    /// Threshold verdicts on the merged results: live while running (on the figures so far;
+    /// relative, group and check-rate thresholds wait for the end), final when finished.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<Verdict>,
     /// What went wrong, or what is happening.

@@ -45,7 +45,7 @@ pub use capacity::{
 };
 pub use compile::parse::{load_file, parse_str};
 pub use compile::plan::{BUILTIN_PLACEHOLDER, CapacitySearch, CapacityStep, CompileOptions, Once, Plan, compile};
-pub use compile::threshold::{Baseline, Measured, NO_BASELINE, judge_thresholds};
+pub use compile::threshold::{Baseline, Measured, NO_BASELINE, judge_thresholds, live_verdicts};
 pub use error::{Problem, ScenarioError};
 pub use outcome::{RunOutcome, Tick, Totals};
 pub use output::html::render_html;

@@ -183,9 +183,21 @@ fn runner_row(r: &RunnerReport, own: &WorkerMetrics) -> RunnerRow {
     }
 }
 
-/// A live summary from the runners' interim figures (see [`LiveMerge`]), all decoded now.
-pub fn live_summary(plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<Summary, PortableError> {
-    LiveMerge::default().summary(plan, reports)
+/// The runners' interim figures merged (see [`LiveMerge`]), all decoded now.
+pub fn live_figures(plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<LiveFigures, PortableError> {
+    LiveMerge::default().figures(plan, reports)
+}
+
+/// The runners' interim figures merged: `status.summary` and `status.thresholds` while the run
+/// goes on.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveFigures {
+    /// The live summary.
+    pub summary: Summary,
+    /// The thresholds the figures so far can judge ([`stampede_core::live_verdicts`]); none
+    /// while some runner's steps are not in, and none for a capacity search (judged per plateau
+    /// at its end).
+    pub thresholds: Vec<Verdict>,
 }
 
 /// The runners' interim figures merged into a live summary: each running runner's total and
@@ -240,7 +252,7 @@ impl LivePart {
 impl LiveMerge {
     /// The summary of `reports` (by runner index), decoding only those that changed since the
     /// last call (and what they replace).
-    pub fn summary(&mut self, plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<Summary, PortableError> {
+    pub fn figures(&mut self, plan: &Plan, reports: &[Option<RunnerReport>]) -> Result<LiveFigures, PortableError> {
         let n = plan.step_keys.len();
         if self.seen.len() != reports.len() || self.sum.as_ref().is_some_and(|s| s.steps.len() != n) {
             *self = LiveMerge::default();
@@ -285,14 +297,18 @@ impl LiveMerge {
             }
         }
         let mut summary = Summary { active_vus: Some(active_vus), ..summarize(&sum.total, seconds, 0) };
+        let mut thresholds = Vec::new();
         if every_step {
             let mut all = StepStats::default();
             sum.steps.iter().for_each(|s| all.merge_codes(s));
             codes(&mut summary, &all);
             summary.steps = step_rows(plan, &sum.steps, seconds);
+            if plan.capacity.is_none() {
+                thresholds = stampede_core::live_verdicts(&plan.thresholds, &plan.step_keys, &sum.steps, seconds);
+            }
         }
         self.sum = Some(sum);
-        Ok(summary)
+        Ok(LiveFigures { summary, thresholds })
     }
 }
 
@@ -543,7 +559,7 @@ mod tests {
             duration_seconds: 3.0,
             ..RunnerReport::new(1, RunnerState::Done)
         };
-        let s = super::live_summary(&plan, &[Some(r0.clone()), Some(r1.clone())]).unwrap();
+        let s = super::live_figures(&plan, &[Some(r0.clone()), Some(r1.clone())]).unwrap().summary;
         assert_eq!((s.requests, s.active_vus, s.duration_seconds), (9, Some(2), 3.0), "the finished runner counts");
         let rows: Vec<(&str, u64)> = s.steps.iter().map(|r| (r.step.as_str(), r.requests)).collect();
         assert_eq!(rows, [("a", 6), ("b", 3)]);
@@ -562,12 +578,35 @@ mod tests {
         // both as above) ends with the same figures: a replaced report is taken out exactly.
         let mut merge = super::LiveMerge::default();
         let early = running(0, &keys, &[(1, 200, 1_000), (0, 200, 0)], true);
-        assert_eq!(merge.summary(&plan, &[Some(early), None]).unwrap().requests, 1);
-        assert_eq!(merge.summary(&plan, &[Some(r0.clone()), Some(r1.clone())]).unwrap(), s);
+        assert_eq!(merge.figures(&plan, &[Some(early), None]).unwrap().summary.requests, 1);
+        assert_eq!(merge.figures(&plan, &[Some(r0.clone()), Some(r1.clone())]).unwrap().summary, s);
 
         let r2 = running(2, &keys, &[(1, 200, 1_000), (0, 200, 0)], false);
-        let s = super::live_summary(&plan, &[Some(r0), Some(r1), Some(r2)]).unwrap();
+        let s = super::live_figures(&plan, &[Some(r0), Some(r1), Some(r2)]).unwrap().summary;
         assert_eq!(s.requests, 10);
         assert!(s.steps.is_empty() && s.status_codes.is_empty(), "runner 2 sent its total only");
+    }
+
+    /// Thresholds as live verdicts: judged on the fleet's steps so far, those the live figures
+    /// can judge; none while a runner's steps are not in.
+    #[test]
+    fn live_figures_judge_the_thresholds_on_the_fleets_steps_so_far() {
+        let yaml = "name: t\nbaseUrl: http://my-service.default.svc\nload: {executor: constant-vus, vus: 3, duration: 1m}\n\
+                    scenarios:\n  - name: s\n    steps:\n      - {name: a, request: {url: \"{{baseUrl}}/a\"}}\n      - {name: b, request: {url: \"{{baseUrl}}/b\"}}\n\
+                    thresholds: [\"latency{step:a}.max < 10ms\", \"latency{step:b}.p99 < 50ms\", \"checks.rate > 99%\"]\n";
+        let file = stampede_core::parse_str(yaml, std::path::Path::new("t.yaml")).unwrap();
+        let plan = stampede_core::compile(&file, &stampede_core::CompileOptions::default()).unwrap();
+        let keys = plan.step_keys.clone();
+        let r0 = running(0, &keys, &[(2, 200, 1_000), (3, 200, 90_000)], true);
+        let r1 = running(1, &keys, &[(4, 200, 5_000), (0, 200, 0)], true);
+        let live = super::live_figures(&plan, &[Some(r0.clone()), Some(r1)]).unwrap();
+        let judged: Vec<(&str, bool, f64)> =
+            live.thresholds.iter().map(|v| (v.threshold.as_str(), v.passed, v.actual)).collect();
+        // Each verdict's figure is the one the live step table shows.
+        let (a, b) = (&live.summary.steps[0].latency_ms, &live.summary.steps[1].latency_ms);
+        assert!(a.max < 10.0 && b.p99 > 50.0, "{a:?} {b:?}");
+        assert_eq!(judged, [("latency{step:a}.max < 10ms", true, a.max), ("latency{step:b}.p99 < 50ms", false, b.p99)]);
+        let without_steps = running(1, &keys, &[(4, 200, 5_000), (0, 200, 0)], false);
+        assert!(super::live_figures(&plan, &[Some(r0), Some(without_steps)]).unwrap().thresholds.is_empty());
     }
 }

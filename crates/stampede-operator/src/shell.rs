@@ -139,7 +139,7 @@ impl Context {
         self.read.read(run_id, index, cm)
     }
 
-    /// The live summary of `lt`'s current run from its runners' `reports`, decoding only the
+    /// The live figures of `lt`'s current run from its runners' `reports`, decoding only the
     /// reports that changed since its last reconcile: `Ok(None)` when they cannot be merged,
     /// `Err(wait)` when the last was merged less than [`Context::live_every`] ago (the status
     /// keeps it; come back after `wait`).
@@ -148,7 +148,7 @@ impl Context {
         lt: &LoadTest,
         plan: &Plan,
         reports: &[Option<stampede_api::RunnerReport>],
-    ) -> Result<Option<stampede_api::Summary>, Duration> {
+    ) -> Result<Option<crate::results::LiveFigures>, Duration> {
         let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
         let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
@@ -161,7 +161,7 @@ impl Context {
             return Err(wait);
         }
         *last = Some(now);
-        Ok(merge.summary(plan, reports).ok())
+        Ok(merge.figures(plan, reports).ok())
     }
 
     /// The status of `lt` could not be written with the figures last merged (it changed

@@ -378,8 +378,14 @@ impl Threshold {
     /// Evaluates against per-step stats, a relative threshold against `baseline` (or fails,
     /// naming why there is none).
     pub fn evaluate_against(&self, m: &Measured<'_>, seconds: f64, baseline: Baseline<'_>) -> Verdict {
+        // At the precision of the steps' histograms (a live figure's is coarser than a final
+        // one's), so that a verdict's figure is the one its step's row shows.
+        let mut selected = self.selected(m).peekable();
         let mut merged = StepStats::default();
-        for stats in self.selected(m) {
+        if let Some(first) = selected.peek().filter(|s| s.latency.sigfig() != merged.latency.sigfig()) {
+            merged.latency = hdrhistogram::Histogram::new_from(&first.latency);
+        }
+        for stats in selected {
             merged.merge(stats);
         }
         let h = &merged.latency;
@@ -583,9 +589,47 @@ pub fn judge_thresholds(
     thresholds.iter().map(|t| t.evaluate_against(measured, seconds, baseline)).collect()
 }
 
+/// The verdicts a fleet's live figures can give while its run goes on: each of `thresholds` on
+/// the steps so far (`steps`, by the keys of `step_keys`) over `seconds`. Left for the end: a
+/// relative threshold (its baseline is judged with the final figures), a group's (runners send
+/// their groups' transactions only with their result) and a rate of named checks (likewise);
+/// and a threshold whose steps have no request yet.
+pub fn live_verdicts(
+    thresholds: &[Threshold],
+    step_keys: &[StepKey],
+    steps: &[StepStats],
+    seconds: f64,
+) -> Vec<Verdict> {
+    let m = Measured { step_keys, steps, group_keys: &[], groups: &[] };
+    thresholds
+        .iter()
+        .filter(|t| t.group.is_none() && t.stat != Stat::CheckRate)
+        .filter_map(|t| t.evaluate_live(&m, seconds))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_verdicts_judge_the_steps_so_far_and_leave_what_only_the_end_has() {
+        let steps = [stats(&[1, 1], 0, 0), stats(&[2, 900], 1, 0), StepStats::default()];
+        let thresholds: Vec<Threshold> = [
+            "latency.p99 < 500ms",
+            "errors.rate < 25%",
+            "requests{step:home}.count > 0",
+            "latency{group:checkout}.max < 400ms",
+            "checks.rate > 99%",
+            "latency.p99 < baseline * 1.1",
+        ]
+        .iter()
+        .map(|t| parse(t).unwrap())
+        .collect();
+        let judged: Vec<(String, bool)> =
+            live_verdicts(&thresholds, &keys(), &steps, 10.0).into_iter().map(|v| (v.threshold, v.passed)).collect();
+        assert_eq!(judged, [("latency.p99 < 500ms".into(), false), ("errors.rate < 25%".into(), true)]);
+    }
 
     fn keys() -> Vec<StepKey> {
         vec![

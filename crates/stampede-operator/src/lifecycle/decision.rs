@@ -38,7 +38,7 @@ pub struct Observed {
     pub reports: Vec<Option<RunnerReport>>,
     /// The runners' interim figures merged (by the shell's [`crate::results::LiveMerge`] of the
     /// run, which decodes each report once); `None` when they cannot be merged or were not.
-    pub live: Option<stampede_api::Summary>,
+    pub live: Option<crate::results::LiveFigures>,
     /// Result ConfigMaps whose report cannot be read, e.g. `runner 2: …` (see [`read_report`]).
     pub unreadable: Vec<String>,
     /// The counters of this run's runner Job (`None`: there is none, or it was not looked at).

@@ -452,8 +452,9 @@ impl<'a> Run<'a> {
                 .warning("RunTimeout", message)
                 .end(None);
         }
-        if let Some(live) = self.obs.live.as_ref().filter(|live| live.requests > 0) {
-            self.st.summary = Some(live.clone());
+        if let Some(live) = self.obs.live.as_ref().filter(|live| live.summary.requests > 0) {
+            self.st.summary = Some(live.summary.clone());
+            self.st.thresholds.clone_from(&live.thresholds);
         }
         self.end(Some(Duration::from_secs(5)))
     }

@@ -91,7 +91,7 @@ const RUN: &str = "uid-1/1";
 pub(crate) fn observed(now: OffsetDateTime, reports: Vec<Option<RunnerReport>>, job: Option<JobState>) -> Observed {
     let plan = plan(&loadtest(1));
     Observed {
-        live: stampede_operator::results::live_summary(&plan, &reports).ok(),
+        live: stampede_operator::results::live_figures(&plan, &reports).ok(),
         now,
         plan: Scenario::Compiled(plan),
         reports,
@@ -367,6 +367,8 @@ fn live_summaries_merge_the_runners_interim_totals() {
     assert!(!s.is_final);
     assert_eq!((s.requests, s.rps), (250, 50.0));
     assert_eq!(s.p99, "2.0ms");
+    // Sent without their steps, these totals give no live verdict: a threshold names steps.
+    assert!(lt.status.as_ref().unwrap().thresholds.is_empty());
 }
 
 #[test]
