@@ -37,7 +37,13 @@ const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.text
       .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
     return { list: rows('loadtests'), name: t('run-name'), phase: t('phase'), requests: t('requests'), chartMax: t('chart-max'), \
       steps: rows('steps'), codes: rows('codes'), changes: rows('changes'), error: t('error'), message: t('control-msg'), \
-      controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
+      controls: !(document.getElementById('controls')?.hidden ?? true), thresholds: rows('thresholds'), \
+      thresholdsTitle: t('thresholds-title'), \
+      series: ['chart', 'chart-latency', 'chart-errors', 'chart-vus'].map((id) => document.querySelectorAll('#' + id + ' polyline').length), \
+      drawn: Array.from(document.querySelectorAll('svg polyline')).every((l) => /^[0-9., ]+$/.test(l.getAttribute('points'))), \
+      errorsMax: t('chart-errors-max'), \
+      changeLines: ['chart', 'chart-latency', 'chart-errors', 'chart-vus'].map((id) => \
+        Array.from(document.querySelectorAll('#' + id + ' line.change title')).map((e) => e.textContent)) }; })()";
 
 fn count(s: &Value) -> u64 {
     s["requests"].as_str().unwrap_or("0").replace(',', "").parse().unwrap_or(0)
@@ -96,6 +102,7 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         "scenarios": [{"name": "s", "steps": [
             {"name": "home", "request": {"url": "{{baseUrl}}/delay/20"}},
             {"name": "item", "request": {"url": "{{baseUrl}}/get"}}]}],
+        "thresholds": ["latency{step:home}.p99 < 10s", "errors.rate < 1%"],
     });
     let spec: LoadTestSpec = serde_json::from_value(json!({"runners": 3, "scenario": scenario})).unwrap();
     let lts: Api<LoadTest> = Api::namespaced(admin.clone(), &ns);
@@ -113,6 +120,14 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         cdp.wait_until("every step's requests and their codes, live", SEEN, |s| {
             s["phase"] == "Running" && live_steps(s) && s["codes"][0][0] == "HTTP 200"
         });
+        // Thresholds as live verdicts, on the figures so far.
+        let live = cdp.wait_until("the thresholds, judged live", SEEN, |s| {
+            s["phase"] == "Running" && s["thresholds"].as_array().is_some_and(|t| t.len() == 2)
+        });
+        let verdicts: Vec<&str> =
+            live["thresholds"].as_array().unwrap().iter().map(|r| r[2].as_str().unwrap()).collect();
+        assert_eq!(verdicts, ["passing", "passing"], "{live}");
+        assert!(live["thresholdsTitle"].as_str().unwrap().contains("live"), "{live}");
         // The page's controls, each taken by the operator: a pause, 12 VUs for the whole fleet,
         // the resume.
         cdp.wait_until("the controls", SEEN, |s| s["controls"] == json!(true));
@@ -122,7 +137,13 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         cdp.eval("document.getElementById('vus-input').value = '12'; document.getElementById('vus-apply').click(); 1");
         cdp.wait_until("12 VUs, taken", SEEN, taken(2));
         cdp.eval("document.getElementById('resume').click(); 1");
-        cdp.wait_until("the resume, taken", SEEN, taken(3));
+        let resumed = cdp.wait_until("the resume, taken", SEEN, taken(3));
+        // Each of the four charts marks the three changes, titled with them; each draws its lines
+        // (the latency chart one per percentile picked: p50, p90, p99).
+        let marks = json!(["paused", "vus 12, paused", "vus 12, resumed"]);
+        assert_eq!(resumed["changeLines"], json!([marks, marks, marks, marks]), "{resumed}");
+        assert_eq!(resumed["series"], json!([1, 3, 1, 1]), "{resumed}");
+        assert_eq!(resumed["drawn"], json!(true), "every line has its points: {resumed}");
         let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
         cdp.screenshot(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard.png"));
         // The page's numbers, as it writes them, of `.status` at the end (read after this).
@@ -151,10 +172,19 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
     let chart_max: f64 = end["chartMax"].as_str().unwrap().replace(',', "").parse().unwrap();
     assert!(chart_max <= summary.requests as f64 / 2.0, "a rate of {chart_max}/s charted");
     assert_eq!(end["codes"], json!([["HTTP 200", "18,000"]]), "the page's status codes at the end");
+    assert_eq!((&end["errorsMax"], &end["drawn"]), (&json!("0"), &json!(true)), "no error charted: {end}");
     let rows = end["steps"].as_array().unwrap().clone();
     assert_eq!(rows.len(), summary.steps.len());
     let expected = tokio::task::spawn_blocking(move || cdp::status_step_rows(&mut cdp, &summary.steps)).await.unwrap();
     assert_eq!(rows, expected, "the page's step table against .status");
+    // Its thresholds at the end: `.status`'s final verdicts.
+    let verdicts: Vec<Value> = st
+        .thresholds
+        .iter()
+        .map(|v| json!([v.threshold, v.actual_text, if v.passed { "passed" } else { "failed" }]))
+        .collect();
+    assert_eq!(end["thresholds"], json!(verdicts), "the page's thresholds against .status");
+    assert_eq!(verdicts.len(), 2);
     eprintln!("{} requests; page rows {rows:?}; LoadTest {}", target.stats().requests(), lt.name_any());
 
     server.abort();
