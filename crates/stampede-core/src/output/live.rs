@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use stampede_model::report::{LoadChange, Report, StepSummary, TimelinePoint, Verdict, round3};
 
 use crate::compile::plan::Plan;
+use crate::compile::threshold::Measured;
 use crate::outcome::Tick;
 use crate::output::report::live_summaries;
 use crate::stats::timeline::interval_point;
@@ -55,7 +56,9 @@ pub struct LiveFrame {
     pub total: StepSummary,
     /// Each step since the start, in the scenario's order.
     pub steps: Vec<StepSummary>,
-    /// The thresholds' verdicts (in the final frame).
+    /// The thresholds' verdicts: live ones on the figures so far while the run goes on (not a
+    /// relative threshold, judged at the end against its baseline, nor one whose steps have no
+    /// answer yet, nor any in a capacity search), the report's in the final frame.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<Verdict>,
     /// What the run can be changed to, and the changes taken so far.
@@ -189,13 +192,25 @@ pub fn check_change(plan: &Plan, request: &ChangeRequest, ended: bool) -> Result
     Ok(LiveChange { vus, rate, paused: request.paused })
 }
 
-/// The frame of `tick` of a run of `plan` (its totals asked for: without them, `total` and
-/// `steps` are empty), with `control`.
+/// The frame of `tick` of a run of `plan` (its totals asked for: without them, `total`,
+/// `steps` and `thresholds` are empty), with `control`.
 pub fn tick_frame(plan: &Plan, tick: &Tick, control: ControlState) -> LiveFrame {
     let seconds = tick.elapsed.as_secs_f64();
     let (total, steps) = match &tick.totals {
         Some(t) => live_summaries(&plan.step_keys, &t.steps, seconds),
         None => Default::default(),
+    };
+    let thresholds = match &tick.totals {
+        Some(t) if plan.capacity.is_none() => {
+            let m = Measured {
+                step_keys: &plan.step_keys,
+                steps: &t.steps,
+                group_keys: &plan.group_keys,
+                groups: &t.groups,
+            };
+            plan.thresholds.iter().filter_map(|th| th.evaluate_live(&m, seconds)).collect()
+        }
+        _ => Vec::new(),
     };
     LiveFrame {
         name: plan.name.clone(),
@@ -206,7 +221,7 @@ pub fn tick_frame(plan: &Plan, tick: &Tick, control: ControlState) -> LiveFrame 
         point: Some(interval_point(tick.elapsed, tick.length, tick.active_vus, &tick.stats, &plan.step_keys)),
         total,
         steps,
-        thresholds: Vec::new(),
+        thresholds,
         control,
     }
 }
@@ -232,6 +247,7 @@ pub fn final_frame(report: &Report, control: ControlState) -> LiveFrame {
 mod tests {
     use super::*;
     use crate::compile::plan::CompileOptions;
+    use crate::{StepStats, Totals};
 
     fn file(load: &str) -> String {
         format!(
@@ -253,6 +269,36 @@ mod tests {
 
     fn ask(vus: Option<i64>, rate: Option<i64>, paused: Option<bool>) -> ChangeRequest {
         ChangeRequest { vus, rate, paused }
+    }
+
+    /// A local dashboard's frame judges the thresholds on the totals so far (not a relative one,
+    /// nor one whose steps have no answer yet); a frame without totals judges none.
+    #[test]
+    fn a_ticks_frame_judges_the_thresholds_on_the_totals_so_far() {
+        let text = file("{executor: constant-vus, vus: 2, duration: 10s}")
+            + "thresholds: [\"latency.p99 < 10s\", \"requests.count > 1000\", \"latency.p99 < baseline * 1.1\"]\n";
+        let file = crate::parse_str(&text, std::path::Path::new("live.yaml")).unwrap();
+        let p = crate::compile(&file, &CompileOptions::default()).unwrap();
+        let tick = |totals: Option<Totals>| Tick {
+            index: 1,
+            elapsed: std::time::Duration::from_secs(1),
+            length: std::time::Duration::from_secs(1),
+            active_vus: 2,
+            stats: crate::IntervalStats::default(),
+            totals: totals.map(std::sync::Arc::new),
+        };
+        let empty = Totals { steps: vec![StepStats::default()], ..Totals::default() };
+        assert!(tick_frame(&p, &tick(Some(empty)), ControlState::default()).thresholds.is_empty(), "no answer yet");
+        let mut step = StepStats::default();
+        for us in [2_000, 3_000] {
+            step.requests += 1;
+            step.record_latency_us(us);
+        }
+        let frame =
+            tick_frame(&p, &tick(Some(Totals { steps: vec![step], ..Totals::default() })), ControlState::default());
+        let judged: Vec<(&str, bool)> = frame.thresholds.iter().map(|v| (v.threshold.as_str(), v.passed)).collect();
+        assert_eq!(judged, [("latency.p99 < 10s", true), ("requests.count > 1000", false)]);
+        assert!(tick_frame(&p, &tick(None), ControlState::default()).thresholds.is_empty());
     }
 
     #[test]
