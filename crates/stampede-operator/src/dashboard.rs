@@ -208,9 +208,9 @@ impl DashboardApi {
         Ok(response)
     }
 
-    /// The LoadTest's last merged report, as HTML: after the user's `get` of the LoadTest.
-    /// The last finished run's HTML report, with the trend of the LoadTest's runs and its
-    /// `spec.baseline` beside it when this user may read that baseline.
+    /// After the user's `get` of the LoadTest, its last finished run's HTML report, with the
+    /// trend of the LoadTest's runs and its `spec.baseline` beside it when this user may read
+    /// that baseline.
     async fn report(&self, user: Client, ns: &str, name: &str) -> Result<Response<Body>, Refused> {
         let lt = Api::<LoadTest>::namespaced(user.clone(), ns).get(name).await?;
         let cms: Api<ConfigMap> = Api::namespaced(self.operator.clone(), ns);
