@@ -153,6 +153,8 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
         "name": "dash", "baseUrl": target.base_url(),
         "load": {"executor": "constant-vus", "vus": RUNNERS, "iterations": RUNNERS * iterations()},
         "scenarios": [{"name": "s", "steps": steps}],
+        // Judged live on every merge, as a user's thresholds are.
+        "thresholds": ["latency.p99 < 10s", "errors.rate < 1%", "latency{step:step-000}.p95 < 10s"],
     });
     let extra = json!({"startTimeout": "20m", "runTimeout": "20m"});
     let api: Api<LoadTest> = Api::namespaced(client.clone(), &ns);
@@ -191,8 +193,9 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
     let parts_after = operator.metrics();
     let with = ((cpu3 - cpu2) / opened.elapsed().as_secs_f64(), rss_mib(pid));
     let window_end = Instant::now();
-    let still = api.get("dash").await.unwrap().status.unwrap().phase;
-    assert_eq!(still, Phase::Running, "the run ended before the windows did: raise STAMPEDE_BENCH_ITERATIONS");
+    let still = api.get("dash").await.unwrap().status.unwrap();
+    assert_eq!(still.phase, Phase::Running, "the run ended before the windows did: raise STAMPEDE_BENCH_ITERATIONS");
+    assert_eq!(still.thresholds.len(), 3, "the thresholds, judged live: {:?}", still.thresholds);
 
     let lt =
         wait_for(&api, "dash", Duration::from_secs(900), phase_is(&[Phase::Succeeded, Phase::Failed])).await.unwrap();
@@ -211,6 +214,7 @@ async fn e2e_scale_ten_pages_follow_a_hundred_step_fifty_runner_loadtest() {
         task.abort();
     }
     assert_eq!(summary.requests, target.stats().requests(), "every request counted once");
+    assert_eq!(lt.status.as_ref().unwrap().thresholds.len(), 3, "the final verdicts");
     for (i, (seen, _)) in pages.iter().enumerate() {
         let last = *seen.lock().unwrap().last().expect("the page got events");
         assert_eq!((last.1, last.2), (summary.requests, true), "page {i} ends with the final status");
