@@ -146,6 +146,13 @@ async fn e2e_chromium_watches_and_steers_a_three_runner_loadtest_on_the_operator
         assert_eq!(resumed["drawn"], json!(true), "every line has its points: {resumed}");
         let end = cdp.wait_until("the end of the run", SEEN, |s| s["phase"] == "Succeeded" || s["phase"] == "Failed");
         cdp.screenshot(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard.png"));
+        // On a phone's width the page does not scroll sideways: its charts stack, and a wide
+        // table scrolls within its own section.
+        let phone = json!({"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true});
+        cdp.call("Emulation.setDeviceMetricsOverride", phone);
+        let widths = cdp.eval("[document.documentElement.scrollWidth, window.innerWidth]");
+        cdp.screenshot(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-dashboard-phone.png"));
+        assert_eq!(widths, json!([390, 390]), "the page's width on a phone, and the phone's");
         // The page's numbers, as it writes them, of `.status` at the end (read after this).
         assert!(cdp.complaints.is_empty(), "the page logged or threw: {:?}", cdp.complaints);
         (end, browser, cdp)
