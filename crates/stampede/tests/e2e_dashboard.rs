@@ -36,7 +36,7 @@ const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.text
     const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
       .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
     return { list: rows('loadtests'), name: t('run-name'), phase: t('phase'), requests: t('requests'), chartMax: t('chart-max'), \
-      steps: rows('steps'), codes: rows('codes'), changes: rows('changes'), error: t('error'), message: t('control-msg'), \
+      steps: rows('steps'), codes: rows('codes'), changes: rows('changes').filter((r) => r[0].startsWith('#')), error: t('error'), message: t('control-msg'), \
       controls: !(document.getElementById('controls')?.hidden ?? true), thresholds: rows('thresholds'), \
       thresholdsTitle: t('thresholds-title'), \
       series: ['chart', 'chart-latency', 'chart-errors', 'chart-vus'].map((id) => document.querySelectorAll('#' + id + ' polyline').length), \

@@ -34,7 +34,7 @@ const SEEN: &str = "(() => { const t = (id) => document.getElementById(id)?.text
     const rows = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')) \
       .map((tr) => Array.from(tr.children).map((c) => c.textContent)); \
     return { list: rows('loadtests'), phase: t('phase'), requests: t('requests'), chartMax: t('chart-max'), vus: t('vus'), \
-      steps: rows('steps'), codes: rows('codes'), changes: rows('changes'), error: t('error'), \
+      steps: rows('steps'), codes: rows('codes'), changes: rows('changes').filter((r) => r[0].startsWith('#')), error: t('error'), \
       controls: !(document.getElementById('controls')?.hidden ?? true) }; })()";
 
 fn count(s: &Value) -> u64 {
