@@ -414,8 +414,7 @@ pub async fn read_baseline(
 /// read); the spec's when that ConfigMap is missing. Compiled once per run: the stored scenario
 /// is immutable, so later reconciles of the run take the plan from [`Context`].
 async fn stored_scenario(ctx: &Context, lt: &LoadTest, ns: &str) -> Result<Scenario> {
-    let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
-    let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
+    let key = crate::shell::current_run(lt);
     if let Some(plan) = ctx.plans.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(Scenario::Compiled(plan.clone()));
     }

@@ -149,8 +149,7 @@ impl Context {
         plan: &Plan,
         reports: &[Option<stampede_api::RunnerReport>],
     ) -> Result<Option<crate::results::LiveFigures>, Duration> {
-        let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
-        let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
+        let key = current_run(lt);
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         // One run at a time per LoadTest: an earlier run's figures go.
         let prefix = format!("{}/", lt.metadata.uid.as_deref().unwrap_or_default());
@@ -167,8 +166,7 @@ impl Context {
     /// The status of `lt` could not be written with the figures last merged (it changed
     /// meanwhile): the next reconcile merges them again at once, rather than a pace later.
     pub(crate) fn live_not_written(&self, lt: &LoadTest) {
-        let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
-        let key = stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run);
+        let key = current_run(lt);
         if let Some((_, last)) = self.live.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key) {
             *last = None;
         }
@@ -229,7 +227,7 @@ impl ReadCache {
 }
 
 /// The id of `lt`'s current run ([`stampede_api::run_id`]).
-fn current_run(lt: &LoadTest) -> String {
+pub(crate) fn current_run(lt: &LoadTest) -> String {
     let run = lt.status.as_ref().and_then(|s| s.run).unwrap_or(1);
     stampede_api::run_id(lt.metadata.uid.as_deref().unwrap_or_default(), run)
 }
