@@ -557,12 +557,9 @@ impl LoadTestStatus {
     }
 
     /// The trend of its runs for the report of its last one: each finished run labelled `#N`,
-    /// oldest first; empty when it has fewer than two (a trend of one run says nothing).
+    /// oldest first (a report shows a trend from two runs on).
     pub fn trend(&self) -> Vec<TrendPoint> {
         let runs = self.finished_runs();
-        if runs.len() < 2 {
-            return Vec::new();
-        }
         runs.iter().map(|r| r.trend_point(r.run.map_or_else(|| "?".into(), |n| format!("#{n}")))).collect()
     }
 }

@@ -398,10 +398,9 @@ async fn read_history(kind: Kind, name: &str, namespace: Option<&str>) -> Result
 }
 
 /// The trend of a LoadTest's runs for its report (`stampede report loadtest/NAME`): its earlier
-/// runs and its current one once finished, oldest first; empty when it has no earlier run.
+/// runs and its current one once finished, oldest first (the report shows it from two runs on).
 pub(crate) fn loadtest_trend(name: &str, namespace: Option<&str>) -> Result<Vec<TrendPoint>, Failure> {
-    let history = runtime()?.block_on(read_history(Kind::LoadTest, name, namespace))?;
-    Ok(if history.runs.len() > 1 { trend(&history) } else { Vec::new() })
+    Ok(trend(&runtime()?.block_on(read_history(Kind::LoadTest, name, namespace))?))
 }
 
 /// `stampede history OBJECT [-n NS] [--json] [--html FILE]`.
