@@ -407,7 +407,28 @@ pub async fn read_baseline(
     let Some(text) = cm.data.and_then(|mut d| d.remove(&key)) else {
         return Ok(Err(Invalid(format!("ConfigMap `{cm_name}` has no key `{key}`"))));
     };
-    Ok(serde_json::from_str(&text).map_err(|e| Invalid(format!("`{cm_name}/{key}` is not a Stampede report: {e}"))))
+    Ok(serde_json::from_str(&text)
+        .map_err(|e| Invalid(format!("`{cm_name}/{key}` is not a Stampede report: {}", json_problem(&e)))))
+}
+
+/// What is wrong with a JSON text, and where, without quoting it: serde's words for a wrong
+/// value quote the value, and a baseline's ConfigMap is the user's (it may hold anything), while
+/// this goes to the status, an Event and the log. A missing field is named (its name is ours).
+pub(crate) fn json_problem(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Syntax => "not JSON".to_string(),
+        Category::Eof => "JSON cut short".to_string(),
+        Category::Io => "unreadable".to_string(),
+        Category::Data => {
+            let said = e.to_string();
+            match said.split(" at line ").next().filter(|w| w.starts_with("missing field `")) {
+                Some(missing) => missing.to_string(),
+                None => "JSON of another shape (a value of the wrong type or form)".to_string(),
+            }
+        }
+    };
+    format!("{what}, at line {} column {}", e.line(), e.column())
 }
 
 /// The scenario of a run in progress, from the ConfigMap written at its start (what its runners
@@ -742,4 +763,18 @@ async fn delete_all(
     delete::<RoleBinding>(ctx, ns, &names::runner_account(name)).await?;
     delete::<Role>(ctx, ns, &names::runner_account(name)).await?;
     delete::<ServiceAccount>(ctx, ns, &names::runner_account(name)).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_json_problem_says_what_and_where_and_never_quotes_the_text() {
+        let problem = |text: &str| super::json_problem(&serde_json::from_str::<super::Report>(text).unwrap_err());
+        let quoted = problem(r#""hunter2""#);
+        assert_eq!(quoted, "JSON of another shape (a value of the wrong type or form), at line 1 column 9");
+        assert!(!problem(r#"{"name": "hunter2", "run": 7}"#).contains("hunter2"));
+        assert!(problem("{}").starts_with("missing field `"), "{}", problem("{}"));
+        assert_eq!(problem("{"), "JSON cut short, at line 1 column 1");
+        assert_eq!(problem("token=hunter2"), "not JSON, at line 1 column 2");
+    }
 }

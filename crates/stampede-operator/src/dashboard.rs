@@ -219,8 +219,12 @@ impl DashboardApi {
         let Some(text) = text else {
             return Err(Refused(StatusCode::NOT_FOUND, format!("{ns}/{name} has no report yet")));
         };
-        let mut report: Report = serde_json::from_str(&text)
-            .map_err(|e| Refused(StatusCode::INTERNAL_SERVER_ERROR, format!("{cm_name} holds no report: {e}")))?;
+        let mut report: Report = serde_json::from_str(&text).map_err(|e| {
+            Refused(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{cm_name} holds no report: {}", crate::controller::json_problem(&e)),
+            )
+        })?;
         report.trend = lt.status.as_ref().map(stampede_api::LoadTestStatus::trend).unwrap_or_default();
         let baseline = match &lt.spec.baseline {
             Some(b) => self.baseline(user, ns, b).await,
